@@ -1,0 +1,204 @@
+//! A block: one `VkDeviceMemory`, its range allocator and its mapping.
+//!
+//! A dedicated allocation is a block too, whose algorithm holds exactly one
+//! range, so the code above sees every block the same way.
+
+use std::collections::HashMap;
+
+use crate::device::DeviceMemory;
+use crate::range::{
+    LinearAllocator, LinearMode, Range, RangeAllocator, RangeError, RangeId, RangeKind,
+    RangeRequest, TlsfAllocator,
+};
+
+/// The algorithm a block list places allocations with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolAlgorithm {
+    /// General purpose: TLSF, O(1) allocate and free in any order.
+    #[default]
+    Tlsf,
+    /// Linear: a stack or a ring buffer, for per-frame and staging memory;
+    /// [`crate::Allocator::reset_pool`] frees everything at once.
+    Linear(LinearMode),
+}
+
+/// How a block places its allocations.
+#[derive(Debug)]
+pub(crate) enum Algo {
+    Tlsf(TlsfAllocator),
+    Linear(LinearAllocator),
+    /// A dedicated allocation: the whole block, one range.
+    Dedicated { kind: RangeKind, live: bool },
+}
+
+/// One `VkDeviceMemory` object and what lives in it.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub memory: DeviceMemory,
+    pub size: u64,
+    /// Host address of the block's first byte if it is mapped, else 0.
+    pub host_address: usize,
+    pub algo: Algo,
+    /// Debugging tags of the live allocations that have one, by offset.
+    pub tags: HashMap<u64, Box<str>>,
+}
+
+/// The `RangeId` of a dedicated block's single range.
+const DEDICATED_RANGE: RangeId = RangeId(0);
+
+impl Block {
+    /// A block placing allocations with `algorithm`.
+    pub fn new(
+        memory: DeviceMemory,
+        size: u64,
+        host_address: usize,
+        algorithm: PoolAlgorithm,
+        granularity: u64,
+    ) -> Self {
+        let algo = match algorithm {
+            PoolAlgorithm::Tlsf => Algo::Tlsf(TlsfAllocator::new(size, granularity)),
+            PoolAlgorithm::Linear(mode) => {
+                Algo::Linear(LinearAllocator::new(size, mode, granularity))
+            }
+        };
+        Self {
+            memory,
+            size,
+            host_address,
+            algo,
+            tags: HashMap::new(),
+        }
+    }
+
+    /// A dedicated block holding one live allocation of `kind`.
+    pub fn dedicated(memory: DeviceMemory, size: u64, host_address: usize, kind: RangeKind) -> Self {
+        Self {
+            memory,
+            size,
+            host_address,
+            algo: Algo::Dedicated { kind, live: true },
+            tags: HashMap::new(),
+        }
+    }
+
+    /// The range of a dedicated block's allocation.
+    pub fn dedicated_range(&self) -> Range {
+        Range {
+            id: DEDICATED_RANGE,
+            offset: 0,
+            size: self.size,
+        }
+    }
+
+    pub fn is_dedicated(&self) -> bool {
+        matches!(self.algo, Algo::Dedicated { .. })
+    }
+
+    /// Places `request` in this block, if it fits.
+    pub fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
+        match &mut self.algo {
+            Algo::Tlsf(t) => t.allocate(request),
+            Algo::Linear(l) => l.allocate(request),
+            Algo::Dedicated { .. } => None,
+        }
+    }
+
+    /// Frees the range `id` at `offset` of this block.
+    pub fn free(&mut self, id: RangeId, offset: u64) -> Result<(), RangeError> {
+        let result = match &mut self.algo {
+            Algo::Tlsf(t) => t.free(id),
+            Algo::Linear(l) => l.free(id),
+            Algo::Dedicated { live, .. } if *live && id == DEDICATED_RANGE => {
+                *live = false;
+                Ok(())
+            }
+            Algo::Dedicated { .. } => Err(RangeError::UnknownId(id)),
+        };
+        if result.is_ok() && !self.tags.is_empty() {
+            self.tags.remove(&offset);
+        }
+        result
+    }
+
+    /// Frees every allocation (linear pools' free-at-once).
+    pub fn clear(&mut self) {
+        self.tags.clear();
+        match &mut self.algo {
+            Algo::Tlsf(t) => t.clear(),
+            Algo::Linear(l) => l.clear(),
+            Algo::Dedicated { live, .. } => *live = false,
+        }
+    }
+
+    fn ranges(&self) -> Option<&dyn RangeAllocator> {
+        match &self.algo {
+            Algo::Tlsf(t) => Some(t),
+            Algo::Linear(l) => Some(l),
+            Algo::Dedicated { .. } => None,
+        }
+    }
+
+    pub fn allocation_count(&self) -> u32 {
+        match &self.algo {
+            Algo::Dedicated { live, .. } => u32::from(*live),
+            _ => self.ranges().map_or(0, |r| r.allocation_count()),
+        }
+    }
+
+    pub fn allocated_bytes(&self) -> u64 {
+        match &self.algo {
+            Algo::Dedicated { live, .. } => u64::from(*live) * self.size,
+            _ => self.ranges().map_or(0, |r| r.allocated_bytes()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.allocation_count() == 0
+    }
+
+    /// Calls `visit(offset, size)` for every free range, in address order.
+    pub fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64)) {
+        match self.ranges() {
+            Some(r) => r.for_each_free(visit),
+            None => {
+                if self.is_empty() {
+                    visit(0, self.size)
+                }
+            }
+        }
+    }
+
+    /// Calls `visit(offset, size, kind)` for every live allocation.
+    pub fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
+        match &self.algo {
+            Algo::Dedicated { kind, live } => {
+                if *live {
+                    visit(0, self.size, *kind)
+                }
+            }
+            _ => {
+                if let Some(r) = self.ranges() {
+                    r.for_each_allocation(visit)
+                }
+            }
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), RangeError> {
+        match self.ranges() {
+            Some(r) => {
+                r.validate()?;
+                if r.capacity() != self.size {
+                    return Err(RangeError::Invariant(format!(
+                        "block of {} bytes manages {} bytes",
+                        self.size,
+                        r.capacity()
+                    )));
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}

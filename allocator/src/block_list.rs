@@ -1,0 +1,230 @@
+//! A list of blocks of one memory type: a memory type's default blocks, or a
+//! pool's. It places allocations in existing blocks, picks the size of the
+//! next block, and decides which empty blocks to keep.
+//!
+//! The list never calls the device: creating and freeing device memory is the
+//! allocator's job, done outside the list's lock.
+
+use crate::block::Block;
+use crate::range::{Range, RangeError, RangeId, RangeRequest};
+
+/// How a list grows and shrinks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ListConfig {
+    /// The size blocks grow to.
+    pub block_size: u64,
+    /// Whether every block has exactly `block_size` bytes (pools), or blocks
+    /// start small and grow with use (default blocks).
+    pub fixed_block_size: bool,
+    pub min_blocks: u32,
+    /// Empty blocks kept beyond `min_blocks` for reuse.
+    pub keep_empty: u32,
+}
+
+/// Blocks of one memory type.
+#[derive(Debug)]
+pub(crate) struct BlockList {
+    pub config: ListConfig,
+    /// Every block, dedicated ones included; `None` marks a free slot.
+    blocks: Vec<Option<Block>>,
+    free_slots: Vec<u32>,
+    /// Indices of the blocks that suballocate (not dedicated), oldest first.
+    shared: Vec<u32>,
+    /// The block that took the last allocation, tried first.
+    hint: u32,
+}
+
+/// The smallest block a growing list starts with.
+const MIN_BLOCK_SIZE: u64 = 1 << 20;
+
+impl BlockList {
+    pub fn new(config: ListConfig) -> Self {
+        Self {
+            config,
+            blocks: Vec::new(),
+            free_slots: Vec::new(),
+            shared: Vec::new(),
+            hint: u32::MAX,
+        }
+    }
+
+    /// Places `request` in an existing block.
+    pub fn allocate(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
+        if let Some(Some(block)) = self.blocks.get_mut(self.hint as usize) {
+            if let Some(range) = block.allocate(request) {
+                return Some((self.hint, range));
+            }
+        }
+        for &index in &self.shared {
+            if index == self.hint {
+                continue;
+            }
+            let block = self.blocks[index as usize].as_mut().expect("listed block exists");
+            if let Some(range) = block.allocate(request) {
+                self.hint = index;
+                return Some((index, range));
+            }
+        }
+        None
+    }
+
+    /// The sizes to try for a new block that must hold `needed` bytes, best
+    /// first: growing lists start at 1/8 of the block size and double with
+    /// each block, and fall back to smaller sizes when the device is short.
+    pub fn next_block_sizes(&self, needed: u64) -> impl Iterator<Item = u64> {
+        let full = self.config.block_size;
+        let (first, smallest) = if self.config.fixed_block_size {
+            (full.max(needed), full.max(needed))
+        } else {
+            let shift = 3u32.saturating_sub(self.shared.len() as u32);
+            let mut size = (full >> shift).max(MIN_BLOCK_SIZE).min(full);
+            // Leave room for a few more allocations of this size.
+            while size < needed.saturating_mul(2) && size < full {
+                size *= 2;
+            }
+            (size.max(needed), needed)
+        };
+        let mut next = Some(first);
+        std::iter::from_fn(move || {
+            let size = next?;
+            let half = size / 2;
+            next = (half >= smallest && half >= MIN_BLOCK_SIZE && size != half).then_some(half);
+            Some(size)
+        })
+        .take(4)
+    }
+
+    /// Adds a block; returns its index.
+    pub fn insert(&mut self, block: Block) -> u32 {
+        let dedicated = block.is_dedicated();
+        let index = match self.free_slots.pop() {
+            Some(slot) => {
+                self.blocks[slot as usize] = Some(block);
+                slot
+            }
+            None => {
+                self.blocks.push(Some(block));
+                (self.blocks.len() - 1) as u32
+            }
+        };
+        if !dedicated {
+            self.shared.push(index);
+        }
+        index
+    }
+
+    pub fn block(&self, index: u32) -> Option<&Block> {
+        self.blocks.get(index as usize)?.as_ref()
+    }
+
+    pub fn block_mut(&mut self, index: u32) -> Option<&mut Block> {
+        self.blocks.get_mut(index as usize)?.as_mut()
+    }
+
+    /// Removes a block from the list and hands it back for destruction.
+    pub fn remove(&mut self, index: u32) -> Option<Block> {
+        let block = self.blocks.get_mut(index as usize)?.take()?;
+        self.free_slots.push(index);
+        self.shared.retain(|&i| i != index);
+        if self.hint == index {
+            self.hint = u32::MAX;
+        }
+        Some(block)
+    }
+
+    /// Frees a range; returns the blocks that should now be destroyed: a
+    /// dedicated block, or empty blocks beyond what the policy keeps.
+    pub fn free(&mut self, index: u32, id: RangeId, offset: u64) -> Result<Option<Block>, RangeError> {
+        let block = self.block_mut(index).ok_or(RangeError::UnknownId(id))?;
+        block.free(id, offset)?;
+        if !block.is_empty() {
+            return Ok(None);
+        }
+        if block.is_dedicated() {
+            return Ok(self.remove(index));
+        }
+        Ok(self.release_surplus_empty())
+    }
+
+    /// The smallest empty shared block, if more blocks are empty than the
+    /// policy keeps (the larger ones are kept: they serve more requests).
+    pub fn release_surplus_empty(&mut self) -> Option<Block> {
+        let mut empty = 0u32;
+        let mut smallest: Option<(u32, u64)> = None;
+        for &i in &self.shared {
+            let b = self.blocks[i as usize].as_ref().expect("listed block exists");
+            if b.is_empty() {
+                empty += 1;
+                if smallest.is_none_or(|(_, size)| b.size < size) {
+                    smallest = Some((i, b.size));
+                }
+            }
+        }
+        let above_min = self.shared.len() as u32 > self.config.min_blocks;
+        if empty > self.config.keep_empty && above_min {
+            return self.remove(smallest?.0);
+        }
+        None
+    }
+
+    /// Every empty shared block above `min_blocks`, removed (for trimming).
+    pub fn take_empty(&mut self) -> Vec<Block> {
+        let mut out = Vec::new();
+        let candidates: Vec<u32> = self
+            .shared
+            .iter()
+            .copied()
+            .filter(|&i| self.blocks[i as usize].as_ref().is_some_and(Block::is_empty))
+            .collect();
+        for i in candidates {
+            if self.shared.len() as u32 <= self.config.min_blocks {
+                break;
+            }
+            out.extend(self.remove(i));
+        }
+        out
+    }
+
+    /// Every block, with its index.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Block)> {
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| Some((i as u32, b.as_ref()?)))
+    }
+
+    /// Every block, mutably.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Block> {
+        self.blocks.iter_mut().flatten()
+    }
+
+    /// Removes every block (allocator or pool teardown).
+    pub fn drain(&mut self) -> Vec<Block> {
+        self.shared.clear();
+        self.free_slots.clear();
+        self.hint = u32::MAX;
+        self.blocks.drain(..).flatten().collect()
+    }
+
+    /// Checks the list's own bookkeeping and every block's invariants.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, block) in self.iter() {
+            let listed = self.shared.contains(&i);
+            if listed == block.is_dedicated() {
+                return Err(format!("block {i}: shared list membership is wrong"));
+            }
+            block.validate().map_err(|e| format!("block {i}: {e}"))?;
+        }
+        for &i in &self.shared {
+            if self.block(i).is_none() {
+                return Err(format!("shared list names missing block {i}"));
+            }
+        }
+        for &i in &self.free_slots {
+            if self.block(i).is_some() {
+                return Err(format!("free slot {i} holds a block"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,344 @@
+//! The device seam: the only way the allocator reaches a Vulkan device.
+//!
+//! The core of the crate never names Vulkan. It sees a device as plain data
+//! (its [`MemoryProperties`] and [`DeviceLimits`]) plus a handful of `unsafe`
+//! calls (allocate, free, map, unmap, flush, invalidate, budget). Two
+//! implementations exist: [`crate::vk::AshDevice`] on a real device, and
+//! [`crate::sim::SimDevice`], a simulated device that carries the memory tables
+//! of real GPUs and injects failures.
+
+use std::fmt;
+use std::ptr::NonNull;
+
+use serde::{Deserialize, Serialize};
+
+/// Bits of `VkMemoryPropertyFlags`, with the same values as Vulkan.
+///
+/// A plain `u32` newtype so the core stays free of `ash`; [`crate::vk`]
+/// converts from and to `ash::vk::MemoryPropertyFlags`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MemoryPropertyFlags(pub u32);
+
+impl MemoryPropertyFlags {
+    /// No property.
+    pub const NONE: Self = Self(0);
+    /// `VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT`.
+    pub const DEVICE_LOCAL: Self = Self(0x1);
+    /// `VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT`: the memory can be mapped.
+    pub const HOST_VISIBLE: Self = Self(0x2);
+    /// `VK_MEMORY_PROPERTY_HOST_COHERENT_BIT`: no flush or invalidate needed.
+    pub const HOST_COHERENT: Self = Self(0x4);
+    /// `VK_MEMORY_PROPERTY_HOST_CACHED_BIT`: fast host reads.
+    pub const HOST_CACHED: Self = Self(0x8);
+    /// `VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT`: tile memory on mobile GPUs.
+    pub const LAZILY_ALLOCATED: Self = Self(0x10);
+    /// `VK_MEMORY_PROPERTY_PROTECTED_BIT`.
+    pub const PROTECTED: Self = Self(0x20);
+    /// `VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD`.
+    pub const DEVICE_COHERENT_AMD: Self = Self(0x40);
+    /// `VK_MEMORY_PROPERTY_DEVICE_UNCACHED_BIT_AMD`.
+    pub const DEVICE_UNCACHED_AMD: Self = Self(0x80);
+
+    /// Whether every bit of `other` is set in `self`.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether any bit of `other` is set in `self`.
+    pub const fn intersects(self, other: Self) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// Whether no bit is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The number of set bits.
+    pub const fn count(self) -> u32 {
+        self.0.count_ones()
+    }
+}
+
+impl std::ops::BitOr for MemoryPropertyFlags {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitAnd for MemoryPropertyFlags {
+    type Output = Self;
+    fn bitand(self, rhs: Self) -> Self {
+        Self(self.0 & rhs.0)
+    }
+}
+
+impl std::ops::Not for MemoryPropertyFlags {
+    type Output = Self;
+    fn not(self) -> Self {
+        Self(!self.0)
+    }
+}
+
+impl std::ops::BitOrAssign for MemoryPropertyFlags {
+    fn bitor_assign(&mut self, rhs: Self) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl fmt::Debug for MemoryPropertyFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [(MemoryPropertyFlags, &str); 8] = [
+            (MemoryPropertyFlags::DEVICE_LOCAL, "DEVICE_LOCAL"),
+            (MemoryPropertyFlags::HOST_VISIBLE, "HOST_VISIBLE"),
+            (MemoryPropertyFlags::HOST_COHERENT, "HOST_COHERENT"),
+            (MemoryPropertyFlags::HOST_CACHED, "HOST_CACHED"),
+            (MemoryPropertyFlags::LAZILY_ALLOCATED, "LAZILY_ALLOCATED"),
+            (MemoryPropertyFlags::PROTECTED, "PROTECTED"),
+            (MemoryPropertyFlags::DEVICE_COHERENT_AMD, "DEVICE_COHERENT_AMD"),
+            (MemoryPropertyFlags::DEVICE_UNCACHED_AMD, "DEVICE_UNCACHED_AMD"),
+        ];
+        if self.is_empty() {
+            return f.write_str("NONE");
+        }
+        let mut first = true;
+        for (flag, name) in NAMES {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str("|")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        let unknown = self.0 & !0xff;
+        if unknown != 0 {
+            if !first {
+                f.write_str("|")?;
+            }
+            write!(f, "{unknown:#x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for MemoryPropertyFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One `VkMemoryHeap`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryHeap {
+    /// The heap's size in bytes, as the driver reports it.
+    pub size: u64,
+    /// Whether `VK_MEMORY_HEAP_DEVICE_LOCAL_BIT` is set.
+    pub device_local: bool,
+}
+
+/// One `VkMemoryType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryType {
+    /// The type's property flags.
+    pub flags: MemoryPropertyFlags,
+    /// The heap the type draws from.
+    pub heap_index: u32,
+}
+
+/// A device's memory heaps and types: `VkPhysicalDeviceMemoryProperties` as
+/// plain data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryProperties {
+    /// The memory types, indexed as Vulkan indexes them (at most 32).
+    pub types: Vec<MemoryType>,
+    /// The memory heaps (at most 16).
+    pub heaps: Vec<MemoryHeap>,
+}
+
+impl MemoryProperties {
+    /// The heap of memory type `type_index`.
+    ///
+    /// # Panics
+    /// If `type_index` is out of range: callers only pass indices they got
+    /// from this table.
+    pub fn heap_of(&self, type_index: u32) -> u32 {
+        self.types[type_index as usize].heap_index
+    }
+
+    /// A mask with one bit per memory type that exists.
+    pub fn all_types_mask(&self) -> u32 {
+        if self.types.len() >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.types.len()) - 1
+        }
+    }
+}
+
+/// The limits and capabilities of a device that the allocator obeys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceLimits {
+    /// `bufferImageGranularity`: linear and optimal resources never share a
+    /// page of this size inside one block.
+    pub buffer_image_granularity: u64,
+    /// `maxMemoryAllocationCount`: live `VkDeviceMemory` objects at most.
+    pub max_memory_allocation_count: u32,
+    /// `nonCoherentAtomSize`: flush and invalidate ranges are rounded to it.
+    pub non_coherent_atom_size: u64,
+    /// `maxMemoryAllocationSize` (Vulkan 1.1); `u64::MAX` when unknown.
+    pub max_memory_allocation_size: u64,
+    /// Whether `VK_EXT_memory_budget` is enabled, so [`MemoryDevice::heap_budgets`] reports real figures.
+    pub memory_budget: bool,
+}
+
+impl Default for DeviceLimits {
+    fn default() -> Self {
+        Self {
+            buffer_image_granularity: 1,
+            max_memory_allocation_count: 4096,
+            non_coherent_atom_size: 1,
+            max_memory_allocation_size: u64::MAX,
+            memory_budget: false,
+        }
+    }
+}
+
+/// What a heap's budget says, from `VK_EXT_memory_budget`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapBudget {
+    /// Bytes this process may use in the heap before it risks failures or
+    /// eviction (`heapBudget`).
+    pub budget: u64,
+    /// Bytes the whole process uses in the heap now (`heapUsage`).
+    pub usage: u64,
+}
+
+/// An opaque `VkDeviceMemory` handle (its raw `u64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceMemory(pub u64);
+
+/// The resource a dedicated allocation is made for
+/// (`VkMemoryDedicatedAllocateInfo`), as raw Vulkan handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DedicatedTo {
+    /// A `VkBuffer`.
+    Buffer(u64),
+    /// A `VkImage`.
+    Image(u64),
+}
+
+/// One call to `vkAllocateMemory`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryAllocateInfo {
+    /// Bytes to allocate.
+    pub size: u64,
+    /// The memory type index.
+    pub memory_type: u32,
+    /// The resource the memory is dedicated to, if any.
+    pub dedicated: Option<DedicatedTo>,
+}
+
+/// A range of a mapped `VkDeviceMemory` to flush or invalidate
+/// (`VkMappedMemoryRange`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MappedRange {
+    /// The memory object.
+    pub memory: DeviceMemory,
+    /// Offset in bytes from the start of the memory object; a multiple of
+    /// `nonCoherentAtomSize`.
+    pub offset: u64,
+    /// Bytes; a multiple of `nonCoherentAtomSize`, or reaching the end of the
+    /// memory object.
+    pub size: u64,
+}
+
+/// A failure reported by the device (a `VkResult` error code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY`.
+    #[error("the device is out of memory in this heap")]
+    OutOfDeviceMemory,
+    /// `VK_ERROR_OUT_OF_HOST_MEMORY`.
+    #[error("the host is out of memory")]
+    OutOfHostMemory,
+    /// `VK_ERROR_TOO_MANY_OBJECTS`: past `maxMemoryAllocationCount`.
+    #[error("too many device memory objects")]
+    TooManyObjects,
+    /// `VK_ERROR_MEMORY_MAP_FAILED`.
+    #[error("mapping the memory failed")]
+    MemoryMapFailed,
+    /// `VK_ERROR_DEVICE_LOST`.
+    #[error("the device was lost")]
+    DeviceLost,
+    /// Any other `VkResult` error code.
+    #[error("the device returned VkResult {0}")]
+    Other(i32),
+}
+
+/// The device seam: everything the allocator asks of a Vulkan device.
+///
+/// Implementations must be `Send + Sync`: the allocator calls them from any
+/// thread, holding no lock of its own across [`MemoryDevice::allocate_memory`]
+/// and [`MemoryDevice::free_memory`] other than the lock of the memory type or
+/// pool being grown.
+pub trait MemoryDevice: Send + Sync {
+    /// The device's memory heaps and types. Constant for the device's life.
+    fn memory_properties(&self) -> &MemoryProperties;
+
+    /// The limits the allocator obeys. Constant for the device's life.
+    fn limits(&self) -> &DeviceLimits;
+
+    /// Fills `out` (one entry per heap) with the current budget and usage
+    /// from `VK_EXT_memory_budget`, and returns `true`; returns `false` and
+    /// leaves `out` untouched where the extension is missing.
+    fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool;
+
+    /// `vkAllocateMemory`.
+    ///
+    /// # Safety
+    /// - `info.memory_type` is an index into [`Self::memory_properties`]'s types.
+    /// - `info.size` is non-zero and at most `maxMemoryAllocationSize`.
+    /// - If `info.dedicated` is set, the handle names a live buffer or image of
+    ///   this device that is not yet bound to memory, and `info.size` equals
+    ///   its memory requirements' size.
+    unsafe fn allocate_memory(&self, info: &MemoryAllocateInfo) -> Result<DeviceMemory, DeviceError>;
+
+    /// `vkFreeMemory`.
+    ///
+    /// # Safety
+    /// - `memory` was returned by [`Self::allocate_memory`] of this device and
+    ///   is not freed yet.
+    /// - No resource bound to it is still in use by the device, and it is not
+    ///   mapped (call [`Self::unmap_memory`] first).
+    unsafe fn free_memory(&self, memory: DeviceMemory);
+
+    /// `vkMapMemory` of the whole memory object; returns the host address of
+    /// its first byte.
+    ///
+    /// # Safety
+    /// - `memory` is live, of a `HOST_VISIBLE` type, and not mapped already.
+    unsafe fn map_memory(&self, memory: DeviceMemory) -> Result<NonNull<u8>, DeviceError>;
+
+    /// `vkUnmapMemory`.
+    ///
+    /// # Safety
+    /// - `memory` is live and mapped, and no pointer into the mapping is used
+    ///   after the call.
+    unsafe fn unmap_memory(&self, memory: DeviceMemory);
+
+    /// `vkFlushMappedMemoryRanges`: makes host writes visible to the device.
+    ///
+    /// # Safety
+    /// - Every range's memory is live and mapped, and each range lies inside
+    ///   it, aligned as [`MappedRange`] says.
+    unsafe fn flush_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError>;
+
+    /// `vkInvalidateMappedMemoryRanges`: makes device writes visible to the host.
+    ///
+    /// # Safety
+    /// - As for [`Self::flush_ranges`].
+    unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError>;
+}

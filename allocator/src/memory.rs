@@ -1,0 +1,241 @@
+//! Device memory objects: the one module of the core that calls the device
+//! seam's `unsafe` functions. It creates and destroys `VkDeviceMemory`
+//! objects with every reservation that goes with them (the object count under
+//! `maxMemoryAllocationCount`, the pool's hard budget, the heap's budget) and
+//! maps host-visible ones for their whole life.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::budget::Budgets;
+use crate::device::{
+    DedicatedTo, DeviceError, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice,
+};
+use crate::error::Error;
+use crate::pool::PoolId;
+
+/// A pool's hard caps, reserved before device memory is created so that
+/// threads racing to grow the pool can't pass them together.
+#[derive(Debug)]
+pub(crate) struct PoolCaps {
+    pub id: PoolId,
+    /// Bytes committed (and in flight).
+    pub committed: AtomicU64,
+    pub budget: u64,
+    /// Shared blocks (and in flight).
+    pub blocks: AtomicU32,
+    pub max_blocks: u32,
+}
+
+impl PoolCaps {
+    fn reserve(&self, size: u64, shared_block: bool) -> Result<(), Error> {
+        let budget = self.budget;
+        let committed = self
+            .committed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                c.checked_add(size).filter(|&n| n <= budget)
+            });
+        let used = committed.map_err(|used| Error::PoolExhausted {
+            pool: self.id,
+            requested: size,
+            used,
+            budget,
+        })?;
+        if shared_block {
+            let max = self.max_blocks;
+            let full = self
+                .blocks
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| (b < max).then_some(b + 1))
+                .is_err();
+            if full {
+                self.committed.fetch_sub(size, Ordering::AcqRel);
+                return Err(Error::PoolExhausted {
+                    pool: self.id,
+                    requested: size,
+                    used,
+                    budget: budget.min(self.max_blocks as u64 * size),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&self, size: u64, shared_block: bool) {
+        self.committed.fetch_sub(size, Ordering::AcqRel);
+        if shared_block {
+            self.blocks.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// What to create.
+pub(crate) struct MemoryRequest<'a> {
+    pub memory_type: u32,
+    pub heap: u32,
+    pub size: u64,
+    pub dedicated_to: Option<DedicatedTo>,
+    pub host_visible: bool,
+    pub within_budget: bool,
+    pub pool: Option<&'a PoolCaps>,
+    /// Whether the memory becomes a shared block (counted in `max_blocks`).
+    pub shared_block: bool,
+}
+
+/// A created memory object.
+pub(crate) struct CreatedMemory {
+    pub memory: DeviceMemory,
+    /// Host address of its first byte, or 0 when not host-visible.
+    pub host_address: usize,
+}
+
+/// Live `VkDeviceMemory` objects, kept under `maxMemoryAllocationCount`.
+#[derive(Debug, Default)]
+pub(crate) struct ObjectCount(pub AtomicU32);
+
+impl ObjectCount {
+    fn reserve(&self, limit: u32) -> Result<(), Error> {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| Error::TooManyAllocations { limit })
+    }
+
+    fn release(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Creates (and maps) a memory object, reserving everything it counts
+/// against first; on any failure every reservation is given back.
+pub(crate) fn create(
+    device: &dyn MemoryDevice,
+    objects: &ObjectCount,
+    budgets: &Budgets,
+    request: &MemoryRequest<'_>,
+) -> Result<CreatedMemory, Error> {
+    let limits = device.limits();
+    if request.size > limits.max_memory_allocation_size {
+        return Err(Error::TooLarge {
+            size: request.size,
+            max: limits.max_memory_allocation_size,
+        });
+    }
+    objects.reserve(limits.max_memory_allocation_count)?;
+    if let Some(pool) = request.pool {
+        if let Err(e) = pool.reserve(request.size, request.shared_block) {
+            objects.release();
+            return Err(e);
+        }
+    }
+    let release_caps = || {
+        objects.release();
+        if let Some(pool) = request.pool {
+            pool.release(request.size, request.shared_block);
+        }
+    };
+    if let Err(view) = budgets.reserve(request.heap, request.size, request.within_budget) {
+        release_caps();
+        return Err(Error::OverBudget {
+            heap: request.heap,
+            requested: request.size,
+            budget: view.budget,
+            usage: view.usage,
+        });
+    }
+    let rollback = || {
+        budgets.release(request.heap, request.size);
+        release_caps();
+    };
+    let info = MemoryAllocateInfo {
+        size: request.size,
+        memory_type: request.memory_type,
+        dedicated: request.dedicated_to,
+    };
+    // SAFETY: `memory_type` comes from the device's own table (selection
+    // only returns existing types), `size` is non-zero (requests of zero bytes
+    // are refused up front) and at most `maxMemoryAllocationSize` (checked
+    // above); a dedicated target is the caller's live, unbound resource whose
+    // requirements gave `size` (the contract of `AllocationDesc::dedicated_to`).
+    let memory = match unsafe { device.allocate_memory(&info) } {
+        Ok(memory) => memory,
+        Err(e) => {
+            rollback();
+            return Err(match e {
+                DeviceError::OutOfDeviceMemory => Error::OutOfDeviceMemory { size: request.size },
+                DeviceError::TooManyObjects => Error::TooManyAllocations {
+                    limit: limits.max_memory_allocation_count,
+                },
+                other => other.into(),
+            });
+        }
+    };
+    let host_address = if request.host_visible {
+        // SAFETY: `memory` was just created, is of a HOST_VISIBLE type, and
+        // nobody else has mapped it.
+        match unsafe { device.map_memory(memory) } {
+            Ok(ptr) => ptr.as_ptr() as usize,
+            Err(_) => {
+                // SAFETY: `memory` is live, unmapped, and nothing is bound to it.
+                unsafe { device.free_memory(memory) };
+                rollback();
+                return Err(Error::MapFailed);
+            }
+        }
+    } else {
+        0
+    };
+    Ok(CreatedMemory {
+        memory,
+        host_address,
+    })
+}
+
+/// Unmaps and frees a memory object made by [`create`], and gives back its
+/// reservations.
+///
+/// The caller guarantees that no allocation in it is still handed out, or
+/// that the allocator is being dropped (resources still bound to it are then
+/// the caller's leak, reported before this is called).
+pub(crate) fn destroy(
+    device: &dyn MemoryDevice,
+    objects: &ObjectCount,
+    budgets: &Budgets,
+    heap: u32,
+    memory: DeviceMemory,
+    size: u64,
+    host_address: usize,
+    pool: Option<(&PoolCaps, bool)>,
+) {
+    if host_address != 0 {
+        // SAFETY: the memory was mapped by `create` and stays mapped until
+        // here; no pointer into it outlives its allocations, which are gone.
+        unsafe { device.unmap_memory(memory) };
+    }
+    // SAFETY: the memory was made by `create` on this device, is freed once
+    // (its block is removed from its list first), and is unmapped.
+    unsafe { device.free_memory(memory) };
+    budgets.release(heap, size);
+    objects.release();
+    if let Some((pool, shared_block)) = pool {
+        pool.release(size, shared_block);
+    }
+}
+
+/// Flushes one range of a mapped block.
+///
+/// The caller built `range` from a live mapped allocation, rounded to
+/// `nonCoherentAtomSize` inside its block.
+pub(crate) fn flush(device: &dyn MemoryDevice, range: &MappedRange) -> Result<(), Error> {
+    // SAFETY: the range's memory is a live block, mapped for its whole life,
+    // and the range lies inside it, aligned as `MappedRange` requires.
+    unsafe { device.flush_ranges(std::slice::from_ref(range)) }.map_err(Error::from)
+}
+
+/// Invalidates one range of a mapped block; as [`flush`].
+pub(crate) fn invalidate(device: &dyn MemoryDevice, range: &MappedRange) -> Result<(), Error> {
+    // SAFETY: as in `flush`.
+    unsafe { device.invalidate_ranges(std::slice::from_ref(range)) }.map_err(Error::from)
+}

@@ -1,0 +1,232 @@
+//! Range allocators: where allocations go inside one block, in safe code that
+//! knows nothing of Vulkan (like VMA's virtual blocks).
+//!
+//! Metadata lives outside the managed memory. Every algorithm works in two
+//! steps: [`RangeAllocator::find`] looks for a place and changes nothing;
+//! [`RangeAllocator::commit`] takes it. Failing between the two leaves nothing
+//! to undo.
+
+#![forbid(unsafe_code)]
+
+pub mod linear;
+#[cfg(test)]
+mod shadow;
+pub mod tlsf;
+
+pub use linear::{LinearAllocator, LinearMode};
+pub use tlsf::TlsfAllocator;
+
+/// How a range's contents are laid out, for `bufferImageGranularity`: a
+/// linear resource (buffer, linear-tiling image) and an optimal-tiling image
+/// never share a granularity page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum RangeKind {
+    /// Buffers and linear-tiling images.
+    Linear,
+    /// Optimal-tiling images.
+    Optimal,
+    /// Unknown contents: conflicts with both kinds.
+    Unknown,
+}
+
+impl RangeKind {
+    /// Whether ranges of these kinds must not share a granularity page: a
+    /// linear and an optimal range conflict, and an unknown range conflicts
+    /// with every kind, itself included.
+    pub fn conflicts_with(self, other: RangeKind) -> bool {
+        self != other || self == RangeKind::Unknown
+    }
+}
+
+/// What to allocate inside a range allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeRequest {
+    /// Bytes, non-zero.
+    pub size: u64,
+    /// Alignment of the start, a power of two.
+    pub alignment: u64,
+    /// The contents' layout, for buffer-image granularity.
+    pub kind: RangeKind,
+}
+
+/// A place found by [`RangeAllocator::find`], valid until the allocator is
+/// next changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Offset of the allocation's first byte (aligned as asked).
+    pub offset: u64,
+    /// Bytes of the allocation (as asked).
+    pub size: u64,
+    /// Algorithm-private data (e.g. the free node to split).
+    pub(crate) node: u32,
+    /// Algorithm-private data.
+    pub(crate) extra: u64,
+}
+
+/// A live allocation's handle inside one range allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RangeId(pub u32);
+
+/// A committed allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// The handle to free it with.
+    pub id: RangeId,
+    /// Offset of its first byte.
+    pub offset: u64,
+    /// Its size in bytes, as asked.
+    pub size: u64,
+}
+
+/// A broken invariant found by [`RangeAllocator::validate`], or a bad handle.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    /// The handle names no live allocation (freed twice, or never allocated here).
+    #[error("range {0:?} is not a live allocation of this allocator")]
+    UnknownId(RangeId),
+    /// An internal invariant does not hold: a bug in the allocator.
+    #[error("range allocator invariant broken: {0}")]
+    Invariant(String),
+}
+
+/// A range allocator: hands out ranges of `[0, capacity)`.
+pub trait RangeAllocator: Send + std::fmt::Debug {
+    /// Bytes managed.
+    fn capacity(&self) -> u64;
+    /// Looks for a place for `request`; changes nothing.
+    fn find(&self, request: &RangeRequest) -> Option<Placement>;
+    /// Takes a place that [`Self::find`] returned, with no change in between.
+    fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range;
+    /// [`Self::find`] then [`Self::commit`].
+    fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
+        let placement = self.find(request)?;
+        Some(self.commit(placement, request.kind))
+    }
+    /// Frees a live allocation.
+    fn free(&mut self, id: RangeId) -> Result<(), RangeError>;
+    /// Frees every allocation at once.
+    fn clear(&mut self);
+    /// Live allocations.
+    fn allocation_count(&self) -> u32;
+    /// Bytes in live allocations (sizes as asked, without alignment padding).
+    fn allocated_bytes(&self) -> u64;
+    /// The largest free range's size, counted cheaply where the algorithm can.
+    fn largest_free(&self) -> u64;
+    /// Calls `visit(offset, size)` for every free range, in address order.
+    fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64));
+    /// Calls `visit(offset, size, kind)` for every live allocation, in address order.
+    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind));
+    /// Checks every invariant of the data structure; slow, for tests and debugging.
+    fn validate(&self) -> Result<(), RangeError>;
+}
+
+// Helpers shared by the algorithms.
+
+impl RangeId {
+    /// Low bits of an id that hold a slot index; the high bits hold the
+    /// slot's generation, so that a stale id is told from a live one.
+    pub(crate) const SLOT_BITS: u32 = 24;
+    /// The number of slots an id can name.
+    pub(crate) const MAX_SLOTS: u32 = 1 << Self::SLOT_BITS;
+
+    /// The id of slot `slot` (below [`Self::MAX_SLOTS`]) at `generation`.
+    pub(crate) fn from_parts(slot: u32, generation: u8) -> Self {
+        debug_assert!(slot < Self::MAX_SLOTS);
+        RangeId((u32::from(generation) << Self::SLOT_BITS) | slot)
+    }
+
+    /// The slot the id names.
+    pub(crate) fn slot(self) -> u32 {
+        self.0 & (Self::MAX_SLOTS - 1)
+    }
+
+    /// The slot's generation when the id was handed out.
+    pub(crate) fn generation(self) -> u8 {
+        (self.0 >> Self::SLOT_BITS) as u8
+    }
+}
+
+/// Checks that a requested alignment is a power of two (callers guarantee
+/// it) and, in release builds, rounds a bad one up to the next power of two.
+/// `None` when no such power fits in a `u64`.
+pub(crate) fn checked_alignment(alignment: u64) -> Option<u64> {
+    debug_assert!(
+        alignment.is_power_of_two(),
+        "alignment {alignment} is not a power of two"
+    );
+    alignment.max(1).checked_next_power_of_two()
+}
+
+/// `bufferImageGranularity` as the algorithms use it: a power of two, at
+/// least 1.
+pub(crate) fn checked_granularity(granularity: u64) -> u64 {
+    debug_assert!(
+        granularity <= 1 || granularity.is_power_of_two(),
+        "buffer-image granularity {granularity} is not a power of two"
+    );
+    granularity
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 63)
+}
+
+/// Rounds `value` up to a multiple of `alignment`, a power of two; `None` on
+/// overflow.
+pub(crate) fn align_up(value: u64, alignment: u64) -> Option<u64> {
+    Some(value.checked_add(alignment - 1)? & !(alignment - 1))
+}
+
+/// Whether a range that ends at `end` (exclusive, non-empty) and a range that
+/// starts at `start >= end` touch the same granularity page.
+pub(crate) fn same_page(end: u64, start: u64, granularity: u64) -> bool {
+    granularity > 1 && (end - 1) / granularity == start / granularity
+}
+
+/// A free gap as an algorithm sees it while placing a request: its bounds
+/// and the live allocations right before and after it, as `(end, kind)` and
+/// `(offset, kind)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gap {
+    /// The gap's first byte.
+    pub start: u64,
+    /// One past the gap's last byte.
+    pub end: u64,
+    /// The end and kind of the closest live allocation before the gap.
+    pub before: Option<(u64, RangeKind)>,
+    /// The offset and kind of the closest live allocation after the gap.
+    pub after: Option<(u64, RangeKind)>,
+}
+
+impl Gap {
+    /// The lowest offset in the gap for `size` bytes aligned to `alignment`
+    /// (a power of two) that keeps the buffer-image granularity rule with the
+    /// neighbours, if any.
+    ///
+    /// A conflicting neighbour before the gap pushes the start up to the next
+    /// page; a conflicting neighbour after it that would share the last page
+    /// makes the gap unfit (the start is already as low as it can be).
+    pub(crate) fn place(
+        &self,
+        size: u64,
+        alignment: u64,
+        kind: RangeKind,
+        granularity: u64,
+    ) -> Option<u64> {
+        let mut start = align_up(self.start, alignment)?;
+        if let Some((before_end, before_kind)) = self.before {
+            if before_kind.conflicts_with(kind) && same_page(before_end, start, granularity) {
+                start = align_up(start, granularity)?;
+            }
+        }
+        let end = start.checked_add(size)?;
+        if end > self.end {
+            return None;
+        }
+        if let Some((after_start, after_kind)) = self.after {
+            if after_kind.conflicts_with(kind) && same_page(end, after_start, granularity) {
+                return None;
+            }
+        }
+        Some(start)
+    }
+}

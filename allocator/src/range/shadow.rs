@@ -1,0 +1,545 @@
+//! A shadow model for tests: the live ranges of a range allocator kept in a
+//! `BTreeMap`, and a driver that runs random operations on an allocator and
+//! checks it against the model after each one.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{same_page, Range, RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest};
+
+/// What an algorithm promises about where it puts a request and when it may
+/// refuse one. `w` below is the worst case of a request: its size plus
+/// `max(alignment, granularity) - 1`, plus `granularity - 1` when a live
+/// allocation follows the gap (granularity terms only above 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// TLSF: anywhere; refused only when no free range has `w + w / 32` bytes.
+    GoodFit,
+    /// Linear stack: after the newest allocation; refused only when the
+    /// space there is below `w`.
+    Stack,
+    /// Linear ring: after the newest allocation, else before the oldest by
+    /// wrapping around; refused only when both spaces are below `w`.
+    Ring,
+}
+
+/// The parameter sets every algorithm runs with: capacity, granularity and
+/// the number of operations. They add up to more than 140,000 operations.
+pub(crate) const SUITE: [(u64, u64, usize); 10] = [
+    (0, 1, 300),
+    (1, 1, 1_500),
+    (1000, 1, 10_000),
+    (4096, 1024, 10_000),
+    (1 << 16, 65536, 12_000),
+    (1 << 20, 1, 30_000),
+    (1 << 20, 1024, 30_000),
+    ((3 << 20) + 12345, 65536, 20_000),
+    (1 << 28, 65536, 20_000),
+    (u64::MAX, 1024, 8_000),
+];
+
+/// How often the driver checks everything (validate, both walks).
+const FULL_CHECK_EVERY: usize = 97;
+
+/// Runs [`SUITE`] on allocators from `make(capacity, granularity)` and
+/// returns the number of operations run.
+pub(crate) fn run_suite(
+    policy: Policy,
+    make: impl Fn(u64, u64) -> Box<dyn RangeAllocator>,
+) -> usize {
+    let mut total = 0;
+    for (seed, &(capacity, granularity, ops)) in SUITE.iter().enumerate() {
+        let mut allocator = make(capacity, granularity);
+        let context =
+            format!("{policy:?}, capacity {capacity}, granularity {granularity}, seed {seed}");
+        let mut driver = Driver::new(allocator.as_mut(), policy, granularity, context);
+        driver.run(seed as u64, ops);
+        total += driver.ops;
+    }
+    total
+}
+
+/// The granularity rule, written out apart from the allocators' own: only
+/// two linear or two optimal ranges may share a page.
+fn conflict(a: RangeKind, b: RangeKind) -> bool {
+    !matches!(
+        (a, b),
+        (RangeKind::Linear, RangeKind::Linear) | (RangeKind::Optimal, RangeKind::Optimal)
+    )
+}
+
+/// A live allocation in the model.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    id: RangeId,
+    size: u64,
+    kind: RangeKind,
+    /// The order it was allocated in.
+    seq: u64,
+}
+
+/// The model: live ranges by offset, by allocation order and by id.
+#[derive(Debug, Default)]
+struct Shadow {
+    by_offset: BTreeMap<u64, Live>,
+    /// Allocation order to offset.
+    by_seq: BTreeMap<u64, u64>,
+    /// Live ids, for picking one at random.
+    ids: Vec<RangeId>,
+    /// Id to offset and place in `ids`.
+    index_of: HashMap<RangeId, (u64, usize)>,
+    bytes: u64,
+    next_seq: u64,
+}
+
+impl Shadow {
+    fn insert(&mut self, range: Range, kind: RangeKind) {
+        let live = Live {
+            id: range.id,
+            size: range.size,
+            kind,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        self.by_offset.insert(range.offset, live);
+        self.by_seq.insert(live.seq, range.offset);
+        self.index_of
+            .insert(range.id, (range.offset, self.ids.len()));
+        self.ids.push(range.id);
+        self.bytes += range.size;
+    }
+
+    fn remove(&mut self, id: RangeId) {
+        let (offset, index) = self.index_of.remove(&id).expect("not live in the model");
+        self.ids.swap_remove(index);
+        if let Some(&moved) = self.ids.get(index) {
+            self.index_of.get_mut(&moved).unwrap().1 = index;
+        }
+        let live = self.by_offset.remove(&offset).unwrap();
+        self.by_seq.remove(&live.seq);
+        self.bytes -= live.size;
+    }
+
+    fn clear(&mut self) {
+        *self = Shadow {
+            next_seq: self.next_seq,
+            ..Shadow::default()
+        };
+    }
+
+    fn end_of(&self, offset: u64) -> u64 {
+        offset + self.by_offset[&offset].size
+    }
+
+    /// The free ranges: everything outside live ranges, in address order.
+    fn gaps(&self, capacity: u64) -> Vec<(u64, u64)> {
+        let mut gaps = Vec::new();
+        let mut offset = 0;
+        for (&start, live) in &self.by_offset {
+            if start > offset {
+                gaps.push((offset, start - offset));
+            }
+            offset = start + live.size;
+        }
+        if capacity > offset {
+            gaps.push((offset, capacity - offset));
+        }
+        gaps
+    }
+
+    /// The spaces a linear allocator may use next, as `(start, end, whether a
+    /// live allocation follows)`, in the order it tries them.
+    fn linear_gaps(&self, capacity: u64, policy: Policy) -> Vec<(u64, u64, bool)> {
+        let (Some((_, &oldest)), Some((_, &newest))) =
+            (self.by_seq.first_key_value(), self.by_seq.last_key_value())
+        else {
+            return vec![(0, capacity, false)];
+        };
+        let newest_end = self.end_of(newest);
+        match policy {
+            Policy::Ring if newest < oldest => vec![(newest_end, oldest, true)],
+            Policy::Ring => vec![(newest_end, capacity, false), (0, oldest, true)],
+            _ => vec![(newest_end, capacity, false)],
+        }
+    }
+}
+
+/// Runs random operations on one allocator against a [`Shadow`].
+struct Driver<'a> {
+    allocator: &'a mut dyn RangeAllocator,
+    policy: Policy,
+    granularity: u64,
+    capacity: u64,
+    shadow: Shadow,
+    /// Recently freed ids, for stale frees.
+    dead: Vec<RangeId>,
+    /// Says which run failed.
+    context: String,
+    ops: usize,
+    refusals: usize,
+    /// Ring placements that wrapped around.
+    wraps: usize,
+}
+
+impl<'a> Driver<'a> {
+    fn new(
+        allocator: &'a mut dyn RangeAllocator,
+        policy: Policy,
+        granularity: u64,
+        context: String,
+    ) -> Self {
+        let capacity = allocator.capacity();
+        Driver {
+            allocator,
+            policy,
+            granularity,
+            capacity,
+            shadow: Shadow::default(),
+            dead: Vec::new(),
+            context,
+            ops: 0,
+            refusals: 0,
+            wraps: 0,
+        }
+    }
+
+    fn run(&mut self, seed: u64, ops: usize) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut filling = true;
+        let mut next_check = FULL_CHECK_EVERY;
+        while self.ops < ops {
+            if rng.gen_ratio(1, 300) {
+                filling = !filling;
+            }
+            match rng.gen_range(0..1000) {
+                0 => {
+                    self.allocator.clear();
+                    self.shadow.clear();
+                    self.ops += 1;
+                    self.check_empty();
+                }
+                1..=2 => self.drain(&mut rng),
+                3..=22 => self.stale_free(&mut rng),
+                _ if self.shadow.ids.is_empty()
+                    || rng.gen_bool(if filling { 0.7 } else { 0.3 }) =>
+                {
+                    self.allocate(&mut rng)
+                }
+                _ => self.free(&mut rng),
+            }
+            assert_eq!(
+                self.allocator.allocation_count() as usize,
+                self.shadow.ids.len(),
+                "{}",
+                self.context
+            );
+            assert_eq!(
+                self.allocator.allocated_bytes(),
+                self.shadow.bytes,
+                "{}",
+                self.context
+            );
+            if self.ops >= next_check {
+                self.full_check();
+                next_check = self.ops + FULL_CHECK_EVERY;
+            }
+        }
+        self.full_check();
+        self.drain(&mut rng);
+        let allocations = self.shadow.next_seq as usize;
+        let vacuous = allocations < ops / 10 || self.refusals == 0;
+        assert!(
+            self.capacity == 0 || !vacuous,
+            "{}: a vacuous run",
+            self.context
+        );
+    }
+
+    fn random_request(&self, rng: &mut ChaCha8Rng) -> RangeRequest {
+        let capacity = self.capacity.max(1);
+        let size = match rng.gen_range(0..100) {
+            // Exactly the size of a free range, to try exact fits.
+            0..=2 if self.capacity > 0 => {
+                let gaps = self.shadow.gaps(self.capacity);
+                gaps.get(rng.gen_range(0..gaps.len().max(1))).map_or(1, |gap| gap.1)
+            }
+            0..=54 => rng.gen_range(1..=capacity.saturating_mul(2).min(64)),
+            55..=89 => rng.gen_range(1..=(capacity / 128).max(1)),
+            90..=98 => rng.gen_range(1..=(capacity / 8).max(1)),
+            _ => rng.gen_range(1..=capacity.saturating_mul(2)),
+        };
+        let alignment = match rng.gen_range(0..100) {
+            0..=34 => 1,
+            35..=89 => 1 << rng.gen_range(1..=8),
+            90..=98 => 1 << rng.gen_range(9..=16),
+            _ => 1 << 20,
+        };
+        let kind = match rng.gen_range(0..10) {
+            0..=3 => RangeKind::Linear,
+            4..=7 => RangeKind::Optimal,
+            _ => RangeKind::Unknown,
+        };
+        RangeRequest {
+            size,
+            alignment,
+            kind,
+        }
+    }
+
+    fn allocate(&mut self, rng: &mut ChaCha8Rng) {
+        let request = self.random_request(rng);
+        self.ops += 1;
+        let range = if rng.gen_bool(0.5) {
+            self.allocator.allocate(&request)
+        } else {
+            let placement = self.allocator.find(&request);
+            assert_eq!(
+                placement,
+                self.allocator.find(&request),
+                "{}: find is not pure",
+                self.context
+            );
+            placement.map(|placement| {
+                let range = self.allocator.commit(placement, request.kind);
+                assert_eq!(range.offset, placement.offset, "{}", self.context);
+                range
+            })
+        };
+        match range {
+            Some(range) => {
+                self.check_placed(&request, &range);
+                self.shadow.insert(range, request.kind);
+            }
+            None => {
+                self.refusals += 1;
+                self.check_refusal(&request);
+            }
+        }
+    }
+
+    fn free(&mut self, rng: &mut ChaCha8Rng) {
+        let id = match self.policy {
+            Policy::Stack if rng.gen_bool(0.5) => {
+                self.shadow.by_offset[self.shadow.by_seq.last_key_value().unwrap().1].id
+            }
+            Policy::Ring if rng.gen_bool(0.5) => {
+                self.shadow.by_offset[self.shadow.by_seq.first_key_value().unwrap().1].id
+            }
+            _ => self.shadow.ids[rng.gen_range(0..self.shadow.ids.len())],
+        };
+        self.free_id(id);
+    }
+
+    fn free_id(&mut self, id: RangeId) {
+        self.ops += 1;
+        assert_eq!(self.allocator.free(id), Ok(()), "{}", self.context);
+        self.shadow.remove(id);
+        if self.dead.len() < 64 {
+            self.dead.push(id);
+        } else {
+            let slot = (self.ops * 7) % 64;
+            self.dead[slot] = id;
+        }
+    }
+
+    /// Frees a dead id (or a made-up one) and expects a refusal.
+    fn stale_free(&mut self, rng: &mut ChaCha8Rng) {
+        let id = match self.dead.len() {
+            0 => RangeId(rng.gen()),
+            n => self.dead[rng.gen_range(0..n)],
+        };
+        if self.shadow.index_of.contains_key(&id) {
+            return; // The slot came back at the same generation: the id is live again.
+        }
+        self.ops += 1;
+        assert_eq!(
+            self.allocator.free(id),
+            Err(RangeError::UnknownId(id)),
+            "{}",
+            self.context
+        );
+    }
+
+    /// Frees every live range, in random order or in the mode's own order.
+    fn drain(&mut self, rng: &mut ChaCha8Rng) {
+        let order = rng.gen_range(0..3);
+        while !self.shadow.ids.is_empty() {
+            let id = match order {
+                0 => self.shadow.ids[rng.gen_range(0..self.shadow.ids.len())],
+                1 => self.shadow.by_offset[self.shadow.by_seq.first_key_value().unwrap().1].id,
+                _ => self.shadow.by_offset[self.shadow.by_seq.last_key_value().unwrap().1].id,
+            };
+            self.free_id(id);
+        }
+        self.check_empty();
+    }
+
+    /// The worst case of `request`, with or without a live range after it.
+    fn worst_case(&self, request: &RangeRequest, followed: bool) -> Option<u64> {
+        let g = self.granularity;
+        let start = request.size.checked_add(request.alignment.max(g) - 1)?;
+        if followed && g > 1 {
+            start.checked_add(g - 1)
+        } else {
+            Some(start)
+        }
+    }
+
+    fn check_placed(&self, request: &RangeRequest, range: &Range) {
+        let context = &self.context;
+        let end = range.offset.checked_add(range.size);
+        assert_eq!(range.size, request.size, "{context}");
+        assert_eq!(
+            range.offset % request.alignment,
+            0,
+            "{context}: {request:?} at {range:?}"
+        );
+        assert!(
+            end.is_some_and(|end| end <= self.capacity),
+            "{context}: {range:?} out of bounds"
+        );
+        assert!(
+            !self.shadow.index_of.contains_key(&range.id),
+            "{context}: {range:?} reuses a live id"
+        );
+        let end = end.unwrap();
+        if let Some((&offset, before)) = self.shadow.by_offset.range(..range.offset).next_back() {
+            let before_end = offset + before.size;
+            assert!(
+                before_end <= range.offset,
+                "{context}: {range:?} overlaps {before:?}"
+            );
+            let conflict = conflict(before.kind, request.kind);
+            assert!(
+                !(conflict && same_page(before_end, range.offset, self.granularity)),
+                "{context}: {range:?}"
+            );
+        }
+        if let Some((&offset, after)) = self.shadow.by_offset.range(range.offset..).next() {
+            assert!(end <= offset, "{context}: {range:?} overlaps {after:?}");
+            let conflict = conflict(after.kind, request.kind);
+            assert!(
+                !(conflict && same_page(end, offset, self.granularity)),
+                "{context}: {range:?}"
+            );
+        }
+        if self.shadow.ids.is_empty() {
+            assert_eq!(range.offset, 0, "{context}: the first range is not at 0");
+        }
+        if self.policy != Policy::GoodFit {
+            let gaps = self.shadow.linear_gaps(self.capacity, self.policy);
+            let used = gaps
+                .iter()
+                .position(|&(start, gap_end, _)| start <= range.offset && end <= gap_end);
+            assert!(used.is_some(), "{context}: {range:?} is outside {gaps:?}");
+            if used == Some(1) {
+                let (start, gap_end, followed) = gaps[0];
+                let worst = self.worst_case(request, followed);
+                assert!(
+                    worst.map_or(true, |worst| gap_end - start < worst),
+                    "{context}: {range:?} skips {gaps:?}"
+                );
+            }
+        }
+    }
+
+    fn check_refusal(&self, request: &RangeRequest) {
+        let context = &self.context;
+        if self.shadow.ids.is_empty() {
+            assert!(
+                request.size > self.capacity,
+                "{context}: an empty allocator refused {request:?}"
+            );
+        }
+        if self.policy == Policy::GoodFit {
+            let largest = self
+                .shadow
+                .gaps(self.capacity)
+                .iter()
+                .map(|gap| gap.1)
+                .max()
+                .unwrap_or(0);
+            if let Some(bound) = self
+                .worst_case(request, true)
+                .and_then(|w| w.checked_add(w / 32))
+            {
+                assert!(
+                    largest < bound,
+                    "{context}: refused {request:?} with a free range of {largest}"
+                );
+            }
+        } else {
+            for (start, end, followed) in self.shadow.linear_gaps(self.capacity, self.policy) {
+                if let Some(worst) = self.worst_case(request, followed) {
+                    assert!(
+                        end - start < worst,
+                        "{context}: refused {request:?} with [{start}, {end}) free"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Compares everything the allocator reports with the model.
+    fn full_check(&self) {
+        let context = &self.context;
+        if let Err(error) = self.allocator.validate() {
+            panic!("{context}: {error}");
+        }
+        let mut allocations = Vec::new();
+        self.allocator
+            .for_each_allocation(&mut |offset, size, kind| allocations.push((offset, size, kind)));
+        let expected: Vec<_> = self
+            .shadow
+            .by_offset
+            .iter()
+            .map(|(&offset, l)| (offset, l.size, l.kind))
+            .collect();
+        assert_eq!(allocations, expected, "{context}");
+        let mut free = Vec::new();
+        self.allocator
+            .for_each_free(&mut |offset, size| free.push((offset, size)));
+        assert_eq!(free, self.shadow.gaps(self.capacity), "{context}");
+        let largest = match self.policy {
+            Policy::GoodFit => free.iter().map(|gap| gap.1).max(),
+            _ => self
+                .shadow
+                .linear_gaps(self.capacity, self.policy)
+                .iter()
+                .map(|gap| gap.1 - gap.0)
+                .max(),
+        };
+        assert_eq!(
+            self.allocator.largest_free(),
+            largest.unwrap_or(0),
+            "{context}"
+        );
+    }
+
+    /// Checks that an allocator with nothing live is back to one free range.
+    fn check_empty(&self) {
+        assert!(self.shadow.ids.is_empty());
+        assert_eq!(self.allocator.allocation_count(), 0, "{}", self.context);
+        assert_eq!(self.allocator.allocated_bytes(), 0, "{}", self.context);
+        let mut free = Vec::new();
+        self.allocator
+            .for_each_free(&mut |offset, size| free.push((offset, size)));
+        let whole = if self.capacity > 0 {
+            vec![(0, self.capacity)]
+        } else {
+            vec![]
+        };
+        assert_eq!(free, whole, "{}", self.context);
+        assert_eq!(
+            self.allocator.largest_free(),
+            self.capacity,
+            "{}",
+            self.context
+        );
+        if let Err(error) = self.allocator.validate() {
+            panic!("{}: {error}", self.context);
+        }
+    }
+}

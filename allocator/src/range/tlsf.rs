@@ -1,0 +1,938 @@
+//! Two-level segregated fit (TLSF): a general-purpose range allocator whose
+//! find, commit and free all take constant time.
+
+use std::fmt;
+
+use super::{
+    checked_alignment, checked_granularity, same_page, Gap, Placement, Range, RangeAllocator,
+    RangeError, RangeId, RangeKind, RangeRequest,
+};
+
+/// Log2 of the number of second-level lists per size class.
+const SL_LOG2: u32 = 5;
+/// Second-level lists per size class.
+const SL_COUNT: usize = 1 << SL_LOG2;
+/// Sizes below this go to the linear class (class 0), one list per byte size.
+const LINEAR_LIMIT: u64 = SL_COUNT as u64;
+/// Size classes: the linear class, then one per power of two from
+/// `LINEAR_LIMIT` up to `2^63`.
+const FL_COUNT: usize = (u64::BITS - SL_LOG2) as usize + 1;
+/// How many ranges of the list that holds the request's own size
+/// [`TlsfAllocator::find`] tries when the good-fit list fails.
+const SCAN_LIMIT: usize = 8;
+/// No node.
+const NIL: u32 = u32::MAX;
+
+/// What a node of the slab is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// A free range, in its free list.
+    Free,
+    /// A live allocation of this kind.
+    Used(RangeKind),
+    /// An unused slot, in the chain of vacant slots.
+    Vacant,
+}
+
+/// A range of the block (free or used), or a vacant slot of the slab.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    offset: u64,
+    size: u64,
+    /// The node right before this one in address order.
+    prev: u32,
+    /// The node right after this one in address order.
+    next: u32,
+    /// The previous node of the same free list.
+    free_prev: u32,
+    /// The next node of the same free list, or the next vacant slot.
+    free_next: u32,
+    state: State,
+    /// Bumped each time the slot becomes a live allocation; part of its id.
+    generation: u8,
+}
+
+impl Node {
+    fn end(&self) -> u64 {
+        self.offset + self.size
+    }
+}
+
+/// The size class and list of a free range of `size` bytes (rounding down).
+fn mapping(size: u64) -> (usize, usize) {
+    if size < LINEAR_LIMIT {
+        return (0, size as usize);
+    }
+    let shift = u64::BITS - 1 - size.leading_zeros() - SL_LOG2;
+    (shift as usize + 1, (size >> shift) as usize - SL_COUNT)
+}
+
+/// `size` rounded up to the smallest size of the next list, so that every
+/// range of the list that [`mapping`] gives for the result holds `size`
+/// bytes. `None` on overflow.
+fn round_up_to_list(size: u64) -> Option<u64> {
+    if size < LINEAR_LIMIT {
+        return Some(size);
+    }
+    let shift = u64::BITS - 1 - size.leading_zeros() - SL_LOG2;
+    size.checked_add((1 << shift) - 1)
+}
+
+/// The smallest size that list `(fl, sl)` holds.
+fn list_min_size(fl: usize, sl: usize) -> u64 {
+    if fl == 0 {
+        sl as u64
+    } else {
+        ((SL_COUNT + sl) as u64) << (fl - 1)
+    }
+}
+
+/// A TLSF range allocator.
+///
+/// Free ranges sit in segregated lists: class 0 holds sizes below 32, one
+/// list per byte size; class `fl >= 1` holds sizes in `[2^(fl+4), 2^(fl+5))`,
+/// split into 32 lists of equal width. Two bitmaps say which lists are
+/// non-empty, so the first list at or above a size is found with two
+/// bit scans:
+///
+/// ```text
+/// fl_bitmap (u64, one bit per class)  bit:  59 ..  5  4  3  2  1  0
+///                                            0 ..  1  0  0  1  0  1
+///                                                  |        |     '- class 0: sizes 0..32, 1 byte per list
+///                                                  |        '------- class 2: sizes 64..128, 2 bytes per list
+///                                                  '---------------- class 5: sizes 512..1024, 16 bytes per list
+/// sl_bitmaps[5] (u32, one bit per list)     bit:  31 ..  3  2  1  0
+///                                                  0 ..  0  1  0  0
+///                                                           '- list 2: free ranges of 544..560 bytes
+/// heads[5][2] -> node -> node -> NIL          (linked through free_prev / free_next)
+/// ```
+///
+/// Every range, free or used, is a node of a slab (`Vec<Node>`, outside the
+/// managed memory) linked to its neighbours in address order; the nodes tile
+/// `[0, capacity)` exactly and no two free nodes are adjacent, since a freed
+/// range merges with its free neighbours at once. A [`RangeId`] is the node's
+/// slot index plus an 8-bit generation, so a stale id is refused (unless the
+/// slot was reused 256 times since).
+///
+/// [`RangeAllocator::find`] probes at most three places, in this order:
+/// 1. the head of the first non-empty list whose ranges all hold `size`
+///    bytes (good fit), taken if alignment and granularity let it fit;
+/// 2. up to 8 ranges of the list that holds `size` itself, whose ranges may
+///    or may not be large enough (this also lets a request fit a range of
+///    nearly its own size, for example the whole empty block);
+/// 3. the head of the first non-empty list whose ranges all hold the worst
+///    case, `size + max(alignment, granularity) - 1` plus `granularity - 1`
+///    for the page after the end (granularity terms only when it is above
+///    1); any range there fits, so this probe never fails when such a list
+///    exists.
+///
+/// So a request is refused only if no free range has at least
+/// `w + w / 32` bytes, where `w` is that worst case. Alignment padding in
+/// front of an allocation stays a free range of its own.
+pub struct TlsfAllocator {
+    capacity: u64,
+    granularity: u64,
+    nodes: Vec<Node>,
+    /// The node at offset 0, or `NIL` when the capacity is 0.
+    first: u32,
+    /// The first vacant slot, chained through `free_next`.
+    vacant: u32,
+    vacant_count: u32,
+    fl_bitmap: u64,
+    sl_bitmaps: [u32; FL_COUNT],
+    heads: Box<[[u32; SL_COUNT]; FL_COUNT]>,
+    free_count: u32,
+    used_count: u32,
+    used_bytes: u64,
+    /// Bumped on every change, to catch a stale placement in debug builds.
+    epoch: u64,
+}
+
+impl TlsfAllocator {
+    /// An allocator of `capacity` bytes, all free, that keeps linear and
+    /// optimal ranges on separate pages of `buffer_image_granularity` bytes
+    /// (a power of two; 0 or 1 when the device needs no separation).
+    pub fn new(capacity: u64, buffer_image_granularity: u64) -> Self {
+        let mut this = TlsfAllocator {
+            capacity,
+            granularity: checked_granularity(buffer_image_granularity),
+            nodes: Vec::new(),
+            first: NIL,
+            vacant: NIL,
+            vacant_count: 0,
+            fl_bitmap: 0,
+            sl_bitmaps: [0; FL_COUNT],
+            heads: Box::new([[NIL; SL_COUNT]; FL_COUNT]),
+            free_count: 0,
+            used_count: 0,
+            used_bytes: 0,
+            epoch: 0,
+        };
+        this.reset();
+        this
+    }
+
+    /// The buffer-image granularity in use (at least 1).
+    pub fn granularity(&self) -> u64 {
+        self.granularity
+    }
+
+    /// Makes every slot vacant (keeping generations) and the whole capacity
+    /// one free range.
+    fn reset(&mut self) {
+        self.vacant = NIL;
+        for index in (0..self.nodes.len()).rev() {
+            let node = &mut self.nodes[index];
+            node.state = State::Vacant;
+            node.free_next = self.vacant;
+            self.vacant = index as u32;
+        }
+        self.vacant_count = self.nodes.len() as u32;
+        self.fl_bitmap = 0;
+        self.sl_bitmaps = [0; FL_COUNT];
+        *self.heads = [[NIL; SL_COUNT]; FL_COUNT];
+        self.free_count = 0;
+        self.used_count = 0;
+        self.used_bytes = 0;
+        self.first = NIL;
+        if self.capacity > 0 {
+            self.first = self.new_node(0, self.capacity, NIL, NIL);
+            self.insert_free(self.first);
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// Takes a slot for a free node (not yet in any list).
+    fn new_node(&mut self, offset: u64, size: u64, prev: u32, next: u32) -> u32 {
+        let fields = |generation| Node {
+            offset,
+            size,
+            prev,
+            next,
+            free_prev: NIL,
+            free_next: NIL,
+            state: State::Free,
+            generation,
+        };
+        if self.vacant == NIL {
+            self.nodes.push(fields(0));
+            return self.nodes.len() as u32 - 1;
+        }
+        let index = self.vacant;
+        let node = &mut self.nodes[index as usize];
+        self.vacant = node.free_next;
+        self.vacant_count -= 1;
+        *node = fields(node.generation);
+        index
+    }
+
+    /// Gives a slot back.
+    fn release_node(&mut self, index: u32) {
+        let node = &mut self.nodes[index as usize];
+        node.state = State::Vacant;
+        node.free_next = self.vacant;
+        self.vacant = index;
+        self.vacant_count += 1;
+    }
+
+    /// Slots holding ranges.
+    fn live_nodes(&self) -> u32 {
+        self.nodes.len() as u32 - self.vacant_count
+    }
+
+    /// Puts a free node at the head of its list.
+    fn insert_free(&mut self, index: u32) {
+        let (fl, sl) = mapping(self.nodes[index as usize].size);
+        let head = self.heads[fl][sl];
+        let node = &mut self.nodes[index as usize];
+        node.free_prev = NIL;
+        node.free_next = head;
+        if head != NIL {
+            self.nodes[head as usize].free_prev = index;
+        }
+        self.heads[fl][sl] = index;
+        self.sl_bitmaps[fl] |= 1 << sl;
+        self.fl_bitmap |= 1 << fl;
+        self.free_count += 1;
+    }
+
+    /// Takes a free node out of its list.
+    fn remove_free(&mut self, index: u32) {
+        let Node {
+            size,
+            free_prev,
+            free_next,
+            ..
+        } = self.nodes[index as usize];
+        if free_prev != NIL {
+            self.nodes[free_prev as usize].free_next = free_next;
+        } else {
+            let (fl, sl) = mapping(size);
+            self.heads[fl][sl] = free_next;
+            if free_next == NIL {
+                self.sl_bitmaps[fl] &= !(1 << sl);
+                if self.sl_bitmaps[fl] == 0 {
+                    self.fl_bitmap &= !(1 << fl);
+                }
+            }
+        }
+        if free_next != NIL {
+            self.nodes[free_next as usize].free_prev = free_prev;
+        }
+        self.free_count -= 1;
+    }
+
+    /// Splits node `index` at offset `at` (strictly inside it); the new node
+    /// holds `[at, end)`, is free and in no list.
+    fn split(&mut self, index: u32, at: u64) -> u32 {
+        let Node {
+            offset, size, next, ..
+        } = self.nodes[index as usize];
+        let tail = self.new_node(at, offset + size - at, index, next);
+        if next != NIL {
+            self.nodes[next as usize].prev = tail;
+        }
+        let node = &mut self.nodes[index as usize];
+        node.next = tail;
+        node.size = at - offset;
+        tail
+    }
+
+    /// Merges the node after `index` into it and gives its slot back.
+    fn absorb_next(&mut self, index: u32) {
+        let next = self.nodes[index as usize].next;
+        let Node {
+            size, next: after, ..
+        } = self.nodes[next as usize];
+        if after != NIL {
+            self.nodes[after as usize].prev = index;
+        }
+        let node = &mut self.nodes[index as usize];
+        node.size += size;
+        node.next = after;
+        self.release_node(next);
+    }
+
+    /// The first non-empty list at or after `(fl, sl)`.
+    fn first_nonempty(&self, fl: usize, sl: usize) -> Option<(usize, usize)> {
+        let in_class = self.sl_bitmaps[fl] & (u32::MAX << sl);
+        if in_class != 0 {
+            return Some((fl, in_class.trailing_zeros() as usize));
+        }
+        let above = self.fl_bitmap & (u64::MAX << (fl + 1));
+        if above == 0 {
+            return None;
+        }
+        let fl = above.trailing_zeros() as usize;
+        Some((fl, self.sl_bitmaps[fl].trailing_zeros() as usize))
+    }
+
+    /// Where free node `index` would take `size` bytes, if it can.
+    fn fit(&self, index: u32, size: u64, alignment: u64, kind: RangeKind) -> Option<u64> {
+        let node = &self.nodes[index as usize];
+        let neighbour = |other: u32| match self.nodes.get(other as usize).map(|n| n.state) {
+            Some(State::Used(kind)) => Some(kind),
+            _ => None,
+        };
+        let gap = Gap {
+            start: node.offset,
+            end: node.end(),
+            before: neighbour(node.prev).map(|kind| (node.offset, kind)),
+            after: neighbour(node.next).map(|kind| (node.end(), kind)),
+        };
+        gap.place(size, alignment, kind, self.granularity)
+    }
+
+    /// Checks the head of the first non-empty list at or after the one that
+    /// [`mapping`] gives for `list_size`.
+    fn probe_head(
+        &self,
+        list_size: u64,
+        request: &RangeRequest,
+        alignment: u64,
+    ) -> Option<Placement> {
+        let (fl, sl) = mapping(list_size);
+        let (fl, sl) = self.first_nonempty(fl, sl)?;
+        let head = self.heads[fl][sl];
+        let offset = self.fit(head, request.size, alignment, request.kind)?;
+        Some(self.placement(head, offset, request))
+    }
+
+    /// Checks up to [`SCAN_LIMIT`] ranges of the list holding `request.size`.
+    fn probe_own_list(&self, request: &RangeRequest, alignment: u64) -> Option<Placement> {
+        let (fl, sl) = mapping(request.size);
+        let mut index = self.heads[fl][sl];
+        for _ in 0..SCAN_LIMIT {
+            if index == NIL {
+                break;
+            }
+            if let Some(offset) = self.fit(index, request.size, alignment, request.kind) {
+                return Some(self.placement(index, offset, request));
+            }
+            index = self.nodes[index as usize].free_next;
+        }
+        None
+    }
+
+    /// The size of a range that holds `size` bytes at any offset, whatever
+    /// the neighbours.
+    fn worst_case_size(&self, size: u64, alignment: u64) -> Option<u64> {
+        let g = self.granularity;
+        if g > 1 {
+            size.checked_add(alignment.max(g) - 1)?.checked_add(g - 1)
+        } else {
+            size.checked_add(alignment - 1)
+        }
+    }
+
+    fn placement(&self, node: u32, offset: u64, request: &RangeRequest) -> Placement {
+        Placement {
+            offset,
+            size: request.size,
+            node,
+            extra: self.epoch,
+        }
+    }
+
+    /// Error for a broken invariant.
+    fn broken(what: String) -> Result<(), RangeError> {
+        Err(RangeError::Invariant(format!("tlsf: {what}")))
+    }
+
+    /// Checks the nodes in address order, and the counts.
+    fn validate_tiling(&self) -> Result<(), RangeError> {
+        let (mut offset, mut prev, mut walked) = (0u64, NIL, 0usize);
+        let (mut free, mut used, mut used_bytes) = (0u32, 0u32, 0u64);
+        let mut last_used: Option<(u64, RangeKind)> = None;
+        let mut index = self.first;
+        while index != NIL {
+            walked += 1;
+            if walked > self.nodes.len() {
+                return Self::broken("the address-order list loops".into());
+            }
+            let Some(node) = self.nodes.get(index as usize) else {
+                return Self::broken(format!("node {index} is out of the slab"));
+            };
+            if node.offset != offset || node.size == 0 || node.prev != prev {
+                return Self::broken(format!("node {index} {node:?} does not follow {offset}"));
+            }
+            match node.state {
+                State::Vacant => return Self::broken(format!("vacant node {index} in use")),
+                State::Free => {
+                    if prev != NIL && self.nodes[prev as usize].state == State::Free {
+                        return Self::broken(format!("free nodes {prev} and {index} are adjacent"));
+                    }
+                    free += 1;
+                }
+                State::Used(kind) => {
+                    if let Some((end, last_kind)) = last_used {
+                        if last_kind.conflicts_with(kind)
+                            && same_page(end, node.offset, self.granularity)
+                        {
+                            return Self::broken(format!(
+                                "node {index} shares a page with a conflicting one"
+                            ));
+                        }
+                    }
+                    last_used = Some((node.end(), kind));
+                    used += 1;
+                    used_bytes += node.size;
+                }
+            }
+            offset = node.offset.checked_add(node.size).unwrap_or(u64::MAX);
+            prev = index;
+            index = node.next;
+        }
+        if offset != self.capacity {
+            return Self::broken(format!("the nodes end at {offset}, not {}", self.capacity));
+        }
+        if (free, used, used_bytes) != (self.free_count, self.used_count, self.used_bytes) {
+            return Self::broken(format!(
+                "counted {free} free, {used} used ({used_bytes} bytes)"
+            ));
+        }
+        if walked as u32 + self.vacant_count != self.nodes.len() as u32 {
+            return Self::broken(format!(
+                "{walked} nodes and {} vacant slots",
+                self.vacant_count
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the free lists, the bitmaps and the vacant chain.
+    fn validate_lists(&self) -> Result<(), RangeError> {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut listed = 0u32;
+        for fl in 0..FL_COUNT {
+            if ((self.fl_bitmap >> fl) & 1 == 1) != (self.sl_bitmaps[fl] != 0) {
+                return Self::broken(format!("first-level bit {fl} is wrong"));
+            }
+            for sl in 0..SL_COUNT {
+                let mut index = self.heads[fl][sl];
+                if ((self.sl_bitmaps[fl] >> sl) & 1 == 1) != (index != NIL) {
+                    return Self::broken(format!("second-level bit {fl}/{sl} is wrong"));
+                }
+                let mut prev = NIL;
+                while index != NIL {
+                    let Some(node) = self.nodes.get(index as usize) else {
+                        return Self::broken(format!("listed node {index} is out of the slab"));
+                    };
+                    if seen[index as usize] || node.state != State::Free || node.free_prev != prev {
+                        return Self::broken(format!("node {index} is badly listed in {fl}/{sl}"));
+                    }
+                    if mapping(node.size) != (fl, sl) || node.size < list_min_size(fl, sl) {
+                        return Self::broken(format!(
+                            "node {index} of {} bytes in list {fl}/{sl}",
+                            node.size
+                        ));
+                    }
+                    seen[index as usize] = true;
+                    listed += 1;
+                    prev = index;
+                    index = node.free_next;
+                }
+            }
+        }
+        if listed != self.free_count {
+            return Self::broken(format!(
+                "{listed} listed free nodes, {} counted",
+                self.free_count
+            ));
+        }
+        let (mut index, mut vacant) = (self.vacant, 0u32);
+        while index != NIL {
+            match self.nodes.get(index as usize) {
+                Some(node) if node.state == State::Vacant && !seen[index as usize] => {
+                    seen[index as usize] = true;
+                    vacant += 1;
+                    index = node.free_next;
+                }
+                _ => return Self::broken(format!("vacant chain holds node {index}")),
+            }
+        }
+        if vacant != self.vacant_count {
+            return Self::broken(format!(
+                "{vacant} chained vacant slots, {} counted",
+                self.vacant_count
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl RangeAllocator for TlsfAllocator {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn find(&self, request: &RangeRequest) -> Option<Placement> {
+        let alignment = checked_alignment(request.alignment)?;
+        if request.size == 0 || request.size > self.capacity {
+            return None;
+        }
+        // A commit takes up to two more nodes: the padding and the tail.
+        if self.live_nodes() + 2 > RangeId::MAX_SLOTS {
+            return None;
+        }
+        if let Some(placement) = round_up_to_list(request.size)
+            .and_then(|list_size| self.probe_head(list_size, request, alignment))
+        {
+            return Some(placement);
+        }
+        if let Some(placement) = self.probe_own_list(request, alignment) {
+            return Some(placement);
+        }
+        let worst = self
+            .worst_case_size(request.size, alignment)
+            .and_then(round_up_to_list)?;
+        self.probe_head(worst, request, alignment)
+    }
+
+    fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
+        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
+        let index = placement.node;
+        let node = self.nodes[index as usize];
+        let end = placement.offset + placement.size;
+        assert!(
+            node.state == State::Free && node.offset <= placement.offset && end <= node.end(),
+            "{placement:?} does not lie in a free range"
+        );
+        self.remove_free(index);
+        let mut used = index;
+        if placement.offset > node.offset {
+            // The free node stays in front as the padding.
+            used = self.split(index, placement.offset);
+            self.insert_free(index);
+        }
+        if end < node.end() {
+            let tail = self.split(used, end);
+            self.insert_free(tail);
+        }
+        let node = &mut self.nodes[used as usize];
+        node.state = State::Used(kind);
+        node.generation = node.generation.wrapping_add(1);
+        let id = RangeId::from_parts(used, node.generation);
+        self.used_count += 1;
+        self.used_bytes += placement.size;
+        self.epoch = self.epoch.wrapping_add(1);
+        Range {
+            id,
+            offset: placement.offset,
+            size: placement.size,
+        }
+    }
+
+    fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
+        let mut index = id.slot();
+        let node = match self.nodes.get_mut(index as usize) {
+            Some(node)
+                if matches!(node.state, State::Used(_)) && node.generation == id.generation() =>
+            {
+                node
+            }
+            _ => return Err(RangeError::UnknownId(id)),
+        };
+        node.state = State::Free;
+        let Node {
+            size, prev, next, ..
+        } = *node;
+        self.used_count -= 1;
+        self.used_bytes -= size;
+        if next != NIL && self.nodes[next as usize].state == State::Free {
+            self.remove_free(next);
+            self.absorb_next(index);
+        }
+        if prev != NIL && self.nodes[prev as usize].state == State::Free {
+            self.remove_free(prev);
+            self.absorb_next(prev);
+            index = prev;
+        }
+        self.insert_free(index);
+        self.epoch = self.epoch.wrapping_add(1);
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.reset();
+    }
+
+    fn allocation_count(&self) -> u32 {
+        self.used_count
+    }
+
+    fn allocated_bytes(&self) -> u64 {
+        self.used_bytes
+    }
+
+    fn largest_free(&self) -> u64 {
+        if self.fl_bitmap == 0 {
+            return 0;
+        }
+        let fl = (u64::BITS - 1 - self.fl_bitmap.leading_zeros()) as usize;
+        let sl = (u32::BITS - 1 - self.sl_bitmaps[fl].leading_zeros()) as usize;
+        let (mut index, mut largest) = (self.heads[fl][sl], 0);
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            largest = largest.max(node.size);
+            index = node.free_next;
+        }
+        largest
+    }
+
+    fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64)) {
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if node.state == State::Free {
+                visit(node.offset, node.size);
+            }
+            index = node.next;
+        }
+    }
+
+    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if let State::Used(kind) = node.state {
+                visit(node.offset, node.size, kind);
+            }
+            index = node.next;
+        }
+    }
+
+    fn validate(&self) -> Result<(), RangeError> {
+        if (self.capacity == 0) != (self.first == NIL) {
+            return Self::broken(format!(
+                "first node {} for capacity {}",
+                self.first, self.capacity
+            ));
+        }
+        self.validate_tiling()?;
+        self.validate_lists()
+    }
+}
+
+impl fmt::Debug for TlsfAllocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsfAllocator")
+            .field("capacity", &self.capacity)
+            .field("granularity", &self.granularity)
+            .field("allocations", &self.used_count)
+            .field("allocated_bytes", &self.used_bytes)
+            .field("free_ranges", &self.free_count)
+            .field("slots", &self.nodes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range::shadow::{run_suite, Policy};
+
+    fn request(size: u64, alignment: u64, kind: RangeKind) -> RangeRequest {
+        RangeRequest {
+            size,
+            alignment,
+            kind,
+        }
+    }
+
+    fn linear(size: u64) -> RangeRequest {
+        request(size, 1, RangeKind::Linear)
+    }
+
+    fn free_ranges(tlsf: &TlsfAllocator) -> Vec<(u64, u64)> {
+        let mut free = Vec::new();
+        tlsf.for_each_free(&mut |offset, size| free.push((offset, size)));
+        free
+    }
+
+    #[test]
+    fn mapping_rounds_to_lists() {
+        assert_eq!(mapping(1), (0, 1));
+        assert_eq!(mapping(31), (0, 31));
+        assert_eq!(mapping(32), (1, 0));
+        assert_eq!(mapping(63), (1, 31));
+        assert_eq!(mapping(544), (5, 2));
+        assert_eq!(mapping(559), (5, 2));
+        assert_eq!(mapping(u64::MAX), (FL_COUNT - 1, SL_COUNT - 1));
+        for size in [1, 31, 32, 33, 100, 545, 1 << 20, (1 << 40) + 3] {
+            let (fl, sl) = mapping(round_up_to_list(size).unwrap());
+            assert!(list_min_size(fl, sl) >= size, "{size}");
+            let (fl, sl) = mapping(size);
+            assert!(list_min_size(fl, sl) <= size, "{size}");
+        }
+        assert_eq!(round_up_to_list(u64::MAX), None);
+    }
+
+    #[test]
+    fn zero_capacity_holds_nothing() {
+        let mut tlsf = TlsfAllocator::new(0, 1);
+        assert_eq!(tlsf.allocate(&linear(1)), None);
+        assert_eq!(tlsf.largest_free(), 0);
+        assert!(free_ranges(&tlsf).is_empty());
+        assert_eq!(
+            tlsf.free(RangeId(0)),
+            Err(RangeError::UnknownId(RangeId(0)))
+        );
+        tlsf.clear();
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn exact_fit_and_too_large() {
+        let mut tlsf = TlsfAllocator::new(1000, 1);
+        assert_eq!(tlsf.allocate(&linear(1001)), None);
+        let whole = tlsf.allocate(&linear(1000)).unwrap();
+        assert_eq!((whole.offset, whole.size), (0, 1000));
+        assert_eq!(tlsf.allocate(&linear(1)), None);
+        assert_eq!(tlsf.largest_free(), 0);
+        tlsf.free(whole.id).unwrap();
+        // A request just below the capacity fits the whole block, although
+        // its good-fit list lies above the block's list.
+        let nearly = tlsf.allocate(&linear(999)).unwrap();
+        assert_eq!(nearly.offset, 0);
+        tlsf.free(nearly.id).unwrap();
+        let parts: Vec<Range> = [100, 200, 700]
+            .iter()
+            .map(|&s| tlsf.allocate(&linear(s)).unwrap())
+            .collect();
+        assert_eq!(
+            parts.iter().map(|r| r.offset).collect::<Vec<_>>(),
+            [0, 100, 300]
+        );
+        tlsf.free(parts[1].id).unwrap();
+        assert_eq!(free_ranges(&tlsf), [(100, 200)]);
+        assert_eq!(tlsf.allocate(&linear(200)).unwrap().offset, 100);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn full_u64_capacity() {
+        let mut tlsf = TlsfAllocator::new(u64::MAX, 1 << 16);
+        let whole = tlsf
+            .allocate(&request(u64::MAX, 1 << 20, RangeKind::Unknown))
+            .unwrap();
+        assert_eq!(whole.offset, 0);
+        assert_eq!(
+            tlsf.allocate(&request(1, 1 << 63, RangeKind::Unknown)),
+            None
+        );
+        tlsf.free(whole.id).unwrap();
+        let high = tlsf
+            .allocate(&request(1, 1 << 63, RangeKind::Unknown))
+            .unwrap();
+        assert_eq!(high.offset, 0);
+        let high = tlsf
+            .allocate(&request(1, 1 << 63, RangeKind::Unknown))
+            .unwrap();
+        assert_eq!(high.offset, 1 << 63);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn alignment_padding_stays_free() {
+        let mut tlsf = TlsfAllocator::new(4 << 20, 1);
+        let small = tlsf.allocate(&linear(1)).unwrap();
+        assert_eq!(small.offset, 0);
+        let aligned = tlsf
+            .allocate(&request(1, 1 << 20, RangeKind::Linear))
+            .unwrap();
+        assert_eq!(aligned.offset, 1 << 20);
+        assert_eq!(
+            free_ranges(&tlsf),
+            [(1, (1 << 20) - 1), ((1 << 20) + 1, (3 << 20) - 1)]
+        );
+        // The padding's list is the first whose ranges all hold 2^19 bytes.
+        let padding = tlsf.allocate(&linear(1 << 19)).unwrap();
+        assert_eq!(padding.offset, 1);
+        tlsf.validate().unwrap();
+        for id in [small.id, aligned.id, padding.id] {
+            tlsf.free(id).unwrap();
+        }
+        assert_eq!(free_ranges(&tlsf), [(0, 4 << 20)]);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn granularity_one_packs_kinds_together() {
+        let mut tlsf = TlsfAllocator::new(1024, 1);
+        assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
+        assert_eq!(
+            tlsf.allocate(&request(10, 1, RangeKind::Optimal))
+                .unwrap()
+                .offset,
+            10
+        );
+        assert_eq!(
+            tlsf.allocate(&request(10, 1, RangeKind::Unknown))
+                .unwrap()
+                .offset,
+            20
+        );
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn granularity_separates_kinds() {
+        for g in [1024, 65536] {
+            let mut tlsf = TlsfAllocator::new(16 * g, g);
+            assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
+            assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 10);
+            assert_eq!(
+                tlsf.allocate(&request(10, 1, RangeKind::Optimal))
+                    .unwrap()
+                    .offset,
+                g
+            );
+            assert_eq!(
+                tlsf.allocate(&request(10, 1, RangeKind::Optimal))
+                    .unwrap()
+                    .offset,
+                g + 10
+            );
+            assert_eq!(
+                tlsf.allocate(&request(10, 1, RangeKind::Unknown))
+                    .unwrap()
+                    .offset,
+                2 * g
+            );
+            assert_eq!(
+                tlsf.allocate(&request(10, 1, RangeKind::Unknown))
+                    .unwrap()
+                    .offset,
+                3 * g
+            );
+            tlsf.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn granularity_checks_the_range_after() {
+        let mut tlsf = TlsfAllocator::new(4096, 1024);
+        let first = tlsf.allocate(&request(600, 1, RangeKind::Optimal)).unwrap();
+        let second = tlsf.allocate(&request(100, 1, RangeKind::Optimal)).unwrap();
+        assert_eq!(second.offset, 600);
+        tlsf.free(first.id).unwrap();
+        // [0, 600) is free but ends on the optimal range's page.
+        assert_eq!(tlsf.allocate(&linear(100)).unwrap().offset, 1024);
+        // 590 bytes round up to the list of 592..608 bytes, which holds [0, 600).
+        assert_eq!(
+            tlsf.allocate(&request(590, 1, RangeKind::Optimal))
+                .unwrap()
+                .offset,
+            0
+        );
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn stale_and_double_free_are_refused() {
+        let mut tlsf = TlsfAllocator::new(1 << 16, 1);
+        let first = tlsf.allocate(&linear(100)).unwrap();
+        tlsf.free(first.id).unwrap();
+        assert_eq!(tlsf.free(first.id), Err(RangeError::UnknownId(first.id)));
+        let second = tlsf.allocate(&linear(100)).unwrap();
+        assert_eq!(second.id.slot(), first.id.slot());
+        assert_ne!(second.id, first.id);
+        assert_eq!(tlsf.free(first.id), Err(RangeError::UnknownId(first.id)));
+        assert_eq!(
+            tlsf.free(RangeId(12345)),
+            Err(RangeError::UnknownId(RangeId(12345)))
+        );
+        assert_eq!(tlsf.allocation_count(), 1);
+        tlsf.validate().unwrap();
+        tlsf.free(second.id).unwrap();
+    }
+
+    #[test]
+    fn clear_frees_everything() {
+        let mut tlsf = TlsfAllocator::new(1 << 16, 1024);
+        let ids: Vec<RangeId> = (1..20)
+            .map(|s| {
+                tlsf.allocate(&request(s * 10, 16, RangeKind::Optimal))
+                    .unwrap()
+                    .id
+            })
+            .collect();
+        tlsf.clear();
+        assert_eq!((tlsf.allocation_count(), tlsf.allocated_bytes()), (0, 0));
+        assert_eq!(free_ranges(&tlsf), [(0, 1 << 16)]);
+        assert_eq!(tlsf.largest_free(), 1 << 16);
+        for id in ids {
+            assert_eq!(tlsf.free(id), Err(RangeError::UnknownId(id)));
+        }
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn random_operations_match_the_shadow() {
+        let ops = run_suite(Policy::GoodFit, |capacity, granularity| {
+            Box::new(TlsfAllocator::new(capacity, granularity))
+        });
+        assert!(ops >= 100_000, "{ops} operations");
+    }
+}

@@ -1,0 +1,85 @@
+//! Human- and tool-facing forms of the statistics: the JSON dump and the
+//! text summary. Plain functions over plain data, so any UI can draw them.
+
+use serde::Serialize;
+
+use crate::stats::{format_bytes, DetailedStatistics, Statistics};
+
+/// The dump's schema name.
+pub const DUMP_SCHEMA: &str = "vkalloc-dump";
+/// The dump's schema version; bumped on any incompatible change.
+pub const DUMP_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Dump<'a> {
+    schema: &'static str,
+    version: u32,
+    #[serde(flatten)]
+    details: &'a DetailedStatistics,
+}
+
+/// The JSON dump of detailed statistics (schema in [`crate::stats`]).
+pub fn to_json(details: &DetailedStatistics) -> String {
+    serde_json::to_string_pretty(&Dump {
+        schema: DUMP_SCHEMA,
+        version: DUMP_VERSION,
+        details,
+    })
+    .expect("statistics are plain data and always serialize")
+}
+
+/// A text summary: one line per heap, memory type and pool in use.
+pub fn summary(stats: &Statistics) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let t = &stats.total;
+    let _ = writeln!(
+        out,
+        "vkalloc: {} allocations, {} in {} blocks of {} ({} dedicated), {} device memory objects",
+        t.allocation_count,
+        format_bytes(t.allocation_bytes),
+        t.block_count,
+        format_bytes(t.block_bytes),
+        t.dedicated_count,
+        stats.device_memory_objects
+    );
+    for h in &stats.heaps {
+        let _ = writeln!(
+            out,
+            "  heap {}{}: {} of {} ({} by us), budget {}{}",
+            h.index,
+            if h.device_local { " (device-local)" } else { "" },
+            format_bytes(h.budget.usage),
+            format_bytes(h.size),
+            format_bytes(h.usage.block_bytes),
+            format_bytes(h.budget.budget),
+            if h.budget.from_driver { "" } else { " (estimated)" }
+        );
+    }
+    for ty in stats.types.iter().filter(|ty| ty.usage.block_count > 0) {
+        let _ = writeln!(
+            out,
+            "  type {} [{:?}] heap {}: {} allocations, {} used of {} in {} blocks",
+            ty.index,
+            ty.flags,
+            ty.heap,
+            ty.usage.allocation_count,
+            format_bytes(ty.usage.allocation_bytes),
+            format_bytes(ty.usage.block_bytes),
+            ty.usage.block_count
+        );
+    }
+    for p in &stats.pools {
+        let _ = writeln!(
+            out,
+            "  pool '{}' (type {}): {} allocations, {} used of {} committed{}",
+            p.name,
+            p.memory_type,
+            p.usage.allocation_count,
+            format_bytes(p.usage.allocation_bytes),
+            format_bytes(p.usage.block_bytes),
+            p.budget.map(|b| format!(", budget {}", format_bytes(b))).unwrap_or_default()
+        );
+    }
+    out
+}

@@ -1,0 +1,281 @@
+//! Statistics: cheap counters safe to read every frame, detailed statistics
+//! on demand, a JSON dump and a text summary.
+//!
+//! Vocabulary: a *block* is one `VkDeviceMemory`; an *allocation* is a range
+//! inside a block. A dedicated allocation is a block holding one allocation.
+//!
+//! # The JSON dump (`Allocator::to_json`)
+//! An object with `"schema": "vkalloc-dump"`, `"version": 1`, and the fields
+//! of [`DetailedStatistics`] serialized by serde with their Rust names:
+//! `statistics` ([`Statistics`]: `total`, `heaps`, `types`, `pools`,
+//! `device_memory_objects`), `lists` (one [`ListDetails`] per block list in
+//! use: `memory_type`, `pool`, `blocks`, each a [`BlockInfo`] with its
+//! `allocations` (`offset`, `size`, `kind`, `tag`) and `free_ranges` as
+//! `[offset, size]` pairs), `largest_free`, `free_range_count` and
+//! `free_bytes`. Sizes and offsets are bytes; `kind` is `linear`, `optimal`
+//! or `unknown` (the layout class used for buffer-image granularity);
+//! `fragmentation` is `1 - largest_free / total_free` per block.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::block::Block;
+use crate::budget::HeapBudgetView;
+
+/// Cheap counters of blocks and allocations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// `VkDeviceMemory` objects, dedicated ones included.
+    pub block_count: u32,
+    /// Bytes in those objects.
+    pub block_bytes: u64,
+    /// Live allocations.
+    pub allocation_count: u64,
+    /// Bytes of live allocations, as asked (no padding).
+    pub allocation_bytes: u64,
+    /// Dedicated allocations among the blocks.
+    pub dedicated_count: u32,
+}
+
+impl Usage {
+    /// Adds another set of counters.
+    pub fn add(&mut self, other: &Usage) {
+        self.block_count += other.block_count;
+        self.block_bytes += other.block_bytes;
+        self.allocation_count += other.allocation_count;
+        self.allocation_bytes += other.allocation_bytes;
+        self.dedicated_count += other.dedicated_count;
+    }
+
+    /// Bytes committed but not allocated (free space and padding in blocks).
+    pub fn unused_bytes(&self) -> u64 {
+        self.block_bytes.saturating_sub(self.allocation_bytes)
+    }
+}
+
+/// Counters updated with relaxed atomics, so reading them takes no lock.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    blocks: AtomicU32,
+    block_bytes: AtomicU64,
+    allocations: AtomicU64,
+    allocation_bytes: AtomicU64,
+    dedicated: AtomicU32,
+}
+
+impl Counters {
+    pub fn add_block(&self, bytes: u64, dedicated: bool) {
+        self.blocks.fetch_add(1, Ordering::Relaxed);
+        self.block_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if dedicated {
+            self.dedicated.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn remove_block(&self, bytes: u64, dedicated: bool) {
+        self.blocks.fetch_sub(1, Ordering::Relaxed);
+        self.block_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        if dedicated {
+            self.dedicated.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn add_allocation(&self, bytes: u64) {
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        self.allocation_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn remove_allocations(&self, count: u64, bytes: u64) {
+        self.allocations.fetch_sub(count, Ordering::Relaxed);
+        self.allocation_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Usage {
+        Usage {
+            block_count: self.blocks.load(Ordering::Relaxed),
+            block_bytes: self.block_bytes.load(Ordering::Relaxed),
+            allocation_count: self.allocations.load(Ordering::Relaxed),
+            allocation_bytes: self.allocation_bytes.load(Ordering::Relaxed),
+            dedicated_count: self.dedicated.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A heap's cheap statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeapStatistics {
+    /// The heap's index.
+    pub index: u32,
+    /// The heap's size.
+    pub size: u64,
+    /// Whether the heap is device-local.
+    pub device_local: bool,
+    /// Blocks and allocations of every type on the heap.
+    pub usage: Usage,
+    /// The heap's budget.
+    pub budget: HeapBudgetView,
+}
+
+/// A memory type's cheap statistics (default blocks and pools together).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TypeStatistics {
+    /// The memory type's index.
+    pub index: u32,
+    /// Its heap.
+    pub heap: u32,
+    /// Its property flags.
+    pub flags: crate::device::MemoryPropertyFlags,
+    /// Blocks and allocations of this type.
+    pub usage: Usage,
+}
+
+/// A pool's cheap statistics.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatistics {
+    /// The pool's slot index.
+    pub index: u32,
+    /// Its name.
+    pub name: String,
+    /// Its memory type.
+    pub memory_type: u32,
+    /// Its hard budget, if any.
+    pub budget: Option<u64>,
+    /// Its blocks and allocations.
+    pub usage: Usage,
+}
+
+/// Cheap statistics: counters read without taking any lock; safe every frame.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statistics {
+    /// Totals over every heap.
+    pub total: Usage,
+    /// Per heap.
+    pub heaps: Vec<HeapStatistics>,
+    /// Per memory type.
+    pub types: Vec<TypeStatistics>,
+    /// Per pool.
+    pub pools: Vec<PoolStatistics>,
+    /// Live `VkDeviceMemory` objects against `maxMemoryAllocationCount`.
+    pub device_memory_objects: u32,
+}
+
+/// One allocation in a detailed dump.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationInfo {
+    /// Offset in the block.
+    pub offset: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Layout class: `linear`, `optimal` or `unknown`.
+    pub kind: String,
+    /// Debugging tag, if given.
+    pub tag: Option<String>,
+}
+
+/// One block in detailed statistics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockInfo {
+    /// Bytes of device memory.
+    pub size: u64,
+    /// Whether it is a dedicated allocation.
+    pub dedicated: bool,
+    /// Whether it is persistently mapped.
+    pub mapped: bool,
+    /// Live allocations.
+    pub allocation_count: u32,
+    /// Bytes of live allocations.
+    pub allocation_bytes: u64,
+    /// Free ranges.
+    pub free_range_count: u32,
+    /// The largest free range.
+    pub largest_free: u64,
+    /// `1 - largest_free / total_free`; 0 when nothing or one range is free.
+    pub fragmentation: f64,
+    /// Live allocations in address order.
+    pub allocations: Vec<AllocationInfo>,
+    /// Free ranges in address order, as `[offset, size]`.
+    pub free_ranges: Vec<[u64; 2]>,
+}
+
+impl BlockInfo {
+    pub(crate) fn of(block: &Block, with_tags: bool) -> Self {
+        let mut free_ranges = Vec::new();
+        block.for_each_free(&mut |offset, size| free_ranges.push([offset, size]));
+        let total_free: u64 = free_ranges.iter().map(|r| r[1]).sum();
+        let largest_free = free_ranges.iter().map(|r| r[1]).max().unwrap_or(0);
+        let mut allocations = Vec::new();
+        block.for_each_allocation(&mut |offset, size, kind| {
+            allocations.push(AllocationInfo {
+                offset,
+                size,
+                kind: format!("{kind:?}").to_lowercase(),
+                tag: None,
+            })
+        });
+        if with_tags && !block.tags.is_empty() {
+            for a in &mut allocations {
+                a.tag = block.tags.get(&a.offset).map(|t| t.to_string());
+            }
+        }
+        Self {
+            size: block.size,
+            dedicated: block.is_dedicated(),
+            mapped: block.host_address != 0,
+            allocation_count: block.allocation_count(),
+            allocation_bytes: block.allocated_bytes(),
+            free_range_count: free_ranges.len() as u32,
+            largest_free,
+            fragmentation: if total_free == 0 {
+                0.0
+            } else {
+                1.0 - largest_free as f64 / total_free as f64
+            },
+            allocations,
+            free_ranges,
+        }
+    }
+}
+
+/// Detailed statistics of one block list (a memory type's default blocks or a pool).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListDetails {
+    /// The memory type.
+    pub memory_type: u32,
+    /// The pool's name, or `None` for a memory type's default blocks.
+    pub pool: Option<String>,
+    /// Its blocks.
+    pub blocks: Vec<BlockInfo>,
+}
+
+/// Detailed statistics: every block, its allocations and free ranges.
+/// Slower: walks every block under its lock; for debugging and tools.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DetailedStatistics {
+    /// The cheap counters at the same time.
+    pub statistics: Statistics,
+    /// Every block list that holds a block.
+    pub lists: Vec<ListDetails>,
+    /// The largest free range in any block.
+    pub largest_free: u64,
+    /// Free ranges in all blocks.
+    pub free_range_count: u64,
+    /// Free bytes in all blocks.
+    pub free_bytes: u64,
+}
+
+/// Formats a byte count for people: `1.50 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}

@@ -1,0 +1,229 @@
+//! [`AshDevice`]: the device seam on `ash`.
+
+use std::ptr::NonNull;
+
+use ash::vk;
+use ash::vk::Handle;
+
+use crate::device::{
+    DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget, MappedRange, MemoryAllocateInfo,
+    MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
+};
+
+/// What the application enabled on the device that the allocator uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AshDeviceOptions {
+    /// `VK_EXT_memory_budget` is enabled on the device (and the instance is
+    /// Vulkan 1.1 or has `VK_KHR_get_physical_device_properties2`).
+    pub memory_budget: bool,
+}
+
+/// A Vulkan 1.1+ device seen through `ash`.
+///
+/// Holds clones of the `ash` function tables; the caller keeps the
+/// `VkInstance` and `VkDevice` alive until the [`crate::Allocator`] that owns
+/// this is dropped.
+pub struct AshDevice {
+    instance: ash::Instance,
+    physical_device: vk::PhysicalDevice,
+    device: ash::Device,
+    properties: MemoryProperties,
+    limits: DeviceLimits,
+}
+
+impl std::fmt::Debug for AshDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AshDevice")
+            .field("device", &self.device.handle())
+            .field("properties", &self.properties)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+fn error(result: vk::Result) -> DeviceError {
+    match result {
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => DeviceError::OutOfDeviceMemory,
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY => DeviceError::OutOfHostMemory,
+        vk::Result::ERROR_TOO_MANY_OBJECTS => DeviceError::TooManyObjects,
+        vk::Result::ERROR_MEMORY_MAP_FAILED => DeviceError::MemoryMapFailed,
+        vk::Result::ERROR_DEVICE_LOST => DeviceError::DeviceLost,
+        other => DeviceError::Other(other.as_raw()),
+    }
+}
+
+impl AshDevice {
+    /// Reads the device's memory properties and limits.
+    ///
+    /// # Safety
+    /// - `physical_device` belongs to `instance`, and `device` was created
+    ///   from it with Vulkan 1.1 or later.
+    /// - `instance` and `device` stay alive until this value is dropped.
+    /// - `options` says truly what was enabled.
+    pub unsafe fn new(
+        instance: &ash::Instance,
+        physical_device: vk::PhysicalDevice,
+        device: ash::Device,
+        options: AshDeviceOptions,
+    ) -> Self {
+        // SAFETY: the caller guarantees `physical_device` belongs to `instance`.
+        let raw = unsafe { instance.get_physical_device_memory_properties(physical_device) };
+        let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut maintenance3);
+        // SAFETY: as above; Vulkan 1.1 makes the query core.
+        unsafe { instance.get_physical_device_properties2(physical_device, &mut props2) };
+        let limits = props2.properties.limits;
+        let max_memory_allocation_size = maintenance3.max_memory_allocation_size;
+        let properties = MemoryProperties {
+            types: raw.memory_types[..raw.memory_type_count as usize]
+                .iter()
+                .map(|t| MemoryType {
+                    flags: t.property_flags.into(),
+                    heap_index: t.heap_index,
+                })
+                .collect(),
+            heaps: raw.memory_heaps[..raw.memory_heap_count as usize]
+                .iter()
+                .map(|h| MemoryHeap {
+                    size: h.size,
+                    device_local: h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL),
+                })
+                .collect(),
+        };
+        Self {
+            instance: instance.clone(),
+            physical_device,
+            device,
+            properties,
+            limits: DeviceLimits {
+                buffer_image_granularity: limits.buffer_image_granularity.max(1),
+                max_memory_allocation_count: limits.max_memory_allocation_count,
+                non_coherent_atom_size: limits.non_coherent_atom_size.max(1),
+                max_memory_allocation_size: if max_memory_allocation_size == 0 {
+                    u64::MAX
+                } else {
+                    max_memory_allocation_size
+                },
+                memory_budget: options.memory_budget,
+            },
+        }
+    }
+
+    /// The `ash` device.
+    pub fn raw(&self) -> &ash::Device {
+        &self.device
+    }
+
+    /// The `ash` instance.
+    pub fn instance(&self) -> &ash::Instance {
+        &self.instance
+    }
+
+    /// The physical device.
+    pub fn physical_device(&self) -> vk::PhysicalDevice {
+        self.physical_device
+    }
+}
+
+fn range(r: &MappedRange) -> vk::MappedMemoryRange<'static> {
+    vk::MappedMemoryRange::default()
+        .memory(vk::DeviceMemory::from_raw(r.memory.0))
+        .offset(r.offset)
+        .size(r.size)
+}
+
+impl MemoryDevice for AshDevice {
+    fn memory_properties(&self) -> &MemoryProperties {
+        &self.properties
+    }
+
+    fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+
+    fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {
+        if !self.limits.memory_budget {
+            return false;
+        }
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut props = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: the instance and physical device are alive (the contract of
+        // `new`), and VK_EXT_memory_budget is enabled, so the chained struct
+        // is valid to fill.
+        unsafe {
+            self.instance
+                .get_physical_device_memory_properties2(self.physical_device, &mut props)
+        };
+        for (i, slot) in out.iter_mut().enumerate().take(vk::MAX_MEMORY_HEAPS) {
+            *slot = HeapBudget {
+                budget: budget.heap_budget[i],
+                usage: budget.heap_usage[i],
+            };
+        }
+        true
+    }
+
+    unsafe fn allocate_memory(&self, info: &MemoryAllocateInfo) -> Result<DeviceMemory, DeviceError> {
+        let mut dedicated = vk::MemoryDedicatedAllocateInfo::default();
+        match info.dedicated {
+            Some(DedicatedTo::Buffer(b)) => dedicated = dedicated.buffer(vk::Buffer::from_raw(b)),
+            Some(DedicatedTo::Image(i)) => dedicated = dedicated.image(vk::Image::from_raw(i)),
+            None => {}
+        }
+        let mut allocate = vk::MemoryAllocateInfo::default()
+            .allocation_size(info.size)
+            .memory_type_index(info.memory_type);
+        if info.dedicated.is_some() {
+            allocate = allocate.push_next(&mut dedicated);
+        }
+        // SAFETY: the caller upholds the trait's contract (valid type, size,
+        // unbound dedicated target).
+        unsafe { self.device.allocate_memory(&allocate, None) }
+            .map(|m| DeviceMemory(m.as_raw()))
+            .map_err(error)
+    }
+
+    unsafe fn free_memory(&self, memory: DeviceMemory) {
+        // SAFETY: the caller guarantees the memory is live, unmapped and unused.
+        unsafe {
+            self.device
+                .free_memory(vk::DeviceMemory::from_raw(memory.0), None)
+        }
+    }
+
+    unsafe fn map_memory(&self, memory: DeviceMemory) -> Result<NonNull<u8>, DeviceError> {
+        // SAFETY: the caller guarantees the memory is live, host-visible and
+        // not mapped yet.
+        let ptr = unsafe {
+            self.device.map_memory(
+                vk::DeviceMemory::from_raw(memory.0),
+                0,
+                vk::WHOLE_SIZE,
+                vk::MemoryMapFlags::empty(),
+            )
+        }
+        .map_err(error)?;
+        NonNull::new(ptr.cast()).ok_or(DeviceError::MemoryMapFailed)
+    }
+
+    unsafe fn unmap_memory(&self, memory: DeviceMemory) {
+        // SAFETY: the caller guarantees the memory is live and mapped.
+        unsafe {
+            self.device
+                .unmap_memory(vk::DeviceMemory::from_raw(memory.0))
+        }
+    }
+
+    unsafe fn flush_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
+        let ranges: Vec<_> = ranges.iter().map(range).collect();
+        // SAFETY: the caller guarantees each range is inside live mapped
+        // memory and aligned to nonCoherentAtomSize.
+        unsafe { self.device.flush_mapped_memory_ranges(&ranges) }.map_err(error)
+    }
+
+    unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
+        let ranges: Vec<_> = ranges.iter().map(range).collect();
+        // SAFETY: as for `flush_ranges`.
+        unsafe { self.device.invalidate_mapped_memory_ranges(&ranges) }.map_err(error)
+    }
+}

@@ -1,0 +1,90 @@
+//! The allocators compared, behind one trait.
+
+use crate::trace::{TraceDedicated, TraceKind, TraceUsage};
+
+pub mod gpu_alloc;
+pub mod ours;
+pub mod vma;
+
+/// One allocation request as every contender receives it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// Bytes.
+    pub size: u64,
+    /// Alignment, a power of two.
+    pub alignment: u64,
+    /// Allowed memory types, already masked to the device's.
+    pub memory_type_bits: u32,
+    /// Resource kind.
+    pub kind: TraceKind,
+    /// Usage preset.
+    pub usage: TraceUsage,
+    /// The driver's dedicated wish.
+    pub dedicated: TraceDedicated,
+    /// Debugging name.
+    pub tag: &'a str,
+}
+
+/// Where an allocation landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The raw `VkDeviceMemory`.
+    pub memory: u64,
+    /// Offset in it.
+    pub offset: u64,
+    /// Bytes reserved (at least the request's size).
+    pub size: u64,
+    /// Memory type index.
+    pub memory_type: u32,
+}
+
+/// An allocator under test.
+///
+/// All contenders share one `ash::Device` whose `vkAllocateMemory` and
+/// `vkFreeMemory` are counted ([`crate::vkdev`]).
+pub trait Contender {
+    /// A live allocation.
+    type Handle;
+    /// `"ours"`, `"vma"`, `"gpu-allocator"`.
+    fn name(&self) -> &'static str;
+    /// Allocates; the error is a message.
+    fn allocate(&mut self, request: &Request<'_>) -> Result<Self::Handle, String>;
+    /// Frees.
+    fn free(&mut self, handle: Self::Handle);
+    /// Where `handle` is (for overlap checks; not timed).
+    fn placement(&self, handle: &Self::Handle) -> Placement;
+    /// A frame boundary.
+    fn begin_frame(&mut self, _index: u64) {}
+    /// The largest free range inside the allocator's device memory blocks,
+    /// where it can be had.
+    fn largest_free_range(&self) -> Option<u64>;
+}
+
+/// Which contenders exist, in run order.
+pub const CONTENDERS: [&str; 3] = ["ours", "vma", "gpu-allocator"];
+
+/// How the baselines are given requests they can't express exactly.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BaselineOptions {
+    /// Give VMA no hint for `dedicated: preferred` (its own rule only: dedicated
+    /// above half a block) instead of `VMA_ALLOCATION_CREATE_DEDICATED_MEMORY_BIT`.
+    pub vma_ignore_preferred: bool,
+}
+
+/// What each contender is given for each trace field, for the report.
+pub const REQUEST_MAPPING: &str = "\
+- ours: `Allocator::allocate` with the trace's size, alignment, memoryTypeBits, kind, usage preset \
+(gpu_only/upload/readback/transient -> MemoryUsage::GpuOnly/Upload/Readback/Transient), the driver's \
+dedicated wish (DriverDedicated::None/Preferred/Required, DedicatedPolicy::Auto, no resource handle) and the tag.
+- VMA (vk-mem 0.5, `vmaAllocateMemory`): usage VMA_MEMORY_USAGE_UNKNOWN with flags instead of Auto* \
+(which need a resource): gpu_only -> preferred DEVICE_LOCAL; upload -> required HOST_VISIBLE, preferred \
+HOST_COHERENT|DEVICE_LOCAL; readback -> required HOST_VISIBLE, preferred HOST_CACHED|HOST_COHERENT; \
+transient -> preferred DEVICE_LOCAL|LAZILY_ALLOCATED. dedicated required or preferred -> \
+VMA_ALLOCATION_CREATE_DEDICATED_MEMORY_BIT (what vmaCreateImage does when the driver prefers it; \
+`--vma-ignore-preferred` drops it for preferred). Raw memory has no resource kind: VMA treats every \
+allocation as of unknown kind for bufferImageGranularity.
+- gpu-allocator 0.28: gpu_only/transient -> MemoryLocation::GpuOnly, upload -> CpuToGpu, readback -> \
+GpuToCpu; kind buffer/linear_image -> linear: true, optimal_image -> false; tag -> name. dedicated \
+required -> AllocationScheme::DedicatedBuffer/DedicatedImage with a null handle (a VkDeviceMemory of \
+its own, with a VkMemoryDedicatedAllocateInfo naming no resource, since the trace has none); preferred -> \
+GpuAllocatorManaged (gpu-allocator never asks the driver; its caller chooses).";

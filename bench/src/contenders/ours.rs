@@ -1,0 +1,109 @@
+//! vkalloc, raw `Allocator::allocate` / `free`.
+
+use vkalloc::vk::{AshDevice, AshDeviceOptions};
+use vkalloc::{
+    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy, DriverDedicated,
+    MemoryUsage, ResourceKind,
+};
+
+use super::{Contender, Placement, Request};
+use crate::trace::{TraceDedicated, TraceKind, TraceUsage};
+use crate::vkdev::VulkanContext;
+
+/// vkalloc on the shared device, with its default settings.
+pub struct Ours {
+    allocator: Allocator<AshDevice>,
+}
+
+impl Ours {
+    /// Creates the allocator on the context's device.
+    pub fn new(ctx: &VulkanContext) -> Result<Self, String> {
+        // SAFETY: the device outlives the allocator (the caller drops it
+        // before the context), and `memory_budget` says whether the
+        // extension was enabled on it.
+        let device = unsafe {
+            AshDevice::new(
+                &ctx.instance,
+                ctx.physical_device,
+                ctx.device.clone(),
+                AshDeviceOptions {
+                    memory_budget: ctx.info.memory_budget,
+                },
+            )
+        };
+        let allocator = Allocator::new(device, AllocatorDesc::default())
+            .map_err(|e| format!("vkalloc: {e}"))?;
+        Ok(Self { allocator })
+    }
+
+    /// The allocator, for statistics.
+    pub fn allocator(&self) -> &Allocator<AshDevice> {
+        &self.allocator
+    }
+}
+
+impl Contender for Ours {
+    type Handle = vkalloc::Allocation;
+
+    fn name(&self) -> &'static str {
+        "ours"
+    }
+
+    #[inline]
+    fn allocate(&mut self, r: &Request<'_>) -> Result<Self::Handle, String> {
+        let desc = AllocationDesc {
+            size: r.size,
+            alignment: r.alignment,
+            memory_type_bits: r.memory_type_bits,
+            kind: match r.kind {
+                TraceKind::Buffer => ResourceKind::Buffer,
+                TraceKind::LinearImage => ResourceKind::LinearImage,
+                TraceKind::OptimalImage => ResourceKind::OptimalImage,
+            },
+            driver_dedicated: match r.dedicated {
+                TraceDedicated::None => DriverDedicated::None,
+                TraceDedicated::Preferred => DriverDedicated::Preferred,
+                TraceDedicated::Required => DriverDedicated::Required,
+            },
+            dedicated_to: None,
+            options: AllocationOptions {
+                usage: match r.usage {
+                    TraceUsage::GpuOnly => MemoryUsage::GpuOnly,
+                    TraceUsage::Upload => MemoryUsage::Upload,
+                    TraceUsage::Readback => MemoryUsage::Readback,
+                    TraceUsage::Transient => MemoryUsage::Transient,
+                },
+                pool: None,
+                dedicated: DedicatedPolicy::Auto,
+                tag: r.tag,
+                within_budget: false,
+            },
+        };
+        self.allocator
+            .allocate(&desc)
+            .map_err(|e| format!("vkalloc: {e}"))
+    }
+
+    #[inline]
+    fn free(&mut self, handle: Self::Handle) {
+        // A failure here is a bug; it shows as a leak at the end of the run.
+        let _ = self.allocator.free(handle);
+    }
+
+    fn placement(&self, h: &Self::Handle) -> Placement {
+        Placement {
+            memory: h.memory().0,
+            offset: h.offset(),
+            size: h.size(),
+            memory_type: h.memory_type(),
+        }
+    }
+
+    fn begin_frame(&mut self, _index: u64) {
+        self.allocator.begin_frame();
+    }
+
+    fn largest_free_range(&self) -> Option<u64> {
+        Some(self.allocator.detailed_statistics().largest_free)
+    }
+}

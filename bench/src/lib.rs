@@ -1,0 +1,20 @@
+//! Side-by-side benchmarks of vkalloc against VMA (through vk-mem) and
+//! gpu-allocator.
+//!
+//! - [`trace`]: the allocation trace format (JSON lines, versioned) and the
+//!   standard trace generators.
+//! - [`vkdev`]: a Vulkan device whose `vkAllocateMemory` / `vkFreeMemory` are
+//!   counted and timed in its function table.
+//! - [`contenders`]: the three allocators behind one trait.
+//! - [`replay`]: replays a trace through one contender, timing each operation.
+//! - [`runner`]: repetitions, alternation, medians, the table and JSON rows.
+//! - [`range_bench`]: range allocators alone against VMA's virtual blocks.
+//!
+//! The binary (`cargo run --release -p bench -- --help`) runs it all.
+
+pub mod contenders;
+pub mod range_bench;
+pub mod replay;
+pub mod runner;
+pub mod trace;
+pub mod vkdev;

@@ -1,0 +1,382 @@
+//! Runs traces through every contender, alternating, and aggregates the
+//! repetitions into rows: medians with min..max.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::contenders::gpu_alloc::GpuAllocator;
+use crate::contenders::ours::Ours;
+use crate::contenders::vma::Vma;
+use crate::contenders::{BaselineOptions, Contender, CONTENDERS};
+use crate::replay::{run_once, Prepared, RunStats};
+use crate::trace::Trace;
+use crate::vkdev::{self, VulkanContext};
+
+/// Settings of a benchmark run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Repetitions per trace and contender.
+    pub reps: usize,
+    /// Contenders to run, from [`CONTENDERS`].
+    pub contenders: Vec<String>,
+    /// Check every placement (slower; for tests).
+    pub check: bool,
+    /// How baselines get requests they can't express.
+    pub baseline: BaselineOptions,
+    /// Print a line per run to stderr.
+    pub verbose: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            reps: 5,
+            contenders: CONTENDERS.iter().map(|s| s.to_string()).collect(),
+            check: false,
+            baseline: BaselineOptions::default(),
+            verbose: false,
+        }
+    }
+}
+
+/// A figure over the repetitions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Spread {
+    /// The median.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of `values` (any order).
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Self {
+        let mut v: Vec<f64> = values.into_iter().collect();
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Self {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        }
+    }
+}
+
+/// One trace × allocator: what `target/bench/allocators.json` holds per row.
+///
+/// The plain fields are medians over the repetitions; `spread` gives each
+/// one's min..max. Own times exclude the time inside `vkAllocateMemory` /
+/// `vkFreeMemory` and the timer's own cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// The trace's name.
+    pub trace: String,
+    /// `ours`, `vma` or `gpu-allocator`.
+    pub allocator: String,
+    /// Repetitions.
+    pub reps: usize,
+    /// Allocations in the trace.
+    pub allocs: u64,
+    /// Frees in the trace.
+    pub frees: u64,
+    /// Median own ns per allocate (median of the runs' medians).
+    pub alloc_own_ns_median: f64,
+    /// Median own ns per free.
+    pub free_own_ns_median: f64,
+    /// 99th percentile own ns per allocate (median over runs).
+    pub alloc_own_ns_p99: f64,
+    /// 99th percentile own ns per free.
+    pub free_own_ns_p99: f64,
+    /// Mean own ns per allocate.
+    pub alloc_own_ns_mean: f64,
+    /// Mean own ns per free.
+    pub free_own_ns_mean: f64,
+    /// Own time (ns) for allocate + free at the median: the sum of the two medians.
+    pub alloc_free_own_ns_median: f64,
+    /// Mean total ns (own + driver) per operation.
+    pub total_ns_per_op: f64,
+    /// Wall time of the replay (ms), driver included.
+    pub wall_ms: f64,
+    /// `vkAllocateMemory` calls.
+    pub device_allocations: f64,
+    /// `vkFreeMemory` calls during the trace (teardown excluded).
+    pub device_frees: f64,
+    /// Time inside `vkAllocateMemory` and `vkFreeMemory` (ms).
+    pub driver_ms: f64,
+    /// Peak `VkDeviceMemory` bytes.
+    pub peak_committed_bytes: f64,
+    /// Peak live bytes (as asked).
+    pub peak_live_bytes: f64,
+    /// `peak_committed_bytes / peak_live_bytes`.
+    pub committed_to_live_ratio: f64,
+    /// Largest free range inside the allocator's blocks at the end of the trace.
+    pub largest_free_range_end: Option<f64>,
+    /// Failed allocations (median).
+    pub failures: f64,
+    /// The first failure's message, if any run had one.
+    pub first_failure: Option<String>,
+    /// Bytes of `VkDeviceMemory` still live after the allocator was dropped (must be 0).
+    pub leaked_bytes: u64,
+    /// The calibrated cost of the timer, subtracted from every operation (ns).
+    pub timer_overhead_ns: u64,
+    /// The device's name.
+    pub device: String,
+    /// min..max over the repetitions, per field above.
+    pub spread: BTreeMap<&'static str, Spread>,
+}
+
+/// Runs one contender over `prepared` once, building and dropping it.
+/// Returns the stats and the bytes it leaked.
+pub fn run_contender(
+    name: &str,
+    ctx: &VulkanContext,
+    prepared: &Prepared<'_>,
+    timer_overhead_ns: u64,
+    config: &RunConfig,
+) -> Result<(RunStats, u64), String> {
+    fn go<C: Contender>(
+        mut c: C,
+        prepared: &Prepared<'_>,
+        overhead: u64,
+        check: bool,
+    ) -> (RunStats, u64) {
+        let before = vkdev::counters().committed_bytes;
+        let stats = run_once(&mut c, prepared, overhead, check);
+        drop(c);
+        let after = vkdev::counters().committed_bytes;
+        (stats, after.saturating_sub(before))
+    }
+    let check = config.check;
+    Ok(match name {
+        "ours" => go(Ours::new(ctx)?, prepared, timer_overhead_ns, check),
+        "vma" => go(Vma::new(ctx, config.baseline)?, prepared, timer_overhead_ns, check),
+        "gpu-allocator" => go(GpuAllocator::new(ctx)?, prepared, timer_overhead_ns, check),
+        other => return Err(format!("unknown allocator {other:?}")),
+    })
+}
+
+/// Runs `trace` through every configured contender `reps` times, rotating
+/// their order each repetition, and returns one row per contender.
+pub fn bench_trace(
+    ctx: &VulkanContext,
+    trace: &Trace,
+    timer_overhead_ns: u64,
+    config: &RunConfig,
+) -> Result<Vec<Row>, String> {
+    let prepared = Prepared::new(trace, ctx.all_types_mask())?;
+    let names = &config.contenders;
+    let mut runs: Vec<Vec<RunStats>> = vec![Vec::new(); names.len()];
+    let mut leaks = vec![0u64; names.len()];
+    for rep in 0..config.reps.max(1) {
+        for k in 0..names.len() {
+            let i = (k + rep) % names.len();
+            let (stats, leaked) =
+                run_contender(&names[i], ctx, &prepared, timer_overhead_ns, config)?;
+            if config.verbose {
+                eprintln!(
+                    "  {:<16} {:<14} rep {rep}: alloc {:.0} ns, free {:.0} ns, wall {:.1} ms, {} vkAllocateMemory",
+                    prepared.name,
+                    names[i],
+                    stats.alloc_own.median,
+                    stats.free_own.median,
+                    stats.wall_ms,
+                    stats.driver.allocate_calls
+                );
+            }
+            leaks[i] = leaks[i].max(leaked);
+            runs[i].push(stats);
+        }
+    }
+    Ok(names
+        .iter()
+        .zip(runs)
+        .zip(leaks)
+        .map(|((name, runs), leaked)| {
+            aggregate(&prepared, name, &runs, leaked, timer_overhead_ns, &ctx.info.name)
+        })
+        .collect())
+}
+
+fn aggregate(
+    prepared: &Prepared<'_>,
+    name: &str,
+    runs: &[RunStats],
+    leaked_bytes: u64,
+    timer_overhead_ns: u64,
+    device: &str,
+) -> Row {
+    let mut spread = BTreeMap::new();
+    let mut field = |key: &'static str, f: &dyn Fn(&RunStats) -> f64| {
+        let s = Spread::of(runs.iter().map(f));
+        spread.insert(key, s);
+        s.median
+    };
+    let alloc_own_ns_median = field("alloc_own_ns_median", &|r| r.alloc_own.median);
+    let free_own_ns_median = field("free_own_ns_median", &|r| r.free_own.median);
+    let alloc_own_ns_p99 = field("alloc_own_ns_p99", &|r| r.alloc_own.p99);
+    let free_own_ns_p99 = field("free_own_ns_p99", &|r| r.free_own.p99);
+    let alloc_own_ns_mean = field("alloc_own_ns_mean", &|r| r.alloc_own.mean);
+    let free_own_ns_mean = field("free_own_ns_mean", &|r| r.free_own.mean);
+    let alloc_free_own_ns_median = field("alloc_free_own_ns_median", &|r| {
+        r.alloc_own.median + r.free_own.median
+    });
+    let total_ns_per_op = field("total_ns_per_op", &|r| r.total_ns_per_op);
+    let wall_ms = field("wall_ms", &|r| r.wall_ms);
+    let device_allocations = field("device_allocations", &|r| r.driver.allocate_calls as f64);
+    let device_frees = field("device_frees", &|r| r.driver.free_calls as f64);
+    let driver_ms = field("driver_ms", &|r| {
+        (r.driver.allocate_ns + r.driver.free_ns) as f64 / 1e6
+    });
+    let peak_committed_bytes = field("peak_committed_bytes", &|r| r.peak_committed_bytes as f64);
+    let peak_live_bytes = field("peak_live_bytes", &|r| r.peak_live_bytes as f64);
+    let committed_to_live_ratio = field("committed_to_live_ratio", &|r| {
+        r.peak_committed_bytes as f64 / (r.peak_live_bytes.max(1)) as f64
+    });
+    let failures = field("failures", &|r| r.failures as f64);
+    let largest_free_range_end = if runs.iter().all(|r| r.largest_free_range_end.is_some()) {
+        Some(field("largest_free_range_end", &|r| {
+            r.largest_free_range_end.unwrap_or(0) as f64
+        }))
+    } else {
+        None
+    };
+    Row {
+        trace: prepared.name.clone(),
+        allocator: name.to_owned(),
+        reps: runs.len(),
+        allocs: prepared.summary.allocs,
+        frees: prepared.summary.frees,
+        alloc_own_ns_median,
+        free_own_ns_median,
+        alloc_own_ns_p99,
+        free_own_ns_p99,
+        alloc_own_ns_mean,
+        free_own_ns_mean,
+        alloc_free_own_ns_median,
+        total_ns_per_op,
+        wall_ms,
+        device_allocations,
+        device_frees,
+        driver_ms,
+        peak_committed_bytes,
+        peak_live_bytes,
+        committed_to_live_ratio,
+        largest_free_range_end,
+        failures,
+        first_failure: runs.iter().find_map(|r| r.first_failure.clone()),
+        leaked_bytes,
+        timer_overhead_ns,
+        device: device.to_owned(),
+        spread,
+    }
+}
+
+fn mib(bytes: f64) -> String {
+    format!("{:.1}", bytes / (1024.0 * 1024.0))
+}
+
+fn range(row: &Row, key: &str, digits: usize) -> String {
+    match row.spread.get(key) {
+        Some(s) if s.max > s.min => format!("{:.*}..{:.*}", digits, s.min, digits, s.max),
+        _ => String::new(),
+    }
+}
+
+/// The result table, as GitHub Markdown: one block per trace, then the
+/// ratios theirs/ours (> 1 means ours wins).
+pub fn format_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| trace | allocator | alloc own ns med (p99) | free own ns med (p99) | alloc+free ns (min..max) | total ns/op | wall ms (min..max) | vkAllocateMemory (min..max) | peak committed MiB | peak live MiB | ratio | largest free at end MiB |"
+    );
+    let _ = writeln!(
+        out,
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} ({:.0}) | {:.0} ({:.0}) | {:.0} ({}) | {:.0} | {:.1} ({}) | {:.0} ({}) | {} | {} | {:.2} | {} |",
+            r.trace,
+            r.allocator,
+            r.alloc_own_ns_median,
+            r.alloc_own_ns_p99,
+            r.free_own_ns_median,
+            r.free_own_ns_p99,
+            r.alloc_free_own_ns_median,
+            range(r, "alloc_free_own_ns_median", 0),
+            r.total_ns_per_op,
+            r.wall_ms,
+            range(r, "wall_ms", 1),
+            r.device_allocations,
+            range(r, "device_allocations", 0),
+            mib(r.peak_committed_bytes),
+            mib(r.peak_live_bytes),
+            r.committed_to_live_ratio,
+            r.largest_free_range_end.map(mib).unwrap_or_else(|| "-".into()),
+        );
+    }
+    let ratios = format_ratios(rows);
+    if !ratios.is_empty() {
+        out.push('\n');
+        out.push_str(&ratios);
+    }
+    out
+}
+
+/// Ratios theirs/ours per trace and baseline: > 1 means ours is faster,
+/// makes fewer calls, or commits less.
+pub fn format_ratios(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let ours: BTreeMap<&str, &Row> = rows
+        .iter()
+        .filter(|r| r.allocator == "ours")
+        .map(|r| (r.trace.as_str(), r))
+        .collect();
+    if ours.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "| trace | theirs/ours | alloc own | free own | alloc+free own | wall | vkAllocateMemory calls | peak committed |"
+    );
+    let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let ratio = |a: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}", a / b)
+        } else {
+            "-".into()
+        }
+    };
+    for r in rows.iter().filter(|r| r.allocator != "ours") {
+        let Some(o) = ours.get(r.trace.as_str()) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.trace,
+            r.allocator,
+            ratio(r.alloc_own_ns_median, o.alloc_own_ns_median),
+            ratio(r.free_own_ns_median, o.free_own_ns_median),
+            ratio(r.alloc_free_own_ns_median, o.alloc_free_own_ns_median),
+            ratio(r.wall_ms, o.wall_ms),
+            ratio(r.device_allocations, o.device_allocations),
+            ratio(r.peak_committed_bytes, o.peak_committed_bytes),
+        );
+    }
+    out
+}

@@ -1,0 +1,458 @@
+//! A Vulkan instance and device whose `vkAllocateMemory` and `vkFreeMemory`
+//! are wrapped to count calls, time them and track committed bytes.
+//!
+//! The wrapping happens in the device's function table: the `ash::Device`
+//! handed to every allocator is built with [`ash::Device::load_with`], which
+//! returns [`counting_allocate_memory`] / [`counting_free_memory`] for those
+//! two names and the driver's pointers for everything else. VMA (through
+//! vk-mem, which copies its function pointers from that `ash::Device`),
+//! gpu-allocator and vkalloc all call through the same table, so they are
+//! measured the same way.
+//!
+//! The counters are process-wide: replay one allocator at a time.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use ash::vk;
+use ash::vk::Handle;
+
+/// The driver's own entry points, saved before the wrapped table is built.
+#[derive(Clone, Copy)]
+struct RealFns {
+    allocate_memory: vk::PFN_vkAllocateMemory,
+    free_memory: vk::PFN_vkFreeMemory,
+}
+
+static REAL: OnceLock<RealFns> = OnceLock::new();
+
+static ALLOC_CALLS: AtomicU64 = AtomicU64::new(0);
+static ALLOC_FAILURES: AtomicU64 = AtomicU64::new(0);
+static FREE_CALLS: AtomicU64 = AtomicU64::new(0);
+static ALLOC_NS: AtomicU64 = AtomicU64::new(0);
+static FREE_NS: AtomicU64 = AtomicU64::new(0);
+static DRIVER_NS: AtomicU64 = AtomicU64::new(0);
+static COMMITTED: AtomicU64 = AtomicU64::new(0);
+static PEAK_COMMITTED: AtomicU64 = AtomicU64::new(0);
+static LIVE_OBJECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Size of every live `VkDeviceMemory`, by raw handle.
+fn sizes() -> &'static Mutex<HashMap<u64, u64>> {
+    static SIZES: OnceLock<Mutex<HashMap<u64, u64>>> = OnceLock::new();
+    SIZES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// `vkAllocateMemory` with counting: forwards to the driver, then records
+/// the call, its duration (the wrapper's bookkeeping included) and the bytes.
+///
+/// # Safety
+/// As `vkAllocateMemory`: the pointers are valid as the Vulkan spec requires.
+pub unsafe extern "system" fn counting_allocate_memory(
+    device: vk::Device,
+    p_allocate_info: *const vk::MemoryAllocateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_memory: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let start = Instant::now();
+    let Some(real) = REAL.get() else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    // SAFETY: the caller passes what vkAllocateMemory expects; `real` is the
+    // driver's vkAllocateMemory for this device.
+    let result = unsafe { (real.allocate_memory)(device, p_allocate_info, p_allocator, p_memory) };
+    ALLOC_CALLS.fetch_add(1, Ordering::Relaxed);
+    if result == vk::Result::SUCCESS {
+        // SAFETY: on success the driver wrote `*p_memory`; `p_allocate_info`
+        // is valid for the call.
+        let (size, memory) = unsafe { ((*p_allocate_info).allocation_size, (*p_memory).as_raw()) };
+        if let Ok(mut map) = sizes().lock() {
+            map.insert(memory, size);
+        }
+        let now = COMMITTED.fetch_add(size, Ordering::Relaxed) + size;
+        PEAK_COMMITTED.fetch_max(now, Ordering::Relaxed);
+        LIVE_OBJECTS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        ALLOC_FAILURES.fetch_add(1, Ordering::Relaxed);
+    }
+    let ns = start.elapsed().as_nanos() as u64;
+    ALLOC_NS.fetch_add(ns, Ordering::Relaxed);
+    DRIVER_NS.fetch_add(ns, Ordering::Relaxed);
+    result
+}
+
+/// `vkFreeMemory` with counting.
+///
+/// # Safety
+/// As `vkFreeMemory`.
+pub unsafe extern "system" fn counting_free_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    let start = Instant::now();
+    let Some(real) = REAL.get() else {
+        return;
+    };
+    // SAFETY: the caller passes what vkFreeMemory expects; `real` is the
+    // driver's vkFreeMemory for this device.
+    unsafe { (real.free_memory)(device, memory, p_allocator) };
+    if memory != vk::DeviceMemory::null() {
+        FREE_CALLS.fetch_add(1, Ordering::Relaxed);
+        let size = sizes()
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&memory.as_raw()))
+            .unwrap_or(0);
+        COMMITTED.fetch_sub(size, Ordering::Relaxed);
+        LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
+    }
+    let ns = start.elapsed().as_nanos() as u64;
+    FREE_NS.fetch_add(ns, Ordering::Relaxed);
+    DRIVER_NS.fetch_add(ns, Ordering::Relaxed);
+}
+
+/// Nanoseconds spent inside the wrapped `vkAllocateMemory` and `vkFreeMemory`
+/// since the process started (or the last [`reset_counters`]).
+#[inline]
+pub fn driver_ns() -> u64 {
+    DRIVER_NS.load(Ordering::Relaxed)
+}
+
+/// What the wrapped functions counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverCounters {
+    /// `vkAllocateMemory` calls (failed ones included).
+    pub allocate_calls: u64,
+    /// `vkAllocateMemory` calls that failed.
+    pub allocate_failures: u64,
+    /// `vkFreeMemory` calls with a non-null handle.
+    pub free_calls: u64,
+    /// Nanoseconds inside `vkAllocateMemory`.
+    pub allocate_ns: u64,
+    /// Nanoseconds inside `vkFreeMemory`.
+    pub free_ns: u64,
+    /// Bytes of live `VkDeviceMemory` now.
+    pub committed_bytes: u64,
+    /// The most bytes of live `VkDeviceMemory` since the last reset.
+    pub peak_committed_bytes: u64,
+    /// Live `VkDeviceMemory` objects now.
+    pub live_objects: u64,
+}
+
+/// Reads the counters.
+pub fn counters() -> DriverCounters {
+    DriverCounters {
+        allocate_calls: ALLOC_CALLS.load(Ordering::Relaxed),
+        allocate_failures: ALLOC_FAILURES.load(Ordering::Relaxed),
+        free_calls: FREE_CALLS.load(Ordering::Relaxed),
+        allocate_ns: ALLOC_NS.load(Ordering::Relaxed),
+        free_ns: FREE_NS.load(Ordering::Relaxed),
+        committed_bytes: COMMITTED.load(Ordering::Relaxed),
+        peak_committed_bytes: PEAK_COMMITTED.load(Ordering::Relaxed),
+        live_objects: LIVE_OBJECTS.load(Ordering::Relaxed),
+    }
+}
+
+/// Zeroes the call counts and times, and sets the peak to what is committed now.
+pub fn reset_counters() {
+    for c in [
+        &ALLOC_CALLS,
+        &ALLOC_FAILURES,
+        &FREE_CALLS,
+        &ALLOC_NS,
+        &FREE_NS,
+        &DRIVER_NS,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    PEAK_COMMITTED.store(COMMITTED.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// What the benchmark reports about the device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Index among the instance's physical devices.
+    pub index: usize,
+    /// `deviceName`.
+    pub name: String,
+    /// `deviceType`, e.g. `DISCRETE_GPU`, `CPU`.
+    pub device_type: String,
+    /// `driverName` and `driverInfo` (Vulkan 1.2), e.g. `llvmpipe, Mesa 22.3.6`.
+    pub driver: String,
+    /// The API version used (the lower of the device's and 1.3), as `major.minor.patch`.
+    pub api_version: String,
+    /// Whether `VK_EXT_memory_budget` is enabled.
+    pub memory_budget: bool,
+    /// `bufferImageGranularity`.
+    pub buffer_image_granularity: u64,
+    /// Each memory type as `index: FLAGS (heap h)`.
+    pub memory_types: Vec<String>,
+    /// Each heap as `index: size MiB [DEVICE_LOCAL]`.
+    pub memory_heaps: Vec<String>,
+}
+
+/// One line per physical device: index, name, type.
+pub fn list_devices() -> Result<Vec<String>, String> {
+    // SAFETY: loading the Vulkan loader library runs its initialisers; we
+    // trust the system's loader.
+    let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+    let instance = create_instance(&entry)?;
+    // SAFETY: the instance is live; it is destroyed below and nothing
+    // created from it outlives that.
+    let out = unsafe {
+        let list = instance.enumerate_physical_devices().unwrap_or_default();
+        let out = list
+            .iter()
+            .enumerate()
+            .map(|(i, &pd)| {
+                let p = instance.get_physical_device_properties(pd);
+                format!(
+                    "{i}: {} ({:?})",
+                    cstr_to_string(&p.device_name),
+                    p.device_type
+                )
+            })
+            .collect();
+        instance.destroy_instance(None);
+        out
+    };
+    Ok(out)
+}
+
+fn cstr_to_string(chars: &[c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn create_instance(entry: &ash::Entry) -> Result<ash::Instance, String> {
+    let app = vk::ApplicationInfo::default()
+        .application_name(c"vkalloc-bench")
+        .api_version(vk::API_VERSION_1_3);
+    let info = vk::InstanceCreateInfo::default().application_info(&app);
+    // SAFETY: `info` and what it points to live across the call.
+    unsafe { entry.create_instance(&info, None) }
+        .map_err(|e| format!("vkCreateInstance failed: {e}"))
+}
+
+/// A Vulkan instance and a device with counting memory functions.
+pub struct VulkanContext {
+    // Kept alive: the loader library must stay loaded while the instance lives.
+    _entry: ash::Entry,
+    /// The instance.
+    pub instance: ash::Instance,
+    /// The selected physical device.
+    pub physical_device: vk::PhysicalDevice,
+    /// The device, its `vkAllocateMemory`/`vkFreeMemory` wrapped.
+    pub device: ash::Device,
+    /// The Vulkan API version the device is used at (for VMA).
+    pub api_version: u32,
+    /// What the device is.
+    pub info: DeviceInfo,
+}
+
+impl VulkanContext {
+    /// Creates an instance and a device on physical device `index`, or by
+    /// default on the first discrete GPU (else the first device). Fails if
+    /// there is no Vulkan device.
+    pub fn new(index: Option<usize>, want_memory_budget: bool) -> Result<Self, String> {
+        // SAFETY: see `list_devices`.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+        let instance = create_instance(&entry)?;
+        // SAFETY: the instance is live. On error paths it is destroyed
+        // before returning, with nothing created from it left.
+        match unsafe { Self::with_instance(&instance, index, want_memory_budget) } {
+            Ok((physical_device, device, api_version, info)) => Ok(Self {
+                _entry: entry,
+                instance,
+                physical_device,
+                device,
+                api_version,
+                info,
+            }),
+            Err(e) => {
+                // SAFETY: nothing created from the instance is alive.
+                unsafe { instance.destroy_instance(None) };
+                Err(e)
+            }
+        }
+    }
+
+    /// # Safety
+    /// `instance` is live.
+    unsafe fn with_instance(
+        instance: &ash::Instance,
+        index: Option<usize>,
+        want_memory_budget: bool,
+    ) -> Result<(vk::PhysicalDevice, ash::Device, u32, DeviceInfo), String> {
+        // SAFETY (whole function): every call gets the live instance and
+        // handles enumerated from it, with create infos that outlive the call.
+        unsafe {
+            let devices = instance
+                .enumerate_physical_devices()
+                .map_err(|e| format!("vkEnumeratePhysicalDevices failed: {e}"))?;
+            if devices.is_empty() {
+                return Err("no Vulkan physical device found (is a driver such as Mesa's lavapipe installed?)".into());
+            }
+            let index = match index {
+                Some(i) if i < devices.len() => i,
+                Some(i) => {
+                    return Err(format!(
+                        "--device {i}: only {} devices (0..{})",
+                        devices.len(),
+                        devices.len() - 1
+                    ))
+                }
+                None => devices
+                    .iter()
+                    .position(|&pd| {
+                        instance.get_physical_device_properties(pd).device_type
+                            == vk::PhysicalDeviceType::DISCRETE_GPU
+                    })
+                    .unwrap_or(0),
+            };
+            let pd = devices[index];
+            let props = instance.get_physical_device_properties(pd);
+            let api_version = props.api_version.min(vk::API_VERSION_1_3);
+            let mut driver_props = vk::PhysicalDeviceDriverProperties::default();
+            let driver = if api_version >= vk::API_VERSION_1_2 {
+                let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver_props);
+                instance.get_physical_device_properties2(pd, &mut p2);
+                format!(
+                    "{}, {}",
+                    cstr_to_string(&driver_props.driver_name),
+                    cstr_to_string(&driver_props.driver_info)
+                )
+            } else {
+                format!("driver version {:#x}", props.driver_version)
+            };
+            let extensions = instance
+                .enumerate_device_extension_properties(pd)
+                .unwrap_or_default();
+            let has_budget = extensions
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
+            let memory_budget = want_memory_budget && has_budget;
+            let mem = instance.get_physical_device_memory_properties(pd);
+
+            let priorities = [1.0f32];
+            let queue = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(0)
+                .queue_priorities(&priorities)];
+            let ext_names: Vec<*const c_char> = if memory_budget {
+                vec![ash::ext::memory_budget::NAME.as_ptr()]
+            } else {
+                Vec::new()
+            };
+            let create = vk::DeviceCreateInfo::default()
+                .queue_create_infos(&queue)
+                .enabled_extension_names(&ext_names);
+            let plain = instance
+                .create_device(pd, &create, None)
+                .map_err(|e| format!("vkCreateDevice failed: {e}"))?;
+            let handle = plain.handle();
+            let gdpa = instance.fp_v1_0().get_device_proc_addr;
+            let lookup = |name: &CStr| -> *const c_void {
+                match gdpa(handle, name.as_ptr()) {
+                    Some(f) => f as *const c_void,
+                    None => std::ptr::null(),
+                }
+            };
+            let real = RealFns {
+                allocate_memory: plain.fp_v1_0().allocate_memory,
+                free_memory: plain.fp_v1_0().free_memory,
+            };
+            let saved = *REAL.get_or_init(|| real);
+            if saved.allocate_memory as usize != real.allocate_memory as usize
+                || saved.free_memory as usize != real.free_memory as usize
+            {
+                plain.destroy_device(None);
+                return Err("a second device with other memory entry points: one driver per process".into());
+            }
+            let device = ash::Device::load_with(
+                |name| {
+                    if name == c"vkAllocateMemory" {
+                        counting_allocate_memory as *const c_void
+                    } else if name == c"vkFreeMemory" {
+                        counting_free_memory as *const c_void
+                    } else {
+                        lookup(name)
+                    }
+                },
+                handle,
+            );
+
+            let flag_names = |f: vk::MemoryPropertyFlags| format!("{f:?}");
+            let info = DeviceInfo {
+                index,
+                name: cstr_to_string(&props.device_name),
+                device_type: format!("{:?}", props.device_type),
+                driver,
+                api_version: format!(
+                    "{}.{}.{}",
+                    vk::api_version_major(props.api_version),
+                    vk::api_version_minor(props.api_version),
+                    vk::api_version_patch(props.api_version)
+                ),
+                memory_budget,
+                buffer_image_granularity: props.limits.buffer_image_granularity,
+                memory_types: mem
+                    .memory_types_as_slice()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        format!("{i}: {} (heap {})", flag_names(t.property_flags), t.heap_index)
+                    })
+                    .collect(),
+                memory_heaps: mem
+                    .memory_heaps_as_slice()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        format!(
+                            "{i}: {} MiB{}",
+                            h.size >> 20,
+                            if h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL) {
+                                " DEVICE_LOCAL"
+                            } else {
+                                ""
+                            }
+                        )
+                    })
+                    .collect(),
+            };
+            Ok((pd, device, api_version, info))
+        }
+    }
+
+    /// A mask with one bit per memory type of the device.
+    pub fn all_types_mask(&self) -> u32 {
+        // SAFETY: the instance and physical device are live.
+        let mem = unsafe {
+            self.instance
+                .get_physical_device_memory_properties(self.physical_device)
+        };
+        if mem.memory_type_count >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << mem.memory_type_count) - 1
+        }
+    }
+}
+
+impl Drop for VulkanContext {
+    fn drop(&mut self) {
+        // SAFETY: every allocator built on the device was dropped before the
+        // context (callers own them for shorter), so nothing uses the device.
+        unsafe {
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Command-line flags. Every value is optional until the device is known: on a
+//! software rasterizer, values the user left unset scale down (see [`Settings::resolve`]).
+
+use std::path::PathBuf;
+
+/// Which scene to draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SceneKind {
+    /// The PBR material gallery (default).
+    Gallery,
+    /// One triangle (the smoke test).
+    Triangle,
+}
+
+/// Flags as given.
+#[derive(Clone, Debug, Default)]
+pub struct Flags {
+    /// `--frames N`.
+    pub frames: Option<u32>,
+    /// `--size WxH`.
+    pub size: Option<(u32, u32)>,
+    /// `--out DIR`.
+    pub out: Option<PathBuf>,
+    /// `--texture-size N`.
+    pub texture_size: Option<u32>,
+    /// `--materials N`.
+    pub materials: Option<u32>,
+    /// `--texture-budget BYTES`.
+    pub texture_budget: Option<u64>,
+    /// `--window`.
+    pub window: bool,
+    /// `--device INDEX`.
+    pub device: Option<usize>,
+    /// `--no-validation`.
+    pub no_validation: bool,
+    /// `--scene gallery|triangle`.
+    pub scene: Option<SceneKind>,
+    /// `--seed N`.
+    pub seed: Option<u64>,
+    /// `--cache DIR`.
+    pub cache: Option<PathBuf>,
+    /// `--screenshot FILE` (window mode: saves the last frame).
+    pub screenshot: Option<PathBuf>,
+    /// `--list-devices`.
+    pub list_devices: bool,
+    /// `--help`.
+    pub help: bool,
+}
+
+/// The help text.
+pub const USAGE: &str = "\
+demo-renderer: a PBR material gallery on Vulkan 1.3; every resource through vkalloc.
+
+USAGE: demo-renderer [FLAGS]
+
+  --frames N             frames of the camera path to render (default 240; lavapipe 8)
+  --size WxH             render size (default 3840x2160; lavapipe 960x540)
+  --out DIR              where PNG frames and report.json go (default out/)
+  --texture-size N       baked material size, a power of two >= 16 (default 8192; lavapipe 512)
+  --materials N          materials in the gallery, 1..=16 (default 16)
+  --texture-budget SIZE  texture memory budget, e.g. 1GiB, 512MiB, 1073741824 (default 1GiB)
+  --window               show the frames in a window (winit) instead of writing PNGs
+  --screenshot FILE      with --window: save the last frame as a PNG
+  --device INDEX         Vulkan device to use (see --list-devices)
+  --list-devices         print the Vulkan devices and exit
+  --scene gallery|triangle  what to draw (triangle: the smoke test)
+  --seed N               material and scene seed (default 1)
+  --cache DIR            baked material cache (default $XDG_CACHE_HOME/vkalloc-demo)
+  --no-validation        do not enable VK_LAYER_KHRONOS_validation
+  --help                 this text
+";
+
+/// A flag error, shown with the usage hint.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}\n(run with --help for the flags)")]
+pub struct FlagError(pub String);
+
+fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, FlagError> {
+    v.parse().map_err(|_| FlagError(format!("{flag}: '{v}' is not a valid number")))
+}
+
+/// Parses a byte size: a number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB).
+pub fn parse_bytes(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let split = v.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return None,
+    };
+    let bytes = num * mult as f64;
+    (bytes >= 1.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+impl Flags {
+    /// Parses `args` (without the program name).
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, FlagError> {
+        let mut f = Flags::default();
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n.to_owned(), Some(v.to_owned())),
+                _ => (arg.clone(), None),
+            };
+            let value = |it: &mut dyn Iterator<Item = String>| {
+                inline
+                    .clone()
+                    .or_else(|| it.next())
+                    .ok_or_else(|| FlagError(format!("{name} needs a value")))
+            };
+            match name.as_str() {
+                "--frames" => f.frames = Some(parse_num(&name, &value(&mut it)?)?),
+                "--size" => {
+                    let v = value(&mut it)?;
+                    let (w, h) = v
+                        .split_once(['x', 'X'])
+                        .ok_or_else(|| FlagError(format!("--size: '{v}' is not WxH, e.g. 1920x1080")))?;
+                    let (w, h): (u32, u32) = (parse_num(&name, w)?, parse_num(&name, h)?);
+                    if w == 0 || h == 0 || w > 16384 || h > 16384 {
+                        return Err(FlagError(format!("--size: {w}x{h} is outside 1x1..16384x16384")));
+                    }
+                    f.size = Some((w, h));
+                }
+                "--out" => f.out = Some(PathBuf::from(value(&mut it)?)),
+                "--texture-size" => {
+                    let n: u32 = parse_num(&name, &value(&mut it)?)?;
+                    if !n.is_power_of_two() || !(16..=16384).contains(&n) {
+                        return Err(FlagError(format!("--texture-size: {n} is not a power of two in 16..=16384")));
+                    }
+                    f.texture_size = Some(n);
+                }
+                "--materials" => {
+                    let n: u32 = parse_num(&name, &value(&mut it)?)?;
+                    if !(1..=16).contains(&n) {
+                        return Err(FlagError(format!("--materials: {n} is outside 1..=16")));
+                    }
+                    f.materials = Some(n);
+                }
+                "--texture-budget" => {
+                    let v = value(&mut it)?;
+                    f.texture_budget = Some(
+                        parse_bytes(&v)
+                            .ok_or_else(|| FlagError(format!("--texture-budget: '{v}' is not a size like 512MiB")))?,
+                    );
+                }
+                "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
+                "--seed" => f.seed = Some(parse_num(&name, &value(&mut it)?)?),
+                "--cache" => f.cache = Some(PathBuf::from(value(&mut it)?)),
+                "--screenshot" => f.screenshot = Some(PathBuf::from(value(&mut it)?)),
+                "--scene" => {
+                    f.scene = Some(match value(&mut it)?.as_str() {
+                        "gallery" => SceneKind::Gallery,
+                        "triangle" => SceneKind::Triangle,
+                        v => return Err(FlagError(format!("--scene: '{v}' is not gallery or triangle"))),
+                    })
+                }
+                "--window" => f.window = true,
+                "--no-validation" => f.no_validation = true,
+                "--list-devices" => f.list_devices = true,
+                "--help" | "-h" => f.help = true,
+                _ => return Err(FlagError(format!("unknown flag '{arg}'"))),
+            }
+        }
+        if f.frames == Some(0) {
+            return Err(FlagError("--frames: must be at least 1".into()));
+        }
+        Ok(f)
+    }
+}
+
+/// Settings after defaults and scaling.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Settings {
+    /// Frames to render.
+    pub frames: u32,
+    /// Render width.
+    pub width: u32,
+    /// Render height.
+    pub height: u32,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Baked texture size.
+    pub texture_size: u32,
+    /// Materials in the gallery.
+    pub materials: u32,
+    /// Texture budget in bytes.
+    pub texture_budget: u64,
+    /// Window mode.
+    pub window: bool,
+    /// Scene.
+    pub scene: SceneKind,
+    /// Seed.
+    pub seed: u64,
+    /// Baked material cache.
+    pub cache: PathBuf,
+    /// Whether defaults were scaled down for a software rasterizer.
+    pub scaled_down: bool,
+}
+
+/// The default material cache: `$XDG_CACHE_HOME/vkalloc-demo` or `~/.cache/vkalloc-demo`.
+pub fn default_cache() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("vkalloc-demo");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(h).join(".cache").join("vkalloc-demo");
+    }
+    PathBuf::from("target").join("assets-cache")
+}
+
+impl Settings {
+    /// Fills unset flags with defaults; on a CPU device (`software`), with smaller ones.
+    pub fn resolve(f: &Flags, software: bool) -> Self {
+        let (w, h) = f.size.unwrap_or(if software { (960, 540) } else { (3840, 2160) });
+        let texture_size = f.texture_size.unwrap_or(if software { 512 } else { 8192 });
+        let frames = f.frames.unwrap_or(if f.window { 600 } else if software { 8 } else { 240 });
+        let scaled_down = software && (f.size.is_none() || f.texture_size.is_none() || f.frames.is_none());
+        Self {
+            frames,
+            width: w,
+            height: h,
+            out: f.out.clone().unwrap_or_else(|| PathBuf::from("out")),
+            texture_size,
+            materials: f.materials.unwrap_or(16),
+            texture_budget: f.texture_budget.unwrap_or(1 << 30),
+            window: f.window,
+            scene: f.scene.unwrap_or(SceneKind::Gallery),
+            seed: f.seed.unwrap_or(1),
+            cache: f.cache.clone().unwrap_or_else(default_cache),
+            scaled_down,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Flags, FlagError> {
+        Flags::parse(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("1GiB"), Some(1 << 30));
+        assert_eq!(parse_bytes("512MiB"), Some(512 << 20));
+        assert_eq!(parse_bytes("1.5GiB"), Some(3 << 29));
+        assert_eq!(parse_bytes("100"), Some(100));
+        assert_eq!(parse_bytes("2MB"), Some(2_000_000));
+        assert_eq!(parse_bytes("12 parsecs"), None);
+        assert_eq!(parse_bytes(""), None);
+    }
+
+    #[test]
+    fn flags() {
+        let f = parse("--frames 3 --size 320x180 --texture-budget=256MiB --window").unwrap();
+        assert_eq!(f.frames, Some(3));
+        assert_eq!(f.size, Some((320, 180)));
+        assert_eq!(f.texture_budget, Some(256 << 20));
+        assert!(f.window);
+        assert!(parse("--bogus").is_err());
+        assert!(parse("--size 12").is_err());
+        assert!(parse("--texture-size 1000").is_err());
+        assert!(parse("--frames").is_err());
+        assert!(parse("--frames 0").is_err());
+        assert!(parse("--materials 17").is_err());
+    }
+}

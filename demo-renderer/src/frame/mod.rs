@@ -1,0 +1,518 @@
+//! Frames: the passes (scene into HDR colour + depth, tone map into an sRGB
+//! target, readback), their barriers and GPU timestamps.
+
+pub mod pipelines;
+pub mod targets;
+
+use ash::vk;
+
+use crate::gpu::util::{transition, ImageTransition};
+use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use crate::shaders;
+use pipelines::{create_layout, create_pipeline, PipelineDesc};
+use targets::{Targets, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
+
+/// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
+/// already begun, viewport and scissor set).
+pub trait ScenePass {
+    /// Records the draws.
+    ///
+    /// # Safety
+    /// `cmd` is recording inside the scene pass of a live device.
+    unsafe fn record(&self, device: &ash::Device, cmd: vk::CommandBuffer, extent: vk::Extent2D);
+
+    /// Destroys the pass's objects; the device must be idle.
+    fn destroy(&mut self, ctx: &Context, mem: &GpuMemory);
+}
+
+/// The issue-2 smoke test: one triangle, no buffers.
+pub struct TrianglePass {
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+}
+
+impl TrianglePass {
+    /// Creates the pipeline.
+    pub fn new(device: &ash::Device) -> Result<Self, GpuError> {
+        let layout = create_layout(device, &[], 0)?;
+        let pipeline = create_pipeline(
+            device,
+            &PipelineDesc {
+                vertex: shaders::TRIANGLE_VERT,
+                fragment: shaders::TRIANGLE_FRAG,
+                layout,
+                color_format: HDR_FORMAT,
+                depth_format: Some(DEPTH_FORMAT),
+                bindings: &[],
+                attributes: &[],
+                cull_back: false,
+            },
+        )?;
+        Ok(Self { layout, pipeline })
+    }
+
+}
+
+impl ScenePass for TrianglePass {
+    fn destroy(&mut self, ctx: &Context, _mem: &GpuMemory) {
+        // SAFETY: the device is idle.
+        unsafe {
+            ctx.device.destroy_pipeline(self.pipeline, None);
+            ctx.device.destroy_pipeline_layout(self.layout, None);
+        }
+    }
+
+    unsafe fn record(&self, device: &ash::Device, cmd: vk::CommandBuffer, _extent: vk::Extent2D) {
+        // SAFETY: per the trait's contract.
+        unsafe {
+            device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline);
+            device.cmd_draw(cmd, 3, 1, 0, 0);
+        }
+    }
+}
+
+/// Where the tone-mapped frame goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Output {
+    /// The LDR target, copied into the readback buffer.
+    Headless,
+    /// A swapchain image (left in `PRESENT_SRC_KHR`), optionally also copied to the
+    /// readback buffer (a screenshot; the image needs `TRANSFER_SRC` usage).
+    Swapchain {
+        /// The image.
+        image: vk::Image,
+        /// Its view.
+        view: vk::ImageView,
+        /// Index of the pipeline for its format (see [`Renderer::add_output_format`]).
+        format_index: usize,
+        /// Copy it to the readback buffer too.
+        screenshot: bool,
+    },
+}
+
+/// GPU and CPU time of one frame.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FrameTimes {
+    /// Wall-clock milliseconds from the start of recording to the fence (CPU + GPU).
+    pub wall_ms: f64,
+    /// Milliseconds spent recording on the CPU.
+    pub cpu_record_ms: f64,
+    /// GPU milliseconds per pass (timestamp queries), when supported.
+    pub gpu_ms: Vec<(String, f64)>,
+}
+
+const PASSES: [&str; 3] = ["scene", "tonemap", "readback"];
+
+struct Tonemap {
+    set_layout: vk::DescriptorSetLayout,
+    pool: vk::DescriptorPool,
+    set: vk::DescriptorSet,
+    sampler: vk::Sampler,
+    layout: vk::PipelineLayout,
+    pipelines: Vec<(vk::Format, vk::Pipeline)>,
+}
+
+/// Records and submits frames.
+pub struct Renderer {
+    /// Per-resolution targets.
+    pub targets: Targets,
+    tonemap: Tonemap,
+    command_pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    queries: Option<vk::QueryPool>,
+    timestamp_period: f64,
+    /// Exposure applied before tone mapping.
+    pub exposure: f32,
+}
+
+impl Renderer {
+    /// Creates targets of `extent` and the fixed passes.
+    pub fn new(ctx: &Context, mem: &GpuMemory, extent: vk::Extent2D) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        let targets = Targets::new(d, mem, extent)?;
+        // SAFETY: valid create infos on a live device.
+        let (command_pool, cmd, fence, queries) = unsafe {
+            let command_pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(ctx.queue_family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .check("vkCreateCommandPool")?;
+            let cmd = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default().command_pool(command_pool).command_buffer_count(1),
+                )
+                .check("vkAllocateCommandBuffers")?[0];
+            let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).check("vkCreateFence")?;
+            let queries = if ctx.info.timestamps {
+                Some(
+                    d.create_query_pool(
+                        &vk::QueryPoolCreateInfo::default()
+                            .query_type(vk::QueryType::TIMESTAMP)
+                            .query_count(PASSES.len() as u32 * 2),
+                        None,
+                    )
+                    .check("vkCreateQueryPool")?,
+                )
+            } else {
+                None
+            };
+            (command_pool, cmd, fence, queries)
+        };
+        let tonemap = Self::create_tonemap(d, &targets)?;
+        let mut r = Self {
+            targets,
+            tonemap,
+            command_pool,
+            cmd,
+            fence,
+            queries,
+            timestamp_period: ctx.info.timestamp_period as f64,
+            exposure: 1.0,
+        };
+        r.add_output_format(d, LDR_FORMAT)?;
+        Ok(r)
+    }
+
+    fn create_tonemap(d: &ash::Device, targets: &Targets) -> Result<Tonemap, GpuError> {
+        let bindings = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+        // SAFETY: valid create infos on a live device; the set is written with live objects.
+        unsafe {
+            let set_layout = d
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings), None)
+                .check("vkCreateDescriptorSetLayout")?;
+            let sizes = [vk::DescriptorPoolSize { ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER, descriptor_count: 1 }];
+            let pool = d
+                .create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None)
+                .check("vkCreateDescriptorPool")?;
+            let layouts = [set_layout];
+            let set = d
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts),
+                )
+                .check("vkAllocateDescriptorSets")?[0];
+            let sampler = d
+                .create_sampler(
+                    &vk::SamplerCreateInfo::default()
+                        .mag_filter(vk::Filter::NEAREST)
+                        .min_filter(vk::Filter::NEAREST)
+                        .address_mode_u(vk::SamplerAddressMode::CLAMP_TO_EDGE)
+                        .address_mode_v(vk::SamplerAddressMode::CLAMP_TO_EDGE)
+                        .address_mode_w(vk::SamplerAddressMode::CLAMP_TO_EDGE),
+                    None,
+                )
+                .check("vkCreateSampler")?;
+            let image_info = [vk::DescriptorImageInfo {
+                sampler,
+                image_view: targets.hdr.view,
+                image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+            }];
+            let write = vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(0)
+                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                .image_info(&image_info);
+            d.update_descriptor_sets(&[write], &[]);
+            let layout = create_layout(d, &[set_layout], 4)?;
+            Ok(Tonemap { set_layout, pool, set, sampler, layout, pipelines: Vec::new() })
+        }
+    }
+
+    /// Adds a tone-map pipeline writing `format`; returns its index for [`Output::Swapchain`].
+    pub fn add_output_format(&mut self, device: &ash::Device, format: vk::Format) -> Result<usize, GpuError> {
+        if let Some(i) = self.tonemap.pipelines.iter().position(|(f, _)| *f == format) {
+            return Ok(i);
+        }
+        let pipeline = create_pipeline(
+            device,
+            &PipelineDesc {
+                vertex: shaders::FULLSCREEN_VERT,
+                fragment: shaders::TONEMAP_FRAG,
+                layout: self.tonemap.layout,
+                color_format: format,
+                depth_format: None,
+                bindings: &[],
+                attributes: &[],
+                cull_back: false,
+            },
+        )?;
+        self.tonemap.pipelines.push((format, pipeline));
+        Ok(self.tonemap.pipelines.len() - 1)
+    }
+
+    /// Records, submits and waits for one frame; `scene` draws the scene pass.
+    pub fn render(
+        &mut self,
+        ctx: &Context,
+        scene: &dyn ScenePass,
+        output: Output,
+        wait: Option<vk::Semaphore>,
+        signal: Option<vk::Semaphore>,
+    ) -> Result<FrameTimes, GpuError> {
+        let start = std::time::Instant::now();
+        let d = &ctx.device;
+        let cmd = self.cmd;
+        let extent = self.targets.extent;
+        let area = vk::Rect2D { offset: vk::Offset2D::default(), extent };
+        let viewport = vk::Viewport {
+            x: 0.0,
+            y: 0.0,
+            width: extent.width as f32,
+            height: extent.height as f32,
+            min_depth: 0.0,
+            max_depth: 1.0,
+        };
+        let (out_image, out_view, pipeline_index, copy) = match output {
+            Output::Headless => (self.targets.ldr.image, self.targets.ldr.view, 0, true),
+            Output::Swapchain { image, view, format_index, screenshot } => (image, view, format_index, screenshot),
+        };
+        let final_layout = match output {
+            Output::Headless => vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+            Output::Swapchain { .. } => vk::ImageLayout::PRESENT_SRC_KHR,
+        };
+        let stamp = |i: u32, stage: vk::PipelineStageFlags2| {
+            if let Some(q) = self.queries {
+                // SAFETY: recording; the query was reset at the start of this buffer.
+                unsafe { d.cmd_write_timestamp2(cmd, stage, q, i) };
+            }
+        };
+
+        // SAFETY: the command buffer is idle (every frame waits for its fence); every
+        // handle recorded is live until the fence below signals.
+        unsafe {
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty()).check("vkResetCommandBuffer")?;
+            d.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .check("vkBeginCommandBuffer")?;
+            if let Some(q) = self.queries {
+                d.cmd_reset_query_pool(cmd, q, 0, PASSES.len() as u32 * 2);
+            }
+
+            // Scene pass.
+            stamp(0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+            let color_in = ImageTransition::color(
+                self.targets.hdr.image,
+                vk::ImageLayout::UNDEFINED,
+                vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+            )
+            .stages(
+                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                vk::AccessFlags2::NONE,
+                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+            );
+            let mut depth_in = ImageTransition::color(
+                self.targets.depth.image,
+                vk::ImageLayout::UNDEFINED,
+                vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
+            )
+            .stages(
+                vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
+                vk::AccessFlags2::NONE,
+                vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
+                vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE | vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_READ,
+            );
+            depth_in.aspect = vk::ImageAspectFlags::DEPTH;
+            transition(d, cmd, &[color_in, depth_in]);
+            let color_att = [vk::RenderingAttachmentInfo::default()
+                .image_view(self.targets.hdr.view)
+                .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+                .load_op(vk::AttachmentLoadOp::CLEAR)
+                .store_op(vk::AttachmentStoreOp::STORE)
+                .clear_value(vk::ClearValue { color: vk::ClearColorValue { float32: [0.02, 0.025, 0.03, 1.0] } })];
+            let depth_att = vk::RenderingAttachmentInfo::default()
+                .image_view(self.targets.depth.view)
+                .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
+                .load_op(vk::AttachmentLoadOp::CLEAR)
+                .store_op(vk::AttachmentStoreOp::DONT_CARE)
+                .clear_value(vk::ClearValue { depth_stencil: vk::ClearDepthStencilValue { depth: 0.0, stencil: 0 } });
+            let info = vk::RenderingInfo::default()
+                .render_area(area)
+                .layer_count(1)
+                .color_attachments(&color_att)
+                .depth_attachment(&depth_att);
+            d.cmd_begin_rendering(cmd, &info);
+            d.cmd_set_viewport(cmd, 0, &[viewport]);
+            d.cmd_set_scissor(cmd, 0, &[area]);
+            scene.record(d, cmd, extent);
+            d.cmd_end_rendering(cmd);
+            stamp(1, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+
+            // Tone-map pass.
+            stamp(2, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            let hdr_read = ImageTransition::color(
+                self.targets.hdr.image,
+                vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+            )
+            .stages(
+                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                vk::AccessFlags2::SHADER_SAMPLED_READ,
+            );
+            let out_in = ImageTransition::color(
+                out_image,
+                vk::ImageLayout::UNDEFINED,
+                vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+            )
+            .stages(
+                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                vk::AccessFlags2::NONE,
+                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+            );
+            transition(d, cmd, &[hdr_read, out_in]);
+            let out_att = [vk::RenderingAttachmentInfo::default()
+                .image_view(out_view)
+                .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+                .load_op(vk::AttachmentLoadOp::DONT_CARE)
+                .store_op(vk::AttachmentStoreOp::STORE)];
+            let info = vk::RenderingInfo::default().render_area(area).layer_count(1).color_attachments(&out_att);
+            d.cmd_begin_rendering(cmd, &info);
+            d.cmd_set_viewport(cmd, 0, &[viewport]);
+            d.cmd_set_scissor(cmd, 0, &[area]);
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.tonemap.pipelines[pipeline_index].1);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::GRAPHICS,
+                self.tonemap.layout,
+                0,
+                &[self.tonemap.set],
+                &[],
+            );
+            d.cmd_push_constants(
+                cmd,
+                self.tonemap.layout,
+                vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+                0,
+                &self.exposure.to_ne_bytes(),
+            );
+            d.cmd_draw(cmd, 3, 1, 0, 0);
+            d.cmd_end_rendering(cmd);
+            stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+
+            // Readback.
+            stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            let after_layout = if copy { vk::ImageLayout::TRANSFER_SRC_OPTIMAL } else { final_layout };
+            let out_done = ImageTransition::color(out_image, vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL, after_layout)
+                .stages(
+                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    if copy { vk::PipelineStageFlags2::COPY } else { vk::PipelineStageFlags2::NONE },
+                    if copy { vk::AccessFlags2::TRANSFER_READ } else { vk::AccessFlags2::NONE },
+                );
+            transition(d, cmd, &[out_done]);
+            if copy {
+                let region = vk::BufferImageCopy {
+                    buffer_offset: 0,
+                    buffer_row_length: 0,
+                    buffer_image_height: 0,
+                    image_subresource: vk::ImageSubresourceLayers {
+                        aspect_mask: vk::ImageAspectFlags::COLOR,
+                        mip_level: 0,
+                        base_array_layer: 0,
+                        layer_count: 1,
+                    },
+                    image_offset: vk::Offset3D::default(),
+                    image_extent: vk::Extent3D { width: extent.width, height: extent.height, depth: 1 },
+                };
+                d.cmd_copy_image_to_buffer(
+                    cmd,
+                    out_image,
+                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                    self.targets.readback,
+                    &[region],
+                );
+                let host = [vk::MemoryBarrier2::default()
+                    .src_stage_mask(vk::PipelineStageFlags2::COPY)
+                    .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                    .dst_stage_mask(vk::PipelineStageFlags2::HOST)
+                    .dst_access_mask(vk::AccessFlags2::HOST_READ)];
+                d.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&host));
+                if final_layout != vk::ImageLayout::TRANSFER_SRC_OPTIMAL {
+                    let present = ImageTransition::color(out_image, vk::ImageLayout::TRANSFER_SRC_OPTIMAL, final_layout)
+                        .stages(
+                            vk::PipelineStageFlags2::COPY,
+                            vk::AccessFlags2::NONE,
+                            vk::PipelineStageFlags2::NONE,
+                            vk::AccessFlags2::NONE,
+                        );
+                    transition(d, cmd, &[present]);
+                }
+            }
+            stamp(5, vk::PipelineStageFlags2::ALL_COMMANDS);
+            d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
+        }
+        let cpu_record_ms = start.elapsed().as_secs_f64() * 1e3;
+
+        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
+        let waits: Vec<_> = wait
+            .iter()
+            .map(|&s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
+            })
+            .collect();
+        let signals: Vec<_> = signal
+            .iter()
+            .map(|&s| vk::SemaphoreSubmitInfo::default().semaphore(s).stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS))
+            .collect();
+        let submit = vk::SubmitInfo2::default()
+            .command_buffer_infos(&cmds)
+            .wait_semaphore_infos(&waits)
+            .signal_semaphore_infos(&signals);
+        // SAFETY: the buffer was recorded above; the fence is unsignalled.
+        unsafe {
+            d.queue_submit2(ctx.queue, &[submit], self.fence).check("vkQueueSubmit2")?;
+            d.wait_for_fences(&[self.fence], true, u64::MAX).check("vkWaitForFences")?;
+            d.reset_fences(&[self.fence]).check("vkResetFences")?;
+        }
+        let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+        let mut gpu_ms = Vec::new();
+        if let Some(q) = self.queries {
+            let mut stamps = [0u64; PASSES.len() * 2];
+            // SAFETY: the queries were written by the finished submission.
+            let ok = unsafe { d.get_query_pool_results(q, 0, &mut stamps, vk::QueryResultFlags::TYPE_64) };
+            if ok.is_ok() {
+                for (i, name) in PASSES.iter().enumerate() {
+                    let ticks = stamps[2 * i + 1].saturating_sub(stamps[2 * i]);
+                    gpu_ms.push((name.to_string(), ticks as f64 * self.timestamp_period / 1e6));
+                }
+            }
+        }
+        Ok(FrameTimes { wall_ms, cpu_record_ms, gpu_ms })
+    }
+
+    /// Destroys everything; waits for the device first.
+    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
+        ctx.wait_idle();
+        let d = &ctx.device;
+        // SAFETY: the device is idle.
+        unsafe {
+            for (_, p) in self.tonemap.pipelines.drain(..) {
+                d.destroy_pipeline(p, None);
+            }
+            d.destroy_pipeline_layout(self.tonemap.layout, None);
+            d.destroy_sampler(self.tonemap.sampler, None);
+            d.destroy_descriptor_pool(self.tonemap.pool, None);
+            d.destroy_descriptor_set_layout(self.tonemap.set_layout, None);
+            if let Some(q) = self.queries.take() {
+                d.destroy_query_pool(q, None);
+            }
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.command_pool, None);
+        }
+        self.targets.destroy(d, mem);
+    }
+}

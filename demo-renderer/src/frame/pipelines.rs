@@ -1,0 +1,105 @@
+//! Graphics pipelines for dynamic rendering (no render passes).
+
+use ash::vk;
+
+use crate::gpu::util::shader_module;
+use crate::gpu::{GpuError, VkCheck};
+
+/// What a graphics pipeline looks like.
+pub struct PipelineDesc<'a> {
+    /// Vertex SPIR-V.
+    pub vertex: &'a [u8],
+    /// Fragment SPIR-V.
+    pub fragment: &'a [u8],
+    /// The layout.
+    pub layout: vk::PipelineLayout,
+    /// The colour attachment's format.
+    pub color_format: vk::Format,
+    /// The depth attachment's format, if depth-tested.
+    pub depth_format: Option<vk::Format>,
+    /// Vertex buffer bindings.
+    pub bindings: &'a [vk::VertexInputBindingDescription],
+    /// Vertex attributes.
+    pub attributes: &'a [vk::VertexInputAttributeDescription],
+    /// Cull back faces (counter-clockwise front faces).
+    pub cull_back: bool,
+}
+
+/// Creates a graphics pipeline with dynamic viewport and scissor.
+pub fn create_pipeline(device: &ash::Device, desc: &PipelineDesc<'_>) -> Result<vk::Pipeline, GpuError> {
+    let vs = shader_module(device, desc.vertex)?;
+    let fs = shader_module(device, desc.fragment)?;
+    let stages = [
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::VERTEX)
+            .module(vs)
+            .name(c"main"),
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::FRAGMENT)
+            .module(fs)
+            .name(c"main"),
+    ];
+    let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
+        .vertex_binding_descriptions(desc.bindings)
+        .vertex_attribute_descriptions(desc.attributes);
+    let input_assembly =
+        vk::PipelineInputAssemblyStateCreateInfo::default().topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+    let viewport = vk::PipelineViewportStateCreateInfo::default().viewport_count(1).scissor_count(1);
+    let raster = vk::PipelineRasterizationStateCreateInfo::default()
+        .polygon_mode(vk::PolygonMode::FILL)
+        .cull_mode(if desc.cull_back { vk::CullModeFlags::BACK } else { vk::CullModeFlags::NONE })
+        .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
+        .line_width(1.0);
+    let multisample =
+        vk::PipelineMultisampleStateCreateInfo::default().rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let depth = vk::PipelineDepthStencilStateCreateInfo::default()
+        .depth_test_enable(desc.depth_format.is_some())
+        .depth_write_enable(desc.depth_format.is_some())
+        .depth_compare_op(vk::CompareOp::GREATER); // reversed Z: 1 near, 0 far
+    let attachments = [vk::PipelineColorBlendAttachmentState::default().color_write_mask(vk::ColorComponentFlags::RGBA)];
+    let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&attachments);
+    let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
+    let color_formats = [desc.color_format];
+    let mut rendering = vk::PipelineRenderingCreateInfo::default()
+        .color_attachment_formats(&color_formats)
+        .depth_attachment_format(desc.depth_format.unwrap_or(vk::Format::UNDEFINED));
+    let info = vk::GraphicsPipelineCreateInfo::default()
+        .stages(&stages)
+        .vertex_input_state(&vertex_input)
+        .input_assembly_state(&input_assembly)
+        .viewport_state(&viewport)
+        .rasterization_state(&raster)
+        .multisample_state(&multisample)
+        .depth_stencil_state(&depth)
+        .color_blend_state(&blend)
+        .dynamic_state(&dynamic)
+        .layout(desc.layout)
+        .push_next(&mut rendering);
+    // SAFETY: every pointer in `info` outlives the call; the modules are live.
+    let result = unsafe { device.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None) };
+    // SAFETY: the modules are not needed after pipeline creation.
+    unsafe {
+        device.destroy_shader_module(vs, None);
+        device.destroy_shader_module(fs, None);
+    }
+    result.map(|p| p[0]).map_err(|(_, e)| e).check("vkCreateGraphicsPipelines")
+}
+
+/// Creates a pipeline layout.
+pub fn create_layout(
+    device: &ash::Device,
+    sets: &[vk::DescriptorSetLayout],
+    push_bytes: u32,
+) -> Result<vk::PipelineLayout, GpuError> {
+    let ranges = [vk::PushConstantRange {
+        stage_flags: vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+        offset: 0,
+        size: push_bytes,
+    }];
+    let info = vk::PipelineLayoutCreateInfo::default()
+        .set_layouts(sets)
+        .push_constant_ranges(if push_bytes > 0 { &ranges } else { &[] });
+    // SAFETY: valid create info.
+    unsafe { device.create_pipeline_layout(&info, None) }.check("vkCreatePipelineLayout")
+}

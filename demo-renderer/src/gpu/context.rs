@@ -1,0 +1,361 @@
+//! Instance, debug messenger, physical-device choice, logical device and queue.
+
+use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use ash::vk;
+
+use super::{GpuError, VkCheck};
+
+/// How to create a [`Context`].
+#[derive(Clone, Debug, Default)]
+pub struct ContextDesc {
+    /// Index into the list of physical devices that support Vulkan 1.3; `None` picks
+    /// the first discrete GPU, else the first device.
+    pub device_index: Option<usize>,
+    /// Enable `VK_LAYER_KHRONOS_validation` (when installed) and the debug messenger.
+    pub validation: bool,
+    /// Instance extensions a window surface needs (from `ash_window`).
+    pub surface_extensions: Vec<*const std::ffi::c_char>,
+}
+
+/// Counts of the debug messenger's messages, by severity.
+#[derive(Debug, Default)]
+pub struct MessageCounts {
+    /// Error-severity messages.
+    pub errors: AtomicU32,
+    /// Warning-severity messages.
+    pub warnings: AtomicU32,
+}
+
+/// Device properties the renderer adapts to.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// `deviceName`.
+    pub name: String,
+    /// The device type, as Vulkan names it.
+    pub device_type: String,
+    /// `apiVersion` as `major.minor.patch`.
+    pub api_version: String,
+    /// `driverVersion`, raw.
+    pub driver_version: u32,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period: f32,
+    /// Whether the queue supports timestamps.
+    pub timestamps: bool,
+    /// `textureCompressionBC`.
+    pub bc_textures: bool,
+    /// `samplerAnisotropy` and its maximum.
+    pub max_anisotropy: Option<f32>,
+    /// Whether this is a software rasterizer (lavapipe, SwiftShader).
+    pub is_cpu: bool,
+    /// Whether `VK_EXT_memory_budget` was enabled.
+    pub memory_budget: bool,
+}
+
+/// The Vulkan instance and device, one graphics queue, and the debug messenger.
+pub struct Context {
+    /// The loader.
+    pub entry: ash::Entry,
+    /// The instance.
+    pub instance: ash::Instance,
+    /// The chosen physical device.
+    pub physical_device: vk::PhysicalDevice,
+    /// The logical device.
+    pub device: ash::Device,
+    /// The graphics (and present) queue family.
+    pub queue_family: u32,
+    /// The graphics queue.
+    pub queue: vk::Queue,
+    /// What the renderer knows of the device.
+    pub info: DeviceInfo,
+    /// Message counts of the debug messenger (zero when validation is off).
+    pub messages: Arc<MessageCounts>,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+}
+
+unsafe extern "system" fn debug_callback(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    // SAFETY: `user` is the `MessageCounts` inside the `Arc` that the `Context` holds
+    // for as long as the messenger exists; `data` is valid for this call.
+    let counts = unsafe { &*(user as *const MessageCounts) };
+    // SAFETY: the layer passes a valid callback-data struct whose message is a C string.
+    let message = unsafe {
+        let data = &*data;
+        if data.p_message.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(data.p_message).to_string_lossy().into_owned()
+        }
+    };
+    if severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR) {
+        counts.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("[vulkan error] {message}");
+    } else if severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::WARNING) {
+        counts.warnings.fetch_add(1, Ordering::Relaxed);
+        eprintln!("[vulkan warning] {message}");
+    }
+    vk::FALSE
+}
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+impl Context {
+    /// Creates the instance and device. `surface_ok` tells whether a queue family can
+    /// present (always true headless).
+    pub fn new(
+        desc: &ContextDesc,
+        surface_ok: &dyn Fn(&ash::Entry, &ash::Instance, vk::PhysicalDevice, u32) -> bool,
+        pre_device: &mut dyn FnMut(&ash::Entry, &ash::Instance) -> Result<(), GpuError>,
+    ) -> Result<Self, GpuError> {
+        // SAFETY: loading the system Vulkan loader; nothing else runs Vulkan yet.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| GpuError::Loader(e.to_string()))?;
+
+        // SAFETY: plain queries on a loaded entry.
+        let layers = unsafe { entry.enumerate_instance_layer_properties() }.check("vkEnumerateInstanceLayerProperties")?;
+        let has_validation = layers
+            .iter()
+            .any(|l| l.layer_name_as_c_str().map(|n| n == VALIDATION_LAYER).unwrap_or(false));
+        let validation = desc.validation && has_validation;
+        if desc.validation && !has_validation {
+            eprintln!("note: VK_LAYER_KHRONOS_validation is not installed; running without validation");
+        }
+
+        let app_name = CString::new("vkalloc demo").unwrap();
+        let app = vk::ApplicationInfo::default()
+            .application_name(&app_name)
+            .application_version(1)
+            .engine_name(&app_name)
+            .api_version(vk::API_VERSION_1_3);
+        let mut extensions = desc.surface_extensions.clone();
+        if validation {
+            extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+        }
+        let layer_ptrs = if validation { vec![VALIDATION_LAYER.as_ptr()] } else { vec![] };
+        let messages = Arc::new(MessageCounts::default());
+        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(
+                vk::DebugUtilsMessageSeverityFlagsEXT::ERROR | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
+            )
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+            )
+            .pfn_user_callback(Some(debug_callback))
+            .user_data(Arc::as_ptr(&messages) as *mut c_void);
+        let mut instance_info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layer_ptrs)
+            .enabled_extension_names(&extensions);
+        if validation {
+            instance_info = instance_info.push_next(&mut messenger_info);
+        }
+        // SAFETY: every pointer in `instance_info` outlives the call.
+        let instance = unsafe { entry.create_instance(&instance_info, None) }.check("vkCreateInstance")?;
+
+        let debug = if validation {
+            let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            // SAFETY: the instance was created with VK_EXT_debug_utils; the user data
+            // (`messages`) lives in the Context, which destroys the messenger first.
+            let messenger = unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
+                .check("vkCreateDebugUtilsMessengerEXT")?;
+            Some((loader, messenger))
+        } else {
+            None
+        };
+        pre_device(&entry, &instance)?;
+
+        // From here on, failures must destroy the instance; wrap the rest.
+        match Self::create_device(&entry, &instance, desc, surface_ok) {
+            Ok((physical_device, device, queue_family, info)) => {
+                // SAFETY: the queue family was requested with one queue.
+                let queue = unsafe { device.get_device_queue(queue_family, 0) };
+                Ok(Self { entry, instance, physical_device, device, queue_family, queue, info, messages, debug })
+            }
+            Err(e) => {
+                // SAFETY: nothing else was created from the instance except the messenger.
+                unsafe {
+                    if let Some((loader, m)) = &debug {
+                        loader.destroy_debug_utils_messenger(*m, None);
+                    }
+                    instance.destroy_instance(None);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Lists the Vulkan devices as `index: name (type, api)` lines.
+    pub fn list_devices(instance: &ash::Instance) -> Vec<String> {
+        // SAFETY: plain queries on a live instance.
+        let devices = unsafe { instance.enumerate_physical_devices() }.unwrap_or_default();
+        devices
+            .iter()
+            .enumerate()
+            .map(|(i, &pd)| {
+                // SAFETY: `pd` came from this instance.
+                let p = unsafe { instance.get_physical_device_properties(pd) };
+                format!(
+                    "{i}: {} ({:?}, Vulkan {}.{})",
+                    p.device_name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default(),
+                    p.device_type,
+                    vk::api_version_major(p.api_version),
+                    vk::api_version_minor(p.api_version)
+                )
+            })
+            .collect()
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn create_device(
+        entry: &ash::Entry,
+        instance: &ash::Instance,
+        desc: &ContextDesc,
+        surface_ok: &dyn Fn(&ash::Entry, &ash::Instance, vk::PhysicalDevice, u32) -> bool,
+    ) -> Result<(vk::PhysicalDevice, ash::Device, u32, DeviceInfo), GpuError> {
+        // SAFETY: plain query on a live instance.
+        let devices = unsafe { instance.enumerate_physical_devices() }.check("vkEnumeratePhysicalDevices")?;
+        if devices.is_empty() {
+            return Err(GpuError::NoDevice(
+                "the Vulkan loader found no physical device (install a driver; on machines without a GPU, \
+                 lavapipe: `apt-get install mesa-vulkan-drivers`)"
+                    .into(),
+            ));
+        }
+        let listing = Self::list_devices(instance).join("; ");
+        let chosen = match desc.device_index {
+            Some(i) if i >= devices.len() => {
+                return Err(GpuError::NoDevice(format!(
+                    "--device {i} is out of range; the devices are: {listing}"
+                )))
+            }
+            Some(i) => devices[i],
+            None => {
+                // SAFETY: plain queries on devices of this instance.
+                let discrete = devices.iter().copied().find(|&pd| unsafe {
+                    instance.get_physical_device_properties(pd).device_type == vk::PhysicalDeviceType::DISCRETE_GPU
+                });
+                discrete.unwrap_or(devices[0])
+            }
+        };
+        // SAFETY: `chosen` came from this instance.
+        let props = unsafe { instance.get_physical_device_properties(chosen) };
+        let name = props
+            .device_name_as_c_str()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if props.api_version < vk::API_VERSION_1_3 {
+            return Err(GpuError::NoDevice(format!(
+                "{name} supports Vulkan {}.{}; the demo needs 1.3 (devices: {listing})",
+                vk::api_version_major(props.api_version),
+                vk::api_version_minor(props.api_version)
+            )));
+        }
+        let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f13);
+        // SAFETY: a valid pNext chain of feature structs.
+        unsafe { instance.get_physical_device_features2(chosen, &mut f2) };
+        let base = f2.features;
+        if f13.dynamic_rendering == 0 || f13.synchronization2 == 0 {
+            return Err(GpuError::NoDevice(format!(
+                "{name} lacks dynamicRendering or synchronization2"
+            )));
+        }
+        // SAFETY: plain query.
+        let families = unsafe { instance.get_physical_device_queue_family_properties(chosen) };
+        let queue_family = families
+            .iter()
+            .enumerate()
+            .find(|(i, f)| {
+                f.queue_flags.contains(vk::QueueFlags::GRAPHICS) && surface_ok(entry, instance, chosen, *i as u32)
+            })
+            .map(|(i, _)| i as u32)
+            .ok_or_else(|| GpuError::NoDevice(format!("{name} has no graphics queue that can present")))?;
+        let timestamps = families[queue_family as usize].timestamp_valid_bits > 0 && props.limits.timestamp_period > 0.0;
+
+        // SAFETY: plain query.
+        let dev_exts = unsafe { instance.enumerate_device_extension_properties(chosen) }
+            .check("vkEnumerateDeviceExtensionProperties")?;
+        let has_ext = |n: &CStr| dev_exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+        let mut extensions = Vec::new();
+        if desc.surface_extensions.is_empty() {
+            // headless
+        } else {
+            extensions.push(ash::khr::swapchain::NAME.as_ptr());
+        }
+        let memory_budget = has_ext(ash::ext::memory_budget::NAME);
+        if memory_budget {
+            extensions.push(ash::ext::memory_budget::NAME.as_ptr());
+        }
+
+        let features = vk::PhysicalDeviceFeatures::default()
+            .sampler_anisotropy(base.sampler_anisotropy != 0)
+            .texture_compression_bc(base.texture_compression_bc != 0);
+        let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
+            .dynamic_rendering(true)
+            .synchronization2(true);
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(queue_family)
+            .queue_priorities(&priorities)];
+        let device_info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queue_info)
+            .enabled_extension_names(&extensions)
+            .enabled_features(&features)
+            .push_next(&mut e13);
+        // SAFETY: the features and extensions were checked above; pointers outlive the call.
+        let device = unsafe { instance.create_device(chosen, &device_info, None) }.check("vkCreateDevice")?;
+
+        let is_cpu = props.device_type == vk::PhysicalDeviceType::CPU;
+        let info = DeviceInfo {
+            name,
+            device_type: format!("{:?}", props.device_type),
+            api_version: format!(
+                "{}.{}.{}",
+                vk::api_version_major(props.api_version),
+                vk::api_version_minor(props.api_version),
+                vk::api_version_patch(props.api_version)
+            ),
+            driver_version: props.driver_version,
+            timestamp_period: props.limits.timestamp_period,
+            timestamps,
+            bc_textures: base.texture_compression_bc != 0,
+            max_anisotropy: (base.sampler_anisotropy != 0).then_some(props.limits.max_sampler_anisotropy),
+            is_cpu,
+            memory_budget,
+        };
+        Ok((chosen, device, queue_family, info))
+    }
+
+    /// Error-severity messages so far.
+    pub fn error_count(&self) -> u32 {
+        self.messages.errors.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the device is idle.
+    pub fn wait_idle(&self) {
+        // SAFETY: the device is live; errors here mean device loss, reported later.
+        let _ = unsafe { self.device.device_wait_idle() };
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: the owner destroyed every child object before dropping the context
+        // (the renderer and allocator are dropped first).
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            if let Some((loader, m)) = self.debug.take() {
+                loader.destroy_debug_utils_messenger(m, None);
+            }
+            self.instance.destroy_instance(None);
+        }
+    }
+}

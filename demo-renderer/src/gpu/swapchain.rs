@@ -1,0 +1,1 @@
+//! The window swapchain (see `--window`).

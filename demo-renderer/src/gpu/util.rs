@@ -1,0 +1,166 @@
+//! Small helpers: barriers (synchronization2), shader modules, one-time submits.
+
+use ash::vk;
+
+use super::{Context, GpuError, VkCheck};
+
+/// One image layout transition with synchronization2 stage and access masks.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageTransition {
+    /// The image.
+    pub image: vk::Image,
+    /// Colour or depth.
+    pub aspect: vk::ImageAspectFlags,
+    /// Layout before.
+    pub old: vk::ImageLayout,
+    /// Layout after.
+    pub new: vk::ImageLayout,
+    /// Stages that must finish first.
+    pub src_stage: vk::PipelineStageFlags2,
+    /// Writes to make available.
+    pub src_access: vk::AccessFlags2,
+    /// Stages that wait.
+    pub dst_stage: vk::PipelineStageFlags2,
+    /// Accesses that must see the writes.
+    pub dst_access: vk::AccessFlags2,
+    /// First mip level and count.
+    pub mips: (u32, u32),
+}
+
+impl ImageTransition {
+    /// A transition of mip 0 of a colour image.
+    pub fn color(image: vk::Image, old: vk::ImageLayout, new: vk::ImageLayout) -> Self {
+        Self {
+            image,
+            aspect: vk::ImageAspectFlags::COLOR,
+            old,
+            new,
+            src_stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            src_access: vk::AccessFlags2::MEMORY_WRITE,
+            dst_stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+            dst_access: vk::AccessFlags2::MEMORY_READ | vk::AccessFlags2::MEMORY_WRITE,
+            mips: (0, 1),
+        }
+    }
+
+    /// Sets the stages and accesses.
+    pub fn stages(
+        mut self,
+        src_stage: vk::PipelineStageFlags2,
+        src_access: vk::AccessFlags2,
+        dst_stage: vk::PipelineStageFlags2,
+        dst_access: vk::AccessFlags2,
+    ) -> Self {
+        self.src_stage = src_stage;
+        self.src_access = src_access;
+        self.dst_stage = dst_stage;
+        self.dst_access = dst_access;
+        self
+    }
+}
+
+/// Records the transitions as one `vkCmdPipelineBarrier2`.
+///
+/// # Safety
+/// `cmd` must be recording; the images must be live.
+pub unsafe fn transition(device: &ash::Device, cmd: vk::CommandBuffer, ts: &[ImageTransition]) {
+    let barriers: Vec<_> = ts
+        .iter()
+        .map(|t| {
+            vk::ImageMemoryBarrier2::default()
+                .image(t.image)
+                .old_layout(t.old)
+                .new_layout(t.new)
+                .src_stage_mask(t.src_stage)
+                .src_access_mask(t.src_access)
+                .dst_stage_mask(t.dst_stage)
+                .dst_access_mask(t.dst_access)
+                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .subresource_range(vk::ImageSubresourceRange {
+                    aspect_mask: t.aspect,
+                    base_mip_level: t.mips.0,
+                    level_count: t.mips.1,
+                    base_array_layer: 0,
+                    layer_count: 1,
+                })
+        })
+        .collect();
+    let dep = vk::DependencyInfo::default().image_memory_barriers(&barriers);
+    // SAFETY: per the function's contract.
+    unsafe { device.cmd_pipeline_barrier2(cmd, &dep) };
+}
+
+/// Creates a shader module from SPIR-V bytes.
+pub fn shader_module(device: &ash::Device, spirv: &[u8]) -> Result<vk::ShaderModule, GpuError> {
+    let words = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
+        .map_err(|e| GpuError::Other(format!("bad SPIR-V: {e}")))?;
+    let info = vk::ShaderModuleCreateInfo::default().code(&words);
+    // SAFETY: the words are SPIR-V compiled by build.rs and checked by spirv-val in tests.
+    unsafe { device.create_shader_module(&info, None) }.check("vkCreateShaderModule")
+}
+
+/// A command pool and one primary command buffer for work submitted and waited for
+/// at once (uploads at load time).
+pub struct OneShot {
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+}
+
+impl OneShot {
+    /// Creates the pool, buffer and fence.
+    pub fn new(ctx: &Context) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        // SAFETY: valid create infos on a live device.
+        unsafe {
+            let pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(ctx.queue_family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .check("vkCreateCommandPool")?;
+            let cmd = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default().command_pool(pool).command_buffer_count(1),
+                )
+                .check("vkAllocateCommandBuffers")?[0];
+            let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).check("vkCreateFence")?;
+            Ok(Self { pool, cmd, fence })
+        }
+    }
+
+    /// Records with `f`, submits, and waits.
+    pub fn run(&self, ctx: &Context, f: impl FnOnce(vk::CommandBuffer)) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        // SAFETY: the buffer is not in use (every run waits for its fence).
+        unsafe {
+            d.reset_command_buffer(self.cmd, vk::CommandBufferResetFlags::empty())
+                .check("vkResetCommandBuffer")?;
+            d.begin_command_buffer(
+                self.cmd,
+                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .check("vkBeginCommandBuffer")?;
+            f(self.cmd);
+            d.end_command_buffer(self.cmd).check("vkEndCommandBuffer")?;
+            let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(self.cmd)];
+            let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmds);
+            d.queue_submit2(ctx.queue, &[submit], self.fence).check("vkQueueSubmit2")?;
+            d.wait_for_fences(&[self.fence], true, u64::MAX).check("vkWaitForFences")?;
+            d.reset_fences(&[self.fence]).check("vkResetFences")?;
+        }
+        Ok(())
+    }
+
+    /// Destroys the pool and fence.
+    pub fn destroy(&self, device: &ash::Device) {
+        // SAFETY: nothing is in flight (run waits).
+        unsafe {
+            device.destroy_fence(self.fence, None);
+            device.destroy_command_pool(self.pool, None);
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! The vkalloc demo renderer: a PBR material gallery on Vulkan 1.3 (ash), where
+//! every buffer, image and render target is allocated through vkalloc.
+//!
+//! Layers, each looking only down: [`gpu`] (instance, device, memory, swapchain),
+//! [`frame`] (passes, targets, timestamps), [`scene`] (meshes, camera path,
+//! gallery), [`materials`] (the baked KTX2 files and their upload), and [`app`]
+//! (the headless and windowed loops, the report).
+
+pub mod app;
+pub mod cli;
+pub mod frame;
+pub mod gpu;
+pub mod report;
+pub mod shaders;

@@ -1,0 +1,21 @@
+// Shared declarations of the PBR pass.
+#define MAX_LIGHTS 4
+
+struct Light {
+    vec4 position;   // xyz; w = 0 directional (xyz = direction towards the light), 1 point
+    vec4 color;      // rgb radiance (intensity folded in); a unused
+};
+
+layout(set = 0, binding = 0) uniform Frame {
+    mat4 view_proj;
+    vec4 camera_pos;     // xyz
+    vec4 sky_color;      // rgb: hemisphere light from above
+    vec4 ground_color;   // rgb: hemisphere light from below
+    Light lights[MAX_LIGHTS];
+    uvec4 light_count;   // x
+} u_frame;
+
+layout(push_constant) uniform Push {
+    mat4 model;
+    vec4 uv_scale;       // xy: texture repeats; z: normal strength
+} pc;

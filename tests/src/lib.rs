@@ -1,0 +1,692 @@
+//! GPU test harness for `vkalloc`: a real Vulkan device (lavapipe in CI), the
+//! validation layer, and an [`Allocator`] on it.
+//!
+//! Every integration test in `tests/tests/` starts with
+//! [`GpuContext::for_test`] and ends with [`GpuContext::finish`]:
+//!
+//! ```no_run
+//! let ctx = gpu_tests::GpuContext::for_test();
+//! // ... create resources through ctx.allocator(), record work with ctx.one_shot(...)
+//! ctx.finish(); // destroys everything; panics if the validation layer reported an error
+//! ```
+//!
+//! There is no skipping: with no Vulkan device the test fails and says how to
+//! get one (install `mesa-vulkan-drivers`, or run `cargo xtask test`).
+//!
+//! Environment:
+//! - `VKALLOC_REQUIRE_VALIDATION=1` (set by `cargo xtask test`): fail when
+//!   `VK_LAYER_KHRONOS_validation` is missing instead of running without it.
+//! - `VKALLOC_DEVICE_INDEX=N`: use the N-th physical device (default 0).
+//! - `VK_DRIVER_FILES`: the Vulkan loader's choice of driver (`cargo xtask`
+//!   pins lavapipe unless told `--driver system`).
+
+mod commands;
+mod messenger;
+pub mod pattern;
+pub mod resources;
+
+use std::ffi::{c_char, CStr};
+use std::fmt;
+use std::sync::Arc;
+
+use ash::vk;
+use parking_lot::Mutex;
+use vkalloc::vk::{AshDevice, AshDeviceOptions};
+use vkalloc::{Allocator, AllocatorDesc};
+
+pub use commands::{LayoutTransition, COLOR_LAYER, COLOR_RANGE};
+pub use messenger::MessageCounters;
+
+/// The allocator type every GPU test uses.
+pub type GpuAllocator = Allocator<AshDevice>;
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+const REQUIRE_VALIDATION_ENV: &str = "VKALLOC_REQUIRE_VALIDATION";
+const DEVICE_INDEX_ENV: &str = "VKALLOC_DEVICE_INDEX";
+
+/// Why a [`GpuContext`] could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The Vulkan loader (`libvulkan.so.1`) could not be loaded.
+    #[error(
+        "cannot load the Vulkan loader ({0}): install libvulkan1 and mesa-vulkan-drivers \
+         (sudo apt-get install -y libvulkan1 mesa-vulkan-drivers), or run `cargo xtask test`, \
+         which installs them"
+    )]
+    NoLoader(String),
+    /// The loader found no physical device.
+    #[error(
+        "no Vulkan device found: install mesa-vulkan-drivers (lavapipe, a CPU driver) or a GPU \
+         driver, or run `cargo xtask test`, which installs lavapipe and points the loader at it \
+         (VK_DRIVER_FILES={driver_files})"
+    )]
+    NoDevice {
+        /// The value of `VK_DRIVER_FILES` the process ran with.
+        driver_files: String,
+    },
+    /// `VKALLOC_DEVICE_INDEX` names a device that does not exist.
+    #[error("{DEVICE_INDEX_ENV}={index} but only {count} Vulkan device(s) exist: pick 0..{count}")]
+    BadDeviceIndex {
+        /// The index asked for.
+        index: usize,
+        /// Devices found.
+        count: usize,
+    },
+    /// Validation was required but the layer is not installed.
+    #[error(
+        "{REQUIRE_VALIDATION_ENV}=1 but VK_LAYER_KHRONOS_validation is not available: install \
+         vulkan-validationlayers (sudo apt-get install -y vulkan-validationlayers), or set \
+         VK_LAYER_PATH to the folder holding VkLayer_khronos_validation.json"
+    )]
+    NoValidationLayer,
+    /// The device is older than Vulkan 1.1, which the allocator needs.
+    #[error("device {name} supports only Vulkan {version}; the tests need 1.1 or newer")]
+    TooOld {
+        /// The device's name.
+        name: String,
+        /// Its API version, as `major.minor.patch`.
+        version: String,
+    },
+    /// The device has no queue that can copy.
+    #[error("device {0} has no queue family with graphics, compute or transfer support")]
+    NoQueue(String),
+    /// A Vulkan call failed.
+    #[error("{call} failed: {result}")]
+    Vulkan {
+        /// The Vulkan function.
+        call: &'static str,
+        /// Its result code.
+        result: vk::Result,
+    },
+    /// The allocator refused to start.
+    #[error("creating the allocator failed: {0}")]
+    Allocator(vkalloc::Error),
+}
+
+fn vk_err(call: &'static str) -> impl FnOnce(vk::Result) -> HarnessError {
+    move |result| HarnessError::Vulkan { call, result }
+}
+
+/// What the harness learnt about the device it runs on.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// `deviceName`.
+    pub name: String,
+    /// The API version used (the lower of the instance's and the device's).
+    pub api_version: u32,
+    /// Whether `VK_LAYER_KHRONOS_validation` is on.
+    pub validation: bool,
+    /// Whether `VK_EXT_memory_budget` is enabled.
+    pub memory_budget: bool,
+    /// `VkPhysicalDeviceLimits`.
+    pub limits: vk::PhysicalDeviceLimits,
+    /// The memory heaps and types.
+    pub memory_properties: vk::PhysicalDeviceMemoryProperties,
+}
+
+impl DeviceInfo {
+    /// Whether some memory type has all of `flags`.
+    pub fn has_memory_type_with(&self, flags: vk::MemoryPropertyFlags) -> bool {
+        self.memory_properties.memory_types_as_slice().iter().any(|t| t.property_flags.contains(flags))
+    }
+}
+
+/// A Vulkan instance, device, queue and allocator for one test.
+///
+/// Create with [`GpuContext::new`] (or [`GpuContext::for_test`], which panics
+/// with a helpful message), end with [`GpuContext::finish`]. The context is
+/// `Send + Sync`: threads may share it by reference (for example through
+/// `std::thread::scope`), and [`GpuContext::one_shot`] serializes queue use.
+pub struct GpuContext {
+    allocator: Option<Arc<GpuAllocator>>,
+    device: ash::Device,
+    instance: ash::Instance,
+    physical_device: vk::PhysicalDevice,
+    queue_family: u32,
+    /// The queue and the command pool, locked together: both need external
+    /// synchronization.
+    submit: Mutex<Submitter>,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    /// Boxed so its address, given to the messenger, never changes.
+    counters: Box<MessageCounters>,
+    info: DeviceInfo,
+    finished: bool,
+    // Declared last: the loader library stays loaded until everything else is gone.
+    _entry: ash::Entry,
+}
+
+struct Submitter {
+    queue: vk::Queue,
+    pool: vk::CommandPool,
+}
+
+impl fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuContext")
+            .field("device", &self.info.name)
+            .field("validation", &self.info.validation)
+            .field("errors", &self.counters.errors())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds the context step by step, so a failure part-way destroys what
+/// was already made.
+struct Partial {
+    entry: ash::Entry,
+    counters: Box<MessageCounters>,
+    instance: Option<ash::Instance>,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    device: Option<ash::Device>,
+    pool: vk::CommandPool,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        // SAFETY: every handle here was created by this `Partial`, nothing
+        // else uses them (a successful build takes them out first), and they
+        // are destroyed children first: pool, device, messenger, instance.
+        unsafe {
+            if let Some(device) = self.device.take() {
+                if self.pool != vk::CommandPool::null() {
+                    device.destroy_command_pool(self.pool, None);
+                }
+                device.destroy_device(None);
+            }
+            if let Some((loader, messenger)) = self.debug.take() {
+                loader.destroy_debug_utils_messenger(messenger, None);
+            }
+            if let Some(instance) = self.instance.take() {
+                instance.destroy_instance(None);
+            }
+        }
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).map(|v| v == "1" || v.eq_ignore_ascii_case("true")).unwrap_or(false)
+}
+
+fn version_string(v: u32) -> String {
+    format!(
+        "{}.{}.{}",
+        vk::api_version_major(v),
+        vk::api_version_minor(v),
+        vk::api_version_patch(v)
+    )
+}
+
+fn name_of(raw: &[c_char]) -> String {
+    // SAFETY: Vulkan's fixed-size name arrays are NUL-terminated; the slice
+    // covers the whole array, so the scan stops inside it.
+    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(raw.as_ptr().cast(), raw.len()) };
+    CStr::from_bytes_until_nul(bytes)
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl GpuContext {
+    /// A context for a test: like [`GpuContext::new`], but panics with a
+    /// message that says what to install when no device can be had. GPU tests
+    /// never skip.
+    pub fn for_test() -> Self {
+        match Self::new() {
+            Ok(ctx) => ctx,
+            Err(err) => panic!("GPU test harness: {err}"),
+        }
+    }
+
+    /// Loads Vulkan, creates an instance (with validation when available, and
+    /// always when `VKALLOC_REQUIRE_VALIDATION=1`), a debug messenger that
+    /// counts errors, a device with one queue, a command pool and an
+    /// [`Allocator`].
+    ///
+    /// # Errors
+    /// See [`HarnessError`]: each variant says what to install or set.
+    pub fn new() -> Result<Self, HarnessError> {
+        Self::with_desc(AllocatorDesc::default())
+    }
+
+    /// As [`GpuContext::new`], with the allocator configured by `desc`.
+    ///
+    /// # Errors
+    /// As [`GpuContext::new`].
+    pub fn with_desc(desc: AllocatorDesc) -> Result<Self, HarnessError> {
+        // SAFETY: loading the system's Vulkan loader runs its initialization
+        // code; it is the library every Vulkan program loads, and nothing else
+        // in this process unloads it while `entry` lives.
+        let entry = unsafe { ash::Entry::load() }.map_err(|e| HarnessError::NoLoader(e.to_string()))?;
+        let mut partial = Partial {
+            entry,
+            counters: Box::default(),
+            instance: None,
+            debug: None,
+            device: None,
+            pool: vk::CommandPool::null(),
+        };
+        let require_validation = env_flag(REQUIRE_VALIDATION_ENV);
+
+        // --- instance ----------------------------------------------------
+        // SAFETY: plain queries of the loader, no handles involved.
+        let (instance_version, layers, extensions) = unsafe {
+            (
+                partial
+                    .entry
+                    .try_enumerate_instance_version()
+                    .map_err(vk_err("vkEnumerateInstanceVersion"))?
+                    .unwrap_or(vk::API_VERSION_1_0),
+                partial
+                    .entry
+                    .enumerate_instance_layer_properties()
+                    .map_err(vk_err("vkEnumerateInstanceLayerProperties"))?,
+                partial
+                    .entry
+                    .enumerate_instance_extension_properties(None)
+                    .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?,
+            )
+        };
+        let validation = layers.iter().any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
+        if !validation {
+            if require_validation {
+                return Err(HarnessError::NoValidationLayer);
+            }
+            eprintln!(
+                "GPU test harness: warning: VK_LAYER_KHRONOS_validation not found, running without \
+                 validation (install vulkan-validationlayers)"
+            );
+        }
+        let debug_utils_available = validation
+            || extensions
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::debug_utils::NAME));
+        if instance_version < vk::API_VERSION_1_1 {
+            return Err(HarnessError::TooOld {
+                name: "the Vulkan loader".into(),
+                version: version_string(instance_version),
+            });
+        }
+        let api_version = instance_version.min(vk::API_VERSION_1_3);
+
+        let app_info = vk::ApplicationInfo::default()
+            .application_name(c"vkalloc gpu-tests")
+            .engine_name(c"vkalloc")
+            .api_version(api_version);
+        let layer_names: Vec<*const c_char> = if validation {
+            vec![VALIDATION_LAYER.as_ptr()]
+        } else {
+            Vec::new()
+        };
+        let extension_names: Vec<*const c_char> = if debug_utils_available {
+            vec![ash::ext::debug_utils::NAME.as_ptr()]
+        } else {
+            Vec::new()
+        };
+        let counters_ptr: *const MessageCounters = &*partial.counters;
+        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(messenger::severities())
+            .message_type(messenger::message_types())
+            .pfn_user_callback(Some(messenger::callback))
+            .user_data(counters_ptr as *mut std::ffi::c_void);
+        let mut instance_info = vk::InstanceCreateInfo::default()
+            .application_info(&app_info)
+            .enabled_layer_names(&layer_names)
+            .enabled_extension_names(&extension_names);
+        if debug_utils_available {
+            // Chained so that instance creation and destruction are reported too.
+            instance_info = instance_info.push_next(&mut messenger_info);
+        }
+        // SAFETY: the create info and everything it points to (names, app
+        // info, messenger info whose user data outlives the instance) live
+        // across the call.
+        let instance =
+            unsafe { partial.entry.create_instance(&instance_info, None) }.map_err(vk_err("vkCreateInstance"))?;
+        partial.instance = Some(instance.clone());
+
+        if debug_utils_available {
+            let loader = ash::ext::debug_utils::Instance::new(&partial.entry, &instance);
+            // SAFETY: the instance is live with VK_EXT_debug_utils enabled; the
+            // callback's user data (the boxed counters) outlives the messenger,
+            // which is destroyed before the box is dropped.
+            let messenger = unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
+                .map_err(vk_err("vkCreateDebugUtilsMessengerEXT"))?;
+            partial.debug = Some((loader, messenger));
+        } else if require_validation {
+            return Err(HarnessError::NoValidationLayer);
+        }
+
+        // --- physical device ---------------------------------------------
+        // SAFETY: the instance is live.
+        let physical_devices =
+            unsafe { instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
+        if physical_devices.is_empty() {
+            return Err(HarnessError::NoDevice {
+                driver_files: std::env::var("VK_DRIVER_FILES").unwrap_or_else(|_| "<unset>".into()),
+            });
+        }
+        let index = match std::env::var(DEVICE_INDEX_ENV) {
+            Ok(v) => v.trim().parse::<usize>().unwrap_or(usize::MAX),
+            Err(_) => 0,
+        };
+        let Some(&physical_device) = physical_devices.get(index) else {
+            return Err(HarnessError::BadDeviceIndex {
+                index,
+                count: physical_devices.len(),
+            });
+        };
+        // SAFETY: `physical_device` came from this live instance.
+        let (properties, memory_properties, families, device_extensions) = unsafe {
+            (
+                instance.get_physical_device_properties(physical_device),
+                instance.get_physical_device_memory_properties(physical_device),
+                instance.get_physical_device_queue_family_properties(physical_device),
+                instance
+                    .enumerate_device_extension_properties(physical_device)
+                    .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?,
+            )
+        };
+        let name = name_of(&properties.device_name);
+        if properties.api_version < vk::API_VERSION_1_1 {
+            return Err(HarnessError::TooOld {
+                name,
+                version: version_string(properties.api_version),
+            });
+        }
+        let api_version = api_version.min(properties.api_version);
+
+        // Prefer a family that does everything, then compute, then transfer.
+        let family_score = |flags: vk::QueueFlags| {
+            if flags.contains(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE) {
+                3
+            } else if flags.contains(vk::QueueFlags::COMPUTE) {
+                2
+            } else if flags.contains(vk::QueueFlags::TRANSFER) {
+                1
+            } else {
+                0
+            }
+        };
+        let queue_family = families
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.queue_count > 0 && family_score(f.queue_flags) > 0)
+            .max_by_key(|(i, f)| (family_score(f.queue_flags), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i as u32)
+            .ok_or_else(|| HarnessError::NoQueue(name.clone()))?;
+
+        // --- device --------------------------------------------------------
+        let memory_budget = device_extensions
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
+        let mut device_extension_names: Vec<*const c_char> = Vec::new();
+        if memory_budget {
+            device_extension_names.push(ash::ext::memory_budget::NAME.as_ptr());
+        }
+        let priorities = [1.0f32];
+        let queue_infos = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(queue_family)
+            .queue_priorities(&priorities)];
+        let device_info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queue_infos)
+            .enabled_extension_names(&device_extension_names);
+        // SAFETY: the physical device belongs to the live instance; the
+        // family index and extensions were read from it; the create info
+        // outlives the call.
+        let device = unsafe { instance.create_device(physical_device, &device_info, None) }
+            .map_err(vk_err("vkCreateDevice"))?;
+        partial.device = Some(device.clone());
+
+        // SAFETY: the device was created with one queue in `queue_family`.
+        let queue = unsafe { device.get_device_queue(queue_family, 0) };
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(queue_family)
+            .flags(vk::CommandPoolCreateFlags::TRANSIENT);
+        // SAFETY: the device is live; the family exists on it.
+        partial.pool =
+            unsafe { device.create_command_pool(&pool_info, None) }.map_err(vk_err("vkCreateCommandPool"))?;
+
+        // --- allocator -----------------------------------------------------
+        // SAFETY: `device` was created from `physical_device` of `instance`,
+        // with VK_EXT_memory_budget enabled exactly when `memory_budget` is
+        // true; the context keeps the device alive until the allocator is
+        // dropped (`finish` and `Drop` drop the allocator first).
+        let ash_device = unsafe {
+            AshDevice::new(
+                &instance,
+                physical_device,
+                device.clone(),
+                AshDeviceOptions { memory_budget },
+            )
+        };
+        let allocator = Allocator::new(ash_device, desc).map_err(HarnessError::Allocator)?;
+
+        let info = DeviceInfo {
+            name,
+            api_version,
+            validation,
+            memory_budget,
+            limits: properties.limits,
+            memory_properties,
+        };
+        eprintln!(
+            "GPU test harness: {} (Vulkan {}), validation {}, memory budget {}",
+            info.name,
+            version_string(info.api_version),
+            if validation { "on" } else { "OFF" },
+            if memory_budget { "on" } else { "off" },
+        );
+
+        // Success: take the handles out of `partial` so its Drop leaves them.
+        let pool = std::mem::replace(&mut partial.pool, vk::CommandPool::null());
+        partial.device = None;
+        partial.instance = None;
+        let debug = partial.debug.take();
+        let counters = std::mem::take(&mut partial.counters);
+        // `counters` moved out of `partial` but the Box's heap address, which
+        // the messenger holds, is unchanged.
+        let entry = partial.entry.clone();
+        drop(partial);
+
+        Ok(GpuContext {
+            allocator: Some(Arc::new(allocator)),
+            device,
+            instance,
+            physical_device,
+            queue_family,
+            submit: Mutex::new(Submitter { queue, pool }),
+            debug,
+            counters,
+            info,
+            finished: false,
+            _entry: entry,
+        })
+    }
+
+    /// The allocator. Clone the `Arc` to share it with threads; every clone
+    /// must be dropped before [`GpuContext::finish`].
+    pub fn allocator(&self) -> &Arc<GpuAllocator> {
+        self.allocator.as_ref().expect("the allocator is only taken by finish/drop")
+    }
+
+    /// The logical device.
+    pub fn device(&self) -> &ash::Device {
+        &self.device
+    }
+
+    /// The instance.
+    pub fn instance(&self) -> &ash::Instance {
+        &self.instance
+    }
+
+    /// The physical device in use.
+    pub fn physical_device(&self) -> vk::PhysicalDevice {
+        self.physical_device
+    }
+
+    /// The queue family of the one queue.
+    pub fn queue_family(&self) -> u32 {
+        self.queue_family
+    }
+
+    /// What the harness learnt about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Validation messages of error severity so far.
+    pub fn validation_errors(&self) -> u32 {
+        self.counters.errors()
+    }
+
+    /// Validation messages of warning severity so far.
+    pub fn validation_warnings(&self) -> u32 {
+        self.counters.warnings()
+    }
+
+    /// Returns the number of validation errors so far and forgets them: for
+    /// a test that provokes an error on purpose, so [`GpuContext::finish`]
+    /// still passes.
+    pub fn take_validation_errors(&self) -> u32 {
+        self.counters.take_errors()
+    }
+
+    /// Records commands with `record`, submits them on the queue and waits
+    /// for them to finish. Returns what `record` returns.
+    ///
+    /// Calls from several threads are serialized.
+    ///
+    /// # Panics
+    /// If a Vulkan call fails (a test failure).
+    pub fn one_shot<R>(&self, record: impl FnOnce(vk::CommandBuffer) -> R) -> R {
+        let submit = self.submit.lock();
+        let alloc_info = vk::CommandBufferAllocateInfo::default()
+            .command_pool(submit.pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: the pool belongs to this device and is externally
+        // synchronized by the `submit` lock held for the whole function.
+        let cmd = unsafe { self.device.allocate_command_buffers(&alloc_info) }
+            .expect("vkAllocateCommandBuffers failed")[0];
+        let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        // SAFETY: `cmd` was just allocated and is in the initial state.
+        unsafe { self.device.begin_command_buffer(cmd, &begin) }.expect("vkBeginCommandBuffer failed");
+        let result = record(cmd);
+        // SAFETY: `cmd` is recording; the fence is new; the queue is
+        // externally synchronized by the `submit` lock; waiting on the fence
+        // before freeing the command buffer and the fence makes both idle.
+        unsafe {
+            self.device.end_command_buffer(cmd).expect("vkEndCommandBuffer failed");
+            let fence = self
+                .device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .expect("vkCreateFence failed");
+            let cmds = [cmd];
+            let submit_info = vk::SubmitInfo::default().command_buffers(&cmds);
+            self.device
+                .queue_submit(submit.queue, &[submit_info], fence)
+                .expect("vkQueueSubmit failed");
+            self.device
+                .wait_for_fences(&[fence], true, u64::MAX)
+                .expect("vkWaitForFences failed");
+            self.device.destroy_fence(fence, None);
+            self.device.free_command_buffers(submit.pool, &cmds);
+        }
+        result
+    }
+
+    /// Checks that the allocator's invariants hold ([`Allocator::validate`])
+    /// and that its statistics count no live allocation.
+    ///
+    /// # Panics
+    /// If either does not hold, with the allocator's summary.
+    pub fn assert_no_live_allocations(&self) {
+        let allocator = self.allocator();
+        if let Err(err) = allocator.validate() {
+            panic!("allocator invariant broken: {err}\n{}", allocator.summary());
+        }
+        let stats = allocator.statistics();
+        assert_eq!(
+            stats.total.allocation_count,
+            0,
+            "the allocator still counts {} live allocation(s) ({} B) after everything was freed:\n{}",
+            stats.total.allocation_count,
+            stats.total.allocation_bytes,
+            allocator.summary()
+        );
+    }
+
+    /// Destroys the allocator, the device and the instance in that order,
+    /// then panics if the validation layer reported any error during the
+    /// test. Every test ends with it.
+    ///
+    /// # Panics
+    /// If a validation error was reported, or if a clone of
+    /// [`GpuContext::allocator`] is still alive (it would outlive the device).
+    pub fn finish(mut self) {
+        self.finished = true;
+        self.teardown();
+        let errors = self.counters.errors();
+        if errors > 0 {
+            panic!(
+                "the validation layer reported {errors} error(s) during this test (warnings: {}); \
+                 the first:\n{}",
+                self.counters.warnings(),
+                self.counters.first_errors().join("\n")
+            );
+        }
+    }
+
+    fn teardown(&mut self) {
+        if let Some(allocator) = self.allocator.take() {
+            match Arc::try_unwrap(allocator) {
+                Ok(allocator) => drop(allocator),
+                Err(shared) => {
+                    let count = Arc::strong_count(&shared);
+                    // Leak it rather than free memory behind a live user's back.
+                    std::mem::forget(shared);
+                    if !std::thread::panicking() {
+                        panic!(
+                            "GpuContext torn down while {} other clone(s) of the allocator Arc are \
+                             alive: drop them (join the threads) before ctx.finish()",
+                            count - 1
+                        );
+                    }
+                    return;
+                }
+            }
+        }
+        let pool = std::mem::replace(&mut self.submit.lock().pool, vk::CommandPool::null());
+        // SAFETY: the allocator, the only other user of the device, is gone;
+        // every submission was waited for in `one_shot`; children are
+        // destroyed before parents, and the messenger before the instance,
+        // while the counters it points at are still alive.
+        unsafe {
+            if pool != vk::CommandPool::null() {
+                self.device.device_wait_idle().ok();
+                self.device.destroy_command_pool(pool, None);
+                self.device.destroy_device(None);
+                if let Some((loader, messenger)) = self.debug.take() {
+                    loader.destroy_debug_utils_messenger(messenger, None);
+                }
+                self.instance.destroy_instance(None);
+            }
+        }
+    }
+}
+
+impl Drop for GpuContext {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let panicking = std::thread::panicking();
+        self.teardown();
+        if !panicking {
+            let errors = self.counters.errors();
+            assert!(
+                errors == 0,
+                "the validation layer reported {errors} error(s) during this test; the first:\n{}",
+                self.counters.first_errors().join("\n")
+            );
+        }
+    }
+}

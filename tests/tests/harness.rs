@@ -1,0 +1,79 @@
+//! The harness itself: a validation error must fail the test that caused it,
+//! and contexts must not see each other's messages.
+
+use ash::vk;
+use gpu_tests::GpuContext;
+
+/// Creates and destroys a buffer with an empty usage mask: invalid usage
+/// (VUID-VkBufferCreateInfo-usage-requiredbitmask) that the validation layer
+/// reports and every driver tolerates.
+fn provoke_validation_error(ctx: &GpuContext) {
+    let info = vk::BufferCreateInfo::default()
+        .size(64)
+        .usage(vk::BufferUsageFlags::empty())
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // SAFETY: the create info is well formed apart from the empty usage mask,
+    // which drivers accept (it only limits what the buffer may be used for);
+    // the buffer is never bound or used, and destroyed at once.
+    unsafe {
+        if let Ok(buffer) = ctx.device().create_buffer(&info, None) {
+            ctx.device().destroy_buffer(buffer, None);
+        }
+    }
+}
+
+/// Whether this run must have validation (set by `cargo xtask test`); without
+/// it, the checks below can't observe anything and only say so.
+fn validation_or_explain(ctx: &GpuContext) -> bool {
+    if ctx.info().validation {
+        return true;
+    }
+    assert!(
+        std::env::var("VKALLOC_REQUIRE_VALIDATION").as_deref() != Ok("1"),
+        "validation required but the context runs without it"
+    );
+    eprintln!("validation layer absent: the harness self-test has nothing to observe");
+    false
+}
+
+#[test]
+fn a_clean_context_reports_nothing() {
+    let ctx = GpuContext::for_test();
+    ctx.one_shot(|_cmd| {});
+    assert_eq!(ctx.validation_errors(), 0);
+    ctx.finish();
+}
+
+#[test]
+fn validation_errors_are_counted_per_context() {
+    let ctx = GpuContext::for_test();
+    if !validation_or_explain(&ctx) {
+        ctx.finish();
+        return;
+    }
+    let bystander = GpuContext::for_test();
+    provoke_validation_error(&ctx);
+    assert!(ctx.validation_errors() >= 1, "the validation error was not counted");
+    assert_eq!(bystander.validation_errors(), 0, "another context's error leaked into this one");
+    assert!(ctx.take_validation_errors() >= 1);
+    assert_eq!(ctx.validation_errors(), 0);
+    ctx.finish();
+    bystander.finish();
+}
+
+#[test]
+fn finish_fails_the_test_after_a_validation_error() {
+    let ctx = GpuContext::for_test();
+    if !validation_or_explain(&ctx) {
+        ctx.finish();
+        return;
+    }
+    provoke_validation_error(&ctx);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || ctx.finish()));
+    let panic = outcome.expect_err("finish() passed although the validation layer reported an error");
+    let message = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("validation layer reported"), "unexpected panic: {message}");
+}

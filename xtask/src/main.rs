@@ -1,0 +1,556 @@
+//! `cargo xtask`: the project's two commands (and a third for benchmarks).
+//!
+//! ```text
+//! cargo xtask test  [--driver lavapipe|system|PATH.json]
+//! cargo xtask demo  [--driver ...] [-- ] [demo args...]
+//! cargo xtask bench [--driver ...] [-- ] [bench args...]
+//! cargo xtask setup
+//! ```
+//!
+//! Every command first makes sure the system packages the project needs are
+//! installed (Vulkan loader, lavapipe, validation layers, shader tools, Xvfb),
+//! installing them with `apt-get` when running as root, then pins the Vulkan
+//! driver for the child processes (lavapipe unless told otherwise) and runs
+//! `cargo`.
+//!
+//! The crate has no dependencies so that it compiles in a second or two.
+
+use std::env;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+/// Debian packages every command needs, with what each is for.
+const PACKAGES: &[(&str, &str)] = &[
+    ("libvulkan1", "the Vulkan loader"),
+    ("mesa-vulkan-drivers", "lavapipe, the CPU Vulkan driver"),
+    ("vulkan-validationlayers", "VK_LAYER_KHRONOS_validation"),
+    ("vulkan-tools", "vulkaninfo, for diagnosing drivers"),
+    ("glslang-tools", "glslangValidator, to compile shaders"),
+    ("spirv-tools", "spirv-val, to validate compiled shaders"),
+    ("xvfb", "a virtual X server for `demo --window` without a display"),
+];
+
+/// Where Vulkan drivers (ICDs) describe themselves on Debian.
+const ICD_DIRS: &[&str] = &["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"];
+
+/// Set by xtask so the GPU test harness fails when the validation layer is missing.
+const REQUIRE_VALIDATION: &str = "VKALLOC_REQUIRE_VALIDATION";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("\nxtask: error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error that ends the command, with what to do about it.
+#[derive(Debug)]
+struct XtaskError(String);
+
+impl fmt::Display for XtaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+type Result<T, E = XtaskError> = std::result::Result<T, E>;
+
+fn fail<T>(message: impl Into<String>) -> Result<T> {
+    Err(XtaskError(message.into()))
+}
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [--driver lavapipe|system|PATH.json] [--] [args...]
+
+commands:
+  test    install what is missing, then fmt check, clippy, doc, and every test
+          on lavapipe with the validation layer on
+  demo    install what is missing, then run the demo renderer (release build);
+          arguments after the command (or after --) go to the renderer
+  bench   install what is missing, then run the benchmarks (release build);
+          arguments go to the bench binary
+  setup   only install what is missing and print the Vulkan environment
+
+--driver lavapipe   (default) use Mesa's CPU driver, whatever GPUs the machine has
+--driver system     use whatever drivers the Vulkan loader finds (real GPUs)
+--driver PATH.json  use the driver described by this ICD manifest
+If VK_DRIVER_FILES or VK_ICD_FILENAMES is set, it is respected unless --driver is given.
+VKALLOC_DEVICE_INDEX=N picks the N-th physical device (default 0).";
+
+/// Which Vulkan driver the child processes see.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Driver {
+    /// Not given on the command line: lavapipe, unless the user set the
+    /// loader's variables already.
+    Default,
+    /// Mesa's lavapipe.
+    Lavapipe,
+    /// Whatever the loader finds.
+    System,
+    /// One ICD manifest.
+    Manifest(PathBuf),
+}
+
+/// The parsed command line.
+#[derive(Debug)]
+struct Invocation {
+    command: String,
+    driver: Driver,
+    rest: Vec<String>,
+}
+
+fn parse(args: Vec<String>) -> Result<Invocation> {
+    let mut iter = args.into_iter();
+    let command = match iter.next() {
+        Some(c) if c == "-h" || c == "--help" || c == "help" => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        Some(c) => c,
+        None => return fail(format!("no command given\n\n{USAGE}")),
+    };
+    let mut driver = Driver::Default;
+    let mut rest = Vec::new();
+    let mut passthrough = false;
+    while let Some(arg) = iter.next() {
+        if passthrough {
+            rest.push(arg);
+            continue;
+        }
+        let value = if arg == "--driver" {
+            match iter.next() {
+                Some(v) => v,
+                None => return fail("--driver needs a value: lavapipe, system or a path to an ICD .json"),
+            }
+        } else if let Some(v) = arg.strip_prefix("--driver=") {
+            v.to_string()
+        } else if arg == "--" {
+            passthrough = true;
+            continue;
+        } else {
+            rest.push(arg);
+            continue;
+        };
+        driver = match value.as_str() {
+            "lavapipe" | "lvp" => Driver::Lavapipe,
+            "system" => Driver::System,
+            path if path.ends_with(".json") => Driver::Manifest(PathBuf::from(path)),
+            other => {
+                return fail(format!(
+                    "unknown driver {other:?}: use lavapipe, system, or a path to an ICD manifest (.json)"
+                ))
+            }
+        };
+    }
+    Ok(Invocation {
+        command,
+        driver,
+        rest,
+    })
+}
+
+fn run(args: Vec<String>) -> Result<()> {
+    let invocation = parse(args)?;
+    let root = repo_root()?;
+    env::set_current_dir(&root)
+        .map_err(|e| XtaskError(format!("cannot enter the repository root {}: {e}", root.display())))?;
+    match invocation.command.as_str() {
+        "setup" => {
+            let env = prepare(&invocation.driver)?;
+            env.print();
+            println!("xtask setup: done");
+            Ok(())
+        }
+        "test" => {
+            if !invocation.rest.is_empty() {
+                return fail(format!(
+                    "`cargo xtask test` takes no arguments besides --driver (got {:?}); \
+                     run `cargo test -p gpu-tests ...` directly for a subset",
+                    invocation.rest
+                ));
+            }
+            test(&invocation.driver)
+        }
+        "demo" => {
+            let env = prepare(&invocation.driver)?;
+            env.print();
+            let mut command = cargo();
+            command.args(["run", "--release", "-p", "demo-renderer", "--"]);
+            command.args(&invocation.rest);
+            let windowed = invocation.rest.iter().any(|a| a == "--window");
+            let no_display = env::var_os("DISPLAY").is_none() && env::var_os("WAYLAND_DISPLAY").is_none();
+            let mut command = if windowed && no_display {
+                println!("xtask: no DISPLAY or WAYLAND_DISPLAY: running the window under Xvfb (xvfb-run -a)");
+                wrap_in_xvfb(command)
+            } else {
+                command
+            };
+            env.apply(&mut command);
+            run_step("demo", &mut command).map(|_| ())
+        }
+        "bench" => {
+            let env = prepare(&invocation.driver)?;
+            env.print();
+            let mut command = cargo();
+            command.args(["run", "--release", "-p", "bench", "--"]);
+            command.args(&invocation.rest);
+            env.apply(&mut command);
+            run_step("bench", &mut command).map(|_| ())
+        }
+        other => fail(format!("unknown command {other:?}\n\n{USAGE}")),
+    }
+}
+
+/// The workspace root: the parent of this crate's manifest directory.
+fn repo_root() -> Result<PathBuf> {
+    let manifest_dir = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    match manifest_dir.parent() {
+        Some(root) if root.join("Cargo.toml").is_file() => Ok(root.to_path_buf()),
+        _ => fail(format!(
+            "cannot find the workspace root above {}; run `cargo xtask` from inside the repository",
+            manifest_dir.display()
+        )),
+    }
+}
+
+/// `cargo`, the same one that runs xtask.
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo")))
+}
+
+fn wrap_in_xvfb(inner: Command) -> Command {
+    let mut command = Command::new("xvfb-run");
+    command.args(["-a", "-s", "-screen 0 1920x1080x24"]);
+    command.arg(inner.get_program());
+    command.args(inner.get_args());
+    command
+}
+
+/// Runs one step, streaming its output; fails with the step's name.
+fn run_step(name: &str, command: &mut Command) -> Result<Duration> {
+    println!("\n==> {name}: {}", describe(command));
+    let start = Instant::now();
+    let status = command
+        .status()
+        .map_err(|e| XtaskError(format!("{name}: cannot start {:?}: {e}", command.get_program())))?;
+    let elapsed = start.elapsed();
+    if status.success() {
+        println!("==> {name}: ok ({})", seconds(elapsed));
+        Ok(elapsed)
+    } else {
+        fail(format!("step `{name}` failed ({status}) after {}", seconds(elapsed)))
+    }
+}
+
+fn describe(command: &Command) -> String {
+    let mut text = command.get_program().to_string_lossy().into_owned();
+    for arg in command.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}
+
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 60.0 {
+        format!("{}m{:04.1}s", (s / 60.0) as u64, s % 60.0)
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// `cargo xtask test`
+
+fn test(driver: &Driver) -> Result<()> {
+    let total = Instant::now();
+    let env = prepare(driver)?;
+    env.print();
+    require_cargo_component("fmt", "rustfmt")?;
+    require_cargo_component("clippy", "clippy")?;
+
+    let mut timings: Vec<(&str, Duration)> = Vec::new();
+
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    timings.push(("fmt", run_step("fmt", &mut fmt).map_err(|e| hint(e, "run `cargo fmt --all` to fix"))?));
+
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    timings.push(("clippy", run_step("clippy", &mut clippy)?));
+
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps"]);
+    doc.env("RUSTDOCFLAGS", rustdocflags());
+    timings.push(("doc", run_step("doc", &mut doc)?));
+
+    let mut tests = cargo();
+    tests.args(["test", "--workspace"]);
+    env.apply(&mut tests);
+    tests.env(REQUIRE_VALIDATION, "1");
+    // Backtraces make a failing GPU test's panic say where it came from.
+    if env::var_os("RUST_BACKTRACE").is_none() {
+        tests.env("RUST_BACKTRACE", "1");
+    }
+    timings.push(("test", run_step("test", &mut tests)?));
+
+    let summary: Vec<String> = timings.iter().map(|(n, d)| format!("{n} {}", seconds(*d))).collect();
+    println!(
+        "\nxtask test: OK: fmt, clippy, doc and tests all passed in {} ({})",
+        seconds(total.elapsed()),
+        summary.join(", ")
+    );
+    Ok(())
+}
+
+/// `-D warnings` added to whatever RUSTDOCFLAGS the user has.
+fn rustdocflags() -> String {
+    match env::var("RUSTDOCFLAGS") {
+        Ok(flags) if !flags.trim().is_empty() => format!("{flags} -D warnings"),
+        _ => "-D warnings".to_string(),
+    }
+}
+
+fn hint(err: XtaskError, what: &str) -> XtaskError {
+    XtaskError(format!("{err}; {what}"))
+}
+
+fn require_cargo_component(subcommand: &str, component: &str) -> Result<()> {
+    let ok = cargo()
+        .args([subcommand, "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if ok {
+        Ok(())
+    } else {
+        fail(format!(
+            "`cargo {subcommand}` is not available: install it with `rustup component add {component}`"
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Setup: system packages and the Vulkan environment
+
+/// Environment variables for child processes that touch Vulkan.
+#[derive(Debug, Default)]
+struct VulkanEnv {
+    set: Vec<(&'static str, OsString)>,
+    remove: Vec<&'static str>,
+    note: String,
+}
+
+impl VulkanEnv {
+    fn apply(&self, command: &mut Command) {
+        for name in &self.remove {
+            command.env_remove(name);
+        }
+        for (name, value) in &self.set {
+            command.env(name, value);
+        }
+    }
+
+    fn print(&self) {
+        println!("xtask: Vulkan driver: {}", self.note);
+        for (name, value) in &self.set {
+            println!("xtask:   {name}={}", value.to_string_lossy());
+        }
+    }
+}
+
+/// Installs what is missing and works out the Vulkan environment.
+fn prepare(driver: &Driver) -> Result<VulkanEnv> {
+    ensure_packages()?;
+    vulkan_env(driver)
+}
+
+fn vulkan_env(driver: &Driver) -> Result<VulkanEnv> {
+    let user_set = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"]
+        .iter()
+        .find_map(|name| env::var_os(name).filter(|v| !v.is_empty()).map(|v| (*name, v)));
+    let mut out = VulkanEnv::default();
+    let manifest = match (driver, user_set) {
+        (Driver::Default, Some((name, value))) => {
+            out.note = format!("as set by the user ({name}={})", value.to_string_lossy());
+            return Ok(out);
+        }
+        (Driver::System, _) => {
+            out.remove = vec!["VK_DRIVER_FILES", "VK_ICD_FILENAMES"];
+            out.note = "every driver the Vulkan loader finds (--driver system)".to_string();
+            return Ok(out);
+        }
+        (Driver::Default | Driver::Lavapipe, _) => {
+            out.note = "lavapipe (Mesa's CPU driver); pass --driver system for a real GPU".to_string();
+            find_lavapipe()?
+        }
+        (Driver::Manifest(path), _) => {
+            if !path.is_file() {
+                return fail(format!("--driver {}: no such ICD manifest", path.display()));
+            }
+            out.note = format!("the ICD manifest {}", path.display());
+            path.canonicalize().unwrap_or_else(|_| path.clone())
+        }
+    };
+    // VK_DRIVER_FILES is the loader's current name (1.3.207+); older loaders
+    // read VK_ICD_FILENAMES. Set both to the same file.
+    out.set.push(("VK_DRIVER_FILES", manifest.clone().into_os_string()));
+    out.set.push(("VK_ICD_FILENAMES", manifest.into_os_string()));
+    Ok(out)
+}
+
+/// The lavapipe ICD manifest for this machine's architecture.
+fn find_lavapipe() -> Result<PathBuf> {
+    let arch = env::consts::ARCH;
+    let mut candidates = Vec::new();
+    for dir in ICD_DIRS {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("lvp_icd") && name.ends_with(".json") {
+                candidates.push(entry.path());
+            }
+        }
+    }
+    candidates.sort();
+    let for_arch = candidates
+        .iter()
+        .find(|p| file_name(p).contains(&format!(".{arch}.")))
+        .or_else(|| candidates.iter().find(|p| file_name(p) == "lvp_icd.json"));
+    match for_arch {
+        Some(path) => Ok(path.clone()),
+        None if candidates.is_empty() => fail(format!(
+            "no lavapipe driver manifest (lvp_icd*.json) in {}: install mesa-vulkan-drivers, \
+             or pass --driver system to use another driver",
+            ICD_DIRS.join(" or ")
+        )),
+        None => fail(format!(
+            "lavapipe manifests found ({}) but none for this architecture ({arch}): \
+             install mesa-vulkan-drivers:{} or pass --driver PATH.json",
+            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            debian_arch()
+        )),
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn debian_arch() -> &'static str {
+    match env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "i386",
+        other => other,
+    }
+}
+
+/// Installs the missing Debian packages when root; otherwise says how and fails.
+fn ensure_packages() -> Result<()> {
+    if Command::new("dpkg-query").arg("--version").output().is_err() {
+        println!(
+            "xtask: dpkg-query not found: not a Debian-like system, so nothing is installed. \
+             Make sure the Vulkan loader, a Vulkan driver, the Khronos validation layers, \
+             glslang and spirv-tools are installed."
+        );
+        return Ok(());
+    }
+    let missing: Vec<&str> = PACKAGES
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !package_installed(name))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    println!("xtask: missing system packages:");
+    for (name, why) in PACKAGES.iter().filter(|(n, _)| missing.contains(n)) {
+        println!("xtask:   {name} ({why})");
+    }
+    if !is_root() {
+        return fail(format!(
+            "not root, so not installing them; run\n\n    sudo apt-get install -y {}\n\nthen run the command again",
+            missing.join(" ")
+        ));
+    }
+    let mut update = Command::new("apt-get");
+    update.args(["update", "-q"]);
+    update.env("DEBIAN_FRONTEND", "noninteractive");
+    run_step("apt-get update", &mut update)?;
+    let mut install = Command::new("apt-get");
+    install.args(["install", "-y", "-q", "--no-install-recommends"]);
+    install.args(&missing);
+    install.env("DEBIAN_FRONTEND", "noninteractive");
+    run_step("apt-get install", &mut install)?;
+    let still: Vec<&str> = missing.iter().copied().filter(|n| !package_installed(n)).collect();
+    if still.is_empty() {
+        Ok(())
+    } else {
+        fail(format!("apt-get ran but these packages are still missing: {}", still.join(" ")))
+    }
+}
+
+fn package_installed(name: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${db:Status-Abbrev}", name])
+        .output()
+        .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).starts_with("ii"))
+        .unwrap_or(false)
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_driver_and_passthrough() {
+        let inv = parse(args(&["demo", "--driver", "system", "--frames", "3", "--", "--driver", "x"])).unwrap();
+        assert_eq!(inv.command, "demo");
+        assert_eq!(inv.driver, Driver::System);
+        assert_eq!(inv.rest, args(&["--frames", "3", "--driver", "x"]));
+    }
+
+    #[test]
+    fn parses_driver_equals_and_manifest() {
+        let inv = parse(args(&["test", "--driver=/x/lvp_icd.x86_64.json"])).unwrap();
+        assert_eq!(inv.driver, Driver::Manifest(PathBuf::from("/x/lvp_icd.x86_64.json")));
+        assert!(inv.rest.is_empty());
+    }
+
+    #[test]
+    fn rejects_unknown_driver() {
+        assert!(parse(args(&["test", "--driver", "nvidia"])).is_err());
+        assert!(parse(args(&["test", "--driver"])).is_err());
+    }
+
+    #[test]
+    fn defaults_to_lavapipe_choice() {
+        let inv = parse(args(&["bench"])).unwrap();
+        assert_eq!(inv.driver, Driver::Default);
+    }
+}
