@@ -17,7 +17,7 @@ use crate::budget::Budgets;
 use crate::desc::{AllocationDesc, DedicatedPolicy, DriverDedicated};
 use crate::device::{MappedRange, MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
-use crate::memory::{self, MemoryRequest, ObjectCount, PoolCaps};
+use crate::memory::{self, Doomed, MemoryRequest, ObjectCount, PoolCaps};
 use crate::pool::{PoolDesc, PoolId};
 use crate::range::{Range, RangeRequest};
 use crate::select::{self, HeapRoom, MemoryUsage, SelectError, TypeRequest};
@@ -225,8 +225,12 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
         extra_required: MemoryPropertyFlags,
     ) -> Result<Allocation, Error> {
-        let candidates =
-            self.rank_types(desc.options.usage, desc.memory_type_bits, desc, extra_required)?;
+        let candidates = self.rank_types(
+            desc.options.usage,
+            desc.memory_type_bits,
+            desc,
+            extra_required,
+        )?;
         let mut last_error = None;
         for memory_type in candidates {
             match self.allocate_in_type(memory_type, desc) {
@@ -315,7 +319,12 @@ impl<D: MemoryDevice> Allocator<D> {
     /// # Errors
     /// [`Error::OutOfBounds`] for a range outside the allocation;
     /// [`Error::Device`] if the driver fails.
-    pub fn flush(&self, allocation: &MappedAllocation, offset: u64, size: u64) -> Result<(), Error> {
+    pub fn flush(
+        &self,
+        allocation: &MappedAllocation,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), Error> {
         match self.mapped_range(allocation, offset, size)? {
             Some(range) => memory::flush(&self.device, &range),
             None => Ok(()),
@@ -385,20 +394,31 @@ impl<D: MemoryDevice> Allocator<D> {
     /// creating the first blocks.
     pub fn create_pool(&self, desc: &PoolDesc) -> Result<PoolId, Error> {
         if desc.max_blocks == 0 || desc.min_blocks > desc.max_blocks {
-            return Err(Error::InvalidPool("need 0 < max_blocks and min_blocks <= max_blocks"));
+            return Err(Error::InvalidPool(
+                "need 0 < max_blocks and min_blocks <= max_blocks",
+            ));
         }
         let memory_type = match desc.memory_type {
             Some(t) if (t as usize) < self.types.len() => t,
-            Some(_) => return Err(Error::InvalidPool("memory_type is not a type of this device")),
+            Some(_) => {
+                return Err(Error::InvalidPool(
+                    "memory_type is not a type of this device",
+                ))
+            }
             None => {
                 let probe = AllocationDesc {
                     size: desc.block_size.max(1),
                     memory_type_bits: desc.memory_type_bits,
                     ..AllocationDesc::default()
                 };
-                self.rank_types(desc.usage, desc.memory_type_bits, &probe, MemoryPropertyFlags::NONE)?
-                    .next()
-                    .expect("ranking returns at least one type")
+                self.rank_types(
+                    desc.usage,
+                    desc.memory_type_bits,
+                    &probe,
+                    MemoryPropertyFlags::NONE,
+                )?
+                .next()
+                .expect("ranking returns at least one type")
             }
         };
         let ts = &self.types[memory_type as usize];
@@ -409,7 +429,9 @@ impl<D: MemoryDevice> Allocator<D> {
         };
         if let Some(budget) = desc.budget {
             if budget < block_size.saturating_mul(desc.min_blocks as u64) {
-                return Err(Error::InvalidPool("budget is smaller than min_blocks blocks"));
+                return Err(Error::InvalidPool(
+                    "budget is smaller than min_blocks blocks",
+                ));
             }
         }
         let mut slots = self.pools.write();
@@ -611,7 +633,11 @@ impl<D: MemoryDevice> Allocator<D> {
             add_list(t as u32, None, &ts.list.lock());
         }
         for pool in self.live_pools() {
-            add_list(pool.memory_type, Some(pool.desc.name.clone()), &pool.list.lock());
+            add_list(
+                pool.memory_type,
+                Some(pool.desc.name.clone()),
+                &pool.list.lock(),
+            );
         }
         details
     }
@@ -712,6 +738,14 @@ impl<D: MemoryDevice> Allocator<D> {
 
     // ---- internals -------------------------------------------------------
 
+    fn memory_context(&self) -> memory::Context<'_> {
+        memory::Context {
+            device: &self.device,
+            objects: &self.objects,
+            budgets: &self.budgets,
+        }
+    }
+
     fn pool(&self, id: PoolId) -> Result<Arc<PoolState>, Error> {
         self.pools
             .read()
@@ -722,7 +756,11 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 
     fn live_pools(&self) -> Vec<Arc<PoolState>> {
-        self.pools.read().iter().filter_map(|s| s.pool.clone()).collect()
+        self.pools
+            .read()
+            .iter()
+            .filter_map(|s| s.pool.clone())
+            .collect()
     }
 
     fn rank_types(
@@ -757,10 +795,12 @@ impl<D: MemoryDevice> Allocator<D> {
                 memory_type_bits,
                 required: MemoryPropertyFlags::NONE,
             },
-            SelectError::NoTypeWithRequiredFlags { required, .. } => Error::NoCompatibleMemoryType {
-                memory_type_bits,
-                required,
-            },
+            SelectError::NoTypeWithRequiredFlags { required, .. } => {
+                Error::NoCompatibleMemoryType {
+                    memory_type_bits,
+                    required,
+                }
+            }
             SelectError::NoTypeWithinBudget { size, .. } => Error::NoTypeWithinBudget { size },
         })
     }
@@ -810,7 +850,11 @@ impl<D: MemoryDevice> Allocator<D> {
         })
     }
 
-    fn allocate_in_type(&self, memory_type: u32, desc: &AllocationDesc<'_>) -> Result<Allocation, Error> {
+    fn allocate_in_type(
+        &self,
+        memory_type: u32,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
         let ts = &self.types[memory_type as usize];
         if self.wants_dedicated(desc, ts.block_size)? {
             return self.allocate_dedicated(memory_type, desc, None);
@@ -842,7 +886,11 @@ impl<D: MemoryDevice> Allocator<D> {
         Err(last_error)
     }
 
-    fn allocate_in_pool(&self, pool: &Arc<PoolState>, desc: &AllocationDesc<'_>) -> Result<Allocation, Error> {
+    fn allocate_in_pool(
+        &self,
+        pool: &Arc<PoolState>,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
         let memory_type = pool.memory_type;
         if desc.memory_type_bits & (1 << memory_type) == 0 {
             return Err(Error::NoCompatibleMemoryType {
@@ -873,7 +921,12 @@ impl<D: MemoryDevice> Allocator<D> {
                 return Ok(self.finish(memory_type, Some(pool), &mut list, block, range, desc));
             }
         }
-        let block = self.create_shared_block(memory_type, block_size, desc.options.within_budget, Some(pool))?;
+        let block = self.create_shared_block(
+            memory_type,
+            block_size,
+            desc.options.within_budget,
+            Some(pool),
+        )?;
         let mut list = pool.list.lock();
         let index = list.insert(block);
         let range = list
@@ -904,9 +957,7 @@ impl<D: MemoryDevice> Allocator<D> {
     ) -> Result<Allocation, Error> {
         let ts = &self.types[memory_type as usize];
         let created = memory::create(
-            &self.device,
-            &self.objects,
-            &self.budgets,
+            self.memory_context(),
             &MemoryRequest {
                 memory_type,
                 heap: ts.heap,
@@ -952,9 +1003,7 @@ impl<D: MemoryDevice> Allocator<D> {
     ) -> Result<Block, Error> {
         let ts = &self.types[memory_type as usize];
         let created = memory::create(
-            &self.device,
-            &self.objects,
-            &self.budgets,
+            self.memory_context(),
             &MemoryRequest {
                 memory_type,
                 heap: ts.heap,
@@ -991,14 +1040,14 @@ impl<D: MemoryDevice> Allocator<D> {
             pool.counters.remove_block(block.size, dedicated);
         }
         memory::destroy(
-            &self.device,
-            &self.objects,
-            &self.budgets,
-            ts.heap,
-            block.memory,
-            block.size,
-            block.host_address,
-            pool.map(|p| (&p.caps, !dedicated)),
+            self.memory_context(),
+            Doomed {
+                heap: ts.heap,
+                memory: block.memory,
+                size: block.size,
+                host_address: block.host_address,
+                pool: pool.map(|p| (&p.caps, !dedicated)),
+            },
         );
     }
 
@@ -1022,7 +1071,10 @@ impl<D: MemoryDevice> Allocator<D> {
         let (list_ref, epoch) = match pool {
             Some(pool) => {
                 pool.counters.add_allocation(range.size);
-                (ListRef::Pool(pool.caps.id), pool.epoch.load(Ordering::Relaxed))
+                (
+                    ListRef::Pool(pool.caps.id),
+                    pool.epoch.load(Ordering::Relaxed),
+                )
             }
             None => (ListRef::Type(memory_type), 0),
         };
@@ -1081,8 +1133,14 @@ impl<D: MemoryDevice> Drop for Allocator<D> {
                     leak.size,
                     leak.offset,
                     leak.memory_type,
-                    leak.pool.as_deref().map(|p| format!(" in pool '{p}'")).unwrap_or_default(),
-                    leak.tag.as_deref().map(|t| format!(", tag '{t}'")).unwrap_or_default(),
+                    leak.pool
+                        .as_deref()
+                        .map(|p| format!(" in pool '{p}'"))
+                        .unwrap_or_default(),
+                    leak.tag
+                        .as_deref()
+                        .map(|t| format!(", tag '{t}'"))
+                        .unwrap_or_default(),
                 );
             }
         }

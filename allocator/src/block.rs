@@ -12,7 +12,9 @@ use crate::range::{
 };
 
 /// The algorithm a block list places allocations with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PoolAlgorithm {
     /// General purpose: TLSF, O(1) allocate and free in any order.
@@ -29,7 +31,10 @@ pub(crate) enum Algo {
     Tlsf(TlsfAllocator),
     Linear(LinearAllocator),
     /// A dedicated allocation: the whole block, one range.
-    Dedicated { kind: RangeKind, live: bool },
+    Dedicated {
+        kind: RangeKind,
+        live: bool,
+    },
 }
 
 /// One `VkDeviceMemory` object and what lives in it.
@@ -72,7 +77,12 @@ impl Block {
     }
 
     /// A dedicated block holding one live allocation of `kind`.
-    pub fn dedicated(memory: DeviceMemory, size: u64, host_address: usize, kind: RangeKind) -> Self {
+    pub fn dedicated(
+        memory: DeviceMemory,
+        size: u64,
+        host_address: usize,
+        kind: RangeKind,
+    ) -> Self {
         Self {
             memory,
             size,

@@ -59,7 +59,9 @@ impl BlockList {
             if index == self.hint {
                 continue;
             }
-            let block = self.blocks[index as usize].as_mut().expect("listed block exists");
+            let block = self.blocks[index as usize]
+                .as_mut()
+                .expect("listed block exists");
             if let Some(range) = block.allocate(request) {
                 self.hint = index;
                 return Some((index, range));
@@ -134,7 +136,12 @@ impl BlockList {
 
     /// Frees a range; returns the blocks that should now be destroyed: a
     /// dedicated block, or empty blocks beyond what the policy keeps.
-    pub fn free(&mut self, index: u32, id: RangeId, offset: u64) -> Result<Option<Block>, RangeError> {
+    pub fn free(
+        &mut self,
+        index: u32,
+        id: RangeId,
+        offset: u64,
+    ) -> Result<Option<Block>, RangeError> {
         let block = self.block_mut(index).ok_or(RangeError::UnknownId(id))?;
         block.free(id, offset)?;
         if !block.is_empty() {
@@ -152,7 +159,9 @@ impl BlockList {
         let mut empty = 0u32;
         let mut smallest: Option<(u32, u64)> = None;
         for &i in &self.shared {
-            let b = self.blocks[i as usize].as_ref().expect("listed block exists");
+            let b = self.blocks[i as usize]
+                .as_ref()
+                .expect("listed block exists");
             if b.is_empty() {
                 empty += 1;
                 if smallest.is_none_or(|(_, size)| b.size < size) {
@@ -174,7 +183,11 @@ impl BlockList {
             .shared
             .iter()
             .copied()
-            .filter(|&i| self.blocks[i as usize].as_ref().is_some_and(Block::is_empty))
+            .filter(|&i| {
+                self.blocks[i as usize]
+                    .as_ref()
+                    .is_some_and(Block::is_empty)
+            })
             .collect();
         for i in candidates {
             if self.shared.len() as u32 <= self.config.min_blocks {

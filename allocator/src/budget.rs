@@ -109,7 +109,12 @@ impl Budgets {
 
     /// Counts `bytes` of new device memory on `heap`. With `within_budget`,
     /// refuses (returning the view) when the heap would pass its budget.
-    pub fn reserve(&self, heap: u32, bytes: u64, within_budget: bool) -> Result<(), HeapBudgetView> {
+    pub fn reserve(
+        &self,
+        heap: u32,
+        bytes: u64,
+        within_budget: bool,
+    ) -> Result<(), HeapBudgetView> {
         if within_budget {
             let view = self.view(heap);
             if view.usage.saturating_add(bytes) > view.budget {

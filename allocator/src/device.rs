@@ -97,8 +97,14 @@ impl fmt::Debug for MemoryPropertyFlags {
             (MemoryPropertyFlags::HOST_CACHED, "HOST_CACHED"),
             (MemoryPropertyFlags::LAZILY_ALLOCATED, "LAZILY_ALLOCATED"),
             (MemoryPropertyFlags::PROTECTED, "PROTECTED"),
-            (MemoryPropertyFlags::DEVICE_COHERENT_AMD, "DEVICE_COHERENT_AMD"),
-            (MemoryPropertyFlags::DEVICE_UNCACHED_AMD, "DEVICE_UNCACHED_AMD"),
+            (
+                MemoryPropertyFlags::DEVICE_COHERENT_AMD,
+                "DEVICE_COHERENT_AMD",
+            ),
+            (
+                MemoryPropertyFlags::DEVICE_UNCACHED_AMD,
+                "DEVICE_UNCACHED_AMD",
+            ),
         ];
         if self.is_empty() {
             return f.write_str("NONE");
@@ -304,7 +310,10 @@ pub trait MemoryDevice: Send + Sync {
     /// - If `info.dedicated` is set, the handle names a live buffer or image of
     ///   this device that is not yet bound to memory, and `info.size` equals
     ///   its memory requirements' size.
-    unsafe fn allocate_memory(&self, info: &MemoryAllocateInfo) -> Result<DeviceMemory, DeviceError>;
+    unsafe fn allocate_memory(
+        &self,
+        info: &MemoryAllocateInfo,
+    ) -> Result<DeviceMemory, DeviceError>;
 
     /// `vkFreeMemory`.
     ///
@@ -341,4 +350,53 @@ pub trait MemoryDevice: Send + Sync {
     /// # Safety
     /// - As for [`Self::flush_ranges`].
     unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError>;
+}
+
+/// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
+/// while the allocator owns a clone.
+impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
+    fn memory_properties(&self) -> &MemoryProperties {
+        (**self).memory_properties()
+    }
+
+    fn limits(&self) -> &DeviceLimits {
+        (**self).limits()
+    }
+
+    fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {
+        (**self).heap_budgets(out)
+    }
+
+    unsafe fn allocate_memory(
+        &self,
+        info: &MemoryAllocateInfo,
+    ) -> Result<DeviceMemory, DeviceError> {
+        // SAFETY: the caller upholds the same contract for the inner device.
+        unsafe { (**self).allocate_memory(info) }
+    }
+
+    unsafe fn free_memory(&self, memory: DeviceMemory) {
+        // SAFETY: as above.
+        unsafe { (**self).free_memory(memory) }
+    }
+
+    unsafe fn map_memory(&self, memory: DeviceMemory) -> Result<NonNull<u8>, DeviceError> {
+        // SAFETY: as above.
+        unsafe { (**self).map_memory(memory) }
+    }
+
+    unsafe fn unmap_memory(&self, memory: DeviceMemory) {
+        // SAFETY: as above.
+        unsafe { (**self).unmap_memory(memory) }
+    }
+
+    unsafe fn flush_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
+        // SAFETY: as above.
+        unsafe { (**self).flush_ranges(ranges) }
+    }
+
+    unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
+        // SAFETY: as above.
+        unsafe { (**self).invalidate_ranges(ranges) }
+    }
 }

@@ -44,7 +44,9 @@ impl PoolCaps {
             let max = self.max_blocks;
             let full = self
                 .blocks
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| (b < max).then_some(b + 1))
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                    (b < max).then_some(b + 1)
+                })
                 .is_err();
             if full {
                 self.committed.fetch_sub(size, Ordering::AcqRel);
@@ -94,7 +96,9 @@ pub(crate) struct ObjectCount(pub AtomicU32);
 impl ObjectCount {
     fn reserve(&self, limit: u32) -> Result<(), Error> {
         self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
             .map(|_| ())
             .map_err(|_| Error::TooManyAllocations { limit })
     }
@@ -108,14 +112,33 @@ impl ObjectCount {
     }
 }
 
+/// What every memory object counts against: the device, the object count
+/// and the heap budgets.
+#[derive(Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub device: &'a dyn MemoryDevice,
+    pub objects: &'a ObjectCount,
+    pub budgets: &'a Budgets,
+}
+
+/// A memory object to destroy, with what it was counted against.
+pub(crate) struct Doomed<'a> {
+    pub heap: u32,
+    pub memory: DeviceMemory,
+    pub size: u64,
+    pub host_address: usize,
+    /// The pool it belongs to, and whether it is a shared block there.
+    pub pool: Option<(&'a PoolCaps, bool)>,
+}
+
 /// Creates (and maps) a memory object, reserving everything it counts
 /// against first; on any failure every reservation is given back.
-pub(crate) fn create(
-    device: &dyn MemoryDevice,
-    objects: &ObjectCount,
-    budgets: &Budgets,
-    request: &MemoryRequest<'_>,
-) -> Result<CreatedMemory, Error> {
+pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<CreatedMemory, Error> {
+    let Context {
+        device,
+        objects,
+        budgets,
+    } = cx;
     let limits = device.limits();
     if request.size > limits.max_memory_allocation_size {
         return Err(Error::TooLarge {
@@ -199,16 +222,19 @@ pub(crate) fn create(
 /// The caller guarantees that no allocation in it is still handed out, or
 /// that the allocator is being dropped (resources still bound to it are then
 /// the caller's leak, reported before this is called).
-pub(crate) fn destroy(
-    device: &dyn MemoryDevice,
-    objects: &ObjectCount,
-    budgets: &Budgets,
-    heap: u32,
-    memory: DeviceMemory,
-    size: u64,
-    host_address: usize,
-    pool: Option<(&PoolCaps, bool)>,
-) {
+pub(crate) fn destroy(cx: Context<'_>, doomed: Doomed<'_>) {
+    let Context {
+        device,
+        objects,
+        budgets,
+    } = cx;
+    let Doomed {
+        heap,
+        memory,
+        size,
+        host_address,
+        pool,
+    } = doomed;
     if host_address != 0 {
         // SAFETY: the memory was mapped by `create` and stays mapped until
         // here; no pointer into it outlives its allocations, which are gone.

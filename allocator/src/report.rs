@@ -48,12 +48,20 @@ pub fn summary(stats: &Statistics) -> String {
             out,
             "  heap {}{}: {} of {} ({} by us), budget {}{}",
             h.index,
-            if h.device_local { " (device-local)" } else { "" },
+            if h.device_local {
+                " (device-local)"
+            } else {
+                ""
+            },
             format_bytes(h.budget.usage),
             format_bytes(h.size),
             format_bytes(h.usage.block_bytes),
             format_bytes(h.budget.budget),
-            if h.budget.from_driver { "" } else { " (estimated)" }
+            if h.budget.from_driver {
+                ""
+            } else {
+                " (estimated)"
+            }
         );
     }
     for ty in stats.types.iter().filter(|ty| ty.usage.block_count > 0) {
@@ -78,7 +86,9 @@ pub fn summary(stats: &Statistics) -> String {
             p.usage.allocation_count,
             format_bytes(p.usage.allocation_bytes),
             format_bytes(p.usage.block_bytes),
-            p.budget.map(|b| format!(", budget {}", format_bytes(b))).unwrap_or_default()
+            p.budget
+                .map(|b| format!(", budget {}", format_bytes(b)))
+                .unwrap_or_default()
         );
     }
     out

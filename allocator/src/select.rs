@@ -243,7 +243,7 @@ pub fn rebar_type(props: &MemoryProperties, memory_type_bits: u32) -> Option<u32
             continue;
         }
         let cost = want.cost(ty.flags);
-        if best.map_or(true, |(best_cost, _)| cost < best_cost) {
+        if !matches!(best, Some((best_cost, _)) if best_cost <= cost) {
             best = Some((cost, index));
         }
     }

@@ -2,6 +2,7 @@
 //! buffer, for per-frame, staging and uniform memory.
 
 use std::collections::VecDeque;
+use std::fmt;
 
 use super::{
     checked_alignment, checked_granularity, same_page, Gap, Placement, Range, RangeAllocator,
@@ -65,7 +66,6 @@ struct Slot {
 /// mode the space before the oldest one), not holes left by freed entries
 /// that are not yet taken back; [`RangeAllocator::for_each_free`] reports
 /// every byte outside live allocations.
-#[derive(Debug)]
 pub struct LinearAllocator {
     capacity: u64,
     mode: LinearMode,
@@ -205,7 +205,7 @@ impl LinearAllocator {
                 || entry
                     .offset
                     .checked_add(entry.size)
-                    .map_or(true, |end| end > self.capacity)
+                    .is_none_or(|end| end > self.capacity)
             {
                 return Self::broken(format!("entry {entry:?} is out of bounds"));
             }
@@ -224,7 +224,11 @@ impl LinearAllocator {
         }
         let wrap_limit = if self.mode == LinearMode::Ring { 1 } else { 0 };
         let (front, back) = (self.entries.front(), self.entries.back());
-        if wraps > wrap_limit || (wraps == 1 && back.unwrap().end() > front.unwrap().offset) {
+        let laps_overlap = match (front, back) {
+            (Some(front), Some(back)) => wraps == 1 && back.end() > front.offset,
+            _ => false,
+        };
+        if wraps > wrap_limit || laps_overlap {
             return Self::broken(format!("entries wrap {wraps} times"));
         }
         let front_freed = self.mode == LinearMode::Ring && front.is_some_and(|e| e.freed);
@@ -421,6 +425,19 @@ impl RangeAllocator for LinearAllocator {
     fn validate(&self) -> Result<(), RangeError> {
         self.validate_entries()?;
         self.validate_slots()
+    }
+}
+
+impl fmt::Debug for LinearAllocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LinearAllocator")
+            .field("capacity", &self.capacity)
+            .field("mode", &self.mode)
+            .field("granularity", &self.granularity)
+            .field("allocations", &self.live_count)
+            .field("allocated_bytes", &self.live_bytes)
+            .field("entries", &self.entries.len())
+            .finish_non_exhaustive()
     }
 }
 

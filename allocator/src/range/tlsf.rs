@@ -96,15 +96,17 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 /// bit scans:
 ///
 /// ```text
-/// fl_bitmap (u64, one bit per class)  bit:  59 ..  5  4  3  2  1  0
-///                                            0 ..  1  0  0  1  0  1
-///                                                  |        |     '- class 0: sizes 0..32, 1 byte per list
-///                                                  |        '------- class 2: sizes 64..128, 2 bytes per list
-///                                                  '---------------- class 5: sizes 512..1024, 16 bytes per list
-/// sl_bitmaps[5] (u32, one bit per list)     bit:  31 ..  3  2  1  0
-///                                                  0 ..  0  1  0  0
-///                                                           '- list 2: free ranges of 544..560 bytes
-/// heads[5][2] -> node -> node -> NIL          (linked through free_prev / free_next)
+/// fl_bitmap: u64, one bit per class
+///   bit  59 ..  5  4  3  2  1  0
+///         0 ..  1  0  0  1  0  1
+///               |        |     '- class 0: sizes 0..32, 1 byte per list
+///               |        '------- class 2: sizes 64..128, 2 bytes per list
+///               '---------------- class 5: sizes 512..1024, 16 bytes per list
+/// sl_bitmaps[5]: u32, one bit per list of class 5
+///   bit  31 ..  3  2  1  0
+///         0 ..  0  1  0  0
+///                  '- list 2: free ranges of 544..560 bytes
+/// heads[5][2] -> node -> node -> NIL   (linked through free_prev and free_next)
 /// ```
 ///
 /// Every range, free or used, is a node of a slab (`Vec<Node>`, outside the
@@ -112,7 +114,8 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 /// `[0, capacity)` exactly and no two free nodes are adjacent, since a freed
 /// range merges with its free neighbours at once. A [`RangeId`] is the node's
 /// slot index plus an 8-bit generation, so a stale id is refused (unless the
-/// slot was reused 256 times since).
+/// slot was reused 256 times since). At most 2^24 ranges, free and used,
+/// exist at once; past that, `find` refuses.
 ///
 /// [`RangeAllocator::find`] probes at most three places, in this order:
 /// 1. the head of the first non-empty list whose ranges all hold `size`
@@ -127,8 +130,17 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 ///    exists.
 ///
 /// So a request is refused only if no free range has at least
-/// `w + w / 32` bytes, where `w` is that worst case. Alignment padding in
-/// front of an allocation stays a free range of its own.
+/// `w + w / 32` bytes, where `w` is that worst case (or if its size is 0).
+/// Alignment padding in front of an allocation becomes a free range of its
+/// own (the range before a free range is always used, so there is nothing
+/// to merge it with).
+///
+/// For `bufferImageGranularity`, a candidate is checked against the used
+/// ranges right before and after it: a conflicting one before it on the
+/// same page pushes the start up to the next page, and a conflicting one
+/// after it on the same page rules the candidate out. Checking the closest
+/// used neighbours is enough, since the rule already holds between them and
+/// the ranges further away.
 pub struct TlsfAllocator {
     capacity: u64,
     granularity: u64,
@@ -139,7 +151,9 @@ pub struct TlsfAllocator {
     vacant: u32,
     vacant_count: u32,
     fl_bitmap: u64,
-    sl_bitmaps: [u32; FL_COUNT],
+    /// The second-level bitmaps and the list heads are boxed to keep the
+    /// allocator itself small.
+    sl_bitmaps: Box<[u32; FL_COUNT]>,
     heads: Box<[[u32; SL_COUNT]; FL_COUNT]>,
     free_count: u32,
     used_count: u32,
@@ -161,7 +175,7 @@ impl TlsfAllocator {
             vacant: NIL,
             vacant_count: 0,
             fl_bitmap: 0,
-            sl_bitmaps: [0; FL_COUNT],
+            sl_bitmaps: Box::new([0; FL_COUNT]),
             heads: Box::new([[NIL; SL_COUNT]; FL_COUNT]),
             free_count: 0,
             used_count: 0,
@@ -189,7 +203,7 @@ impl TlsfAllocator {
         }
         self.vacant_count = self.nodes.len() as u32;
         self.fl_bitmap = 0;
-        self.sl_bitmaps = [0; FL_COUNT];
+        *self.sl_bitmaps = [0; FL_COUNT];
         *self.heads = [[NIL; SL_COUNT]; FL_COUNT];
         self.free_count = 0;
         self.used_count = 0;
@@ -439,7 +453,10 @@ impl TlsfAllocator {
                     used_bytes += node.size;
                 }
             }
-            offset = node.offset.checked_add(node.size).unwrap_or(u64::MAX);
+            let Some(end) = node.offset.checked_add(node.size) else {
+                return Self::broken(format!("node {index} {node:?} ends past u64::MAX"));
+            };
+            offset = end;
             prev = index;
             index = node.next;
         }

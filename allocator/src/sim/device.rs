@@ -408,12 +408,21 @@ fn heap_slot<T>(slots: &mut [T], heap: u32) -> &mut T {
 
 impl SimDevice {
     /// A device with `table`'s figures, full capacity and no failures.
+    ///
+    /// # Panics
+    /// If `table` fails [`GpuTable::validate`].
     pub fn new(table: GpuTable) -> Self {
         Self::builder(table).build()
     }
 
     /// A builder to set capacities, budgets and failures.
+    ///
+    /// # Panics
+    /// If `table` fails [`GpuTable::validate`].
     pub fn builder(table: GpuTable) -> SimDeviceBuilder {
+        if let Err(error) = table.validate() {
+            panic!("cannot simulate an impossible device: {error}");
+        }
         let heaps = table.memory_properties.heaps.len();
         SimDeviceBuilder {
             table,
@@ -623,7 +632,7 @@ impl SimDevice {
                         Some(RangeProblem::NotMapped)
                     } else if range.size == 0 {
                         Some(RangeProblem::Empty)
-                    } else if end.map_or(true, |end| end > size) {
+                    } else if !matches!(end, Some(end) if end <= size) {
                         Some(RangeProblem::OutOfBounds)
                     } else if range.offset % atom != 0 {
                         Some(RangeProblem::OffsetNotAligned)
@@ -1267,6 +1276,14 @@ mod tests {
     #[should_panic(expected = "heap 5 does not exist")]
     fn builder_rejects_missing_heaps() {
         let _ = SimDevice::builder(tables::lavapipe()).heap_capacity(5, MIB);
+    }
+
+    #[test]
+    #[should_panic(expected = "impossible device")]
+    fn impossible_tables_are_refused() {
+        let mut table = tables::lavapipe();
+        table.memory_properties.types[0].heap_index = 1;
+        let _ = SimDevice::new(table);
     }
 
     #[test]

@@ -6,8 +6,8 @@ use ash::vk;
 use ash::vk::Handle;
 
 use crate::device::{
-    DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget, MappedRange, MemoryAllocateInfo,
-    MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
+    DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget, MappedRange,
+    MemoryAllocateInfo, MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
 };
 
 /// What the application enabled on the device that the allocator uses.
@@ -163,7 +163,10 @@ impl MemoryDevice for AshDevice {
         true
     }
 
-    unsafe fn allocate_memory(&self, info: &MemoryAllocateInfo) -> Result<DeviceMemory, DeviceError> {
+    unsafe fn allocate_memory(
+        &self,
+        info: &MemoryAllocateInfo,
+    ) -> Result<DeviceMemory, DeviceError> {
         let mut dedicated = vk::MemoryDedicatedAllocateInfo::default();
         match info.dedicated {
             Some(DedicatedTo::Buffer(b)) => dedicated = dedicated.buffer(vk::Buffer::from_raw(b)),

@@ -32,7 +32,11 @@ impl Allocator<AshDevice> {
     ///
     /// # Safety
     /// `buffer` is a live buffer of this allocator's device.
-    pub unsafe fn buffer_desc<'a>(&self, buffer: vk::Buffer, options: &AllocationOptions<'a>) -> AllocationDesc<'a> {
+    pub unsafe fn buffer_desc<'a>(
+        &self,
+        buffer: vk::Buffer,
+        options: &AllocationOptions<'a>,
+    ) -> AllocationDesc<'a> {
         let device = self.device().raw();
         let mut dedicated = vk::MemoryDedicatedRequirements::default();
         let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
@@ -129,7 +133,8 @@ impl Allocator<AshDevice> {
     ) -> Result<(vk::Buffer, A), Error> {
         let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
-        let buffer = unsafe { device.create_buffer(info, None) }.map_err(vulkan("vkCreateBuffer"))?;
+        let buffer =
+            unsafe { device.create_buffer(info, None) }.map_err(vulkan("vkCreateBuffer"))?;
         // SAFETY: `buffer` was just created on this device.
         let desc = unsafe { self.buffer_desc(buffer, options) };
         let allocation = match allocate(&desc) {
@@ -181,7 +186,8 @@ impl Allocator<AshDevice> {
             }
         };
         // SAFETY: as for buffers in `create_buffer_with`.
-        let bound = unsafe { device.bind_image_memory(image, allocation.vk_memory(), allocation.offset()) };
+        let bound =
+            unsafe { device.bind_image_memory(image, allocation.vk_memory(), allocation.offset()) };
         if let Err(e) = bound {
             // SAFETY: the image is unused; its memory is given back below.
             unsafe { device.destroy_image(image, None) };
@@ -199,7 +205,11 @@ impl Allocator<AshDevice> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`] if another allocator made the allocation.
-    pub unsafe fn destroy_buffer(&self, buffer: vk::Buffer, allocation: impl Into<Allocation>) -> Result<(), Error> {
+    pub unsafe fn destroy_buffer(
+        &self,
+        buffer: vk::Buffer,
+        allocation: impl Into<Allocation>,
+    ) -> Result<(), Error> {
         // SAFETY: the caller guarantees the device is done with the buffer.
         unsafe { self.device().raw().destroy_buffer(buffer, None) };
         self.free(allocation)
@@ -212,7 +222,11 @@ impl Allocator<AshDevice> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`] if another allocator made the allocation.
-    pub unsafe fn destroy_image(&self, image: vk::Image, allocation: impl Into<Allocation>) -> Result<(), Error> {
+    pub unsafe fn destroy_image(
+        &self,
+        image: vk::Image,
+        allocation: impl Into<Allocation>,
+    ) -> Result<(), Error> {
         // SAFETY: the caller guarantees the device is done with the image.
         unsafe { self.device().raw().destroy_image(image, None) };
         self.free(allocation)

@@ -1,0 +1,812 @@
+//! The allocator against the simulated device: the memory tables of real
+//! GPUs, injected failures, budgets, pools, dedicated allocations, threads.
+//!
+//! After every scenario: `validate()` holds, statistics show nothing live,
+//! the simulated device saw no contract violation, and once the allocator is
+//! dropped no device memory is left.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use vkalloc::device::{DedicatedTo, DeviceError, DeviceMemory, MemoryDevice};
+use vkalloc::sim::{tables, FailurePlan, GpuTable, SimDevice};
+use vkalloc::{
+    Allocation, AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy,
+    DriverDedicated, Error, LinearMode, MemoryUsage, PoolAlgorithm, PoolDesc, ResourceKind,
+};
+
+const MIB: u64 = 1 << 20;
+
+fn new_allocator(sim: &Arc<SimDevice>) -> Allocator<Arc<SimDevice>> {
+    Allocator::new(Arc::clone(sim), AllocatorDesc::default()).expect("allocator")
+}
+
+fn desc(
+    size: u64,
+    alignment: u64,
+    kind: ResourceKind,
+    usage: MemoryUsage,
+) -> AllocationDesc<'static> {
+    AllocationDesc {
+        size,
+        alignment,
+        kind,
+        options: AllocationOptions::usage(usage),
+        ..AllocationDesc::default()
+    }
+}
+
+/// Live allocations by memory object, to check that none overlap.
+#[derive(Default)]
+struct Shadow {
+    live: BTreeMap<(DeviceMemory, u64), u64>,
+}
+
+impl Shadow {
+    fn insert(&mut self, a: &Allocation) {
+        let key = (a.memory(), a.offset());
+        if let Some((&(m, off), &size)) = self.live.range(..=key).next_back() {
+            assert!(
+                m != a.memory() || off + size <= a.offset(),
+                "overlaps the previous allocation"
+            );
+        }
+        if let Some((&(m, off), _)) = self.live.range(key..).next() {
+            assert!(
+                m != a.memory() || a.offset() + a.size() <= off,
+                "overlaps the next allocation"
+            );
+        }
+        if a.size() > 1 {
+            // Alignment is checked by the caller against what it asked.
+        }
+        self.live.insert(key, a.size());
+    }
+
+    fn remove(&mut self, a: &Allocation) {
+        assert!(self.live.remove(&(a.memory(), a.offset())).is_some());
+    }
+}
+
+/// Checks the end state: nothing live, invariants hold, no violations; then
+/// drops the allocator and checks the device holds no memory.
+fn finish(sim: &Arc<SimDevice>, allocator: Allocator<Arc<SimDevice>>) {
+    allocator.validate().expect("invariants hold");
+    let stats = allocator.statistics();
+    assert_eq!(stats.total.allocation_count, 0, "{}", allocator.summary());
+    assert_eq!(stats.total.allocation_bytes, 0);
+    assert!(allocator.leaks().is_empty());
+    drop(allocator);
+    assert_eq!(sim.live_objects(), 0, "device memory left after drop");
+    assert_eq!(
+        sim.violations(),
+        0,
+        "contract violations: {:?}",
+        sim.violation_log()
+    );
+}
+
+#[test]
+fn every_usage_on_every_gpu_table() {
+    for table in tables::all_tables() {
+        let sim = Arc::new(SimDevice::new(table.clone()));
+        let allocator = new_allocator(&sim);
+        let mut shadow = Shadow::default();
+        let mut live = Vec::new();
+        for usage in [
+            MemoryUsage::GpuOnly,
+            MemoryUsage::Upload,
+            MemoryUsage::Readback,
+            MemoryUsage::Transient,
+        ] {
+            for (i, &size) in [256u64, 4096, 65536, 3 * MIB, 40 * MIB].iter().enumerate() {
+                let kind = [
+                    ResourceKind::Buffer,
+                    ResourceKind::OptimalImage,
+                    ResourceKind::LinearImage,
+                ][i % 3];
+                let a = allocator
+                    .allocate(&desc(size, 256, kind, usage))
+                    .unwrap_or_else(|e| panic!("{}: {usage:?} {size}: {e}", table.name));
+                assert_eq!(a.offset() % 256, 0);
+                let flags = table.memory_properties.types[a.memory_type() as usize].flags;
+                let resolved = usage.resolve(&table.memory_properties, u32::MAX, size, &[]);
+                assert!(
+                    flags.contains(resolved.required),
+                    "{}: {usage:?}",
+                    table.name
+                );
+                shadow.insert(&a);
+                live.push(a);
+            }
+        }
+        allocator.validate().unwrap();
+        for a in live {
+            shadow.remove(&a);
+            allocator.free(a).unwrap();
+        }
+        finish(&sim, allocator);
+    }
+}
+
+#[test]
+fn mapped_memory_holds_what_was_written() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = new_allocator(&sim);
+    let mut live = Vec::new();
+    for i in 0..200u32 {
+        let size = 64 + (i as u64 * 97) % 5000;
+        let mut m = allocator
+            .allocate_mapped(&desc(size, 64, ResourceKind::Buffer, MemoryUsage::Upload))
+            .unwrap();
+        m.as_mut_slice().fill(i as u8);
+        live.push((i as u8, m));
+    }
+    for (pattern, m) in &live {
+        assert!(
+            m.as_slice().iter().all(|b| b == pattern),
+            "pattern {pattern} clobbered"
+        );
+    }
+    for (_, m) in live {
+        allocator.free(m).unwrap();
+    }
+    finish(&sim, allocator);
+}
+
+#[test]
+fn device_only_memory_cannot_be_mapped() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = new_allocator(&sim);
+    let a = allocator
+        .allocate(&desc(4096, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    assert!(!a.is_host_visible());
+    let a = a
+        .into_mapped()
+        .expect_err("device-local memory is not mappable");
+    allocator.free(a).unwrap();
+    // On a mobile GPU every ordinary type is host-visible: GpuOnly memory maps.
+    let sim2 = Arc::new(SimDevice::new(tables::mobile_tiler()));
+    let allocator2 = new_allocator(&sim2);
+    let a = allocator2
+        .allocate(&desc(4096, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    let mapped = a.into_mapped().expect("mobile memory is host-visible");
+    allocator2.free(mapped).unwrap();
+    finish(&sim, allocator);
+    finish(&sim2, allocator2);
+}
+
+#[test]
+fn bad_requests_get_typed_errors() {
+    let sim = Arc::new(SimDevice::new(tables::amd_discrete()));
+    let allocator = new_allocator(&sim);
+    let d = desc(0, 1, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    assert_eq!(allocator.allocate(&d).unwrap_err(), Error::ZeroSize);
+    let d = desc(64, 3, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    assert_eq!(
+        allocator.allocate(&d).unwrap_err(),
+        Error::InvalidAlignment(3)
+    );
+    let mut d = desc(64, 4, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    d.memory_type_bits = 0;
+    assert!(matches!(
+        allocator.allocate(&d),
+        Err(Error::NoCompatibleMemoryType { .. })
+    ));
+    // Only type 0 (device-local, not host-visible) allowed, mapping required.
+    d.memory_type_bits = 1;
+    assert!(matches!(
+        allocator.allocate_mapped(&d),
+        Err(Error::NoCompatibleMemoryType { .. })
+    ));
+    d.driver_dedicated = DriverDedicated::Required;
+    d.options.dedicated = DedicatedPolicy::Never;
+    assert_eq!(
+        allocator.allocate(&d).unwrap_err(),
+        Error::DedicatedRequired
+    );
+    // An allocation from another allocator is refused, and stays valid.
+    let other_sim = Arc::new(SimDevice::new(tables::amd_discrete()));
+    let other = new_allocator(&other_sim);
+    let a = other
+        .allocate(&desc(64, 4, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    assert_eq!(allocator.free(a).unwrap_err(), Error::ForeignAllocation);
+    let a = other
+        .allocate(&desc(64, 4, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    let mut m = allocator
+        .allocate_mapped(&desc(64, 4, ResourceKind::Buffer, MemoryUsage::Upload))
+        .unwrap();
+    assert!(matches!(
+        m.write(60, &[0; 8]),
+        Err(Error::OutOfBounds { .. })
+    ));
+    let mut buf = [0u8; 8];
+    assert!(matches!(
+        m.read(u64::MAX, &mut buf),
+        Err(Error::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        allocator.flush(&m, 0, 65),
+        Err(Error::OutOfBounds { .. })
+    ));
+    allocator.free(m).unwrap();
+    other.free(a).unwrap();
+    // `other` leaked one allocation (the foreign free attempt consumed it).
+    assert_eq!(other.leaks().len(), 1);
+    finish(&sim, allocator);
+}
+
+#[test]
+fn every_injected_allocate_failure_is_survived() {
+    // Fail call N for every N a workload makes; each run must end clean.
+    let workload = |allocator: &Allocator<Arc<SimDevice>>, rng: &mut ChaCha8Rng| {
+        let mut live = Vec::new();
+        let mut errors = 0;
+        for i in 0..300 {
+            let size = if i % 17 == 0 {
+                200 * MIB
+            } else {
+                rng.gen_range(1..4 * MIB)
+            };
+            let usage = [MemoryUsage::GpuOnly, MemoryUsage::Upload][i % 2];
+            let mut d = desc(size, 1 << rng.gen_range(0..12), ResourceKind::Buffer, usage);
+            if i % 5 == 0 {
+                d.driver_dedicated = DriverDedicated::Preferred;
+                d.kind = ResourceKind::OptimalImage;
+            }
+            match allocator.allocate(&d) {
+                Ok(a) => live.push(a),
+                Err(
+                    Error::OutOfDeviceMemory { .. }
+                    | Error::OutOfHostMemory
+                    | Error::MapFailed
+                    | Error::TooManyAllocations { .. },
+                ) => errors += 1,
+                Err(e) => panic!("unexpected error {e}"),
+            }
+            if live.len() > 40 {
+                let a = live.swap_remove(rng.gen_range(0..live.len()));
+                allocator.free(a).unwrap();
+            }
+        }
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        errors
+    };
+    let baseline = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = new_allocator(&baseline);
+    assert_eq!(workload(&allocator, &mut ChaCha8Rng::seed_from_u64(1)), 0);
+    let calls = baseline.allocate_calls();
+    finish(&baseline, allocator);
+    assert!(
+        calls > 5,
+        "the workload creates device memory ({calls} calls)"
+    );
+    for n in 1..=calls {
+        for error in [DeviceError::OutOfDeviceMemory, DeviceError::OutOfHostMemory] {
+            let sim = Arc::new(
+                SimDevice::builder(tables::nvidia_discrete())
+                    .failures(
+                        FailurePlan::new()
+                            .fail_allocate_call(n)
+                            .allocate_error(error),
+                    )
+                    .build(),
+            );
+            let allocator = new_allocator(&sim);
+            workload(&allocator, &mut ChaCha8Rng::seed_from_u64(1));
+            assert!(sim.failed_allocate_calls() >= 1, "call {n} was injected");
+            finish(&sim, allocator);
+        }
+    }
+    // Map failures and a byte ceiling.
+    for plan in [
+        FailurePlan::new().fail_map_calls_from(2),
+        FailurePlan::new().fail_above_live_bytes(300 * MIB),
+        FailurePlan::new().fail_allocate_calls_from(3),
+    ] {
+        let sim = Arc::new(
+            SimDevice::builder(tables::nvidia_discrete())
+                .failures(plan)
+                .build(),
+        );
+        let allocator = new_allocator(&sim);
+        let errors = workload(&allocator, &mut ChaCha8Rng::seed_from_u64(2));
+        assert!(errors > 0, "{plan:?} caused failures");
+        finish(&sim, allocator);
+    }
+}
+
+#[test]
+fn out_of_memory_falls_back_to_the_next_type() {
+    // Device-local heap of 64 MiB: GPU-only allocations spill to system memory.
+    let sim = Arc::new(
+        SimDevice::builder(tables::nvidia_discrete())
+            .heap_capacity(0, 64 * MIB)
+            .build(),
+    );
+    let allocator = new_allocator(&sim);
+    let props = sim.memory_properties().clone();
+    let mut live = Vec::new();
+    let mut spilled = 0;
+    for _ in 0..40 {
+        let a = allocator
+            .allocate(&desc(
+                4 * MIB,
+                256,
+                ResourceKind::Buffer,
+                MemoryUsage::GpuOnly,
+            ))
+            .unwrap();
+        if props.heap_of(a.memory_type()) != 0 {
+            spilled += 1;
+        }
+        live.push(a);
+    }
+    assert!(
+        spilled > 0,
+        "allocations past the device-local heap went elsewhere"
+    );
+    assert!(sim.live_bytes(0) <= 64 * MIB);
+    for a in live {
+        allocator.free(a).unwrap();
+    }
+    finish(&sim, allocator);
+}
+
+#[test]
+fn budgets_are_kept_when_asked() {
+    let sim = Arc::new(
+        SimDevice::builder(tables::nvidia_h200())
+            .heap_budget(0, 512 * MIB)
+            .build(),
+    );
+    let allocator = new_allocator(&sim);
+    let mut d = desc(
+        100 * MIB,
+        256,
+        ResourceKind::OptimalImage,
+        MemoryUsage::Custom(vkalloc::select::TypeFlags::new(
+            vkalloc::device::MemoryPropertyFlags::DEVICE_LOCAL,
+            vkalloc::device::MemoryPropertyFlags::NONE,
+            vkalloc::device::MemoryPropertyFlags::HOST_VISIBLE,
+        )),
+    );
+    d.options.within_budget = true;
+    d.options.dedicated = DedicatedPolicy::Always;
+    let mut live = Vec::new();
+    let err = loop {
+        match allocator.allocate(&d) {
+            Ok(a) => live.push(a),
+            Err(e) => break e,
+        }
+        assert!(live.len() < 10, "budget never reached");
+    };
+    assert!(
+        matches!(
+            err,
+            Error::OverBudget { .. } | Error::NoTypeWithinBudget { .. }
+        ),
+        "{err}"
+    );
+    assert!(sim.live_bytes(0) <= 512 * MIB);
+    assert_eq!(live.len(), 5);
+    // Without the flag the request goes over budget.
+    d.options.within_budget = false;
+    live.push(allocator.allocate(&d).unwrap());
+    for a in live {
+        allocator.free(a).unwrap();
+    }
+    finish(&sim, allocator);
+}
+
+#[test]
+fn device_memory_object_limit_is_respected() {
+    let sim = Arc::new(
+        SimDevice::builder(tables::nvidia_discrete())
+            .max_memory_allocation_count(8)
+            .build(),
+    );
+    let allocator = new_allocator(&sim);
+    let mut live = Vec::new();
+    let mut d = desc(
+        40 * MIB,
+        256,
+        ResourceKind::OptimalImage,
+        MemoryUsage::GpuOnly,
+    );
+    d.driver_dedicated = DriverDedicated::Preferred;
+    // Preferred-dedicated images fall back to blocks once objects run short.
+    for _ in 0..12 {
+        live.push(allocator.allocate(&d).unwrap());
+    }
+    assert!(sim.live_objects() <= 8);
+    assert!(live.iter().any(|a| !a.is_dedicated()));
+    d.driver_dedicated = DriverDedicated::Required;
+    let mut refused = false;
+    for _ in 0..10 {
+        match allocator.allocate(&d) {
+            Ok(a) => live.push(a),
+            Err(Error::TooManyAllocations { limit: 8 }) => {
+                refused = true;
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(refused);
+    assert_eq!(sim.violations(), 0);
+    for a in live {
+        allocator.free(a).unwrap();
+    }
+    finish(&sim, allocator);
+}
+
+#[test]
+fn dedicated_allocations_follow_the_policy() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let image = |size: u64, driver: DriverDedicated| AllocationDesc {
+        driver_dedicated: driver,
+        dedicated_to: Some(DedicatedTo::Image(7)),
+        ..desc(size, 1024, ResourceKind::OptimalImage, MemoryUsage::GpuOnly)
+    };
+    let required = allocator
+        .allocate(&image(MIB, DriverDedicated::Required))
+        .unwrap();
+    assert!(required.is_dedicated());
+    let small_preferred = allocator
+        .allocate(&image(8 * MIB, DriverDedicated::Preferred))
+        .unwrap();
+    assert!(
+        !small_preferred.is_dedicated(),
+        "below the threshold: shares a block"
+    );
+    let large_preferred = allocator
+        .allocate(&image(64 * MIB, DriverDedicated::Preferred))
+        .unwrap();
+    assert!(large_preferred.is_dedicated());
+    let huge = allocator
+        .allocate(&image(300 * MIB, DriverDedicated::None))
+        .unwrap();
+    assert!(huge.is_dedicated(), "larger than half a block");
+    let mut asked = image(MIB, DriverDedicated::None);
+    asked.options.dedicated = DedicatedPolicy::Always;
+    let asked = allocator.allocate(&asked).unwrap();
+    assert!(asked.is_dedicated());
+    let stats = allocator.statistics();
+    assert_eq!(stats.total.dedicated_count, 4);
+    for a in [required, small_preferred, large_preferred, huge, asked] {
+        allocator.free(a).unwrap();
+    }
+    finish(&sim, allocator);
+}
+
+#[test]
+fn blocks_grow_with_use_and_empty_ones_are_kept_then_trimmed() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let a = allocator
+        .allocate(&desc(1024, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    let first = allocator.statistics().total.block_bytes;
+    assert_eq!(first, 32 * MIB, "a small program starts with a 1/8 block");
+    let mut live = vec![a];
+    for _ in 0..30 {
+        live.push(
+            allocator
+                .allocate(&desc(
+                    16 * MIB,
+                    256,
+                    ResourceKind::Buffer,
+                    MemoryUsage::GpuOnly,
+                ))
+                .unwrap(),
+        );
+    }
+    let stats = allocator.statistics();
+    assert!(stats.total.block_count < 8, "{}", allocator.summary());
+    let calls = sim.allocate_calls();
+    for a in live.drain(..) {
+        allocator.free(a).unwrap();
+    }
+    let kept = allocator.statistics().total;
+    assert_eq!(kept.block_count, 1, "one empty block kept for reuse");
+    live.push(
+        allocator
+            .allocate(&desc(MIB, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+            .unwrap(),
+    );
+    assert_eq!(sim.allocate_calls(), calls, "the kept block was reused");
+    allocator.free(live.pop().unwrap()).unwrap();
+    allocator.trim();
+    assert_eq!(allocator.statistics().total.block_count, 0);
+    finish(&sim, allocator);
+}
+
+#[test]
+fn pools_keep_their_hard_budget() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = new_allocator(&sim);
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            block_size: 16 * MIB,
+            budget: Some(64 * MIB),
+            min_blocks: 1,
+            ..PoolDesc::new("textures")
+        })
+        .unwrap();
+    assert_eq!(allocator.statistics().pools[0].usage.block_count, 1);
+    let d = AllocationDesc {
+        options: AllocationOptions::usage(MemoryUsage::GpuOnly)
+            .in_pool(pool)
+            .tagged("texture"),
+        ..desc(
+            3 * MIB,
+            4096,
+            ResourceKind::OptimalImage,
+            MemoryUsage::GpuOnly,
+        )
+    };
+    let mut live = Vec::new();
+    let err = loop {
+        match allocator.allocate(&d) {
+            Ok(a) => live.push(a),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::PoolExhausted { .. }), "{err}");
+    assert_eq!(
+        live.len(),
+        4 * 5,
+        "four 16 MiB blocks of five 3 MiB textures"
+    );
+    assert!(allocator.statistics().pools[0].usage.block_bytes <= 64 * MIB);
+    // A large texture goes dedicated, counted against the budget too.
+    let big = AllocationDesc {
+        size: 40 * MIB,
+        ..d
+    };
+    assert!(matches!(
+        allocator.allocate(&big),
+        Err(Error::PoolExhausted { .. })
+    ));
+    assert!(matches!(
+        allocator.destroy_pool(pool),
+        Err(Error::PoolNotEmpty { .. })
+    ));
+    let json = allocator.to_json();
+    assert!(json.contains("\"texture\""));
+    for a in live.drain(..) {
+        allocator.free(a).unwrap();
+    }
+    let a = allocator.allocate(&big).unwrap();
+    assert!(a.is_dedicated());
+    allocator.free(a).unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    assert_eq!(
+        allocator.allocate(&d).unwrap_err(),
+        Error::UnknownPool(pool)
+    );
+    finish(&sim, allocator);
+}
+
+#[test]
+fn linear_ring_pool_for_per_frame_data() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete_rebar()));
+    let allocator = new_allocator(&sim);
+    let ring = allocator
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::Upload,
+            block_size: MIB,
+            min_blocks: 1,
+            max_blocks: 1,
+            algorithm: PoolAlgorithm::Linear(LinearMode::Ring),
+            ..PoolDesc::new("frame ring")
+        })
+        .unwrap();
+    let d = AllocationDesc {
+        options: AllocationOptions::usage(MemoryUsage::Upload).in_pool(ring),
+        ..desc(60_000, 256, ResourceKind::Buffer, MemoryUsage::Upload)
+    };
+    let mut frames: Vec<Vec<_>> = Vec::new();
+    for frame in 0..50u8 {
+        let mut this = Vec::new();
+        for _ in 0..5 {
+            let mut m = allocator.allocate_mapped(&d).unwrap();
+            m.as_mut_slice().fill(frame);
+            this.push(m);
+        }
+        frames.push(this);
+        if frames.len() > 2 {
+            for m in frames.remove(0) {
+                assert!(m.as_slice().iter().all(|&b| b + 2 == frame));
+                allocator.free(m).unwrap();
+            }
+        }
+    }
+    assert_eq!(sim.allocate_calls(), 1, "the ring never grew");
+    let too_big = AllocationDesc { size: 2 * MIB, ..d };
+    assert!(matches!(
+        allocator.allocate(&too_big),
+        Err(Error::TooLarge { .. })
+    ));
+    // Free-at-once: reset, then old handles free as no-ops.
+    allocator.reset_pool(ring).unwrap();
+    assert_eq!(allocator.statistics().pools[0].usage.allocation_count, 0);
+    for m in frames.into_iter().flatten() {
+        allocator.free(m).unwrap();
+    }
+    allocator.validate().unwrap();
+    allocator.destroy_pool(ring).unwrap();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn leaks_are_reported_with_their_tags() {
+    let sim = Arc::new(SimDevice::new(tables::lavapipe()));
+    let allocator = new_allocator(&sim);
+    let d = AllocationDesc {
+        options: AllocationOptions::usage(MemoryUsage::GpuOnly).tagged("forgotten mesh"),
+        ..desc(1000, 16, ResourceKind::Buffer, MemoryUsage::GpuOnly)
+    };
+    let _leaked = allocator.allocate(&d).unwrap(); // Never freed: a leak.
+    let leaks = allocator.leaks();
+    assert_eq!(leaks.len(), 1);
+    assert_eq!(leaks[0].tag.as_deref(), Some("forgotten mesh"));
+    assert!(allocator.summary().contains("1 allocations"));
+    drop(allocator);
+    assert_eq!(
+        sim.live_objects(),
+        0,
+        "the allocator frees its blocks even when allocations leaked"
+    );
+}
+
+#[test]
+fn threads_share_one_allocator() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = Arc::new(new_allocator(&sim));
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::Upload,
+            block_size: 8 * MIB,
+            ..PoolDesc::new("thread pool")
+        })
+        .unwrap();
+    let handles: Vec<_> = (0..4u64)
+        .map(|t| {
+            let allocator = Arc::clone(&allocator);
+            std::thread::spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(t);
+                let mut live: Vec<(u8, vkalloc::MappedAllocation)> = Vec::new();
+                for i in 0..3000u32 {
+                    if live.len() > 50 || (!live.is_empty() && rng.gen_bool(0.4)) {
+                        let (p, m) = live.swap_remove(rng.gen_range(0..live.len()));
+                        assert!(
+                            m.as_slice().iter().all(|&b| b == p),
+                            "thread {t}: pattern lost"
+                        );
+                        allocator.free(m).unwrap();
+                    } else {
+                        let mut options = AllocationOptions::usage(MemoryUsage::Upload);
+                        if t % 2 == 1 {
+                            options = options.in_pool(pool);
+                        }
+                        let d = AllocationDesc {
+                            options,
+                            ..desc(
+                                rng.gen_range(1..200_000),
+                                64,
+                                ResourceKind::Buffer,
+                                MemoryUsage::Upload,
+                            )
+                        };
+                        let mut m = allocator.allocate_mapped(&d).unwrap();
+                        let p = (t as u8) << 6 | (i % 64) as u8;
+                        m.as_mut_slice().fill(p);
+                        live.push((p, m));
+                    }
+                }
+                for (p, m) in live {
+                    assert!(m.as_slice().iter().all(|&b| b == p));
+                    allocator.free(m).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    allocator.destroy_pool(pool).unwrap();
+    let allocator = Arc::into_inner(allocator).unwrap();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn statistics_and_dump_are_consistent() {
+    let sim = Arc::new(SimDevice::new(tables::amd_discrete()));
+    let allocator = new_allocator(&sim);
+    let mut live = Vec::new();
+    for i in 1..50u64 {
+        live.push(
+            allocator
+                .allocate(&desc(
+                    i * 10_000,
+                    256,
+                    ResourceKind::Buffer,
+                    MemoryUsage::GpuOnly,
+                ))
+                .unwrap(),
+        );
+    }
+    let (even, odd): (Vec<_>, Vec<_>) = live.drain(..).enumerate().partition(|(i, _)| i % 2 == 0);
+    for (_, a) in even {
+        allocator.free(a).unwrap();
+    }
+    live.extend(odd.into_iter().map(|(_, a)| a));
+    let details = allocator.detailed_statistics();
+    assert!(details.largest_free > 0 && details.free_range_count > 1);
+    let json: serde_json::Value = serde_json::from_str(&allocator.to_json()).unwrap();
+    assert_eq!(json["schema"], "vkalloc-dump");
+    assert_eq!(json["version"], 1);
+    let counted: u64 = json["lists"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["blocks"].as_array().unwrap())
+        .map(|b| b["allocation_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, allocator.statistics().total.allocation_count);
+    let _ = GpuTable::from_json(&tables::lavapipe().to_json()).unwrap();
+    for a in live.drain(..) {
+        allocator.free(a).unwrap();
+    }
+    finish(&sim, allocator);
+}
+
+#[test]
+fn non_coherent_memory_is_flushed_in_whole_atoms() {
+    // A phone-like type that is cached but not coherent.
+    let mut table = tables::lavapipe();
+    table.memory_properties.types[0].flags = vkalloc::device::MemoryPropertyFlags::DEVICE_LOCAL
+        | vkalloc::device::MemoryPropertyFlags::HOST_VISIBLE
+        | vkalloc::device::MemoryPropertyFlags::HOST_CACHED;
+    let sim = Arc::new(SimDevice::new(table));
+    let allocator = new_allocator(&sim);
+    let mut live = Vec::new();
+    for size in [1u64, 63, 64, 65, 1000] {
+        let mut m = allocator
+            .allocate_mapped(&desc(size, 4, ResourceKind::Buffer, MemoryUsage::Upload))
+            .unwrap();
+        assert_eq!(
+            m.offset() % 64,
+            0,
+            "non-coherent allocations start on an atom"
+        );
+        m.as_mut_slice().fill(0xAB);
+        allocator.flush(&m, 0, size).unwrap();
+        allocator.invalidate(&m, size / 2, size - size / 2).unwrap();
+        live.push(m);
+    }
+    let mut dedicated = desc(1000, 4, ResourceKind::Buffer, MemoryUsage::Upload);
+    dedicated.options.dedicated = DedicatedPolicy::Always;
+    let m = allocator.allocate_mapped(&dedicated).unwrap();
+    // 1000 bytes is not a whole number of atoms: the range reaches the end.
+    allocator.flush(&m, 990, 10).unwrap();
+    live.push(m);
+    assert_eq!(sim.flush_calls(), 6);
+    assert_eq!(sim.invalidate_calls(), 5);
+    assert_eq!(sim.violations(), 0, "{:?}", sim.violation_log());
+    for m in live {
+        allocator.free(m).unwrap();
+    }
+    finish(&sim, allocator);
+}
