@@ -5,7 +5,8 @@
 //! mutex, so threads allocating from different types or pools never wait on
 //! each other. Device memory is created and freed outside those locks.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -25,6 +26,7 @@ use crate::stats::{
     BlockInfo, Counters, DetailedStatistics, HeapStatistics, ListDetails, PoolStatistics,
     Statistics, TypeStatistics, Usage,
 };
+use crate::trace::{Recorder, TraceError};
 
 /// How the allocator sizes blocks and when it makes dedicated allocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +120,10 @@ pub struct Allocator<D: MemoryDevice> {
     pools: RwLock<Vec<PoolSlot>>,
     budgets: Budgets,
     objects: ObjectCount,
+    frame: AtomicU64,
+    /// Whether `recorder` holds a recorder: checked without locking.
+    recording: AtomicBool,
+    recorder: Mutex<Option<Recorder>>,
 }
 
 impl<D: MemoryDevice> std::fmt::Debug for Allocator<D> {
@@ -185,6 +191,9 @@ impl<D: MemoryDevice> Allocator<D> {
             pools: RwLock::new(Vec::new()),
             budgets,
             objects: ObjectCount::default(),
+            frame: AtomicU64::new(0),
+            recording: AtomicBool::new(false),
+            recorder: Mutex::new(None),
         })
     }
 
@@ -198,9 +207,47 @@ impl<D: MemoryDevice> Allocator<D> {
         &self.desc
     }
 
-    /// Reads heap budgets afresh (`VK_EXT_memory_budget`); call once a frame.
+    /// Reads heap budgets afresh (`VK_EXT_memory_budget`) and marks a frame
+    /// boundary in a recorded trace; call once a frame.
     pub fn begin_frame(&self) {
         self.budgets.refresh(&self.device);
+        let frame = self.frame.fetch_add(1, Ordering::Relaxed);
+        self.record(|r| r.frame(frame));
+    }
+
+    /// Starts recording every allocation and free as a trace (format in
+    /// [`crate::trace::format`]), written to `writer`. Replaces a recording
+    /// already running, whose result is dropped.
+    ///
+    /// # Errors
+    /// [`TraceError`] when the header can't be written.
+    pub fn start_recording(
+        &self,
+        writer: Box<dyn Write + Send>,
+        name: &str,
+    ) -> Result<(), TraceError> {
+        let recorder = Recorder::new(writer, name)?;
+        *self.recorder.lock() = Some(recorder);
+        self.recording.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stops recording and hands back the writer, flushed. `None` when no
+    /// recording was running.
+    ///
+    /// # Errors
+    /// The first write error met while recording.
+    pub fn stop_recording(&self) -> Option<Result<Box<dyn Write + Send>, TraceError>> {
+        self.recording.store(false, Ordering::Release);
+        self.recorder.lock().take().map(Recorder::finish)
+    }
+
+    fn record(&self, event: impl FnOnce(&mut Recorder)) {
+        if self.recording.load(Ordering::Relaxed) {
+            if let Some(recorder) = self.recorder.lock().as_mut() {
+                event(recorder);
+            }
+        }
     }
 
     /// Allocates memory for `desc`.
@@ -213,11 +260,12 @@ impl<D: MemoryDevice> Allocator<D> {
     /// allocated when an error is returned.
     pub fn allocate(&self, desc: &AllocationDesc<'_>) -> Result<Allocation, Error> {
         check_request(desc)?;
-        if let Some(id) = desc.options.pool {
-            let pool = self.pool(id)?;
-            return self.allocate_in_pool(&pool, desc);
-        }
-        self.allocate_with(desc, MemoryPropertyFlags::NONE)
+        let allocation = match desc.options.pool {
+            Some(id) => self.allocate_in_pool(&self.pool(id)?, desc)?,
+            None => self.allocate_with(desc, MemoryPropertyFlags::NONE)?,
+        };
+        self.record(|r| r.alloc(desc, allocation.memory, allocation.offset));
+        Ok(allocation)
     }
 
     fn allocate_with(
@@ -257,7 +305,10 @@ impl<D: MemoryDevice> Allocator<D> {
             None => self.allocate_with(desc, MemoryPropertyFlags::HOST_VISIBLE)?,
         };
         match allocation.into_mapped() {
-            Ok(mapped) => Ok(mapped),
+            Ok(mapped) => {
+                self.record(|r| r.alloc(desc, mapped.memory(), mapped.offset()));
+                Ok(mapped)
+            }
             Err(allocation) => {
                 let memory_type = allocation.memory_type;
                 self.free(allocation)?;
@@ -279,6 +330,7 @@ impl<D: MemoryDevice> Allocator<D> {
         if location.allocator != self.id {
             return Err(Error::ForeignAllocation);
         }
+        self.record(|r| r.free(allocation.memory, allocation.offset));
         let memory_type = allocation.memory_type;
         let ts = &self.types[memory_type as usize];
         match location.list {

@@ -40,6 +40,7 @@
 //! - *The linear algorithm*: [`range::LinearAllocator`], [`PoolAlgorithm::Linear`].
 //! - *Statistics and debugging*: [`stats`], [`Allocator::to_json`],
 //!   [`Allocator::summary`], [`Allocator::leaks`], [`Allocator::validate`].
+//! - *Recording a trace*: [`trace`], [`Allocator::start_recording`].
 //! - *Creating resources*: [`vk`].
 #![warn(missing_docs)]
 
@@ -59,6 +60,7 @@ pub mod report;
 pub mod select;
 pub mod sim;
 pub mod stats;
+pub mod trace;
 #[cfg(feature = "ash")]
 pub mod vk;
 

@@ -810,3 +810,55 @@ fn non_coherent_memory_is_flushed_in_whole_atoms() {
     }
     finish(&sim, allocator);
 }
+
+#[test]
+fn a_recorded_trace_reads_back() {
+    use std::io::Write;
+    use std::sync::Mutex;
+    use vkalloc::trace::{Trace, TraceEvent};
+
+    /// A writer the test can read after the allocator hands it back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = new_allocator(&sim);
+    let before = allocator
+        .allocate(&desc(100, 4, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    let out = Shared::default();
+    allocator
+        .start_recording(Box::new(out.clone()), "test")
+        .unwrap();
+    allocator.begin_frame();
+    let a = allocator
+        .allocate(&desc(
+            4096,
+            256,
+            ResourceKind::OptimalImage,
+            MemoryUsage::GpuOnly,
+        ))
+        .unwrap();
+    let m = allocator
+        .allocate_mapped(&desc(64, 4, ResourceKind::Buffer, MemoryUsage::Upload))
+        .unwrap();
+    allocator.free(a).unwrap();
+    allocator.free(before).unwrap(); // Allocated before recording: not in the trace.
+    allocator.begin_frame();
+    allocator.stop_recording().unwrap().unwrap();
+    allocator.free(m).unwrap();
+    let bytes = out.0.lock().unwrap().clone();
+    let trace = Trace::read(&bytes[..]).unwrap();
+    let summary = trace.validate().unwrap();
+    assert_eq!((summary.allocs, summary.frees, summary.frames), (2, 1, 2));
+    assert!(matches!(trace.events[1], TraceEvent::Alloc(ref e) if e.size == 4096));
+    finish(&sim, allocator);
+}
