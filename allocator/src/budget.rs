@@ -7,7 +7,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::device::{HeapBudget, MemoryDevice, MemoryProperties};
@@ -29,12 +28,14 @@ pub struct HeapBudgetView {
     pub from_driver: bool,
 }
 
+/// The last budget read, as atomics so that reading it takes no lock (it is
+/// read on every allocation to rank memory types).
 #[derive(Debug, Default)]
 struct Fetched {
-    budget: u64,
-    usage: u64,
+    budget: AtomicU64,
+    usage: AtomicU64,
     /// Our block bytes when `usage` was read, so later changes can be added.
-    ours_then: u64,
+    ours_then: AtomicU64,
 }
 
 /// One heap's counters.
@@ -43,7 +44,7 @@ pub(crate) struct HeapState {
     /// Device memory committed by this allocator on the heap, including
     /// reservations for allocations in flight.
     pub block_bytes: AtomicU64,
-    fetched: Mutex<Fetched>,
+    fetched: Fetched,
 }
 
 /// Every heap's counters.
@@ -70,21 +71,16 @@ impl Budgets {
         self.from_driver.store(from_driver, Ordering::Relaxed);
         for (i, heap) in self.heaps.iter().enumerate() {
             let ours = heap.block_bytes.load(Ordering::Relaxed);
-            let mut f = heap.fetched.lock();
-            if from_driver {
-                *f = Fetched {
-                    budget: out[i].budget,
-                    usage: out[i].usage,
-                    ours_then: ours,
-                };
+            let f = &heap.fetched;
+            // Without the extension only our own usage is known.
+            let (budget, usage, ours_then) = if from_driver {
+                (out[i].budget, out[i].usage, ours)
             } else {
-                // Without the extension only our own usage is known.
-                *f = Fetched {
-                    budget: self.heap_sizes[i] / 100 * ESTIMATED_BUDGET_PERCENT,
-                    usage: 0,
-                    ours_then: 0,
-                };
-            }
+                (self.heap_sizes[i] / 100 * ESTIMATED_BUDGET_PERCENT, 0, 0)
+            };
+            f.budget.store(budget, Ordering::Relaxed);
+            f.usage.store(usage, Ordering::Relaxed);
+            f.ours_then.store(ours_then, Ordering::Relaxed);
         }
     }
 
@@ -92,11 +88,12 @@ impl Budgets {
     pub fn view(&self, heap: u32) -> HeapBudgetView {
         let state = &self.heaps[heap as usize];
         let ours = state.block_bytes.load(Ordering::Relaxed);
-        let f = state.fetched.lock();
+        let f = &state.fetched;
         HeapBudgetView {
             block_bytes: ours,
-            budget: f.budget,
-            usage: (f.usage + ours).saturating_sub(f.ours_then),
+            budget: f.budget.load(Ordering::Relaxed),
+            usage: (f.usage.load(Ordering::Relaxed) + ours)
+                .saturating_sub(f.ours_then.load(Ordering::Relaxed)),
             from_driver: self.from_driver.load(Ordering::Relaxed),
         }
     }
