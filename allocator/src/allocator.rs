@@ -15,6 +15,7 @@ use crate::allocation::{Allocation, ListRef, Location, MappedAllocation};
 use crate::block::{Block, PoolAlgorithm};
 use crate::block_list::{BlockList, ListConfig};
 use crate::budget::Budgets;
+use crate::corruption;
 use crate::desc::{AllocationDesc, DedicatedPolicy, DriverDedicated};
 use crate::device::{MappedRange, MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
@@ -43,6 +44,10 @@ pub struct AllocatorDesc {
     /// Empty blocks kept per memory type (or pool, above its `min_blocks`) for
     /// reuse instead of being freed at once.
     pub keep_empty_blocks: u32,
+    /// Bytes of corruption margin before and after each allocation in
+    /// host-visible shared blocks, filled with a pattern and checked on free
+    /// (see [`crate::corruption`]). 0 (the default) turns the check off.
+    pub debug_margin: u64,
 }
 
 impl Default for AllocatorDesc {
@@ -51,6 +56,7 @@ impl Default for AllocatorDesc {
             block_size: 256 << 20,
             honour_dedicated_preference_from: 32 << 20,
             keep_empty_blocks: 1,
+            debug_margin: 0,
         }
     }
 }
@@ -120,6 +126,7 @@ pub struct Allocator<D: MemoryDevice> {
     pools: RwLock<Vec<PoolSlot>>,
     budgets: Budgets,
     objects: ObjectCount,
+    corruptions: AtomicU64,
     frame: AtomicU64,
     /// Whether `recorder` holds a recorder: checked without locking.
     recording: AtomicBool,
@@ -191,6 +198,7 @@ impl<D: MemoryDevice> Allocator<D> {
             pools: RwLock::new(Vec::new()),
             budgets,
             objects: ObjectCount::default(),
+            corruptions: AtomicU64::new(0),
             frame: AtomicU64::new(0),
             recording: AtomicBool::new(false),
             recorder: Mutex::new(None),
@@ -331,6 +339,10 @@ impl<D: MemoryDevice> Allocator<D> {
             return Err(Error::ForeignAllocation);
         }
         self.record(|r| r.free(allocation.memory, allocation.offset));
+        if allocation.host_address != 0 && self.desc.debug_margin > 0 {
+            let block_address = allocation.host_address - allocation.offset as usize;
+            self.check_margins(block_address, &location.range, &allocation);
+        }
         let memory_type = allocation.memory_type;
         let ts = &self.types[memory_type as usize];
         match location.list {
@@ -632,6 +644,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 })
                 .collect(),
             device_memory_objects: self.objects.get(),
+            corruptions_detected: self.corruptions.load(Ordering::Relaxed),
             ..Statistics::default()
         };
         for (i, ts) in self.types.iter().enumerate() {
@@ -703,6 +716,41 @@ impl<D: MemoryDevice> Allocator<D> {
     /// memory type and pool in use.
     pub fn summary(&self) -> String {
         crate::report::summary(&self.statistics())
+    }
+
+    /// Checks the corruption margins of every live allocation (see
+    /// [`AllocatorDesc::debug_margin`]); returns how many are damaged.
+    /// Slow: reads every margin under each list's lock.
+    pub fn check_corruption(&self) -> u64 {
+        let margin = self.desc.debug_margin;
+        if margin == 0 {
+            return 0;
+        }
+        let mut damaged = 0;
+        let mut check = |list: &BlockList| {
+            for (_, block) in list.iter() {
+                if block.host_address == 0 || block.is_dedicated() {
+                    continue;
+                }
+                block.for_each_allocation(&mut |offset, size, _| {
+                    let range = Range {
+                        id: crate::range::RangeId(0),
+                        offset,
+                        size,
+                    };
+                    if !corruption::intact(block.host_address, &range, margin) {
+                        damaged += 1;
+                    }
+                });
+            }
+        };
+        for ts in &self.types {
+            check(&ts.list.lock());
+        }
+        for pool in self.live_pools() {
+            check(&pool.list.lock());
+        }
+        damaged
     }
 
     /// Live allocations: what would be reported as leaked if the allocator
@@ -862,6 +910,10 @@ impl<D: MemoryDevice> Allocator<D> {
     fn range_request(&self, memory_type: u32, desc: &AllocationDesc<'_>) -> RangeRequest {
         let mut size = desc.size;
         let mut alignment = desc.alignment.max(1);
+        let margin = self.margin(memory_type);
+        if margin > 0 {
+            size += corruption::lead(margin, alignment) + margin;
+        }
         if self.types[memory_type as usize].non_coherent {
             let atom = self.device.limits().non_coherent_atom_size.max(1);
             alignment = alignment.max(atom);
@@ -871,6 +923,31 @@ impl<D: MemoryDevice> Allocator<D> {
             size,
             alignment,
             kind: desc.kind.range_kind(),
+        }
+    }
+
+    /// The corruption margin for shared blocks of `memory_type`.
+    fn margin(&self, memory_type: u32) -> u64 {
+        if self.types[memory_type as usize].host_visible {
+            self.desc.debug_margin
+        } else {
+            0
+        }
+    }
+
+    /// Checks the margins of an allocation being freed; logs and counts a
+    /// corruption.
+    fn check_margins(&self, block_address: usize, range: &Range, allocation: &Allocation) {
+        let margin = self.margin(allocation.memory_type);
+        if margin > 0 && !allocation.dedicated && !corruption::intact(block_address, range, margin)
+        {
+            self.corruptions.fetch_add(1, Ordering::Relaxed);
+            log::error!(
+                "vkalloc: corruption next to the allocation of {} bytes at offset {} of memory type {}",
+                allocation.size,
+                allocation.offset,
+                allocation.memory_type
+            );
         }
     }
 
@@ -1114,6 +1191,14 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
     ) -> Allocation {
         let block = list.block_mut(block_index).expect("block just used");
+        let margin = self.margin(memory_type);
+        let offset = if margin > 0 && !block.is_dedicated() {
+            let offset = range.offset + corruption::lead(margin, desc.alignment);
+            corruption::fill(block.host_address, &range, offset, desc.size);
+            offset
+        } else {
+            range.offset
+        };
         if !desc.options.tag.is_empty() {
             block.tags.insert(range.offset, desc.options.tag.into());
         }
@@ -1132,14 +1217,14 @@ impl<D: MemoryDevice> Allocator<D> {
         };
         Allocation {
             memory: block.memory,
-            offset: range.offset,
+            offset,
             size: desc.size,
             memory_type,
             kind: desc.kind,
             host_address: if block.host_address == 0 {
                 0
             } else {
-                block.host_address + range.offset as usize
+                block.host_address + offset as usize
             },
             dedicated: block.is_dedicated(),
             location: Location {

@@ -40,6 +40,7 @@
 //! - *The linear algorithm*: [`range::LinearAllocator`], [`PoolAlgorithm::Linear`].
 //! - *Statistics and debugging*: [`stats`], [`Allocator::to_json`],
 //!   [`Allocator::summary`], [`Allocator::leaks`], [`Allocator::validate`].
+//! - *Finding memory corruption*: [`corruption`], [`Allocator::check_corruption`].
 //! - *Recording a trace*: [`trace`], [`Allocator::start_recording`].
 //! - *Creating resources*: [`vk`].
 #![warn(missing_docs)]
@@ -49,6 +50,7 @@ mod allocator;
 mod block;
 mod block_list;
 pub mod budget;
+pub mod corruption;
 mod desc;
 pub mod device;
 mod error;

@@ -158,6 +158,9 @@ pub struct Statistics {
     pub pools: Vec<PoolStatistics>,
     /// Live `VkDeviceMemory` objects against `maxMemoryAllocationCount`.
     pub device_memory_objects: u32,
+    /// Allocations freed with a damaged corruption margin (see
+    /// [`crate::AllocatorDesc::debug_margin`]).
+    pub corruptions_detected: u64,
 }
 
 /// One allocation in a detailed dump.

@@ -862,3 +862,48 @@ fn a_recorded_trace_reads_back() {
     assert!(matches!(trace.events[1], TraceEvent::Alloc(ref e) if e.size == 4096));
     finish(&sim, allocator);
 }
+
+#[test]
+fn corruption_margins_catch_writes_past_the_end() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = Allocator::new(
+        Arc::clone(&sim),
+        AllocatorDesc {
+            debug_margin: 16,
+            ..AllocatorDesc::default()
+        },
+    )
+    .unwrap();
+    let mut live = Vec::new();
+    for i in 0..20u64 {
+        let mut m = allocator
+            .allocate_mapped(&desc(
+                100 + i,
+                64,
+                ResourceKind::Buffer,
+                MemoryUsage::Upload,
+            ))
+            .unwrap();
+        assert_eq!(m.offset() % 64, 0, "margins keep the alignment");
+        m.as_mut_slice().fill(1);
+        live.push(m);
+    }
+    assert_eq!(allocator.check_corruption(), 0);
+    // Write 4 bytes past the end of one allocation, as a buggy shader would.
+    let victim = &live[7];
+    let end = victim.as_ptr() as usize + victim.size() as usize;
+    // SAFETY: the bytes after the allocation are its margin, inside the same
+    // mapped block; the test damages them on purpose.
+    unsafe { std::ptr::write_bytes(end as *mut u8, 0, 4) };
+    assert_eq!(allocator.check_corruption(), 1);
+    for m in live {
+        allocator.free(m).unwrap();
+    }
+    assert_eq!(allocator.statistics().corruptions_detected, 1);
+    // Device-local memory has no margins and still allocates.
+    let a = allocator
+        .allocate(&desc(100, 64, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+        .unwrap();
+    allocator.free(a).unwrap();
+    finish(&sim, allocator);
+}
