@@ -13,7 +13,12 @@ fn main() {
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&shader_dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", shader_dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("vert" | "frag" | "comp")))
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("vert" | "frag" | "comp")
+            )
+        })
         .collect();
     sources.sort();
 
@@ -23,7 +28,10 @@ fn main() {
         let name = src.file_name().unwrap().to_string_lossy().into_owned();
         let out = out_dir.join(format!("{name}.spv"));
         compile(src, &out, &shader_dir);
-        table.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", out.display().to_string()));
+        table.push_str(&format!(
+            "    ({name:?}, include_bytes!({:?})),\n",
+            out.display().to_string()
+        ));
     }
     table.push_str("];\n");
     for src in &sources {

@@ -3,6 +3,7 @@
 //!
 //! - [`trace`]: the allocation trace format (JSON lines, versioned) and the
 //!   standard trace generators.
+//! - [`clock`]: `rdtsc`-based timing where the TSC is invariant.
 //! - [`vkdev`]: a Vulkan device whose `vkAllocateMemory` / `vkFreeMemory` are
 //!   counted and timed in its function table.
 //! - [`contenders`]: the three allocators behind one trait.
@@ -12,6 +13,7 @@
 //!
 //! The binary (`cargo run --release -p bench -- --help`) runs it all.
 
+pub mod clock;
 pub mod contenders;
 pub mod range_bench;
 pub mod replay;

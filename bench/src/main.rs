@@ -1,1 +1,399 @@
-fn main() {}
+//! `cargo run --release -p bench -- [options]`: replays the standard traces
+//! (or given trace files) through vkalloc, VMA and gpu-allocator on one
+//! Vulkan device, prints a table with ratios theirs/ours and writes
+//! `target/bench/allocators.json`. Run with `--help` for the options.
+
+use std::fs;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use bench::contenders::{BaselineOptions, CONTENDERS, REQUEST_MAPPING};
+use bench::range_bench;
+use bench::replay::calibrate_timer_overhead;
+use bench::runner::{bench_trace, format_table, RunConfig, Spread};
+use bench::trace::{generate, Scale, Trace, DEFAULT_SEED, STANDARD_TRACES};
+use bench::vkdev::{list_devices, VulkanContext};
+
+const HELP: &str = "\
+bench: vkalloc vs VMA (vk-mem 0.5) vs gpu-allocator 0.28, side by side on one Vulkan device
+
+USAGE: cargo run --release -p bench -- [OPTIONS]
+
+  --trace FILE           replay this trace file (repeatable) instead of the standard traces
+  --traces A,B           only these standard traces (default: all of
+                         renderer-mix,streaming-churn,frame-transient,many-small,fragmentation)
+  --scale small|full     standard trace scale (default small; full is for a real GPU)
+  --seed N               standard trace seed (default 1592598566)
+  --reps N               repetitions per trace and allocator, alternating (default 5)
+  --allocators A,B       subset of ours,vma,gpu-allocator (default all)
+  --device N             physical device index (default: first discrete GPU, else the first)
+  --list-devices         list the physical devices and exit
+  --out PATH             JSON rows (default target/bench/allocators.json); a Markdown table
+                         is written beside it (.md) and the range results to range.json
+  --write-traces DIR     write the standard traces to DIR/<name>.<scale>.jsonl and exit
+  --check                verify every placement (aligned, no overlap) while replaying
+  --explain-peak         print each allocator's memory at its committed peak (slows the replay)
+  --tags                 give every allocator the trace's tags as allocation names (off by default)
+  --vma-ignore-preferred give VMA no dedicated hint for `preferred` (its own rule only)
+  --no-memory-budget     don't enable VK_EXT_memory_budget even where present
+  --no-range             skip the range-allocator benchmark
+  --range-only           run only the range-allocator benchmark (no Vulkan needed)
+  -v, --verbose          a line per run
+";
+
+struct Args {
+    traces: Vec<PathBuf>,
+    only: Option<Vec<String>>,
+    scale: Scale,
+    seed: u64,
+    reps: usize,
+    allocators: Vec<String>,
+    device: Option<usize>,
+    list_devices: bool,
+    out: PathBuf,
+    write_traces: Option<PathBuf>,
+    check: bool,
+    tags: bool,
+    explain_peak: bool,
+    baseline: BaselineOptions,
+    memory_budget: bool,
+    range: bool,
+    range_only: bool,
+    verbose: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        traces: Vec::new(),
+        only: None,
+        scale: Scale::Small,
+        seed: DEFAULT_SEED,
+        reps: 5,
+        allocators: CONTENDERS.iter().map(|s| s.to_string()).collect(),
+        device: None,
+        list_devices: false,
+        out: PathBuf::from("target/bench/allocators.json"),
+        write_traces: None,
+        check: false,
+        tags: false,
+        explain_peak: false,
+        baseline: BaselineOptions::default(),
+        memory_budget: true,
+        range: true,
+        range_only: false,
+        verbose: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--trace" => a.traces.push(value("--trace")?.into()),
+            "--traces" => {
+                let list: Vec<String> = value("--traces")?.split(',').map(str::to_owned).collect();
+                for t in &list {
+                    if !STANDARD_TRACES.contains(&t.as_str()) {
+                        return Err(format!("unknown standard trace {t:?}"));
+                    }
+                }
+                a.only = Some(list);
+            }
+            "--scale" => a.scale = value("--scale")?.parse()?,
+            "--seed" => {
+                a.seed = value("--seed")?
+                    .parse()
+                    .map_err(|e| format!("--seed: {e}"))?
+            }
+            "--reps" => {
+                a.reps = value("--reps")?
+                    .parse()
+                    .map_err(|e| format!("--reps: {e}"))?
+            }
+            "--allocators" => {
+                a.allocators = value("--allocators")?
+                    .split(',')
+                    .map(str::to_owned)
+                    .collect();
+                for n in &a.allocators {
+                    if !CONTENDERS.contains(&n.as_str()) {
+                        return Err(format!("unknown allocator {n:?}"));
+                    }
+                }
+            }
+            "--device" => {
+                a.device = Some(
+                    value("--device")?
+                        .parse()
+                        .map_err(|e| format!("--device: {e}"))?,
+                )
+            }
+            "--list-devices" => a.list_devices = true,
+            "--out" => a.out = value("--out")?.into(),
+            "--write-traces" => a.write_traces = Some(value("--write-traces")?.into()),
+            "--check" => a.check = true,
+            "--tags" => a.tags = true,
+            "--explain-peak" => a.explain_peak = true,
+            "--vma-ignore-preferred" => a.baseline.vma_ignore_preferred = true,
+            "--no-memory-budget" => a.memory_budget = false,
+            "--no-range" => a.range = false,
+            "--range-only" => a.range_only = true,
+            "-v" | "--verbose" => a.verbose = true,
+            "-h" | "--help" => {
+                print!("{HELP}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    Ok(a)
+}
+
+fn standard_names(a: &Args) -> Vec<String> {
+    a.only
+        .clone()
+        .unwrap_or_else(|| STANDARD_TRACES.iter().map(|s| s.to_string()).collect())
+}
+
+fn write_traces(a: &Args, dir: &Path) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for name in standard_names(a) {
+        let trace = generate(&name, a.seed, a.scale).expect("standard trace");
+        let path = dir.join(format!("{name}.{}.jsonl", a.scale));
+        let file = fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        trace
+            .write(BufWriter::new(file))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let s = trace.validate().map_err(|e| e.to_string())?;
+        println!(
+            "{}: {} allocs, {} frees, {} frames, peak {} live / {:.1} MiB",
+            path.display(),
+            s.allocs,
+            s.frees,
+            s.frames,
+            s.peak_live_count,
+            s.peak_live_bytes as f64 / (1 << 20) as f64
+        );
+    }
+    Ok(())
+}
+
+fn run_range(a: &Args, out_dir: &Path) -> Result<(), String> {
+    let reps = a.reps.max(1);
+    let seqs = range_bench::standard_sequences(a.seed, a.scale == Scale::Full);
+    println!(
+        "\n## Range allocators alone (no Vulkan), ns per operation, median of {reps} (min..max)\n"
+    );
+    println!("| sequence | allocator | alloc ns | free ns | vma/ours alloc | vma/ours free |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    let mut json = Vec::new();
+    for seq in &seqs {
+        let mut per: Vec<(&'static str, Vec<range_bench::RangeRun>)> = Vec::new();
+        for _ in 0..reps {
+            for (name, run) in range_bench::run_all(seq) {
+                match per.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, v)) => v.push(run),
+                    None => per.push((name, vec![run])),
+                }
+            }
+        }
+        let spreads: Vec<(&str, Spread, Spread, u64)> = per
+            .iter()
+            .map(|(n, runs)| {
+                (
+                    *n,
+                    Spread::of(runs.iter().map(|r| r.alloc_ns)),
+                    Spread::of(runs.iter().map(|r| r.free_ns)),
+                    runs.iter().map(|r| r.failures).max().unwrap_or(0),
+                )
+            })
+            .collect();
+        for (name, alloc, free, failures) in &spreads {
+            // Compare each VMA row with ours of the same algorithm family.
+            let ours_name = if name.starts_with("vma-virtual-linear") {
+                spreads.iter().find(|s| s.0.starts_with("ours-linear"))
+            } else if name.starts_with("vma-virtual-tlsf") {
+                spreads.iter().find(|s| s.0 == "ours-tlsf")
+            } else {
+                None
+            };
+            let (ra, rf) = match ours_name {
+                Some(o) => (
+                    format!("{:.2}", alloc.median / o.1.median),
+                    format!("{:.2}", free.median / o.2.median),
+                ),
+                None => (String::new(), String::new()),
+            };
+            println!(
+                "| {} | {} | {:.1} ({:.1}..{:.1}) | {:.1} ({:.1}..{:.1}) | {} | {} |{}",
+                seq.name,
+                name,
+                alloc.median,
+                alloc.min,
+                alloc.max,
+                free.median,
+                free.min,
+                free.max,
+                ra,
+                rf,
+                if *failures > 0 {
+                    format!(" {failures} failed")
+                } else {
+                    String::new()
+                }
+            );
+            json.push(serde_json::json!({
+                "sequence": seq.name,
+                "allocator": name,
+                "alloc_ns_median": alloc.median,
+                "free_ns_median": free.median,
+                "alloc_ns": alloc,
+                "free_ns": free,
+                "failures": failures,
+                "reps": reps,
+            }));
+        }
+    }
+    let path = out_dir.join("range.json");
+    fs::write(
+        &path,
+        serde_json::to_string_pretty(&json).expect("serializable"),
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
+
+fn run() -> Result<(), String> {
+    let a = parse_args()?;
+    if a.list_devices {
+        for line in list_devices()? {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    if let Some(dir) = &a.write_traces {
+        return write_traces(&a, dir);
+    }
+    let out_dir = a
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    if a.range_only {
+        return run_range(&a, &out_dir);
+    }
+
+    let traces: Vec<Trace> = if a.traces.is_empty() {
+        standard_names(&a)
+            .iter()
+            .map(|n| generate(n, a.seed, a.scale).expect("standard trace"))
+            .collect()
+    } else {
+        a.traces
+            .iter()
+            .map(|p| {
+                let f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                Trace::read(BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
+            })
+            .collect::<Result<_, _>>()?
+    };
+
+    let ctx = VulkanContext::new(a.device, a.memory_budget)?;
+    let i = &ctx.info;
+    println!(
+        "device {}: {} ({}), {}, Vulkan {}, VK_EXT_memory_budget {}",
+        i.index,
+        i.name,
+        i.device_type,
+        i.driver,
+        i.api_version,
+        if i.memory_budget { "on" } else { "off" }
+    );
+    println!("memory types: {}", i.memory_types.join("; "));
+    println!("memory heaps: {}", i.memory_heaps.join("; "));
+    let overhead = calibrate_timer_overhead();
+    println!(
+        "clock: {}; timer overhead subtracted per operation: {:.1} ns",
+        bench::clock::describe(),
+        bench::clock::ticks_to_ns(overhead as f64)
+    );
+
+    let config = RunConfig {
+        reps: a.reps,
+        contenders: a.allocators.clone(),
+        check: a.check,
+        baseline: a.baseline,
+        verbose: a.verbose,
+        tags: a.tags,
+        explain_peak: a.explain_peak,
+    };
+    let mut rows = Vec::new();
+    for trace in &traces {
+        let s = trace.validate().map_err(|e| e.to_string())?;
+        eprintln!(
+            "{} ({}, {} allocs, {} frees, peak {} live / {:.1} MiB) ...",
+            trace.header.name,
+            trace.header.scale,
+            s.allocs,
+            s.frees,
+            s.peak_live_count,
+            s.peak_live_bytes as f64 / (1 << 20) as f64
+        );
+        let r = bench_trace(&ctx, trace, overhead, &config)?;
+        for row in &r {
+            if row.failures > 0.0 {
+                eprintln!(
+                    "  warning: {} had {} failed allocations: {}",
+                    row.allocator,
+                    row.failures,
+                    row.first_failure.as_deref().unwrap_or("")
+                );
+            }
+            if let Some(p) = &row.at_peak {
+                eprintln!("  {} at peak: {p}", row.allocator);
+            }
+            for e in &row.check_errors {
+                eprintln!("  error: {}: {e}", row.allocator);
+            }
+            if row.leaked_bytes > 0 {
+                eprintln!(
+                    "  warning: {} left {} bytes of VkDeviceMemory after being dropped",
+                    row.allocator, row.leaked_bytes
+                );
+            }
+        }
+        rows.extend(r);
+    }
+    drop(ctx);
+
+    let table = format_table(&rows);
+    println!(
+        "\n## Allocators, median of {} runs each (own = outside vkAllocateMemory/vkFreeMemory)\n",
+        a.reps.max(1)
+    );
+    println!("{table}");
+    fs::write(
+        &a.out,
+        serde_json::to_string_pretty(&rows).expect("serializable"),
+    )
+    .map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let md = a.out.with_extension("md");
+    fs::write(&md, format!("{table}\n{REQUEST_MAPPING}\n"))
+        .map_err(|e| format!("{}: {e}", md.display()))?;
+    println!("wrote {} and {}", a.out.display(), md.display());
+    if a.range {
+        run_range(&a, &out_dir)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -110,7 +110,11 @@ impl Drop for VmaVirtual {
 #[derive(Clone, Copy, Debug)]
 enum Step {
     /// Allocate into a slot.
-    Alloc { slot: u32, size: u64, alignment: u64 },
+    Alloc {
+        slot: u32,
+        size: u64,
+        alignment: u64,
+    },
     /// Free a slot.
     Free { slot: u32 },
     /// Free everything (and forget every slot).
@@ -355,26 +359,56 @@ pub fn run_all(seq: &Sequence) -> Vec<(&'static str, RangeRun)> {
     let cap = seq.capacity;
     match seq.name {
         "tlsf-random" => {
-            out.push(("ours-tlsf", run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq)));
-            out.push(("vma-virtual-tlsf", run(&mut VmaVirtual::new(cap, false), seq)));
+            out.push((
+                "ours-tlsf",
+                run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq),
+            ));
+            out.push((
+                "vma-virtual-tlsf",
+                run(&mut VmaVirtual::new(cap, false), seq),
+            ));
         }
         "linear-free-at-once" => {
             out.push((
                 "ours-linear-stack",
-                run(&mut OursRange(LinearAllocator::new(cap, LinearMode::Stack, 1)), seq),
+                run(
+                    &mut OursRange(LinearAllocator::new(cap, LinearMode::Stack, 1)),
+                    seq,
+                ),
             ));
-            out.push(("vma-virtual-linear", run(&mut VmaVirtual::new(cap, true), seq)));
-            out.push(("ours-tlsf", run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq)));
-            out.push(("vma-virtual-tlsf", run(&mut VmaVirtual::new(cap, false), seq)));
+            out.push((
+                "vma-virtual-linear",
+                run(&mut VmaVirtual::new(cap, true), seq),
+            ));
+            out.push((
+                "ours-tlsf",
+                run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq),
+            ));
+            out.push((
+                "vma-virtual-tlsf",
+                run(&mut VmaVirtual::new(cap, false), seq),
+            ));
         }
         _ => {
             out.push((
                 "ours-linear-ring",
-                run(&mut OursRange(LinearAllocator::new(cap, LinearMode::Ring, 1)), seq),
+                run(
+                    &mut OursRange(LinearAllocator::new(cap, LinearMode::Ring, 1)),
+                    seq,
+                ),
             ));
-            out.push(("vma-virtual-linear", run(&mut VmaVirtual::new(cap, true), seq)));
-            out.push(("ours-tlsf", run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq)));
-            out.push(("vma-virtual-tlsf", run(&mut VmaVirtual::new(cap, false), seq)));
+            out.push((
+                "vma-virtual-linear",
+                run(&mut VmaVirtual::new(cap, true), seq),
+            ));
+            out.push((
+                "ours-tlsf",
+                run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq),
+            ));
+            out.push((
+                "vma-virtual-tlsf",
+                run(&mut VmaVirtual::new(cap, false), seq),
+            ));
         }
     }
     out

@@ -1,13 +1,15 @@
 //! Replaying a trace through one contender, timing every operation.
 //!
-//! Each allocate and free is timed with [`Instant`]; the time the counting
+//! Each allocate and free is timed with [`crate::clock`]; the time the counting
 //! `vkAllocateMemory`/`vkFreeMemory` wrappers report for calls made inside
 //! it is subtracted, and so is the cost of the timer itself (calibrated once),
 //! leaving the allocator's own time.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::CString;
 use std::time::Instant;
 
+use crate::clock;
 use crate::contenders::{Contender, Placement, Request};
 use crate::trace::{Trace, TraceEvent, TraceSummary};
 use crate::vkdev;
@@ -44,14 +46,21 @@ pub struct Prepared<'t> {
     pub slots: usize,
     /// The trace's counts.
     pub summary: TraceSummary,
+    /// NUL-terminated copies of the tags that [`Request::tag_c`] points into.
+    _tags_c: Vec<CString>,
 }
 
 impl<'t> Prepared<'t> {
     /// Prepares `trace`, masking `memory_type_bits` with `type_mask` (the
-    /// device's types). Fails on an inconsistent trace or a request that no
-    /// type of the device allows.
-    pub fn new(trace: &'t Trace, type_mask: u32) -> Result<Self, String> {
+    /// device's types); with `tags` false every request's tag is empty.
+    /// Fails on an inconsistent trace or a request that no type of the
+    /// device allows.
+    pub fn new(trace: &'t Trace, type_mask: u32, tags: bool) -> Result<Self, String> {
         let summary = trace.validate().map_err(|e| e.to_string())?;
+        // One NUL-terminated copy per distinct tag; a CString's bytes stay
+        // put when the Vec holding it grows.
+        let mut tags_c: Vec<CString> = Vec::new();
+        let mut tag_index: HashMap<&str, usize> = HashMap::new();
         let mut requests = Vec::with_capacity(summary.allocs as usize);
         let mut ops = Vec::with_capacity(trace.events.len());
         let mut slot_of: HashMap<u64, u32> = HashMap::new();
@@ -76,6 +85,16 @@ impl<'t> Prepared<'t> {
                         slot,
                         request: requests.len() as u32,
                     });
+                    let (tag, tag_c) = if tags && !a.tag.is_empty() {
+                        let i = *tag_index.entry(&a.tag).or_insert_with(|| {
+                            let c = CString::new(a.tag.replace('\0', " ")).expect("no NUL");
+                            tags_c.push(c);
+                            tags_c.len() - 1
+                        });
+                        (a.tag.as_str(), tags_c[i].as_ptr())
+                    } else {
+                        ("", std::ptr::null())
+                    };
                     requests.push(Request {
                         size: a.size,
                         alignment: a.alignment,
@@ -83,7 +102,8 @@ impl<'t> Prepared<'t> {
                         kind: a.kind,
                         usage: a.usage,
                         dedicated: a.dedicated,
-                        tag: &a.tag,
+                        tag,
+                        tag_c,
                     });
                 }
                 TraceEvent::Free { id } => {
@@ -100,6 +120,7 @@ impl<'t> Prepared<'t> {
             ops,
             slots: slots as usize,
             summary,
+            _tags_c: tags_c,
         })
     }
 }
@@ -157,19 +178,34 @@ pub struct RunStats {
     pub first_failure: Option<String>,
     /// Problems found by the overlap check (empty when not checking).
     pub check_errors: Vec<String>,
+    /// With `explain_peak`: the allocator's memory report when the peak of
+    /// committed bytes was reached.
+    pub at_peak: Option<String>,
 }
 
-/// Measures what an empty timed region costs: the median gap between two
-/// `Instant::now()` calls with the driver counter read around them, as the
-/// replay loop does.
+impl Percentiles {
+    /// The same figures converted from clock ticks to nanoseconds.
+    pub fn ticks_to_ns(self) -> Self {
+        Self {
+            median: clock::ticks_to_ns(self.median),
+            p99: clock::ticks_to_ns(self.p99),
+            mean: clock::ticks_to_ns(self.mean),
+        }
+    }
+}
+
+/// Measures what an empty timed region costs, in clock ticks: the median gap
+/// between two [`clock::now`] calls with the driver counter read around
+/// them, as the replay loop does.
 pub fn calibrate_timer_overhead() -> u64 {
+    clock::init();
     let mut samples: Vec<u64> = (0..20_000)
         .map(|_| {
-            let d0 = vkdev::driver_ns();
-            let t0 = Instant::now();
-            let t1 = Instant::now();
-            let d1 = vkdev::driver_ns();
-            ((t1 - t0).as_nanos() as u64).saturating_sub(d1 - d0)
+            let d0 = vkdev::driver_ticks();
+            let t0 = clock::now();
+            let t1 = clock::now();
+            let d1 = vkdev::driver_ticks();
+            t1.wrapping_sub(t0).saturating_sub(d1 - d0)
         })
         .collect();
     Percentiles::of(&mut samples).median as u64
@@ -227,14 +263,27 @@ impl OverlapChecker {
 pub fn run_once<C: Contender>(
     c: &mut C,
     prepared: &Prepared<'_>,
-    timer_overhead_ns: u64,
+    timer_overhead_ticks: u64,
     check: bool,
 ) -> RunStats {
+    run_once_with(c, prepared, timer_overhead_ticks, check, false)
+}
+
+/// [`run_once`], and with `explain_peak` a memory report each time the
+/// committed bytes reach a new peak (slow: for diagnosis, not timing).
+pub fn run_once_with<C: Contender>(
+    c: &mut C,
+    prepared: &Prepared<'_>,
+    timer_overhead_ticks: u64,
+    check: bool,
+    explain_peak: bool,
+) -> RunStats {
+    let mut last_peak = 0u64;
     let mut slots: Vec<Option<C::Handle>> = Vec::with_capacity(prepared.slots);
     slots.resize_with(prepared.slots, || None);
-    let mut alloc_ns: Vec<u64> = Vec::with_capacity(prepared.summary.allocs as usize);
-    let mut free_ns: Vec<u64> = Vec::with_capacity(prepared.summary.frees as usize);
-    let mut total_ns: u128 = 0;
+    let mut alloc_ticks: Vec<u64> = Vec::with_capacity(prepared.summary.allocs as usize);
+    let mut free_ticks: Vec<u64> = Vec::with_capacity(prepared.summary.frees as usize);
+    let mut total_ticks: u128 = 0;
     let mut stats = RunStats::default();
     let mut live_bytes = 0u64;
     let mut sizes: Vec<u64> = vec![0; prepared.slots];
@@ -251,17 +300,17 @@ pub fn run_once<C: Contender>(
         match *op {
             Op::Alloc { slot, request } => {
                 let r = &prepared.requests[request as usize];
-                let d0 = vkdev::driver_ns();
-                let t0 = Instant::now();
+                let d0 = vkdev::driver_ticks();
+                let t0 = clock::now();
                 let result = c.allocate(r);
-                let t1 = Instant::now();
-                let d1 = vkdev::driver_ns();
-                let total = (t1 - t0).as_nanos() as u64;
-                total_ns += u128::from(total);
-                alloc_ns.push(
+                let t1 = clock::now();
+                let d1 = vkdev::driver_ticks();
+                let total = t1.wrapping_sub(t0);
+                total_ticks += u128::from(total);
+                alloc_ticks.push(
                     total
                         .saturating_sub(d1 - d0)
-                        .saturating_sub(timer_overhead_ns),
+                        .saturating_sub(timer_overhead_ticks),
                 );
                 match result {
                     Ok(h) => {
@@ -274,6 +323,18 @@ pub fn run_once<C: Contender>(
                         sizes[slot as usize] = r.size;
                         live_bytes += r.size;
                         stats.peak_live_bytes = stats.peak_live_bytes.max(live_bytes);
+                        if explain_peak {
+                            let peak = vkdev::counters().peak_committed_bytes;
+                            if peak > last_peak {
+                                last_peak = peak;
+                                stats.at_peak = Some(format!(
+                                    "committed {}, live {}: {}",
+                                    crate::contenders::mib(peak),
+                                    crate::contenders::mib(live_bytes),
+                                    c.memory_report()
+                                ));
+                            }
+                        }
                     }
                     Err(e) => {
                         stats.failures += 1;
@@ -296,17 +357,17 @@ pub fn run_once<C: Contender>(
                     }
                 }
                 live_bytes -= sizes[slot as usize];
-                let d0 = vkdev::driver_ns();
-                let t0 = Instant::now();
+                let d0 = vkdev::driver_ticks();
+                let t0 = clock::now();
                 c.free(h);
-                let t1 = Instant::now();
-                let d1 = vkdev::driver_ns();
-                let total = (t1 - t0).as_nanos() as u64;
-                total_ns += u128::from(total);
-                free_ns.push(
+                let t1 = clock::now();
+                let d1 = vkdev::driver_ticks();
+                let total = t1.wrapping_sub(t0);
+                total_ticks += u128::from(total);
+                free_ticks.push(
                     total
                         .saturating_sub(d1 - d0)
-                        .saturating_sub(timer_overhead_ns),
+                        .saturating_sub(timer_overhead_ticks),
                 );
             }
             Op::Frame(index) => c.begin_frame(index),
@@ -316,10 +377,10 @@ pub fn run_once<C: Contender>(
     stats.driver = vkdev::counters();
     stats.peak_committed_bytes = stats.driver.peak_committed_bytes;
     stats.largest_free_range_end = c.largest_free_range();
-    let ops = (alloc_ns.len() + free_ns.len()).max(1);
-    stats.total_ns_per_op = total_ns as f64 / ops as f64;
-    stats.alloc_own = Percentiles::of(&mut alloc_ns);
-    stats.free_own = Percentiles::of(&mut free_ns);
+    let ops = (alloc_ticks.len() + free_ticks.len()).max(1);
+    stats.total_ns_per_op = clock::ticks_to_ns(total_ticks as f64 / ops as f64);
+    stats.alloc_own = Percentiles::of(&mut alloc_ticks).ticks_to_ns();
+    stats.free_own = Percentiles::of(&mut free_ticks).ticks_to_ns();
     stats.check_errors = checker.errors;
     for h in slots.into_iter().flatten() {
         c.free(h);

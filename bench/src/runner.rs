@@ -10,7 +10,7 @@ use crate::contenders::gpu_alloc::GpuAllocator;
 use crate::contenders::ours::Ours;
 use crate::contenders::vma::Vma;
 use crate::contenders::{BaselineOptions, Contender, CONTENDERS};
-use crate::replay::{run_once, Prepared, RunStats};
+use crate::replay::{run_once_with, Prepared, RunStats};
 use crate::trace::Trace;
 use crate::vkdev::{self, VulkanContext};
 
@@ -27,6 +27,11 @@ pub struct RunConfig {
     pub baseline: BaselineOptions,
     /// Print a line per run to stderr.
     pub verbose: bool,
+    /// Give every allocator the trace's tags as allocation names.
+    pub tags: bool,
+    /// Record what each allocator's memory looked like at its committed peak
+    /// (slows the replay; for diagnosis).
+    pub explain_peak: bool,
 }
 
 impl Default for RunConfig {
@@ -37,6 +42,8 @@ impl Default for RunConfig {
             check: false,
             baseline: BaselineOptions::default(),
             verbose: false,
+            tags: false,
+            explain_peak: false,
         }
     }
 }
@@ -127,10 +134,15 @@ pub struct Row {
     pub failures: f64,
     /// The first failure's message, if any run had one.
     pub first_failure: Option<String>,
+    /// Problems the placement check found (with `--check`): overlaps,
+    /// misalignment, short allocations. Must be empty.
+    pub check_errors: Vec<String>,
+    /// With `--explain-peak`: the allocator's memory at its committed peak (last repetition).
+    pub at_peak: Option<String>,
     /// Bytes of `VkDeviceMemory` still live after the allocator was dropped (must be 0).
     pub leaked_bytes: u64,
     /// The calibrated cost of the timer, subtracted from every operation (ns).
-    pub timer_overhead_ns: u64,
+    pub timer_overhead_ns: f64,
     /// The device's name.
     pub device: String,
     /// min..max over the repetitions, per field above.
@@ -143,26 +155,41 @@ pub fn run_contender(
     name: &str,
     ctx: &VulkanContext,
     prepared: &Prepared<'_>,
-    timer_overhead_ns: u64,
+    timer_overhead_ticks: u64,
     config: &RunConfig,
 ) -> Result<(RunStats, u64), String> {
     fn go<C: Contender>(
         mut c: C,
         prepared: &Prepared<'_>,
         overhead: u64,
-        check: bool,
+        config: &RunConfig,
     ) -> (RunStats, u64) {
         let before = vkdev::counters().committed_bytes;
-        let stats = run_once(&mut c, prepared, overhead, check);
+        let stats = run_once_with(
+            &mut c,
+            prepared,
+            overhead,
+            config.check,
+            config.explain_peak,
+        );
         drop(c);
         let after = vkdev::counters().committed_bytes;
         (stats, after.saturating_sub(before))
     }
-    let check = config.check;
     Ok(match name {
-        "ours" => go(Ours::new(ctx)?, prepared, timer_overhead_ns, check),
-        "vma" => go(Vma::new(ctx, config.baseline)?, prepared, timer_overhead_ns, check),
-        "gpu-allocator" => go(GpuAllocator::new(ctx)?, prepared, timer_overhead_ns, check),
+        "ours" => go(Ours::new(ctx)?, prepared, timer_overhead_ticks, config),
+        "vma" => go(
+            Vma::new(ctx, config.baseline)?,
+            prepared,
+            timer_overhead_ticks,
+            config,
+        ),
+        "gpu-allocator" => go(
+            GpuAllocator::new(ctx)?,
+            prepared,
+            timer_overhead_ticks,
+            config,
+        ),
         other => return Err(format!("unknown allocator {other:?}")),
     })
 }
@@ -172,10 +199,10 @@ pub fn run_contender(
 pub fn bench_trace(
     ctx: &VulkanContext,
     trace: &Trace,
-    timer_overhead_ns: u64,
+    timer_overhead_ticks: u64,
     config: &RunConfig,
 ) -> Result<Vec<Row>, String> {
-    let prepared = Prepared::new(trace, ctx.all_types_mask())?;
+    let prepared = Prepared::new(trace, ctx.all_types_mask(), config.tags)?;
     let names = &config.contenders;
     let mut runs: Vec<Vec<RunStats>> = vec![Vec::new(); names.len()];
     let mut leaks = vec![0u64; names.len()];
@@ -183,7 +210,7 @@ pub fn bench_trace(
         for k in 0..names.len() {
             let i = (k + rep) % names.len();
             let (stats, leaked) =
-                run_contender(&names[i], ctx, &prepared, timer_overhead_ns, config)?;
+                run_contender(&names[i], ctx, &prepared, timer_overhead_ticks, config)?;
             if config.verbose {
                 eprintln!(
                     "  {:<16} {:<14} rep {rep}: alloc {:.0} ns, free {:.0} ns, wall {:.1} ms, {} vkAllocateMemory",
@@ -204,7 +231,14 @@ pub fn bench_trace(
         .zip(runs)
         .zip(leaks)
         .map(|((name, runs), leaked)| {
-            aggregate(&prepared, name, &runs, leaked, timer_overhead_ns, &ctx.info.name)
+            aggregate(
+                &prepared,
+                name,
+                &runs,
+                leaked,
+                crate::clock::ticks_to_ns(timer_overhead_ticks as f64),
+                &ctx.info.name,
+            )
         })
         .collect())
 }
@@ -214,7 +248,7 @@ fn aggregate(
     name: &str,
     runs: &[RunStats],
     leaked_bytes: u64,
-    timer_overhead_ns: u64,
+    timer_overhead_ns: f64,
     device: &str,
 ) -> Row {
     let mut spread = BTreeMap::new();
@@ -276,6 +310,12 @@ fn aggregate(
         largest_free_range_end,
         failures,
         first_failure: runs.iter().find_map(|r| r.first_failure.clone()),
+        check_errors: runs
+            .iter()
+            .flat_map(|r| r.check_errors.iter().cloned())
+            .take(10)
+            .collect(),
+        at_peak: runs.iter().rev().find_map(|r| r.at_peak.clone()),
         leaked_bytes,
         timer_overhead_ns,
         device: device.to_owned(),
@@ -353,7 +393,10 @@ pub fn format_ratios(rows: &[Row]) -> String {
         out,
         "| trace | theirs/ours | alloc own | free own | alloc+free own | wall | vkAllocateMemory calls | peak committed |"
     );
-    let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(
+        out,
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
     let ratio = |a: f64, b: f64| {
         if b > 0.0 {
             format!("{:.2}", a / b)

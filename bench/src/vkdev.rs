@@ -15,10 +15,11 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
 
 use ash::vk;
 use ash::vk::Handle;
+
+use crate::clock;
 
 /// The driver's own entry points, saved before the wrapped table is built.
 #[derive(Clone, Copy)]
@@ -32,9 +33,9 @@ static REAL: OnceLock<RealFns> = OnceLock::new();
 static ALLOC_CALLS: AtomicU64 = AtomicU64::new(0);
 static ALLOC_FAILURES: AtomicU64 = AtomicU64::new(0);
 static FREE_CALLS: AtomicU64 = AtomicU64::new(0);
-static ALLOC_NS: AtomicU64 = AtomicU64::new(0);
-static FREE_NS: AtomicU64 = AtomicU64::new(0);
-static DRIVER_NS: AtomicU64 = AtomicU64::new(0);
+static ALLOC_TICKS: AtomicU64 = AtomicU64::new(0);
+static FREE_TICKS: AtomicU64 = AtomicU64::new(0);
+static DRIVER_TICKS: AtomicU64 = AtomicU64::new(0);
 static COMMITTED: AtomicU64 = AtomicU64::new(0);
 static PEAK_COMMITTED: AtomicU64 = AtomicU64::new(0);
 static LIVE_OBJECTS: AtomicU64 = AtomicU64::new(0);
@@ -56,7 +57,7 @@ pub unsafe extern "system" fn counting_allocate_memory(
     p_allocator: *const vk::AllocationCallbacks<'_>,
     p_memory: *mut vk::DeviceMemory,
 ) -> vk::Result {
-    let start = Instant::now();
+    let start = clock::now();
     let Some(real) = REAL.get() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
@@ -77,9 +78,9 @@ pub unsafe extern "system" fn counting_allocate_memory(
     } else {
         ALLOC_FAILURES.fetch_add(1, Ordering::Relaxed);
     }
-    let ns = start.elapsed().as_nanos() as u64;
-    ALLOC_NS.fetch_add(ns, Ordering::Relaxed);
-    DRIVER_NS.fetch_add(ns, Ordering::Relaxed);
+    let ticks = clock::now().wrapping_sub(start);
+    ALLOC_TICKS.fetch_add(ticks, Ordering::Relaxed);
+    DRIVER_TICKS.fetch_add(ticks, Ordering::Relaxed);
     result
 }
 
@@ -92,7 +93,7 @@ pub unsafe extern "system" fn counting_free_memory(
     memory: vk::DeviceMemory,
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
-    let start = Instant::now();
+    let start = clock::now();
     let Some(real) = REAL.get() else {
         return;
     };
@@ -109,16 +110,16 @@ pub unsafe extern "system" fn counting_free_memory(
         COMMITTED.fetch_sub(size, Ordering::Relaxed);
         LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
     }
-    let ns = start.elapsed().as_nanos() as u64;
-    FREE_NS.fetch_add(ns, Ordering::Relaxed);
-    DRIVER_NS.fetch_add(ns, Ordering::Relaxed);
+    let ticks = clock::now().wrapping_sub(start);
+    FREE_TICKS.fetch_add(ticks, Ordering::Relaxed);
+    DRIVER_TICKS.fetch_add(ticks, Ordering::Relaxed);
 }
 
-/// Nanoseconds spent inside the wrapped `vkAllocateMemory` and `vkFreeMemory`
-/// since the process started (or the last [`reset_counters`]).
+/// Clock ticks ([`crate::clock`]) spent inside the wrapped
+/// `vkAllocateMemory` and `vkFreeMemory` since the last [`reset_counters`].
 #[inline]
-pub fn driver_ns() -> u64 {
-    DRIVER_NS.load(Ordering::Relaxed)
+pub fn driver_ticks() -> u64 {
+    DRIVER_TICKS.load(Ordering::Relaxed)
 }
 
 /// What the wrapped functions counted.
@@ -148,8 +149,8 @@ pub fn counters() -> DriverCounters {
         allocate_calls: ALLOC_CALLS.load(Ordering::Relaxed),
         allocate_failures: ALLOC_FAILURES.load(Ordering::Relaxed),
         free_calls: FREE_CALLS.load(Ordering::Relaxed),
-        allocate_ns: ALLOC_NS.load(Ordering::Relaxed),
-        free_ns: FREE_NS.load(Ordering::Relaxed),
+        allocate_ns: clock::ticks_to_ns(ALLOC_TICKS.load(Ordering::Relaxed) as f64) as u64,
+        free_ns: clock::ticks_to_ns(FREE_TICKS.load(Ordering::Relaxed) as f64) as u64,
         committed_bytes: COMMITTED.load(Ordering::Relaxed),
         peak_committed_bytes: PEAK_COMMITTED.load(Ordering::Relaxed),
         live_objects: LIVE_OBJECTS.load(Ordering::Relaxed),
@@ -162,9 +163,9 @@ pub fn reset_counters() {
         &ALLOC_CALLS,
         &ALLOC_FAILURES,
         &FREE_CALLS,
-        &ALLOC_NS,
-        &FREE_NS,
-        &DRIVER_NS,
+        &ALLOC_TICKS,
+        &FREE_TICKS,
+        &DRIVER_TICKS,
     ] {
         c.store(0, Ordering::Relaxed);
     }
@@ -373,7 +374,9 @@ impl VulkanContext {
                 || saved.free_memory as usize != real.free_memory as usize
             {
                 plain.destroy_device(None);
-                return Err("a second device with other memory entry points: one driver per process".into());
+                return Err(
+                    "a second device with other memory entry points: one driver per process".into(),
+                );
             }
             let device = ash::Device::load_with(
                 |name| {
@@ -407,7 +410,11 @@ impl VulkanContext {
                     .iter()
                     .enumerate()
                     .map(|(i, t)| {
-                        format!("{i}: {} (heap {})", flag_names(t.property_flags), t.heap_index)
+                        format!(
+                            "{i}: {} (heap {})",
+                            flag_names(t.property_flags),
+                            t.heap_index
+                        )
                     })
                     .collect(),
                 memory_heaps: mem

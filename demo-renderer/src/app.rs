@@ -6,10 +6,13 @@ use std::time::Instant;
 
 use ash::vk;
 
-use crate::cli::{Flags, SceneKind, Settings};
+use crate::cli::{Flags, SceneKind, Settings, TextureChoice};
+use crate::frame::gallery::GalleryPass;
 use crate::frame::{Output, Renderer, ScenePass, TrianglePass};
 use crate::gpu::{Context, ContextDesc, GpuError, GpuMemory};
+use crate::materials::{ensure_baked, TextureSet};
 use crate::report::{FrameRecord, Report};
+use crate::scene::Gallery;
 
 /// A failure of the demo, shown to the user.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +36,11 @@ pub fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Result<()
 
 /// Runs the demo with `flags`.
 pub fn run(flags: &Flags) -> Result<(), AppError> {
-    let desc = ContextDesc { device_index: flags.device, validation: !flags.no_validation, surface_extensions: vec![] };
+    let desc = ContextDesc {
+        device_index: flags.device,
+        validation: !flags.no_validation,
+        surface_extensions: vec![],
+    };
     if flags.list_devices {
         let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, instance| {
             for line in Context::list_devices(instance) {
@@ -45,11 +52,14 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         return Ok(());
     }
     if flags.window {
-        return Err(AppError::Io("--window is not implemented yet".into()));
+        return crate::window::run(flags);
     }
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))?;
     let settings = Settings::resolve(flags, ctx.info.is_cpu);
-    println!("device: {} ({}, Vulkan {})", ctx.info.name, ctx.info.device_type, ctx.info.api_version);
+    println!(
+        "device: {} ({}, Vulkan {})",
+        ctx.info.name, ctx.info.device_type, ctx.info.api_version
+    );
     if settings.scaled_down {
         println!(
             "software rasterizer: defaults scaled down to {}x{}, {} texels, {} frames (set --size/--texture-size/--frames to override)",
@@ -71,16 +81,27 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     std::fs::create_dir_all(&settings.out)
         .map_err(|e| AppError::Io(format!("cannot create {}: {e}", settings.out.display())))?;
     let mem = GpuMemory::new(ctx)?;
-    let extent = vk::Extent2D { width: settings.width, height: settings.height };
+    let extent = vk::Extent2D {
+        width: settings.width,
+        height: settings.height,
+    };
     let mut renderer = Renderer::new(ctx, &mem, extent)?;
-    let mut scene: Box<dyn ScenePass> = match settings.scene {
-        SceneKind::Triangle | SceneKind::Gallery => Box::new(TrianglePass::new(&ctx.device)?),
+    let (mut scene, bake_seconds, load_seconds) = match make_scene(ctx, &mem, settings, extent) {
+        Ok(x) => x,
+        Err(e) => {
+            renderer.destroy(ctx, &mem);
+            return Err(e);
+        }
     };
     let mut frames = Vec::new();
     let started = Instant::now();
     let mut result = Ok(());
     for i in 0..settings.frames {
         mem.begin_frame(i as u64);
+        if let Err(e) = scene.prepare(ctx, &mem, i, settings.frames) {
+            result = Err(e.into());
+            break;
+        }
         let t = match renderer.render(ctx, scene.as_ref(), Output::Headless, None, None) {
             Ok(t) => t,
             Err(e) => {
@@ -94,17 +115,104 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             result = Err(e);
             break;
         }
-        frames.push(FrameRecord::new(i, &t, 0, settings.texture_budget));
+        frames.push(FrameRecord::new(
+            i,
+            &t,
+            scene.texture_bytes(),
+            settings.texture_budget,
+        ));
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
+    ctx.wait_idle();
+    scene.destroy(ctx, &mem);
+    renderer.destroy(ctx, &mem);
+    result?;
+    write_report(&settings.out, &report)?;
+    println!(
+        "{} ({elapsed:.1} s; frames and report.json in {})",
+        report.summary,
+        settings.out.display()
+    );
+    Ok(())
+}
+
+/// Builds the scene pass: the triangle, or the gallery (baking and loading materials).
+pub fn make_scene(
+    ctx: &Context,
+    mem: &GpuMemory,
+    settings: &Settings,
+    extent: vk::Extent2D,
+) -> Result<(Box<dyn ScenePass>, f64, f64), AppError> {
+    match settings.scene {
+        SceneKind::Triangle => Ok((Box::new(TrianglePass::new(&ctx.device)?), 0.0, 0.0)),
+        SceneKind::Gallery => {
+            let count = settings.materials as usize;
+            use material_baker::Encoding;
+            let encoding = match settings.textures {
+                TextureChoice::Bc if !ctx.info.bc_textures => {
+                    return Err(AppError::Io(format!(
+                        "--textures bc: {} does not support textureCompressionBC",
+                        ctx.info.name
+                    )))
+                }
+                TextureChoice::Bc => Encoding::Bc,
+                TextureChoice::Rgba8 => Encoding::Uncompressed,
+                TextureChoice::Auto if ctx.info.bc_textures && !ctx.info.is_cpu => Encoding::Bc,
+                TextureChoice::Auto => Encoding::Uncompressed,
+            };
+            let (files, bake_seconds) = ensure_baked(
+                &settings.cache,
+                settings.texture_size,
+                settings.seed as u32,
+                encoding,
+                count,
+            )
+            .map_err(AppError::Io)?;
+            let started = Instant::now();
+            let textures = TextureSet::load(
+                ctx,
+                mem,
+                &files,
+                settings.texture_budget,
+                settings.anisotropy,
+            )?;
+            let load_seconds = started.elapsed().as_secs_f64();
+            println!(
+                "materials: {count} x 3 {encoding:?} maps of {}x{}, resident from mip {}..{} ({:.1} MiB of {:.1} MiB budget), loaded in {load_seconds:.2} s",
+                settings.texture_size,
+                settings.texture_size,
+                textures.finest_level,
+                textures.base_level,
+                textures.resident_bytes() as f64 / (1u64 << 20) as f64,
+                settings.texture_budget as f64 / (1u64 << 20) as f64
+            );
+            let floor = if count > 8 { 8 } else { 0 };
+            let gallery = Gallery::new(count, floor);
+            let pass = GalleryPass::new(ctx, mem, gallery, textures, extent)?;
+            Ok((Box::new(pass), bake_seconds, load_seconds))
+        }
+    }
+}
+
+/// Assembles the report from the run's frames.
+pub fn build_report(
+    ctx: &Context,
+    mem: &GpuMemory,
+    settings: &Settings,
+    frames: Vec<FrameRecord>,
+    bake_seconds: f64,
+    load_seconds: f64,
+) -> Report {
     let mut report = Report {
         settings: settings.clone(),
         device: serde_json::json!({
             "name": ctx.info.name, "type": ctx.info.device_type, "api_version": ctx.info.api_version,
             "driver_version": ctx.info.driver_version, "bc_textures": ctx.info.bc_textures,
+            "timestamps": ctx.info.timestamps, "memory_budget_extension": ctx.info.memory_budget,
         }),
-        bake_seconds: 0.0,
-        load_seconds: 0.0,
+        bake_seconds,
+        load_seconds,
         frames,
         gpu_frame_ms: Default::default(),
         wall_frame_ms: Default::default(),
@@ -114,13 +222,15 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         summary: String::new(),
     };
     report.finish();
-    ctx.wait_idle();
-    scene.destroy(ctx, &mem);
-    renderer.destroy(ctx, &mem);
-    result?;
-    let path = settings.out.join("report.json");
-    let json = serde_json::to_string_pretty(&report).expect("report serializes");
-    std::fs::write(&path, json).map_err(|e| AppError::Io(format!("cannot write {}: {e}", path.display())))?;
-    println!("{} ({elapsed:.1} s; frames and report.json in {})", report.summary, settings.out.display());
-    Ok(())
+    report
+}
+
+/// Writes `report.json` into `dir`.
+pub fn write_report(dir: &Path, report: &Report) -> Result<(), AppError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| AppError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join("report.json");
+    let json = serde_json::to_string_pretty(report).expect("report serializes");
+    std::fs::write(&path, json)
+        .map_err(|e| AppError::Io(format!("cannot write {}: {e}", path.display())))
 }

@@ -13,6 +13,19 @@ pub enum SceneKind {
     Triangle,
 }
 
+/// How materials are encoded on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextureChoice {
+    /// BC7/BC5 where the device supports it and is not a software rasterizer
+    /// (which decodes BC slowly), else RGBA8/RG8.
+    Auto,
+    /// BC7 (albedo, ORM) and BC5 (normals).
+    Bc,
+    /// RGBA8 and RG8.
+    Rgba8,
+}
+
 /// Flags as given.
 #[derive(Clone, Debug, Default)]
 pub struct Flags {
@@ -40,6 +53,10 @@ pub struct Flags {
     pub seed: Option<u64>,
     /// `--cache DIR`.
     pub cache: Option<PathBuf>,
+    /// `--textures auto|bc|rgba8`.
+    pub textures: Option<TextureChoice>,
+    /// `--anisotropy N`.
+    pub anisotropy: Option<u32>,
     /// `--screenshot FILE` (window mode: saves the last frame).
     pub screenshot: Option<PathBuf>,
     /// `--list-devices`.
@@ -65,6 +82,9 @@ USAGE: demo-renderer [FLAGS]
   --device INDEX         Vulkan device to use (see --list-devices)
   --list-devices         print the Vulkan devices and exit
   --scene gallery|triangle  what to draw (triangle: the smoke test)
+  --textures auto|bc|rgba8  texture encoding: BC7/BC5 or RGBA8/RG8 (auto: BC where the
+                         device supports it, except on software rasterizers)
+  --anisotropy N         texture anisotropic filtering, 0 (off) to 16 (default 4)
   --seed N               material and scene seed (default 1)
   --cache DIR            baked material cache (default $XDG_CACHE_HOME/vkalloc-demo)
   --no-validation        do not enable VK_LAYER_KHRONOS_validation
@@ -77,13 +97,16 @@ USAGE: demo-renderer [FLAGS]
 pub struct FlagError(pub String);
 
 fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, FlagError> {
-    v.parse().map_err(|_| FlagError(format!("{flag}: '{v}' is not a valid number")))
+    v.parse()
+        .map_err(|_| FlagError(format!("{flag}: '{v}' is not a valid number")))
 }
 
 /// Parses a byte size: a number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB).
 pub fn parse_bytes(v: &str) -> Option<u64> {
     let v = v.trim();
-    let split = v.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(v.len());
+    let split = v
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(v.len());
     let (num, unit) = v.split_at(split);
     let num: f64 = num.parse().ok()?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -120,12 +143,14 @@ impl Flags {
                 "--frames" => f.frames = Some(parse_num(&name, &value(&mut it)?)?),
                 "--size" => {
                     let v = value(&mut it)?;
-                    let (w, h) = v
-                        .split_once(['x', 'X'])
-                        .ok_or_else(|| FlagError(format!("--size: '{v}' is not WxH, e.g. 1920x1080")))?;
+                    let (w, h) = v.split_once(['x', 'X']).ok_or_else(|| {
+                        FlagError(format!("--size: '{v}' is not WxH, e.g. 1920x1080"))
+                    })?;
                     let (w, h): (u32, u32) = (parse_num(&name, w)?, parse_num(&name, h)?);
                     if w == 0 || h == 0 || w > 16384 || h > 16384 {
-                        return Err(FlagError(format!("--size: {w}x{h} is outside 1x1..16384x16384")));
+                        return Err(FlagError(format!(
+                            "--size: {w}x{h} is outside 1x1..16384x16384"
+                        )));
                     }
                     f.size = Some((w, h));
                 }
@@ -133,7 +158,9 @@ impl Flags {
                 "--texture-size" => {
                     let n: u32 = parse_num(&name, &value(&mut it)?)?;
                     if !n.is_power_of_two() || !(16..=16384).contains(&n) {
-                        return Err(FlagError(format!("--texture-size: {n} is not a power of two in 16..=16384")));
+                        return Err(FlagError(format!(
+                            "--texture-size: {n} is not a power of two in 16..=16384"
+                        )));
                     }
                     f.texture_size = Some(n);
                 }
@@ -146,12 +173,18 @@ impl Flags {
                 }
                 "--texture-budget" => {
                     let v = value(&mut it)?;
-                    f.texture_budget = Some(
-                        parse_bytes(&v)
-                            .ok_or_else(|| FlagError(format!("--texture-budget: '{v}' is not a size like 512MiB")))?,
-                    );
+                    f.texture_budget = Some(parse_bytes(&v).ok_or_else(|| {
+                        FlagError(format!("--texture-budget: '{v}' is not a size like 512MiB"))
+                    })?);
                 }
                 "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
+                "--anisotropy" => {
+                    let n: u32 = parse_num(&name, &value(&mut it)?)?;
+                    if n > 16 {
+                        return Err(FlagError(format!("--anisotropy: {n} is above 16")));
+                    }
+                    f.anisotropy = Some(n);
+                }
                 "--seed" => f.seed = Some(parse_num(&name, &value(&mut it)?)?),
                 "--cache" => f.cache = Some(PathBuf::from(value(&mut it)?)),
                 "--screenshot" => f.screenshot = Some(PathBuf::from(value(&mut it)?)),
@@ -159,10 +192,26 @@ impl Flags {
                     f.scene = Some(match value(&mut it)?.as_str() {
                         "gallery" => SceneKind::Gallery,
                         "triangle" => SceneKind::Triangle,
-                        v => return Err(FlagError(format!("--scene: '{v}' is not gallery or triangle"))),
+                        v => {
+                            return Err(FlagError(format!(
+                                "--scene: '{v}' is not gallery or triangle"
+                            )))
+                        }
                     })
                 }
                 "--window" => f.window = true,
+                "--textures" => {
+                    f.textures = Some(match value(&mut it)?.as_str() {
+                        "auto" => TextureChoice::Auto,
+                        "bc" => TextureChoice::Bc,
+                        "rgba8" => TextureChoice::Rgba8,
+                        v => {
+                            return Err(FlagError(format!(
+                                "--textures: '{v}' is not auto, bc or rgba8"
+                            )))
+                        }
+                    })
+                }
                 "--no-validation" => f.no_validation = true,
                 "--list-devices" => f.list_devices = true,
                 "--help" | "-h" => f.help = true,
@@ -199,6 +248,10 @@ pub struct Settings {
     pub scene: SceneKind,
     /// Seed.
     pub seed: u64,
+    /// Maximum anisotropy of texture sampling (0 or 1: off).
+    pub anisotropy: u32,
+    /// Texture encoding choice.
+    pub textures: TextureChoice,
     /// Baked material cache.
     pub cache: PathBuf,
     /// Whether defaults were scaled down for a software rasterizer.
@@ -219,10 +272,19 @@ pub fn default_cache() -> PathBuf {
 impl Settings {
     /// Fills unset flags with defaults; on a CPU device (`software`), with smaller ones.
     pub fn resolve(f: &Flags, software: bool) -> Self {
-        let (w, h) = f.size.unwrap_or(if software { (960, 540) } else { (3840, 2160) });
+        let (w, h) = f
+            .size
+            .unwrap_or(if software { (960, 540) } else { (3840, 2160) });
         let texture_size = f.texture_size.unwrap_or(if software { 512 } else { 8192 });
-        let frames = f.frames.unwrap_or(if f.window { 600 } else if software { 8 } else { 240 });
-        let scaled_down = software && (f.size.is_none() || f.texture_size.is_none() || f.frames.is_none());
+        let frames = f.frames.unwrap_or(if f.window {
+            600
+        } else if software {
+            8
+        } else {
+            240
+        });
+        let scaled_down =
+            software && (f.size.is_none() || f.texture_size.is_none() || f.frames.is_none());
         Self {
             frames,
             width: w,
@@ -234,6 +296,8 @@ impl Settings {
             window: f.window,
             scene: f.scene.unwrap_or(SceneKind::Gallery),
             seed: f.seed.unwrap_or(1),
+            anisotropy: f.anisotropy.unwrap_or(4),
+            textures: f.textures.unwrap_or(TextureChoice::Auto),
             cache: f.cache.clone().unwrap_or_else(default_cache),
             scaled_down,
         }

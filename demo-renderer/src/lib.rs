@@ -10,5 +10,8 @@ pub mod app;
 pub mod cli;
 pub mod frame;
 pub mod gpu;
+pub mod materials;
 pub mod report;
+pub mod scene;
 pub mod shaders;
+pub mod window;

@@ -59,7 +59,11 @@ pub fn percentiles(values: &[f64]) -> Percentiles {
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-    Percentiles { median: rank(0.5), p99: rank(0.99), max: *v.last().unwrap() }
+    Percentiles {
+        median: rank(0.5),
+        p99: rank(0.99),
+        max: *v.last().unwrap(),
+    }
 }
 
 /// The whole report.
@@ -96,7 +100,12 @@ impl Report {
         let wall: Vec<f64> = self.frames.iter().map(|f| f.wall_ms).collect();
         self.gpu_frame_ms = percentiles(&gpu);
         self.wall_frame_ms = percentiles(&wall);
-        self.peak_texture_bytes = self.frames.iter().map(|f| f.texture_bytes).max().unwrap_or(0);
+        self.peak_texture_bytes = self
+            .frames
+            .iter()
+            .map(|f| f.texture_bytes)
+            .max()
+            .unwrap_or(0);
         self.summary = format!(
             "{} frames at {}x{} on {}: GPU median {:.2} ms, p99 {:.2} ms; wall median {:.1} ms; textures {:.1} MiB of {:.1} MiB budget; {} validation errors",
             self.frames.len(),

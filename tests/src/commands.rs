@@ -88,7 +88,13 @@ impl GpuContext {
     /// [`GpuContext::one_shot`]); `src` has `TRANSFER_SRC` usage, `dst`
     /// `TRANSFER_DST`, both are bound to memory, at least `size` bytes long,
     /// and stay alive until the submission completes.
-    pub unsafe fn cmd_copy_buffer(&self, cmd: vk::CommandBuffer, src: vk::Buffer, dst: vk::Buffer, size: u64) {
+    pub unsafe fn cmd_copy_buffer(
+        &self,
+        cmd: vk::CommandBuffer,
+        src: vk::Buffer,
+        dst: vk::Buffer,
+        size: u64,
+    ) {
         let region = vk::BufferCopy {
             src_offset: 0,
             dst_offset: 0,
@@ -106,7 +112,11 @@ impl GpuContext {
     pub unsafe fn cmd_transfer_barrier(&self, cmd: vk::CommandBuffer) {
         let barrier = vk::MemoryBarrier::default()
             .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE | vk::AccessFlags::HOST_READ);
+            .dst_access_mask(
+                vk::AccessFlags::TRANSFER_READ
+                    | vk::AccessFlags::TRANSFER_WRITE
+                    | vk::AccessFlags::HOST_READ,
+            );
         // SAFETY: as the caller promises; the barrier is well formed.
         unsafe {
             self.device().cmd_pipeline_barrier(
@@ -127,7 +137,12 @@ impl GpuContext {
     /// `cmd` is recording on this context's device; `image` is a live,
     /// bound color image of one mip and one layer, in layout `t.old` when
     /// the barrier executes, and alive until the submission completes.
-    pub unsafe fn cmd_image_barrier(&self, cmd: vk::CommandBuffer, image: vk::Image, t: LayoutTransition) {
+    pub unsafe fn cmd_image_barrier(
+        &self,
+        cmd: vk::CommandBuffer,
+        image: vk::Image,
+        t: LayoutTransition,
+    ) {
         let barrier = vk::ImageMemoryBarrier::default()
             .old_layout(t.old)
             .new_layout(t.new)
@@ -169,8 +184,13 @@ impl GpuContext {
         let region = full_image_region(extent);
         // SAFETY: as the caller promises.
         unsafe {
-            self.device()
-                .cmd_copy_buffer_to_image(cmd, buffer, image, vk::ImageLayout::TRANSFER_DST_OPTIMAL, &[region])
+            self.device().cmd_copy_buffer_to_image(
+                cmd,
+                buffer,
+                image,
+                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                &[region],
+            )
         };
     }
 
@@ -190,8 +210,13 @@ impl GpuContext {
         let region = full_image_region(extent);
         // SAFETY: as the caller promises.
         unsafe {
-            self.device()
-                .cmd_copy_image_to_buffer(cmd, image, vk::ImageLayout::TRANSFER_SRC_OPTIMAL, buffer, &[region])
+            self.device().cmd_copy_image_to_buffer(
+                cmd,
+                image,
+                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                buffer,
+                &[region],
+            )
         };
     }
 }

@@ -103,6 +103,12 @@ pub enum HarnessError {
     Allocator(vkalloc::Error),
 }
 
+fn no_device() -> HarnessError {
+    HarnessError::NoDevice {
+        driver_files: std::env::var("VK_DRIVER_FILES").unwrap_or_else(|_| "<unset>".into()),
+    }
+}
+
 fn vk_err(call: &'static str) -> impl FnOnce(vk::Result) -> HarnessError {
     move |result| HarnessError::Vulkan { call, result }
 }
@@ -127,7 +133,10 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// Whether some memory type has all of `flags`.
     pub fn has_memory_type_with(&self, flags: vk::MemoryPropertyFlags) -> bool {
-        self.memory_properties.memory_types_as_slice().iter().any(|t| t.property_flags.contains(flags))
+        self.memory_properties
+            .memory_types_as_slice()
+            .iter()
+            .any(|t| t.property_flags.contains(flags))
     }
 }
 
@@ -154,6 +163,12 @@ pub struct GpuContext {
     // Declared last: the loader library stays loaded until everything else is gone.
     _entry: ash::Entry,
 }
+
+// Tests share a context between threads by reference.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<GpuContext>();
+};
 
 struct Submitter {
     queue: vk::Queue,
@@ -204,7 +219,9 @@ impl Drop for Partial {
 }
 
 fn env_flag(name: &str) -> bool {
-    std::env::var(name).map(|v| v == "1" || v.eq_ignore_ascii_case("true")).unwrap_or(false)
+    std::env::var(name)
+        .map(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+        .unwrap_or(false)
 }
 
 fn version_string(v: u32) -> String {
@@ -255,7 +272,8 @@ impl GpuContext {
         // SAFETY: loading the system's Vulkan loader runs its initialization
         // code; it is the library every Vulkan program loads, and nothing else
         // in this process unloads it while `entry` lives.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| HarnessError::NoLoader(e.to_string()))?;
+        let entry =
+            unsafe { ash::Entry::load() }.map_err(|e| HarnessError::NoLoader(e.to_string()))?;
         let mut partial = Partial {
             entry,
             counters: Box::default(),
@@ -285,7 +303,9 @@ impl GpuContext {
                     .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?,
             )
         };
-        let validation = layers.iter().any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
+        let validation = layers
+            .iter()
+            .any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
         if !validation {
             if require_validation {
                 return Err(HarnessError::NoValidationLayer);
@@ -339,7 +359,16 @@ impl GpuContext {
         // info, messenger info whose user data outlives the instance) live
         // across the call.
         let instance =
-            unsafe { partial.entry.create_instance(&instance_info, None) }.map_err(vk_err("vkCreateInstance"))?;
+            unsafe { partial.entry.create_instance(&instance_info, None) }.map_err(|result| {
+                match result {
+                    // The loader's answer when it finds no driver at all.
+                    vk::Result::ERROR_INCOMPATIBLE_DRIVER => no_device(),
+                    result => HarnessError::Vulkan {
+                        call: "vkCreateInstance",
+                        result,
+                    },
+                }
+            })?;
         partial.instance = Some(instance.clone());
 
         if debug_utils_available {
@@ -357,11 +386,15 @@ impl GpuContext {
         // --- physical device ---------------------------------------------
         // SAFETY: the instance is live.
         let physical_devices =
-            unsafe { instance.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))?;
+            unsafe { instance.enumerate_physical_devices() }.map_err(|result| match result {
+                vk::Result::ERROR_INITIALIZATION_FAILED => no_device(),
+                result => HarnessError::Vulkan {
+                    call: "vkEnumeratePhysicalDevices",
+                    result,
+                },
+            })?;
         if physical_devices.is_empty() {
-            return Err(HarnessError::NoDevice {
-                driver_files: std::env::var("VK_DRIVER_FILES").unwrap_or_else(|_| "<unset>".into()),
-            });
+            return Err(no_device());
         }
         let index = match std::env::var(DEVICE_INDEX_ENV) {
             Ok(v) => v.trim().parse::<usize>().unwrap_or(usize::MAX),
@@ -441,8 +474,8 @@ impl GpuContext {
             .queue_family_index(queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
         // SAFETY: the device is live; the family exists on it.
-        partial.pool =
-            unsafe { device.create_command_pool(&pool_info, None) }.map_err(vk_err("vkCreateCommandPool"))?;
+        partial.pool = unsafe { device.create_command_pool(&pool_info, None) }
+            .map_err(vk_err("vkCreateCommandPool"))?;
 
         // --- allocator -----------------------------------------------------
         // SAFETY: `device` was created from `physical_device` of `instance`,
@@ -504,7 +537,9 @@ impl GpuContext {
     /// The allocator. Clone the `Arc` to share it with threads; every clone
     /// must be dropped before [`GpuContext::finish`].
     pub fn allocator(&self) -> &Arc<GpuAllocator> {
-        self.allocator.as_ref().expect("the allocator is only taken by finish/drop")
+        self.allocator
+            .as_ref()
+            .expect("the allocator is only taken by finish/drop")
     }
 
     /// The logical device.
@@ -566,15 +601,19 @@ impl GpuContext {
         // synchronized by the `submit` lock held for the whole function.
         let cmd = unsafe { self.device.allocate_command_buffers(&alloc_info) }
             .expect("vkAllocateCommandBuffers failed")[0];
-        let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
         // SAFETY: `cmd` was just allocated and is in the initial state.
-        unsafe { self.device.begin_command_buffer(cmd, &begin) }.expect("vkBeginCommandBuffer failed");
+        unsafe { self.device.begin_command_buffer(cmd, &begin) }
+            .expect("vkBeginCommandBuffer failed");
         let result = record(cmd);
         // SAFETY: `cmd` is recording; the fence is new; the queue is
         // externally synchronized by the `submit` lock; waiting on the fence
         // before freeing the command buffer and the fence makes both idle.
         unsafe {
-            self.device.end_command_buffer(cmd).expect("vkEndCommandBuffer failed");
+            self.device
+                .end_command_buffer(cmd)
+                .expect("vkEndCommandBuffer failed");
             let fence = self
                 .device
                 .create_fence(&vk::FenceCreateInfo::default(), None)
@@ -614,25 +653,60 @@ impl GpuContext {
         );
     }
 
-    /// Destroys the allocator, the device and the instance in that order,
-    /// then panics if the validation layer reported any error during the
-    /// test. Every test ends with it.
+    /// Checks that the test freed every allocation and that the allocator's
+    /// invariants hold, destroys the allocator, the device and the instance
+    /// in that order, then panics if anything was wrong or if the validation
+    /// layer reported any error during the test. Every test ends with it.
     ///
     /// # Panics
-    /// If a validation error was reported, or if a clone of
-    /// [`GpuContext::allocator`] is still alive (it would outlive the device).
+    /// If an allocation is still live (a leak, listed with its tag), an
+    /// allocator invariant is broken, a validation error was reported, or a
+    /// clone of [`GpuContext::allocator`] is still alive (it would outlive
+    /// the device).
     pub fn finish(mut self) {
         self.finished = true;
+        let mut problems = Vec::new();
+        if let Some(allocator) = &self.allocator {
+            let leaks = allocator.leaks();
+            if !leaks.is_empty() {
+                let listed: Vec<String> = leaks
+                    .iter()
+                    .take(16)
+                    .map(|l| {
+                        format!(
+                            "  {} B at offset {} of memory type {}{}, tag {:?}",
+                            l.size,
+                            l.offset,
+                            l.memory_type,
+                            l.pool
+                                .as_deref()
+                                .map(|p| format!(" in pool '{p}'"))
+                                .unwrap_or_default(),
+                            l.tag.as_deref().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                problems.push(format!(
+                    "{} allocation(s) were never freed:\n{}",
+                    leaks.len(),
+                    listed.join("\n")
+                ));
+            }
+            if let Err(err) = allocator.validate() {
+                problems.push(format!("allocator invariant broken: {err}"));
+            }
+        }
         self.teardown();
         let errors = self.counters.errors();
         if errors > 0 {
-            panic!(
+            problems.push(format!(
                 "the validation layer reported {errors} error(s) during this test (warnings: {}); \
                  the first:\n{}",
                 self.counters.warnings(),
                 self.counters.first_errors().join("\n")
-            );
+            ));
         }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
     fn teardown(&mut self) {
@@ -641,8 +715,11 @@ impl GpuContext {
                 Ok(allocator) => drop(allocator),
                 Err(shared) => {
                     let count = Arc::strong_count(&shared);
-                    // Leak it rather than free memory behind a live user's back.
+                    // Leak it rather than free memory behind a live user's back,
+                    // and with it the device, the instance, and the counters
+                    // their messenger still points at.
                     std::mem::forget(shared);
+                    std::mem::forget(std::mem::take(&mut self.counters));
                     if !std::thread::panicking() {
                         panic!(
                             "GpuContext torn down while {} other clone(s) of the allocator Arc are \
@@ -678,15 +755,24 @@ impl Drop for GpuContext {
         if self.finished {
             return;
         }
-        let panicking = std::thread::panicking();
-        self.teardown();
-        if !panicking {
-            let errors = self.counters.errors();
-            assert!(
-                errors == 0,
-                "the validation layer reported {errors} error(s) during this test; the first:\n{}",
-                self.counters.first_errors().join("\n")
-            );
+        if std::thread::panicking() {
+            // The test already failed, and its resources are probably still
+            // alive: destroying the device now would only bury the real
+            // failure under validation errors about them. Leak everything
+            // (the process ends soon) and keep the messenger's counters alive.
+            if let Some(allocator) = self.allocator.take() {
+                std::mem::forget(allocator);
+            }
+            std::mem::forget(std::mem::take(&mut self.counters));
+            return;
         }
+        self.teardown();
+        let errors = self.counters.errors();
+        assert!(
+            errors == 0,
+            "the validation layer reported {errors} error(s) during this test (the test did not \
+             call ctx.finish()); the first:\n{}",
+            self.counters.first_errors().join("\n")
+        );
     }
 }

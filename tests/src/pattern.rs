@@ -7,7 +7,7 @@
 /// repeats within the sizes the tests use.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len + 8);
-    let mut state = seed ^ 0x5EED_0F_A110C;
+    let mut state = seed ^ 0x05EE_D0FA_110C;
     while out.len() < len {
         out.extend_from_slice(&splitmix64(&mut state).to_le_bytes());
     }

@@ -10,7 +10,9 @@
 //! resource's memory requirements.
 
 use ash::vk;
-use vkalloc::{Allocation, AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, ResourceKind};
+use vkalloc::{
+    Allocation, AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, ResourceKind,
+};
 
 use crate::commands::LayoutTransition;
 use crate::pattern;
@@ -162,12 +164,13 @@ impl<'a> ResourceSet<'a> {
             .usage(TEST_BUFFER_USAGE)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         let allocator = self.ctx.allocator();
-        // SAFETY (both calls): the create info is valid (non-zero size,
-        // supported usages, exclusive sharing) and outlives the call.
         let (buffer, memory, write) = if mapped {
+            // SAFETY: the create info is valid (non-zero size, supported
+            // usages, exclusive sharing) and outlives the call.
             let (buffer, m) = unsafe { allocator.create_buffer_mapped(&info, options) }?;
             (buffer, Memory::Mapped(m), WritePath::Host)
         } else {
+            // SAFETY: as above.
             let (buffer, a) = unsafe { allocator.create_buffer(&info, options) }?;
             (buffer, Memory::Plain(a), WritePath::Gpu)
         };
@@ -238,9 +241,13 @@ impl<'a> ResourceSet<'a> {
         // SAFETY: the buffer is unbound; the allocation satisfies its
         // requirements (checked again by `check_placement`) and lives until
         // `destroy_all`, which destroys the buffer first.
-        unsafe { device.bind_buffer_memory(buffer, vk::DeviceMemory::from_raw(a.memory().0), a.offset()) }
+        unsafe { device.bind_buffer_memory(buffer, a.vk_memory(), a.offset()) }
             .expect("vkBindBufferMemory failed");
-        let write = if mapped { WritePath::Host } else { WritePath::Gpu };
+        let write = if mapped {
+            WritePath::Host
+        } else {
+            WritePath::Gpu
+        };
         let label = format!("{label} (raw buffer, {size} B, {:?})", options.usage);
         Ok(self.push(Subject {
             label,
@@ -298,7 +305,11 @@ impl<'a> ResourceSet<'a> {
         extent: vk::Extent2D,
         options: &AllocationOptions<'_>,
     ) -> Result<&Subject, vkalloc::Error> {
-        let info = image_info(extent, vk::ImageTiling::LINEAR, vk::ImageLayout::PREINITIALIZED);
+        let info = image_info(
+            extent,
+            vk::ImageTiling::LINEAR,
+            vk::ImageLayout::PREINITIALIZED,
+        );
         let allocator = self.ctx.allocator();
         // SAFETY: the create info describes a valid 2D color image and
         // outlives the call.
@@ -411,7 +422,9 @@ impl<'a> ResourceSet<'a> {
                 panic!("{}: host write path without a mapping", s.label);
             };
             match s.kind {
-                SubjectKind::Buffer(..) => pattern::fill(seed, &mut m.as_mut_slice()[..content as usize]),
+                SubjectKind::Buffer(..) => {
+                    pattern::fill(seed, &mut m.as_mut_slice()[..content as usize])
+                }
                 SubjectKind::LinearImage(image, extent) => {
                     let subresource = vk::ImageSubresource {
                         aspect_mask: vk::ImageAspectFlags::COLOR,
@@ -426,10 +439,13 @@ impl<'a> ResourceSet<'a> {
                     for y in 0..u64::from(extent.height) {
                         let at = (layout.offset + y * layout.row_pitch) as usize;
                         let from = (y * row_bytes) as usize;
-                        dst[at..at + row_bytes as usize].copy_from_slice(&bytes[from..from + row_bytes as usize]);
+                        dst[at..at + row_bytes as usize]
+                            .copy_from_slice(&bytes[from..from + row_bytes as usize]);
                     }
                 }
-                SubjectKind::OptimalImage(..) => unreachable!("optimal images are written by the GPU"),
+                SubjectKind::OptimalImage(..) => {
+                    unreachable!("optimal images are written by the GPU")
+                }
             }
             let size = m.size();
             allocator
@@ -455,13 +471,25 @@ impl<'a> ResourceSet<'a> {
                 // usages, and outlive the submission (one_shot waits).
                 unsafe {
                     match s.kind {
-                        SubjectKind::Buffer(dst, size) => ctx.cmd_copy_buffer(cmd, *buffer, dst, size),
-                        SubjectKind::OptimalImage(image, extent) => {
-                            ctx.cmd_image_barrier(cmd, image, LayoutTransition::UNDEFINED_TO_TRANSFER_DST);
-                            ctx.cmd_copy_buffer_to_image(cmd, *buffer, image, extent);
-                            ctx.cmd_image_barrier(cmd, image, LayoutTransition::TRANSFER_DST_TO_SRC);
+                        SubjectKind::Buffer(dst, size) => {
+                            ctx.cmd_copy_buffer(cmd, *buffer, dst, size)
                         }
-                        SubjectKind::LinearImage(..) => unreachable!("linear images are written by the host"),
+                        SubjectKind::OptimalImage(image, extent) => {
+                            ctx.cmd_image_barrier(
+                                cmd,
+                                image,
+                                LayoutTransition::UNDEFINED_TO_TRANSFER_DST,
+                            );
+                            ctx.cmd_copy_buffer_to_image(cmd, *buffer, image, extent);
+                            ctx.cmd_image_barrier(
+                                cmd,
+                                image,
+                                LayoutTransition::TRANSFER_DST_TO_SRC,
+                            );
+                        }
+                        SubjectKind::LinearImage(..) => {
+                            unreachable!("linear images are written by the host")
+                        }
                     }
                 }
             }
@@ -469,7 +497,9 @@ impl<'a> ResourceSet<'a> {
                 if let SubjectKind::LinearImage(image, _) = s.kind {
                     // SAFETY: as above; the image is in PREINITIALIZED layout
                     // with host-written contents.
-                    unsafe { ctx.cmd_image_barrier(cmd, image, LayoutTransition::from_preinitialized()) };
+                    unsafe {
+                        ctx.cmd_image_barrier(cmd, image, LayoutTransition::from_preinitialized())
+                    };
                 }
             }
             // SAFETY: `cmd` is recording.
@@ -504,8 +534,10 @@ impl<'a> ResourceSet<'a> {
             .iter()
             .map(|s| readback_buffer(ctx, s.content_bytes()))
             .collect();
-        let mut all_others: Vec<(&str, &Allocation)> =
-            readbacks.iter().map(|(_, m)| ("readback buffer", &**m)).collect();
+        let mut all_others: Vec<(&str, &Allocation)> = readbacks
+            .iter()
+            .map(|(_, m)| ("readback buffer", &**m))
+            .collect();
         all_others.extend_from_slice(others);
         self.check_placement(&all_others);
 
@@ -516,8 +548,11 @@ impl<'a> ResourceSet<'a> {
                 // usages; images are in TRANSFER_SRC_OPTIMAL since write_all.
                 unsafe {
                     match s.kind {
-                        SubjectKind::Buffer(src, size) => ctx.cmd_copy_buffer(cmd, src, *buffer, size),
-                        SubjectKind::OptimalImage(image, extent) | SubjectKind::LinearImage(image, extent) => {
+                        SubjectKind::Buffer(src, size) => {
+                            ctx.cmd_copy_buffer(cmd, src, *buffer, size)
+                        }
+                        SubjectKind::OptimalImage(image, extent)
+                        | SubjectKind::LinearImage(image, extent) => {
                             ctx.cmd_copy_image_to_buffer(cmd, image, *buffer, extent)
                         }
                     }
@@ -533,15 +568,25 @@ impl<'a> ResourceSet<'a> {
             allocator
                 .invalidate(m, 0, m.size())
                 .unwrap_or_else(|e| panic!("invalidate failed: {e}"));
+            let a = s.memory.allocation();
+            let place = format!(
+                "memory {:#x} offset {} size {}",
+                a.memory().0,
+                a.offset(),
+                a.size()
+            );
             if let Err(err) = pattern::check(s.seed, &m.as_slice()[..content]) {
-                failures.push(format!("{} read back by the GPU: {err}", s.label));
+                failures.push(format!("{} [{place}] read back by the GPU: {err}", s.label));
             }
             if let (SubjectKind::Buffer(..), Memory::Mapped(own)) = (&s.kind, &s.memory) {
                 allocator
                     .invalidate(own, 0, own.size())
                     .unwrap_or_else(|e| panic!("invalidate failed: {e}"));
                 if let Err(err) = pattern::check(s.seed, &own.as_slice()[..content]) {
-                    failures.push(format!("{} through its own mapping: {err}", s.label));
+                    failures.push(format!(
+                        "{} [{place}] through its own mapping: {err}",
+                        s.label
+                    ));
                 }
             }
         }
@@ -551,7 +596,8 @@ impl<'a> ResourceSet<'a> {
         }
         assert!(
             failures.is_empty(),
-            "{} of {} resources do not hold their pattern (overlapping allocations or wrong binding):\n{}",
+            "{} check(s) over {} live resources found the wrong bytes (overlapping allocations, \
+             or memory bound at the wrong place):\n{}",
             failures.len(),
             self.subjects.len(),
             failures.join("\n")
@@ -626,9 +672,11 @@ fn destroy_subject(ctx: &GpuContext, s: Subject) {
             (SubjectKind::Buffer(buffer, _), false) => allocator
                 .destroy_buffer(buffer, a)
                 .unwrap_or_else(|e| panic!("{}: destroy_buffer failed: {e}", s.label)),
-            (SubjectKind::OptimalImage(image, _) | SubjectKind::LinearImage(image, _), _) => allocator
-                .destroy_image(image, a)
-                .unwrap_or_else(|e| panic!("{}: destroy_image failed: {e}", s.label)),
+            (SubjectKind::OptimalImage(image, _) | SubjectKind::LinearImage(image, _), _) => {
+                allocator
+                    .destroy_image(image, a)
+                    .unwrap_or_else(|e| panic!("{}: destroy_image failed: {e}", s.label))
+            }
         }
     }
 }
@@ -661,7 +709,12 @@ pub fn image_info(
 ///
 /// # Panics
 /// If the allocator fails.
-pub fn upload_buffer(ctx: &GpuContext, size: u64, seed: u64, tag: &str) -> (vk::Buffer, MappedAllocation) {
+pub fn upload_buffer(
+    ctx: &GpuContext,
+    size: u64,
+    seed: u64,
+    tag: &str,
+) -> (vk::Buffer, MappedAllocation) {
     let info = vk::BufferCreateInfo::default()
         .size(size)
         .usage(vk::BufferUsageFlags::TRANSFER_SRC)

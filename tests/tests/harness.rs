@@ -8,6 +8,7 @@ use gpu_tests::GpuContext;
 /// (VUID-VkBufferCreateInfo-usage-requiredbitmask) that the validation layer
 /// reports and every driver tolerates.
 fn provoke_validation_error(ctx: &GpuContext) {
+    eprintln!("harness self-test: the next validation error is provoked on purpose");
     let info = vk::BufferCreateInfo::default()
         .size(64)
         .usage(vk::BufferUsageFlags::empty())
@@ -53,8 +54,15 @@ fn validation_errors_are_counted_per_context() {
     }
     let bystander = GpuContext::for_test();
     provoke_validation_error(&ctx);
-    assert!(ctx.validation_errors() >= 1, "the validation error was not counted");
-    assert_eq!(bystander.validation_errors(), 0, "another context's error leaked into this one");
+    assert!(
+        ctx.validation_errors() >= 1,
+        "the validation error was not counted"
+    );
+    assert_eq!(
+        bystander.validation_errors(),
+        0,
+        "another context's error leaked into this one"
+    );
     assert!(ctx.take_validation_errors() >= 1);
     assert_eq!(ctx.validation_errors(), 0);
     ctx.finish();
@@ -70,10 +78,33 @@ fn finish_fails_the_test_after_a_validation_error() {
     }
     provoke_validation_error(&ctx);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || ctx.finish()));
-    let panic = outcome.expect_err("finish() passed although the validation layer reported an error");
-    let message = panic
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
-    assert!(message.contains("validation layer reported"), "unexpected panic: {message}");
+    let panic =
+        outcome.expect_err("finish() passed although the validation layer reported an error");
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("validation layer reported"),
+        "unexpected panic: {message}"
+    );
+}
+
+#[test]
+fn finish_fails_the_test_after_a_leak() {
+    let ctx = GpuContext::for_test();
+    let desc = vkalloc::AllocationDesc {
+        size: 4096,
+        alignment: 256,
+        kind: vkalloc::ResourceKind::Buffer,
+        options: vkalloc::AllocationOptions::usage(vkalloc::MemoryUsage::GpuOnly)
+            .tagged("leaked on purpose"),
+        ..vkalloc::AllocationDesc::default()
+    };
+    // Never freed: the allocator reclaims the memory when it is dropped.
+    let _leaked = ctx.allocator().allocate(&desc).expect("allocation failed");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || ctx.finish()));
+    let panic = outcome.expect_err("finish() passed although an allocation was never freed");
+    let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("never freed") && message.contains("leaked on purpose"),
+        "unexpected panic: {message}"
+    );
 }

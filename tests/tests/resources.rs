@@ -47,15 +47,30 @@ fn buffers_of_every_usage_hold_their_own_bytes() {
     let ctx = GpuContext::for_test();
     let mut set = ResourceSet::new(&ctx, 1);
     for &size in &BUFFER_SIZES {
-        set.add_buffer("gpu-only", size, &opts(MemoryUsage::GpuOnly, "gpu-only"), false)
-            .unwrap();
+        set.add_buffer(
+            "gpu-only",
+            size,
+            &opts(MemoryUsage::GpuOnly, "gpu-only"),
+            false,
+        )
+        .unwrap();
         set.add_buffer("upload", size, &opts(MemoryUsage::Upload, "upload"), true)
             .unwrap();
         // Readback memory written the way it is meant to be: by the GPU.
-        set.add_buffer("readback", size, &opts(MemoryUsage::Readback, "readback"), false)
-            .unwrap();
-        set.add_buffer("readback-mapped", size, &opts(MemoryUsage::Readback, "readback"), true)
-            .unwrap();
+        set.add_buffer(
+            "readback",
+            size,
+            &opts(MemoryUsage::Readback, "readback"),
+            false,
+        )
+        .unwrap();
+        set.add_buffer(
+            "readback-mapped",
+            size,
+            &opts(MemoryUsage::Readback, "readback"),
+            true,
+        )
+        .unwrap();
     }
     set.write_all();
     set.check_all();
@@ -101,12 +116,20 @@ fn linear_images_written_through_the_mapping() {
     );
     let mut set = ResourceSet::new(&ctx, 3);
     for &e in &IMAGE_EXTENTS {
-        set.add_linear_image("linear", extent(e), &opts(MemoryUsage::Upload, "linear image"))
-            .unwrap();
+        set.add_linear_image(
+            "linear",
+            extent(e),
+            &opts(MemoryUsage::Upload, "linear image"),
+        )
+        .unwrap();
         // Optimal images in the same heap, so granularity matters if the
         // device puts both in one memory type.
-        set.add_optimal_image("optimal", extent(e), &opts(MemoryUsage::Upload, "optimal image"))
-            .unwrap();
+        set.add_optimal_image(
+            "optimal",
+            extent(e),
+            &opts(MemoryUsage::Upload, "optimal image"),
+        )
+        .unwrap();
     }
     set.write_all();
     set.check_all();
@@ -131,8 +154,12 @@ fn dedicated_on_request_gets_its_own_memory() {
         .unwrap();
     set.add_buffer("dedicated", 10_000, &dedicated(MemoryUsage::Upload), true)
         .unwrap();
-    set.add_optimal_image("dedicated", extent((64, 64)), &dedicated(MemoryUsage::GpuOnly))
-        .unwrap();
+    set.add_optimal_image(
+        "dedicated",
+        extent((64, 64)),
+        &dedicated(MemoryUsage::GpuOnly),
+    )
+    .unwrap();
     set.add_buffer("shared", 4096, &opts(MemoryUsage::GpuOnly, "shared"), false)
         .unwrap();
 
@@ -140,7 +167,12 @@ fn dedicated_on_request_gets_its_own_memory() {
     for s in subjects.iter().filter(|s| s.label.starts_with("dedicated")) {
         let a = s.memory.allocation();
         assert!(a.is_dedicated(), "{}: not dedicated", s.label);
-        assert_eq!(a.offset(), 0, "{}: dedicated allocation at a non-zero offset", s.label);
+        assert_eq!(
+            a.offset(),
+            0,
+            "{}: dedicated allocation at a non-zero offset",
+            s.label
+        );
         for other in subjects.iter().filter(|o| !std::ptr::eq(*o, s)) {
             assert_ne!(
                 other.memory.allocation().memory(),
@@ -167,24 +199,38 @@ fn dedicated_on_request_gets_its_own_memory() {
 #[test]
 fn transient_attachments_bind_where_supported() {
     let ctx = GpuContext::for_test();
-    let lazy = ctx.info().has_memory_type_with(vk::MemoryPropertyFlags::LAZILY_ALLOCATED);
+    let lazy = ctx
+        .info()
+        .has_memory_type_with(vk::MemoryPropertyFlags::LAZILY_ALLOCATED);
     let allocator = ctx.allocator();
     let mut images = Vec::new();
     for (format, usage) in [
-        (vk::Format::R8G8B8A8_UNORM, vk::ImageUsageFlags::COLOR_ATTACHMENT),
-        (vk::Format::D32_SFLOAT, vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT),
+        (
+            vk::Format::R8G8B8A8_UNORM,
+            vk::ImageUsageFlags::COLOR_ATTACHMENT,
+        ),
+        (
+            vk::Format::D32_SFLOAT,
+            vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT,
+        ),
     ] {
-        let info = image_info(extent((128, 64)), vk::ImageTiling::OPTIMAL, vk::ImageLayout::UNDEFINED)
-            .format(format)
-            .usage(usage | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT);
+        let info = image_info(
+            extent((128, 64)),
+            vk::ImageTiling::OPTIMAL,
+            vk::ImageLayout::UNDEFINED,
+        )
+        .format(format)
+        .usage(usage | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT);
         // SAFETY: the create info describes a valid attachment image.
-        let (image, a) = unsafe { allocator.create_image(&info, &opts(MemoryUsage::Transient, "transient")) }
-            .unwrap_or_else(|e| panic!("transient {format:?} attachment: {e}"));
+        let (image, a) =
+            unsafe { allocator.create_image(&info, &opts(MemoryUsage::Transient, "transient")) }
+                .unwrap_or_else(|e| panic!("transient {format:?} attachment: {e}"));
         // SAFETY: `image` is live on this device.
         let req = unsafe { ctx.device().get_image_memory_requirements(image) };
         assert!(a.size() >= req.size && a.offset() % req.alignment.max(1) == 0);
         assert!(req.memory_type_bits & (1 << a.memory_type()) != 0);
-        let flags = ctx.info().memory_properties.memory_types_as_slice()[a.memory_type() as usize].property_flags;
+        let flags = ctx.info().memory_properties.memory_types_as_slice()[a.memory_type() as usize]
+            .property_flags;
         if lazy && req.memory_type_bits & lazy_types(&ctx) != 0 {
             assert!(
                 flags.contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED),
@@ -194,7 +240,8 @@ fn transient_attachments_bind_where_supported() {
         }
         images.push((image, a));
     }
-    let labelled: Vec<(&str, &vkalloc::Allocation)> = images.iter().map(|(_, a)| ("transient", a)).collect();
+    let labelled: Vec<(&str, &vkalloc::Allocation)> =
+        images.iter().map(|(_, a)| ("transient", a)).collect();
     assert_disjoint(&labelled);
     for (image, a) in images {
         // SAFETY: the images were never used by the device.
@@ -210,7 +257,10 @@ fn lazy_types(ctx: &GpuContext) -> u32 {
         .memory_types_as_slice()
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.property_flags.contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED))
+        .filter(|(_, t)| {
+            t.property_flags
+                .contains(vk::MemoryPropertyFlags::LAZILY_ALLOCATED)
+        })
         .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
@@ -248,15 +298,33 @@ fn tlsf_pool_holds_buffers_and_images() {
     let mut set = ResourceSet::new(&ctx, 6);
     for (i, &size) in BUFFER_SIZES.iter().enumerate() {
         set.add_buffer("pooled", size, &in_pool, false).unwrap();
-        set.add_optimal_image("pooled", extent(IMAGE_EXTENTS[i % IMAGE_EXTENTS.len()]), &in_pool)
-            .unwrap();
+        set.add_optimal_image(
+            "pooled",
+            extent(IMAGE_EXTENTS[i % IMAGE_EXTENTS.len()]),
+            &in_pool,
+        )
+        .unwrap();
     }
     // And some outside it, to check pool and default blocks stay apart.
-    set.add_buffer("default", 65_536, &opts(MemoryUsage::GpuOnly, "default"), false)
-        .unwrap();
+    set.add_buffer(
+        "default",
+        65_536,
+        &opts(MemoryUsage::GpuOnly, "default"),
+        false,
+    )
+    .unwrap();
     for s in set.subjects() {
-        let expected = if s.label.starts_with("pooled") { Some(pool) } else { None };
-        assert_eq!(s.memory.allocation().pool(), expected, "{}: wrong pool", s.label);
+        let expected = if s.label.starts_with("pooled") {
+            Some(pool)
+        } else {
+            None
+        };
+        assert_eq!(
+            s.memory.allocation().pool(),
+            expected,
+            "{}: wrong pool",
+            s.label
+        );
     }
     let stats = allocator.statistics();
     let pool_stats = stats
@@ -264,13 +332,18 @@ fn tlsf_pool_holds_buffers_and_images() {
         .iter()
         .find(|p| p.name == "test tlsf pool")
         .expect("the pool is missing from statistics");
-    assert_eq!(pool_stats.usage.allocation_count, 2 * BUFFER_SIZES.len() as u64);
+    assert_eq!(
+        pool_stats.usage.allocation_count,
+        2 * BUFFER_SIZES.len() as u64
+    );
     assert!(pool_stats.usage.block_bytes <= 4 * (2 << 20));
 
     set.write_all();
     set.check_all();
     set.destroy_all();
-    allocator.destroy_pool(pool).expect("destroying the emptied pool failed");
+    allocator
+        .destroy_pool(pool)
+        .expect("destroying the emptied pool failed");
     ctx.assert_no_live_allocations();
     ctx.finish();
 }
@@ -309,12 +382,17 @@ fn tlsf_pool_over_its_budget_fails_cleanly() {
         ),
         "unexpected error from a full pool: {err:?}"
     );
-    assert!(set.subjects().len() >= 4, "the pool refused before holding 1 MiB");
+    assert!(
+        set.subjects().len() >= 4,
+        "the pool refused before holding 1 MiB"
+    );
     // What it did accept is intact.
     set.write_all();
     set.check_all();
     set.destroy_all();
-    allocator.destroy_pool(pool).expect("destroying the emptied pool failed");
+    allocator
+        .destroy_pool(pool)
+        .expect("destroying the emptied pool failed");
     ctx.assert_no_live_allocations();
     ctx.finish();
 }
@@ -357,7 +435,9 @@ fn linear_pools_hold_upload_buffers_frame_after_frame() {
                     LinearMode::Stack => while set.destroy_last() {},
                     LinearMode::Ring => while set.destroy_first() {},
                 }
-                allocator.reset_pool(pool).expect("resetting an empty pool failed");
+                allocator
+                    .reset_pool(pool)
+                    .expect("resetting an empty pool failed");
             } else {
                 allocator
                     .reset_pool(pool)
@@ -365,12 +445,19 @@ fn linear_pools_hold_upload_buffers_frame_after_frame() {
                 set.destroy_all();
             }
             let stats = allocator.statistics();
-            let pool_stats = stats.pools.iter().find(|p| p.name == name).expect("pool missing");
+            let pool_stats = stats
+                .pools
+                .iter()
+                .find(|p| p.name == name)
+                .expect("pool missing");
             assert_eq!(
                 pool_stats.usage.allocation_count, 0,
                 "linear {mode:?} pool after frame {frame}: allocations left"
             );
-            assert_eq!(pool_stats.usage.block_count, 1, "the pool's one block was not kept");
+            assert_eq!(
+                pool_stats.usage.block_count, 1,
+                "the pool's one block was not kept"
+            );
         }
         allocator
             .destroy_pool(pool)
@@ -406,12 +493,23 @@ fn random_mix_reuses_freed_space_without_clobbering() {
             let side = rng.gen_range(1..=128);
             let e = extent((side, rng.gen_range(1..=128)));
             let pooled = rng.gen_bool(0.25);
-            let with_pool = |o: AllocationOptions<'static>| if pooled { o.in_pool(pool) } else { o };
+            let with_pool =
+                |o: AllocationOptions<'static>| if pooled { o.in_pool(pool) } else { o };
             let r = match rng.gen_range(0..7) {
-                0 => set.add_buffer("mix", size, &with_pool(opts(MemoryUsage::GpuOnly, "mix")), false),
+                0 => set.add_buffer(
+                    "mix",
+                    size,
+                    &with_pool(opts(MemoryUsage::GpuOnly, "mix")),
+                    false,
+                ),
                 1 => set.add_buffer("mix", size, &opts(MemoryUsage::Upload, "mix"), true),
                 2 => set.add_buffer("mix", size, &opts(MemoryUsage::Readback, "mix"), false),
-                3 => set.add_raw_buffer("mix", size, &with_pool(opts(MemoryUsage::GpuOnly, "mix")), false),
+                3 => set.add_raw_buffer(
+                    "mix",
+                    size,
+                    &with_pool(opts(MemoryUsage::GpuOnly, "mix")),
+                    false,
+                ),
                 4 if linear_ok => set.add_linear_image("mix", e, &opts(MemoryUsage::Upload, "mix")),
                 _ => set.add_optimal_image("mix", e, &with_pool(opts(MemoryUsage::GpuOnly, "mix"))),
             };
@@ -434,7 +532,9 @@ fn random_mix_reuses_freed_space_without_clobbering() {
     first.check_all_with(&second.allocations());
     first.destroy_all();
     second.destroy_all();
-    allocator.destroy_pool(pool).expect("destroying the emptied pool failed");
+    allocator
+        .destroy_pool(pool)
+        .expect("destroying the emptied pool failed");
     ctx.assert_no_live_allocations();
     ctx.finish();
 }

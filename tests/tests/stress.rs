@@ -8,7 +8,10 @@ use ash::vk;
 use gpu_tests::{pattern, GpuAllocator, GpuContext};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use vkalloc::{AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, PoolDesc, PoolId, ResourceKind};
+use vkalloc::{
+    AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, PoolDesc, PoolId,
+    ResourceKind,
+};
 
 const THREADS: u64 = 4;
 const OPERATIONS_PER_THREAD: usize = 1500;
@@ -99,7 +102,9 @@ fn worker(allocator: Arc<GpuAllocator>, thread: u64, pool: PoolId) -> usize {
                 .sharing_mode(vk::SharingMode::EXCLUSIVE);
             // SAFETY: the create info is valid and outlives the call.
             let (buffer, m) = unsafe { allocator.create_buffer_mapped(&info, &options) }
-                .unwrap_or_else(|e| panic!("thread {thread}: create_buffer_mapped({size} B) failed: {e}"));
+                .unwrap_or_else(|e| {
+                    panic!("thread {thread}: create_buffer_mapped({size} B) failed: {e}")
+                });
             Held::Buffer(buffer, m, seed)
         } else {
             let desc = AllocationDesc {
@@ -110,10 +115,14 @@ fn worker(allocator: Arc<GpuAllocator>, thread: u64, pool: PoolId) -> usize {
                 options,
                 ..AllocationDesc::default()
             };
-            let m = allocator
-                .allocate_mapped(&desc)
-                .unwrap_or_else(|e| panic!("thread {thread}: allocate_mapped({size} B) failed: {e}"));
-            assert_eq!(m.offset() % desc.alignment, 0, "thread {thread}: misaligned allocation");
+            let m = allocator.allocate_mapped(&desc).unwrap_or_else(|e| {
+                panic!("thread {thread}: allocate_mapped({size} B) failed: {e}")
+            });
+            assert_eq!(
+                m.offset() % desc.alignment,
+                0,
+                "thread {thread}: misaligned allocation"
+            );
             Held::Raw(m, seed)
         };
         let m = match &mut item {
@@ -156,7 +165,10 @@ fn threads_share_one_allocator() {
     let mut failures = Vec::new();
     for (thread, handle) in handles.into_iter().enumerate() {
         match handle.join() {
-            Ok(peak) => assert!(peak > 8, "thread {thread} never held more than {peak} allocations"),
+            Ok(peak) => assert!(
+                peak > 8,
+                "thread {thread} never held more than {peak} allocations"
+            ),
             Err(panic) => failures.push(format!(
                 "thread {thread}: {}",
                 panic
@@ -167,14 +179,27 @@ fn threads_share_one_allocator() {
             )),
         }
     }
-    assert!(failures.is_empty(), "stress threads failed:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "stress threads failed:\n{}",
+        failures.join("\n")
+    );
 
     let allocator = ctx.allocator();
-    allocator.validate().expect("allocator invariants after the stress run");
+    allocator
+        .validate()
+        .expect("allocator invariants after the stress run");
     let stats = allocator.statistics();
-    assert_eq!(stats.total.allocation_count, 0, "live allocations left:\n{}", allocator.summary());
+    assert_eq!(
+        stats.total.allocation_count,
+        0,
+        "live allocations left:\n{}",
+        allocator.summary()
+    );
     assert_eq!(stats.total.allocation_bytes, 0);
-    allocator.destroy_pool(pool).expect("destroying the stress pool failed");
+    allocator
+        .destroy_pool(pool)
+        .expect("destroying the stress pool failed");
     ctx.assert_no_live_allocations();
     ctx.finish();
 }

@@ -1,7 +1,7 @@
 //! `cargo xtask`: the project's two commands (and a third for benchmarks).
 //!
 //! ```text
-//! cargo xtask test  [--driver lavapipe|system|PATH.json]
+//! cargo xtask test  [--driver lavapipe|system|PATH.json] [--keep-going] [--release]
 //! cargo xtask demo  [--driver ...] [-- ] [demo args...]
 //! cargo xtask bench [--driver ...] [-- ] [bench args...]
 //! cargo xtask setup
@@ -14,6 +14,8 @@
 //! `cargo`.
 //!
 //! The crate has no dependencies so that it compiles in a second or two.
+
+#![forbid(unsafe_code)]
 
 use std::env;
 use std::ffi::OsString;
@@ -30,7 +32,15 @@ const PACKAGES: &[(&str, &str)] = &[
     ("vulkan-tools", "vulkaninfo, for diagnosing drivers"),
     ("glslang-tools", "glslangValidator, to compile shaders"),
     ("spirv-tools", "spirv-val, to validate compiled shaders"),
-    ("xvfb", "a virtual X server for `demo --window` without a display"),
+    (
+        "xvfb",
+        "a virtual X server: `demo --window` with no display",
+    ),
+    ("libxkbcommon-x11-0", "keyboard input for winit on X11"),
+    ("libxcursor1", "cursors for winit on X11"),
+    ("libxrandr2", "monitor modes for winit on X11"),
+    ("libxi6", "input devices for winit on X11"),
+    ("xauth", "used by xvfb-run"),
 ];
 
 /// Where Vulkan drivers (ICDs) describe themselves on Debian.
@@ -71,7 +81,8 @@ usage: cargo xtask <command> [--driver lavapipe|system|PATH.json] [--] [args...]
 
 commands:
   test    install what is missing, then fmt check, clippy, doc, and every test
-          on lavapipe with the validation layer on
+          on lavapipe with the validation layer on; stops at the first failing
+          step unless given --keep-going; --release builds the tests optimized
   demo    install what is missing, then run the demo renderer (release build);
           arguments after the command (or after --) go to the renderer
   bench   install what is missing, then run the benchmarks (release build);
@@ -127,7 +138,11 @@ fn parse(args: Vec<String>) -> Result<Invocation> {
         let value = if arg == "--driver" {
             match iter.next() {
                 Some(v) => v,
-                None => return fail("--driver needs a value: lavapipe, system or a path to an ICD .json"),
+                None => {
+                    return fail(
+                        "--driver needs a value: lavapipe, system or a path to an ICD .json",
+                    )
+                }
             }
         } else if let Some(v) = arg.strip_prefix("--driver=") {
             v.to_string()
@@ -159,8 +174,12 @@ fn parse(args: Vec<String>) -> Result<Invocation> {
 fn run(args: Vec<String>) -> Result<()> {
     let invocation = parse(args)?;
     let root = repo_root()?;
-    env::set_current_dir(&root)
-        .map_err(|e| XtaskError(format!("cannot enter the repository root {}: {e}", root.display())))?;
+    env::set_current_dir(&root).map_err(|e| {
+        XtaskError(format!(
+            "cannot enter the repository root {}: {e}",
+            root.display()
+        ))
+    })?;
     match invocation.command.as_str() {
         "setup" => {
             let env = prepare(&invocation.driver)?;
@@ -169,14 +188,8 @@ fn run(args: Vec<String>) -> Result<()> {
             Ok(())
         }
         "test" => {
-            if !invocation.rest.is_empty() {
-                return fail(format!(
-                    "`cargo xtask test` takes no arguments besides --driver (got {:?}); \
-                     run `cargo test -p gpu-tests ...` directly for a subset",
-                    invocation.rest
-                ));
-            }
-            test(&invocation.driver)
+            let options = parse_test_options(&invocation.rest)?;
+            test(&invocation.driver, &options)
         }
         "demo" => {
             let env = prepare(&invocation.driver)?;
@@ -185,7 +198,8 @@ fn run(args: Vec<String>) -> Result<()> {
             command.args(["run", "--release", "-p", "demo-renderer", "--"]);
             command.args(&invocation.rest);
             let windowed = invocation.rest.iter().any(|a| a == "--window");
-            let no_display = env::var_os("DISPLAY").is_none() && env::var_os("WAYLAND_DISPLAY").is_none();
+            let no_display =
+                env::var_os("DISPLAY").is_none() && env::var_os("WAYLAND_DISPLAY").is_none();
             let mut command = if windowed && no_display {
                 println!("xtask: no DISPLAY or WAYLAND_DISPLAY: running the window under Xvfb (xvfb-run -a)");
                 wrap_in_xvfb(command)
@@ -239,15 +253,21 @@ fn wrap_in_xvfb(inner: Command) -> Command {
 fn run_step(name: &str, command: &mut Command) -> Result<Duration> {
     println!("\n==> {name}: {}", describe(command));
     let start = Instant::now();
-    let status = command
-        .status()
-        .map_err(|e| XtaskError(format!("{name}: cannot start {:?}: {e}", command.get_program())))?;
+    let status = command.status().map_err(|e| {
+        XtaskError(format!(
+            "{name}: cannot start {:?}: {e}",
+            command.get_program()
+        ))
+    })?;
     let elapsed = start.elapsed();
     if status.success() {
         println!("==> {name}: ok ({})", seconds(elapsed));
         Ok(elapsed)
     } else {
-        fail(format!("step `{name}` failed ({status}) after {}", seconds(elapsed)))
+        fail(format!(
+            "step `{name}` failed ({status}) after {}",
+            seconds(elapsed)
+        ))
     }
 }
 
@@ -272,45 +292,106 @@ fn seconds(d: Duration) -> String {
 // ---------------------------------------------------------------------------
 // `cargo xtask test`
 
-fn test(driver: &Driver) -> Result<()> {
+/// Options of `cargo xtask test`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TestOptions {
+    /// Run every step even after one fails, and report all failures.
+    keep_going: bool,
+    /// Build and run the tests with `--release`.
+    release: bool,
+}
+
+fn parse_test_options(rest: &[String]) -> Result<TestOptions> {
+    let mut options = TestOptions::default();
+    for arg in rest {
+        match arg.as_str() {
+            "--keep-going" | "-k" => options.keep_going = true,
+            "--release" => options.release = true,
+            other => {
+                return fail(format!(
+                    "`cargo xtask test` does not take {other:?} (it takes --driver, --keep-going, \
+                     --release); run `cargo test -p gpu-tests ...` directly for a subset"
+                ))
+            }
+        }
+    }
+    Ok(options)
+}
+
+fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
     let total = Instant::now();
     let env = prepare(driver)?;
     env.print();
     require_cargo_component("fmt", "rustfmt")?;
     require_cargo_component("clippy", "clippy")?;
 
-    let mut timings: Vec<(&str, Duration)> = Vec::new();
-
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
-    timings.push(("fmt", run_step("fmt", &mut fmt).map_err(|e| hint(e, "run `cargo fmt --all` to fix"))?));
 
     let mut clippy = cargo();
-    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
-    timings.push(("clippy", run_step("clippy", &mut clippy)?));
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
 
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps"]);
     doc.env("RUSTDOCFLAGS", rustdocflags());
-    timings.push(("doc", run_step("doc", &mut doc)?));
 
     let mut tests = cargo();
     tests.args(["test", "--workspace"]);
-    env.apply(&mut tests);
+    if options.release {
+        tests.arg("--release");
+    }
     tests.env(REQUIRE_VALIDATION, "1");
     // Backtraces make a failing GPU test's panic say where it came from.
     if env::var_os("RUST_BACKTRACE").is_none() {
         tests.env("RUST_BACKTRACE", "1");
     }
-    timings.push(("test", run_step("test", &mut tests)?));
 
-    let summary: Vec<String> = timings.iter().map(|(n, d)| format!("{n} {}", seconds(*d))).collect();
-    println!(
-        "\nxtask test: OK: fmt, clippy, doc and tests all passed in {} ({})",
-        seconds(total.elapsed()),
-        summary.join(", ")
-    );
-    Ok(())
+    let steps: [(&str, Command, &str); 4] = [
+        ("fmt", fmt, "run `cargo fmt --all` to fix the formatting"),
+        ("clippy", clippy, "fix the lints above"),
+        ("doc", doc, "fix the documentation warnings above"),
+        ("test", tests, "see the failing tests above"),
+    ];
+    let mut timings = Vec::new();
+    let mut failures = Vec::new();
+    for (name, mut command, what_to_do) in steps {
+        env.apply(&mut command);
+        let start = Instant::now();
+        match run_step(name, &mut command) {
+            Ok(elapsed) => timings.push(format!("{name} {}", seconds(elapsed))),
+            Err(err) => {
+                let err = hint(err, what_to_do);
+                if !options.keep_going {
+                    return Err(err);
+                }
+                timings.push(format!("{name} FAILED {}", seconds(start.elapsed())));
+                failures.push(err.to_string());
+            }
+        }
+    }
+    if failures.is_empty() {
+        println!(
+            "\nxtask test: OK: fmt, clippy, doc and tests all passed in {} ({})",
+            seconds(total.elapsed()),
+            timings.join(", ")
+        );
+        Ok(())
+    } else {
+        println!("\nxtask test: {}", timings.join(", "));
+        fail(format!(
+            "{} step(s) failed after {}:\n  {}",
+            failures.len(),
+            seconds(total.elapsed()),
+            failures.join("\n  ")
+        ))
+    }
 }
 
 /// `-D warnings` added to whatever RUSTDOCFLAGS the user has.
@@ -378,7 +459,11 @@ fn prepare(driver: &Driver) -> Result<VulkanEnv> {
 fn vulkan_env(driver: &Driver) -> Result<VulkanEnv> {
     let user_set = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"]
         .iter()
-        .find_map(|name| env::var_os(name).filter(|v| !v.is_empty()).map(|v| (*name, v)));
+        .find_map(|name| {
+            env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| (*name, v))
+        });
     let mut out = VulkanEnv::default();
     let manifest = match (driver, user_set) {
         (Driver::Default, Some((name, value))) => {
@@ -391,7 +476,8 @@ fn vulkan_env(driver: &Driver) -> Result<VulkanEnv> {
             return Ok(out);
         }
         (Driver::Default | Driver::Lavapipe, _) => {
-            out.note = "lavapipe (Mesa's CPU driver); pass --driver system for a real GPU".to_string();
+            out.note =
+                "lavapipe (Mesa's CPU driver); pass --driver system for a real GPU".to_string();
             find_lavapipe()?
         }
         (Driver::Manifest(path), _) => {
@@ -404,8 +490,10 @@ fn vulkan_env(driver: &Driver) -> Result<VulkanEnv> {
     };
     // VK_DRIVER_FILES is the loader's current name (1.3.207+); older loaders
     // read VK_ICD_FILENAMES. Set both to the same file.
-    out.set.push(("VK_DRIVER_FILES", manifest.clone().into_os_string()));
-    out.set.push(("VK_ICD_FILENAMES", manifest.into_os_string()));
+    out.set
+        .push(("VK_DRIVER_FILES", manifest.clone().into_os_string()));
+    out.set
+        .push(("VK_ICD_FILENAMES", manifest.into_os_string()));
     Ok(out)
 }
 
@@ -439,14 +527,20 @@ fn find_lavapipe() -> Result<PathBuf> {
         None => fail(format!(
             "lavapipe manifests found ({}) but none for this architecture ({arch}): \
              install mesa-vulkan-drivers:{} or pass --driver PATH.json",
-            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            candidates
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             debian_arch()
         )),
     }
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn debian_arch() -> &'static str {
@@ -460,7 +554,11 @@ fn debian_arch() -> &'static str {
 
 /// Installs the missing Debian packages when root; otherwise says how and fails.
 fn ensure_packages() -> Result<()> {
-    if Command::new("dpkg-query").arg("--version").output().is_err() {
+    if Command::new("dpkg-query")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         println!(
             "xtask: dpkg-query not found: not a Debian-like system, so nothing is installed. \
              Make sure the Vulkan loader, a Vulkan driver, the Khronos validation layers, \
@@ -495,11 +593,18 @@ fn ensure_packages() -> Result<()> {
     install.args(&missing);
     install.env("DEBIAN_FRONTEND", "noninteractive");
     run_step("apt-get install", &mut install)?;
-    let still: Vec<&str> = missing.iter().copied().filter(|n| !package_installed(n)).collect();
+    let still: Vec<&str> = missing
+        .iter()
+        .copied()
+        .filter(|n| !package_installed(n))
+        .collect();
     if still.is_empty() {
         Ok(())
     } else {
-        fail(format!("apt-get ran but these packages are still missing: {}", still.join(" ")))
+        fail(format!(
+            "apt-get ran but these packages are still missing: {}",
+            still.join(" ")
+        ))
     }
 }
 
@@ -529,7 +634,10 @@ mod tests {
 
     #[test]
     fn parses_driver_and_passthrough() {
-        let inv = parse(args(&["demo", "--driver", "system", "--frames", "3", "--", "--driver", "x"])).unwrap();
+        let inv = parse(args(&[
+            "demo", "--driver", "system", "--frames", "3", "--", "--driver", "x",
+        ]))
+        .unwrap();
         assert_eq!(inv.command, "demo");
         assert_eq!(inv.driver, Driver::System);
         assert_eq!(inv.rest, args(&["--frames", "3", "--driver", "x"]));
@@ -538,7 +646,10 @@ mod tests {
     #[test]
     fn parses_driver_equals_and_manifest() {
         let inv = parse(args(&["test", "--driver=/x/lvp_icd.x86_64.json"])).unwrap();
-        assert_eq!(inv.driver, Driver::Manifest(PathBuf::from("/x/lvp_icd.x86_64.json")));
+        assert_eq!(
+            inv.driver,
+            Driver::Manifest(PathBuf::from("/x/lvp_icd.x86_64.json"))
+        );
         assert!(inv.rest.is_empty());
     }
 
@@ -546,6 +657,19 @@ mod tests {
     fn rejects_unknown_driver() {
         assert!(parse(args(&["test", "--driver", "nvidia"])).is_err());
         assert!(parse(args(&["test", "--driver"])).is_err());
+    }
+
+    #[test]
+    fn parses_test_options() {
+        let options = parse_test_options(&args(&["--keep-going", "--release"])).unwrap();
+        assert_eq!(
+            options,
+            TestOptions {
+                keep_going: true,
+                release: true
+            }
+        );
+        assert!(parse_test_options(&args(&["stress"])).is_err());
     }
 
     #[test]

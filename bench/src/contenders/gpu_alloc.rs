@@ -88,6 +88,19 @@ impl Contender for GpuAllocator {
         }
     }
 
+    fn memory_report(&self) -> String {
+        let r = self.allocator.generate_report();
+        let mut sizes: Vec<u64> = r.blocks.iter().map(|b| b.size >> 20).collect();
+        sizes.sort_unstable();
+        format!(
+            "{} blocks ({}; MiB each {sizes:?}), {} allocations ({})",
+            r.blocks.len(),
+            super::mib(r.total_capacity_bytes),
+            r.allocations.len(),
+            super::mib(r.total_allocated_bytes),
+        )
+    }
+
     fn largest_free_range(&self) -> Option<u64> {
         let report = self.allocator.generate_report();
         let mut largest = 0;

@@ -21,8 +21,11 @@ pub struct Request<'a> {
     pub usage: TraceUsage,
     /// The driver's dedicated wish.
     pub dedicated: TraceDedicated,
-    /// Debugging name.
+    /// Debugging name; empty when tags are off.
     pub tag: &'a str,
+    /// The same name NUL-terminated (for VMA), or null when tags are off.
+    /// Points into [`crate::replay::Prepared`], valid while it lives.
+    pub tag_c: *const std::ffi::c_char,
 }
 
 /// Where an allocation landed.
@@ -58,6 +61,16 @@ pub trait Contender {
     /// The largest free range inside the allocator's device memory blocks,
     /// where it can be had.
     fn largest_free_range(&self) -> Option<u64>;
+    /// A one-line account of the allocator's device memory (blocks,
+    /// dedicated allocations, free bytes), for `--explain-peak`.
+    fn memory_report(&self) -> String {
+        String::new()
+    }
+}
+
+/// Formats bytes as MiB with one decimal.
+pub fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// Which contenders exist, in run order.
@@ -75,16 +88,19 @@ pub struct BaselineOptions {
 pub const REQUEST_MAPPING: &str = "\
 - ours: `Allocator::allocate` with the trace's size, alignment, memoryTypeBits, kind, usage preset \
 (gpu_only/upload/readback/transient -> MemoryUsage::GpuOnly/Upload/Readback/Transient), the driver's \
-dedicated wish (DriverDedicated::None/Preferred/Required, DedicatedPolicy::Auto, no resource handle) and the tag.
+dedicated wish (DriverDedicated::None/Preferred/Required, DedicatedPolicy::Auto, no resource handle); \
+the tag only with `--tags` (off by default for all three: release engines don't name allocations).
 - VMA (vk-mem 0.5, `vmaAllocateMemory`): usage VMA_MEMORY_USAGE_UNKNOWN with flags instead of Auto* \
 (which need a resource): gpu_only -> preferred DEVICE_LOCAL; upload -> required HOST_VISIBLE, preferred \
 HOST_COHERENT|DEVICE_LOCAL; readback -> required HOST_VISIBLE, preferred HOST_CACHED|HOST_COHERENT; \
 transient -> preferred DEVICE_LOCAL|LAZILY_ALLOCATED. dedicated required or preferred -> \
 VMA_ALLOCATION_CREATE_DEDICATED_MEMORY_BIT (what vmaCreateImage does when the driver prefers it; \
-`--vma-ignore-preferred` drops it for preferred). Raw memory has no resource kind: VMA treats every \
+`--vma-ignore-preferred` drops it for preferred). With `--tags`, the tag is given as the allocation's \
+name (VMA_ALLOCATION_CREATE_USER_DATA_COPY_STRING_BIT, which copies it, as vmaSetAllocationName does). Raw memory has no resource kind: VMA treats every \
 allocation as of unknown kind for bufferImageGranularity.
 - gpu-allocator 0.28: gpu_only/transient -> MemoryLocation::GpuOnly, upload -> CpuToGpu, readback -> \
-GpuToCpu; kind buffer/linear_image -> linear: true, optimal_image -> false; tag -> name. dedicated \
+GpuToCpu; kind buffer/linear_image -> linear: true, optimal_image -> false; tag -> name (empty \
+unless `--tags`). dedicated \
 required -> AllocationScheme::DedicatedBuffer/DedicatedImage with a null handle (a VkDeviceMemory of \
 its own, with a VkMemoryDedicatedAllocateInfo naming no resource, since the trace has none); preferred -> \
 GpuAllocatorManaged (gpu-allocator never asks the driver; its caller chooses).";

@@ -106,4 +106,36 @@ impl Contender for Ours {
     fn largest_free_range(&self) -> Option<u64> {
         Some(self.allocator.detailed_statistics().largest_free)
     }
+
+    fn memory_report(&self) -> String {
+        let d = self.allocator.detailed_statistics();
+        let (mut shared, mut shared_bytes, mut shared_used, mut empty, mut empty_bytes) =
+            (0, 0, 0, 0, 0);
+        let (mut dedicated, mut dedicated_bytes) = (0, 0);
+        let mut sizes = Vec::new();
+        for list in &d.lists {
+            for b in &list.blocks {
+                if b.dedicated {
+                    dedicated += 1;
+                    dedicated_bytes += b.size;
+                } else {
+                    shared += 1;
+                    shared_bytes += b.size;
+                    shared_used += b.allocation_bytes;
+                    sizes.push(b.size >> 20);
+                    if b.allocation_count == 0 {
+                        empty += 1;
+                        empty_bytes += b.size;
+                    }
+                }
+            }
+        }
+        format!(
+            "{dedicated} dedicated ({}); {shared} shared blocks ({}, {} used; MiB each {sizes:?}), {empty} empty ({})",
+            super::mib(dedicated_bytes),
+            super::mib(shared_bytes),
+            super::mib(shared_used),
+            super::mib(empty_bytes),
+        )
+    }
 }

@@ -52,17 +52,26 @@ impl Contender for Vma {
             TraceDedicated::Preferred => !self.options.vma_ignore_preferred,
             TraceDedicated::None => false,
         };
+        let mut flags = if dedicated {
+            vk_mem::AllocationCreateFlags::DEDICATED_MEMORY
+        } else {
+            vk_mem::AllocationCreateFlags::empty()
+        };
+        if !r.tag_c.is_null() {
+            // VMA copies the NUL-terminated name into the allocation (vk-mem
+            // 0.5 has no vmaSetAllocationName; this flag does the same).
+            #[allow(deprecated)]
+            {
+                flags |= vk_mem::AllocationCreateFlags::USER_DATA_COPY_STRING;
+            }
+        }
         let info = vk_mem::AllocationCreateInfo {
-            flags: if dedicated {
-                vk_mem::AllocationCreateFlags::DEDICATED_MEMORY
-            } else {
-                vk_mem::AllocationCreateFlags::empty()
-            },
+            flags,
             usage: vk_mem::MemoryUsage::Unknown,
             required_flags,
             preferred_flags,
             memory_type_bits: 0,
-            user_data: 0,
+            user_data: r.tag_c as usize,
             priority: 0.0,
         };
         let requirements = vk::MemoryRequirements {
@@ -71,8 +80,9 @@ impl Contender for Vma {
             memory_type_bits: r.memory_type_bits,
         };
         // SAFETY: the requirements are valid (non-zero size, power-of-two
-        // alignment, types of this device); the allocation is freed with
-        // this allocator.
+        // alignment, types of this device); `user_data` is null or a
+        // NUL-terminated string alive across the call (VMA copies it); the
+        // allocation is freed with this allocator.
         unsafe { self.allocator.allocate_memory(&requirements, &info) }
             .map_err(|e| format!("vmaAllocateMemory: {e}"))
     }
@@ -96,6 +106,22 @@ impl Contender for Vma {
     fn begin_frame(&mut self, index: u64) {
         // SAFETY: no other thread uses the allocator.
         unsafe { self.allocator.set_current_frame_index(index as u32) };
+    }
+
+    fn memory_report(&self) -> String {
+        let Ok(s) = self.allocator.calculate_statistics() else {
+            return String::new();
+        };
+        let t = &s.total;
+        format!(
+            "{} blocks ({}), {} allocations ({}), {} free ranges, largest {}",
+            t.statistics.blockCount,
+            super::mib(t.statistics.blockBytes),
+            t.statistics.allocationCount,
+            super::mib(t.statistics.allocationBytes),
+            t.unusedRangeCount,
+            super::mib(t.unusedRangeSizeMax),
+        )
     }
 
     fn largest_free_range(&self) -> Option<u64> {

@@ -1,6 +1,7 @@
 //! Frames: the passes (scene into HDR colour + depth, tone map into an sRGB
 //! target, readback), their barriers and GPU timestamps.
 
+pub mod gallery;
 pub mod pipelines;
 pub mod targets;
 
@@ -15,6 +16,28 @@ use targets::{Targets, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
 /// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
 /// already begun, viewport and scissor set).
 pub trait ScenePass {
+    /// Prepares frame `frame` of `frames` (uniforms); the previous frame is done.
+    fn prepare(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frame: u32,
+        frames: u32,
+    ) -> Result<(), GpuError> {
+        let _ = (ctx, mem, frame, frames);
+        Ok(())
+    }
+
+    /// The output size changed (window resize).
+    fn resize(&mut self, extent: vk::Extent2D) {
+        let _ = extent;
+    }
+
+    /// Bytes of texture memory the pass keeps resident.
+    fn texture_bytes(&self) -> u64 {
+        0
+    }
+
     /// Records the draws.
     ///
     /// # Safety
@@ -50,7 +73,6 @@ impl TrianglePass {
         )?;
         Ok(Self { layout, pipeline })
     }
-
 }
 
 impl ScenePass for TrianglePass {
@@ -143,10 +165,14 @@ impl Renderer {
                 .check("vkCreateCommandPool")?;
             let cmd = d
                 .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default().command_pool(command_pool).command_buffer_count(1),
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(command_pool)
+                        .command_buffer_count(1),
                 )
                 .check("vkAllocateCommandBuffers")?[0];
-            let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).check("vkCreateFence")?;
+            let fence = d
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .check("vkCreateFence")?;
             let queries = if ctx.info.timestamps {
                 Some(
                     d.create_query_pool(
@@ -162,7 +188,7 @@ impl Renderer {
             };
             (command_pool, cmd, fence, queries)
         };
-        let tonemap = Self::create_tonemap(d, &targets)?;
+        let tonemap = Self::create_tonemap(d)?;
         let mut r = Self {
             targets,
             tonemap,
@@ -173,11 +199,12 @@ impl Renderer {
             timestamp_period: ctx.info.timestamp_period as f64,
             exposure: 1.0,
         };
+        r.write_tonemap_set(d);
         r.add_output_format(d, LDR_FORMAT)?;
         Ok(r)
     }
 
-    fn create_tonemap(d: &ash::Device, targets: &Targets) -> Result<Tonemap, GpuError> {
+    fn create_tonemap(d: &ash::Device) -> Result<Tonemap, GpuError> {
         let bindings = [vk::DescriptorSetLayoutBinding::default()
             .binding(0)
             .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
@@ -186,16 +213,29 @@ impl Renderer {
         // SAFETY: valid create infos on a live device; the set is written with live objects.
         unsafe {
             let set_layout = d
-                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings), None)
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
                 .check("vkCreateDescriptorSetLayout")?;
-            let sizes = [vk::DescriptorPoolSize { ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER, descriptor_count: 1 }];
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                descriptor_count: 1,
+            }];
             let pool = d
-                .create_descriptor_pool(&vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes), None)
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
                 .check("vkCreateDescriptorPool")?;
             let layouts = [set_layout];
             let set = d
                 .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts),
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
                 )
                 .check("vkAllocateDescriptorSets")?[0];
             let sampler = d
@@ -209,25 +249,59 @@ impl Renderer {
                     None,
                 )
                 .check("vkCreateSampler")?;
-            let image_info = [vk::DescriptorImageInfo {
-                sampler,
-                image_view: targets.hdr.view,
-                image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-            }];
-            let write = vk::WriteDescriptorSet::default()
-                .dst_set(set)
-                .dst_binding(0)
-                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
-                .image_info(&image_info);
-            d.update_descriptor_sets(&[write], &[]);
             let layout = create_layout(d, &[set_layout], 4)?;
-            Ok(Tonemap { set_layout, pool, set, sampler, layout, pipelines: Vec::new() })
+            Ok(Tonemap {
+                set_layout,
+                pool,
+                set,
+                sampler,
+                layout,
+                pipelines: Vec::new(),
+            })
         }
     }
 
+    /// Recreates the targets at `extent` (window resize); waits for the device.
+    pub fn resize(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        extent: vk::Extent2D,
+    ) -> Result<(), GpuError> {
+        ctx.wait_idle();
+        self.targets.destroy(&ctx.device, mem);
+        self.targets = Targets::new(&ctx.device, mem, extent)?;
+        self.write_tonemap_set(&ctx.device);
+        Ok(())
+    }
+
+    fn write_tonemap_set(&self, d: &ash::Device) {
+        let image_info = [vk::DescriptorImageInfo {
+            sampler: self.tonemap.sampler,
+            image_view: self.targets.hdr.view,
+            image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+        }];
+        let write = vk::WriteDescriptorSet::default()
+            .dst_set(self.tonemap.set)
+            .dst_binding(0)
+            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+            .image_info(&image_info);
+        // SAFETY: the set is not in use (the device is idle or the set is fresh).
+        unsafe { d.update_descriptor_sets(&[write], &[]) };
+    }
+
     /// Adds a tone-map pipeline writing `format`; returns its index for [`Output::Swapchain`].
-    pub fn add_output_format(&mut self, device: &ash::Device, format: vk::Format) -> Result<usize, GpuError> {
-        if let Some(i) = self.tonemap.pipelines.iter().position(|(f, _)| *f == format) {
+    pub fn add_output_format(
+        &mut self,
+        device: &ash::Device,
+        format: vk::Format,
+    ) -> Result<usize, GpuError> {
+        if let Some(i) = self
+            .tonemap
+            .pipelines
+            .iter()
+            .position(|(f, _)| *f == format)
+        {
             return Ok(i);
         }
         let pipeline = create_pipeline(
@@ -260,7 +334,10 @@ impl Renderer {
         let d = &ctx.device;
         let cmd = self.cmd;
         let extent = self.targets.extent;
-        let area = vk::Rect2D { offset: vk::Offset2D::default(), extent };
+        let area = vk::Rect2D {
+            offset: vk::Offset2D::default(),
+            extent,
+        };
         let viewport = vk::Viewport {
             x: 0.0,
             y: 0.0,
@@ -271,7 +348,12 @@ impl Renderer {
         };
         let (out_image, out_view, pipeline_index, copy) = match output {
             Output::Headless => (self.targets.ldr.image, self.targets.ldr.view, 0, true),
-            Output::Swapchain { image, view, format_index, screenshot } => (image, view, format_index, screenshot),
+            Output::Swapchain {
+                image,
+                view,
+                format_index,
+                screenshot,
+            } => (image, view, format_index, screenshot),
         };
         let final_layout = match output {
             Output::Headless => vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
@@ -287,10 +369,12 @@ impl Renderer {
         // SAFETY: the command buffer is idle (every frame waits for its fence); every
         // handle recorded is live until the fence below signals.
         unsafe {
-            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty()).check("vkResetCommandBuffer")?;
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                .check("vkResetCommandBuffer")?;
             d.begin_command_buffer(
                 cmd,
-                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
             )
             .check("vkBeginCommandBuffer")?;
             if let Some(q) = self.queries {
@@ -318,8 +402,10 @@ impl Renderer {
             .stages(
                 vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
                 vk::AccessFlags2::NONE,
-                vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
-                vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE | vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_READ,
+                vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
+                    | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
+                vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE
+                    | vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_READ,
             );
             depth_in.aspect = vk::ImageAspectFlags::DEPTH;
             transition(d, cmd, &[color_in, depth_in]);
@@ -328,13 +414,22 @@ impl Renderer {
                 .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
                 .load_op(vk::AttachmentLoadOp::CLEAR)
                 .store_op(vk::AttachmentStoreOp::STORE)
-                .clear_value(vk::ClearValue { color: vk::ClearColorValue { float32: [0.02, 0.025, 0.03, 1.0] } })];
+                .clear_value(vk::ClearValue {
+                    color: vk::ClearColorValue {
+                        float32: [0.02, 0.025, 0.03, 1.0],
+                    },
+                })];
             let depth_att = vk::RenderingAttachmentInfo::default()
                 .image_view(self.targets.depth.view)
                 .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
                 .load_op(vk::AttachmentLoadOp::CLEAR)
                 .store_op(vk::AttachmentStoreOp::DONT_CARE)
-                .clear_value(vk::ClearValue { depth_stencil: vk::ClearDepthStencilValue { depth: 0.0, stencil: 0 } });
+                .clear_value(vk::ClearValue {
+                    depth_stencil: vk::ClearDepthStencilValue {
+                        depth: 0.0,
+                        stencil: 0,
+                    },
+                });
             let info = vk::RenderingInfo::default()
                 .render_area(area)
                 .layer_count(1)
@@ -377,11 +472,18 @@ impl Renderer {
                 .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
                 .load_op(vk::AttachmentLoadOp::DONT_CARE)
                 .store_op(vk::AttachmentStoreOp::STORE)];
-            let info = vk::RenderingInfo::default().render_area(area).layer_count(1).color_attachments(&out_att);
+            let info = vk::RenderingInfo::default()
+                .render_area(area)
+                .layer_count(1)
+                .color_attachments(&out_att);
             d.cmd_begin_rendering(cmd, &info);
             d.cmd_set_viewport(cmd, 0, &[viewport]);
             d.cmd_set_scissor(cmd, 0, &[area]);
-            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.tonemap.pipelines[pipeline_index].1);
+            d.cmd_bind_pipeline(
+                cmd,
+                vk::PipelineBindPoint::GRAPHICS,
+                self.tonemap.pipelines[pipeline_index].1,
+            );
             d.cmd_bind_descriptor_sets(
                 cmd,
                 vk::PipelineBindPoint::GRAPHICS,
@@ -403,14 +505,30 @@ impl Renderer {
 
             // Readback.
             stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            let after_layout = if copy { vk::ImageLayout::TRANSFER_SRC_OPTIMAL } else { final_layout };
-            let out_done = ImageTransition::color(out_image, vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL, after_layout)
-                .stages(
-                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
-                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
-                    if copy { vk::PipelineStageFlags2::COPY } else { vk::PipelineStageFlags2::NONE },
-                    if copy { vk::AccessFlags2::TRANSFER_READ } else { vk::AccessFlags2::NONE },
-                );
+            let after_layout = if copy {
+                vk::ImageLayout::TRANSFER_SRC_OPTIMAL
+            } else {
+                final_layout
+            };
+            let out_done = ImageTransition::color(
+                out_image,
+                vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                after_layout,
+            )
+            .stages(
+                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                if copy {
+                    vk::PipelineStageFlags2::COPY
+                } else {
+                    vk::PipelineStageFlags2::NONE
+                },
+                if copy {
+                    vk::AccessFlags2::TRANSFER_READ
+                } else {
+                    vk::AccessFlags2::NONE
+                },
+            );
             transition(d, cmd, &[out_done]);
             if copy {
                 let region = vk::BufferImageCopy {
@@ -424,7 +542,11 @@ impl Renderer {
                         layer_count: 1,
                     },
                     image_offset: vk::Offset3D::default(),
-                    image_extent: vk::Extent3D { width: extent.width, height: extent.height, depth: 1 },
+                    image_extent: vk::Extent3D {
+                        width: extent.width,
+                        height: extent.height,
+                        depth: 1,
+                    },
                 };
                 d.cmd_copy_image_to_buffer(
                     cmd,
@@ -440,13 +562,17 @@ impl Renderer {
                     .dst_access_mask(vk::AccessFlags2::HOST_READ)];
                 d.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&host));
                 if final_layout != vk::ImageLayout::TRANSFER_SRC_OPTIMAL {
-                    let present = ImageTransition::color(out_image, vk::ImageLayout::TRANSFER_SRC_OPTIMAL, final_layout)
-                        .stages(
-                            vk::PipelineStageFlags2::COPY,
-                            vk::AccessFlags2::NONE,
-                            vk::PipelineStageFlags2::NONE,
-                            vk::AccessFlags2::NONE,
-                        );
+                    let present = ImageTransition::color(
+                        out_image,
+                        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                        final_layout,
+                    )
+                    .stages(
+                        vk::PipelineStageFlags2::COPY,
+                        vk::AccessFlags2::NONE,
+                        vk::PipelineStageFlags2::NONE,
+                        vk::AccessFlags2::NONE,
+                    );
                     transition(d, cmd, &[present]);
                 }
             }
@@ -466,7 +592,11 @@ impl Renderer {
             .collect();
         let signals: Vec<_> = signal
             .iter()
-            .map(|&s| vk::SemaphoreSubmitInfo::default().semaphore(s).stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS))
+            .map(|&s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+            })
             .collect();
         let submit = vk::SubmitInfo2::default()
             .command_buffer_infos(&cmds)
@@ -474,8 +604,10 @@ impl Renderer {
             .signal_semaphore_infos(&signals);
         // SAFETY: the buffer was recorded above; the fence is unsignalled.
         unsafe {
-            d.queue_submit2(ctx.queue, &[submit], self.fence).check("vkQueueSubmit2")?;
-            d.wait_for_fences(&[self.fence], true, u64::MAX).check("vkWaitForFences")?;
+            d.queue_submit2(ctx.queue, &[submit], self.fence)
+                .check("vkQueueSubmit2")?;
+            d.wait_for_fences(&[self.fence], true, u64::MAX)
+                .check("vkWaitForFences")?;
             d.reset_fences(&[self.fence]).check("vkResetFences")?;
         }
         let wall_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -483,7 +615,9 @@ impl Renderer {
         if let Some(q) = self.queries {
             let mut stamps = [0u64; PASSES.len() * 2];
             // SAFETY: the queries were written by the finished submission.
-            let ok = unsafe { d.get_query_pool_results(q, 0, &mut stamps, vk::QueryResultFlags::TYPE_64) };
+            let ok = unsafe {
+                d.get_query_pool_results(q, 0, &mut stamps, vk::QueryResultFlags::TYPE_64)
+            };
             if ok.is_ok() {
                 for (i, name) in PASSES.iter().enumerate() {
                     let ticks = stamps[2 * i + 1].saturating_sub(stamps[2 * i]);
@@ -491,7 +625,11 @@ impl Renderer {
                 }
             }
         }
-        Ok(FrameTimes { wall_ms, cpu_record_ms, gpu_ms })
+        Ok(FrameTimes {
+            wall_ms,
+            cpu_record_ms,
+            gpu_ms,
+        })
     }
 
     /// Destroys everything; waits for the device first.

@@ -26,7 +26,10 @@ pub struct PipelineDesc<'a> {
 }
 
 /// Creates a graphics pipeline with dynamic viewport and scissor.
-pub fn create_pipeline(device: &ash::Device, desc: &PipelineDesc<'_>) -> Result<vk::Pipeline, GpuError> {
+pub fn create_pipeline(
+    device: &ash::Device,
+    desc: &PipelineDesc<'_>,
+) -> Result<vk::Pipeline, GpuError> {
     let vs = shader_module(device, desc.vertex)?;
     let fs = shader_module(device, desc.fragment)?;
     let stages = [
@@ -42,21 +45,28 @@ pub fn create_pipeline(device: &ash::Device, desc: &PipelineDesc<'_>) -> Result<
     let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
         .vertex_binding_descriptions(desc.bindings)
         .vertex_attribute_descriptions(desc.attributes);
-    let input_assembly =
-        vk::PipelineInputAssemblyStateCreateInfo::default().topology(vk::PrimitiveTopology::TRIANGLE_LIST);
-    let viewport = vk::PipelineViewportStateCreateInfo::default().viewport_count(1).scissor_count(1);
+    let input_assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+        .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+    let viewport = vk::PipelineViewportStateCreateInfo::default()
+        .viewport_count(1)
+        .scissor_count(1);
     let raster = vk::PipelineRasterizationStateCreateInfo::default()
         .polygon_mode(vk::PolygonMode::FILL)
-        .cull_mode(if desc.cull_back { vk::CullModeFlags::BACK } else { vk::CullModeFlags::NONE })
+        .cull_mode(if desc.cull_back {
+            vk::CullModeFlags::BACK
+        } else {
+            vk::CullModeFlags::NONE
+        })
         .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
         .line_width(1.0);
-    let multisample =
-        vk::PipelineMultisampleStateCreateInfo::default().rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let multisample = vk::PipelineMultisampleStateCreateInfo::default()
+        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
     let depth = vk::PipelineDepthStencilStateCreateInfo::default()
         .depth_test_enable(desc.depth_format.is_some())
         .depth_write_enable(desc.depth_format.is_some())
         .depth_compare_op(vk::CompareOp::GREATER); // reversed Z: 1 near, 0 far
-    let attachments = [vk::PipelineColorBlendAttachmentState::default().color_write_mask(vk::ColorComponentFlags::RGBA)];
+    let attachments = [vk::PipelineColorBlendAttachmentState::default()
+        .color_write_mask(vk::ColorComponentFlags::RGBA)];
     let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&attachments);
     let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
     let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
@@ -77,13 +87,17 @@ pub fn create_pipeline(device: &ash::Device, desc: &PipelineDesc<'_>) -> Result<
         .layout(desc.layout)
         .push_next(&mut rendering);
     // SAFETY: every pointer in `info` outlives the call; the modules are live.
-    let result = unsafe { device.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None) };
+    let result =
+        unsafe { device.create_graphics_pipelines(vk::PipelineCache::null(), &[info], None) };
     // SAFETY: the modules are not needed after pipeline creation.
     unsafe {
         device.destroy_shader_module(vs, None);
         device.destroy_shader_module(fs, None);
     }
-    result.map(|p| p[0]).map_err(|(_, e)| e).check("vkCreateGraphicsPipelines")
+    result
+        .map(|p| p[0])
+        .map_err(|(_, e)| e)
+        .check("vkCreateGraphicsPipelines")
 }
 
 /// Creates a pipeline layout.

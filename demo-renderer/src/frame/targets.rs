@@ -35,14 +35,21 @@ impl Target {
         let info = vk::ImageCreateInfo::default()
             .image_type(vk::ImageType::TYPE_2D)
             .format(format)
-            .extent(vk::Extent3D { width: extent.width, height: extent.height, depth: 1 })
+            .extent(vk::Extent3D {
+                width: extent.width,
+                height: extent.height,
+                depth: 1,
+            })
             .mip_levels(1)
             .array_layers(1)
             .samples(vk::SampleCountFlags::TYPE_1)
             .tiling(vk::ImageTiling::OPTIMAL)
             .usage(usage)
             .initial_layout(vk::ImageLayout::UNDEFINED);
-        let (image, memory) = mem.create_image(&info, &MemOptions::new(MemoryUsage::GpuOnly, tag).dedicated())?;
+        let (image, memory) = mem.create_image(
+            &info,
+            &MemOptions::new(MemoryUsage::GpuOnly, tag).dedicated(),
+        )?;
         let view_info = vk::ImageViewCreateInfo::default()
             .image(image)
             .view_type(vk::ImageViewType::TYPE_2D)
@@ -55,8 +62,13 @@ impl Target {
                 layer_count: 1,
             });
         // SAFETY: `image` is live and bound.
-        let view = unsafe { device.create_image_view(&view_info, None) }.check("vkCreateImageView")?;
-        Ok(Self { image, view, memory: Some(memory) })
+        let view =
+            unsafe { device.create_image_view(&view_info, None) }.check("vkCreateImageView")?;
+        Ok(Self {
+            image,
+            view,
+            memory: Some(memory),
+        })
     }
 
     fn destroy(&mut self, device: &ash::Device, mem: &GpuMemory) {
@@ -88,7 +100,11 @@ pub struct Targets {
 
 impl Targets {
     /// Creates the targets at `extent`.
-    pub fn new(device: &ash::Device, mem: &GpuMemory, extent: vk::Extent2D) -> Result<Self, GpuError> {
+    pub fn new(
+        device: &ash::Device,
+        mem: &GpuMemory,
+        extent: vk::Extent2D,
+    ) -> Result<Self, GpuError> {
         let hdr = Target::new(
             device,
             mem,
@@ -117,10 +133,21 @@ impl Targets {
             "ldr-color",
         )?;
         let size = extent.width as u64 * extent.height as u64 * 4;
-        let info = vk::BufferCreateInfo::default().size(size).usage(vk::BufferUsageFlags::TRANSFER_DST);
-        let (readback, readback_memory) =
-            mem.create_buffer_mapped(&info, &MemOptions::new(MemoryUsage::Readback, "frame-readback").dedicated())?;
-        Ok(Self { extent, hdr, depth, ldr, readback, readback_memory: Some(readback_memory) })
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(vk::BufferUsageFlags::TRANSFER_DST);
+        let (readback, readback_memory) = mem.create_buffer_mapped(
+            &info,
+            &MemOptions::new(MemoryUsage::Readback, "frame-readback").dedicated(),
+        )?;
+        Ok(Self {
+            extent,
+            hdr,
+            depth,
+            ldr,
+            readback,
+            readback_memory: Some(readback_memory),
+        })
     }
 
     /// Copies the read-back frame (tightly packed RGBA8, sRGB) out of the buffer.

@@ -90,7 +90,9 @@ unsafe extern "system" fn debug_callback(
         if data.p_message.is_null() {
             String::new()
         } else {
-            CStr::from_ptr(data.p_message).to_string_lossy().into_owned()
+            CStr::from_ptr(data.p_message)
+                .to_string_lossy()
+                .into_owned()
         }
     };
     if severity.contains(vk::DebugUtilsMessageSeverityFlagsEXT::ERROR) {
@@ -117,13 +119,18 @@ impl Context {
         let entry = unsafe { ash::Entry::load() }.map_err(|e| GpuError::Loader(e.to_string()))?;
 
         // SAFETY: plain queries on a loaded entry.
-        let layers = unsafe { entry.enumerate_instance_layer_properties() }.check("vkEnumerateInstanceLayerProperties")?;
-        let has_validation = layers
-            .iter()
-            .any(|l| l.layer_name_as_c_str().map(|n| n == VALIDATION_LAYER).unwrap_or(false));
+        let layers = unsafe { entry.enumerate_instance_layer_properties() }
+            .check("vkEnumerateInstanceLayerProperties")?;
+        let has_validation = layers.iter().any(|l| {
+            l.layer_name_as_c_str()
+                .map(|n| n == VALIDATION_LAYER)
+                .unwrap_or(false)
+        });
         let validation = desc.validation && has_validation;
         if desc.validation && !has_validation {
-            eprintln!("note: VK_LAYER_KHRONOS_validation is not installed; running without validation");
+            eprintln!(
+                "note: VK_LAYER_KHRONOS_validation is not installed; running without validation"
+            );
         }
 
         let app_name = CString::new("vkalloc demo").unwrap();
@@ -136,11 +143,16 @@ impl Context {
         if validation {
             extensions.push(ash::ext::debug_utils::NAME.as_ptr());
         }
-        let layer_ptrs = if validation { vec![VALIDATION_LAYER.as_ptr()] } else { vec![] };
+        let layer_ptrs = if validation {
+            vec![VALIDATION_LAYER.as_ptr()]
+        } else {
+            vec![]
+        };
         let messages = Arc::new(MessageCounts::default());
         let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::ERROR | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
+                vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
             )
             .message_type(
                 vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
@@ -157,7 +169,8 @@ impl Context {
             instance_info = instance_info.push_next(&mut messenger_info);
         }
         // SAFETY: every pointer in `instance_info` outlives the call.
-        let instance = unsafe { entry.create_instance(&instance_info, None) }.check("vkCreateInstance")?;
+        let instance =
+            unsafe { entry.create_instance(&instance_info, None) }.check("vkCreateInstance")?;
 
         let debug = if validation {
             let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
@@ -176,7 +189,17 @@ impl Context {
             Ok((physical_device, device, queue_family, info)) => {
                 // SAFETY: the queue family was requested with one queue.
                 let queue = unsafe { device.get_device_queue(queue_family, 0) };
-                Ok(Self { entry, instance, physical_device, device, queue_family, queue, info, messages, debug })
+                Ok(Self {
+                    entry,
+                    instance,
+                    physical_device,
+                    device,
+                    queue_family,
+                    queue,
+                    info,
+                    messages,
+                    debug,
+                })
             }
             Err(e) => {
                 // SAFETY: nothing else was created from the instance except the messenger.
@@ -203,7 +226,9 @@ impl Context {
                 let p = unsafe { instance.get_physical_device_properties(pd) };
                 format!(
                     "{i}: {} ({:?}, Vulkan {}.{})",
-                    p.device_name_as_c_str().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default(),
+                    p.device_name_as_c_str()
+                        .map(|c| c.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
                     p.device_type,
                     vk::api_version_major(p.api_version),
                     vk::api_version_minor(p.api_version)
@@ -220,7 +245,8 @@ impl Context {
         surface_ok: &dyn Fn(&ash::Entry, &ash::Instance, vk::PhysicalDevice, u32) -> bool,
     ) -> Result<(vk::PhysicalDevice, ash::Device, u32, DeviceInfo), GpuError> {
         // SAFETY: plain query on a live instance.
-        let devices = unsafe { instance.enumerate_physical_devices() }.check("vkEnumeratePhysicalDevices")?;
+        let devices =
+            unsafe { instance.enumerate_physical_devices() }.check("vkEnumeratePhysicalDevices")?;
         if devices.is_empty() {
             return Err(GpuError::NoDevice(
                 "the Vulkan loader found no physical device (install a driver; on machines without a GPU, \
@@ -239,7 +265,8 @@ impl Context {
             None => {
                 // SAFETY: plain queries on devices of this instance.
                 let discrete = devices.iter().copied().find(|&pd| unsafe {
-                    instance.get_physical_device_properties(pd).device_type == vk::PhysicalDeviceType::DISCRETE_GPU
+                    instance.get_physical_device_properties(pd).device_type
+                        == vk::PhysicalDeviceType::DISCRETE_GPU
                 });
                 discrete.unwrap_or(devices[0])
             }
@@ -273,16 +300,24 @@ impl Context {
             .iter()
             .enumerate()
             .find(|(i, f)| {
-                f.queue_flags.contains(vk::QueueFlags::GRAPHICS) && surface_ok(entry, instance, chosen, *i as u32)
+                f.queue_flags.contains(vk::QueueFlags::GRAPHICS)
+                    && surface_ok(entry, instance, chosen, *i as u32)
             })
             .map(|(i, _)| i as u32)
-            .ok_or_else(|| GpuError::NoDevice(format!("{name} has no graphics queue that can present")))?;
-        let timestamps = families[queue_family as usize].timestamp_valid_bits > 0 && props.limits.timestamp_period > 0.0;
+            .ok_or_else(|| {
+                GpuError::NoDevice(format!("{name} has no graphics queue that can present"))
+            })?;
+        let timestamps = families[queue_family as usize].timestamp_valid_bits > 0
+            && props.limits.timestamp_period > 0.0;
 
         // SAFETY: plain query.
         let dev_exts = unsafe { instance.enumerate_device_extension_properties(chosen) }
             .check("vkEnumerateDeviceExtensionProperties")?;
-        let has_ext = |n: &CStr| dev_exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+        let has_ext = |n: &CStr| {
+            dev_exts
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(n))
+        };
         let mut extensions = Vec::new();
         if desc.surface_extensions.is_empty() {
             // headless
@@ -310,7 +345,8 @@ impl Context {
             .enabled_features(&features)
             .push_next(&mut e13);
         // SAFETY: the features and extensions were checked above; pointers outlive the call.
-        let device = unsafe { instance.create_device(chosen, &device_info, None) }.check("vkCreateDevice")?;
+        let device = unsafe { instance.create_device(chosen, &device_info, None) }
+            .check("vkCreateDevice")?;
 
         let is_cpu = props.device_type == vk::PhysicalDeviceType::CPU;
         let info = DeviceInfo {
@@ -326,7 +362,8 @@ impl Context {
             timestamp_period: props.limits.timestamp_period,
             timestamps,
             bc_textures: base.texture_compression_bc != 0,
-            max_anisotropy: (base.sampler_anisotropy != 0).then_some(props.limits.max_sampler_anisotropy),
+            max_anisotropy: (base.sampler_anisotropy != 0)
+                .then_some(props.limits.max_sampler_anisotropy),
             is_cpu,
             memory_budget,
         };

@@ -124,10 +124,14 @@ impl OneShot {
                 .check("vkCreateCommandPool")?;
             let cmd = d
                 .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default().command_pool(pool).command_buffer_count(1),
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(pool)
+                        .command_buffer_count(1),
                 )
                 .check("vkAllocateCommandBuffers")?[0];
-            let fence = d.create_fence(&vk::FenceCreateInfo::default(), None).check("vkCreateFence")?;
+            let fence = d
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .check("vkCreateFence")?;
             Ok(Self { pool, cmd, fence })
         }
     }
@@ -141,15 +145,18 @@ impl OneShot {
                 .check("vkResetCommandBuffer")?;
             d.begin_command_buffer(
                 self.cmd,
-                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
             )
             .check("vkBeginCommandBuffer")?;
             f(self.cmd);
             d.end_command_buffer(self.cmd).check("vkEndCommandBuffer")?;
             let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(self.cmd)];
             let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmds);
-            d.queue_submit2(ctx.queue, &[submit], self.fence).check("vkQueueSubmit2")?;
-            d.wait_for_fences(&[self.fence], true, u64::MAX).check("vkWaitForFences")?;
+            d.queue_submit2(ctx.queue, &[submit], self.fence)
+                .check("vkQueueSubmit2")?;
+            d.wait_for_fences(&[self.fence], true, u64::MAX)
+                .check("vkWaitForFences")?;
             d.reset_fences(&[self.fence]).check("vkResetFences")?;
         }
         Ok(())

@@ -1,0 +1,391 @@
+//! The PBR scene pass: the gallery's meshes with their materials, lit by the
+//! frame's lights. Geometry lives in GPU-only buffers; each frame's uniforms in a
+//! ring pool, freed in order once the frame is done.
+
+use ash::vk;
+use glam::Vec4;
+
+use super::pipelines::{create_layout, create_pipeline, PipelineDesc};
+use super::targets::{DEPTH_FORMAT, HDR_FORMAT};
+use super::ScenePass;
+use crate::gpu::memory::{LinearMode, MemOptions, Memory, MemoryUsage, PoolAlgorithm, PoolId};
+use crate::gpu::util::OneShot;
+use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use crate::materials::TextureSet;
+use crate::scene::camera::view_proj;
+use crate::scene::mesh::Vertex;
+use crate::scene::{Gallery, Shape};
+use crate::shaders;
+
+const MAX_LIGHTS: usize = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct LightUniform {
+    position: [f32; 4],
+    color: [f32; 4],
+}
+
+/// The frame's uniforms, laid out as `common.glsl`'s `Frame` block (std140).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct FrameUniforms {
+    view_proj: [f32; 16],
+    camera_pos: [f32; 4],
+    sky: [f32; 4],
+    ground: [f32; 4],
+    lights: [LightUniform; MAX_LIGHTS],
+    light_count: [u32; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Push {
+    model: [f32; 16],
+    uv_scale: [f32; 4],
+}
+
+#[derive(Clone, Copy)]
+struct MeshRange {
+    first_index: u32,
+    index_count: u32,
+    vertex_offset: i32,
+}
+
+/// The gallery's scene pass.
+pub struct GalleryPass {
+    gallery: Gallery,
+    /// The materials' textures.
+    pub textures: TextureSet,
+    frame_set_layout: vk::DescriptorSetLayout,
+    frame_pool: vk::DescriptorPool,
+    frame_set: vk::DescriptorSet,
+    layout: vk::PipelineLayout,
+    pipeline: vk::Pipeline,
+    vertices: (vk::Buffer, Option<Memory>),
+    indices: (vk::Buffer, Option<Memory>),
+    meshes: Vec<MeshRange>,
+    uniform_pool: PoolId,
+    uniforms: Option<(vk::Buffer, Memory)>,
+    aspect: f32,
+}
+
+impl GalleryPass {
+    /// Uploads the meshes and creates the pipeline; `textures` has one set per material.
+    pub fn new(
+        ctx: &Context,
+        mem: &GpuMemory,
+        gallery: Gallery,
+        textures: TextureSet,
+        extent: vk::Extent2D,
+    ) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        // Meshes into one vertex and one index buffer.
+        let mut vertices: Vec<Vertex> = Vec::new();
+        let mut indices: Vec<u32> = Vec::new();
+        let mut meshes = Vec::new();
+        for shape in Shape::ALL {
+            let m = shape.mesh();
+            meshes.push(MeshRange {
+                first_index: indices.len() as u32,
+                index_count: m.indices.len() as u32,
+                vertex_offset: vertices.len() as i32,
+            });
+            vertices.extend_from_slice(&m.vertices);
+            indices.extend_from_slice(&m.indices);
+        }
+        let vbytes: &[u8] = bytemuck::cast_slice(&vertices);
+        let ibytes: &[u8] = bytemuck::cast_slice(&indices);
+        let vb = upload_buffer(
+            ctx,
+            mem,
+            vbytes,
+            vk::BufferUsageFlags::VERTEX_BUFFER,
+            "vertices",
+        )?;
+        let ib = upload_buffer(
+            ctx,
+            mem,
+            ibytes,
+            vk::BufferUsageFlags::INDEX_BUFFER,
+            "indices",
+        )?;
+        let uniform_pool = mem.create_pool(
+            "frame uniforms",
+            MemoryUsage::Upload,
+            PoolAlgorithm::Linear(LinearMode::Ring),
+            1 << 20,
+            1,
+            None,
+        )?;
+
+        // SAFETY: valid create infos on a live device.
+        let (frame_set_layout, frame_pool, frame_set) = unsafe {
+            let bindings = [vk::DescriptorSetLayoutBinding::default()
+                .binding(0)
+                .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT)];
+            let layout = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .check("vkCreateDescriptorSetLayout")?;
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::UNIFORM_BUFFER,
+                descriptor_count: 1,
+            }];
+            let pool = d
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .check("vkCreateDescriptorPool")?;
+            let layouts = [layout];
+            let set = d
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
+                )
+                .check("vkAllocateDescriptorSets")?[0];
+            (layout, pool, set)
+        };
+        let layout = create_layout(
+            d,
+            &[frame_set_layout, textures.set_layout],
+            std::mem::size_of::<Push>() as u32,
+        )?;
+        let bindings = [vk::VertexInputBindingDescription {
+            binding: 0,
+            stride: std::mem::size_of::<Vertex>() as u32,
+            input_rate: vk::VertexInputRate::VERTEX,
+        }];
+        let attr = |location, format, offset| vk::VertexInputAttributeDescription {
+            location,
+            binding: 0,
+            format,
+            offset,
+        };
+        let attributes = [
+            attr(0, vk::Format::R32G32B32_SFLOAT, 0),
+            attr(1, vk::Format::R32G32B32_SFLOAT, 12),
+            attr(2, vk::Format::R32G32B32A32_SFLOAT, 24),
+            attr(3, vk::Format::R32G32_SFLOAT, 40),
+        ];
+        let pipeline = create_pipeline(
+            d,
+            &PipelineDesc {
+                vertex: shaders::PBR_VERT,
+                fragment: shaders::PBR_FRAG,
+                layout,
+                color_format: HDR_FORMAT,
+                depth_format: Some(DEPTH_FORMAT),
+                bindings: &bindings,
+                attributes: &attributes,
+                cull_back: true,
+            },
+        )?;
+        Ok(Self {
+            gallery,
+            textures,
+            frame_set_layout,
+            frame_pool,
+            frame_set,
+            layout,
+            pipeline,
+            vertices: (vb.0, Some(vb.1)),
+            indices: (ib.0, Some(ib.1)),
+            meshes,
+            uniform_pool,
+            uniforms: None,
+            aspect: extent.width as f32 / extent.height as f32,
+        })
+    }
+}
+
+/// Creates a GPU-only buffer holding `bytes`, filled through a temporary upload buffer.
+fn upload_buffer(
+    ctx: &Context,
+    mem: &GpuMemory,
+    bytes: &[u8],
+    usage: vk::BufferUsageFlags,
+    tag: &str,
+) -> Result<(vk::Buffer, Memory), GpuError> {
+    let size = bytes.len() as u64;
+    let (staging, mut staging_mem) = mem.create_buffer_mapped(
+        &vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+        &MemOptions::new(MemoryUsage::Upload, "geometry staging"),
+    )?;
+    staging_mem.write(0, bytes);
+    mem.flush(&staging_mem);
+    let result = mem.create_buffer(
+        &vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(usage | vk::BufferUsageFlags::TRANSFER_DST),
+        &MemOptions::new(MemoryUsage::GpuOnly, tag),
+    );
+    let copied = result.and_then(|(buffer, m)| {
+        let one = OneShot::new(ctx)?;
+        let r = one.run(ctx, |cmd| {
+            // SAFETY: recording; both buffers are live and large enough.
+            unsafe {
+                ctx.device.cmd_copy_buffer(
+                    cmd,
+                    staging,
+                    buffer,
+                    &[vk::BufferCopy {
+                        src_offset: 0,
+                        dst_offset: 0,
+                        size,
+                    }],
+                )
+            };
+        });
+        one.destroy(&ctx.device);
+        r.map(|()| (buffer, m))
+    });
+    // SAFETY: the copy finished (OneShot waits) or never ran.
+    unsafe { mem.destroy_buffer(staging, staging_mem) };
+    copied
+}
+
+impl ScenePass for GalleryPass {
+    fn prepare(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frame: u32,
+        frames: u32,
+    ) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        // The previous frame is done (the renderer waits for each frame): free its
+        // uniforms first, so the ring frees in allocation order.
+        if let Some((b, m)) = self.uniforms.take() {
+            // SAFETY: the previous frame finished.
+            unsafe { mem.destroy_buffer(b, m) };
+        }
+        let pose = self.gallery.path.pose(frame, frames);
+        let mut lights = [LightUniform {
+            position: [0.0; 4],
+            color: [0.0; 4],
+        }; MAX_LIGHTS];
+        for (dst, l) in lights.iter_mut().zip(&self.gallery.lights) {
+            dst.position = l.position.to_array();
+            dst.color = Vec4::from((l.color, 0.0)).to_array();
+        }
+        let u = FrameUniforms {
+            view_proj: view_proj(pose, self.aspect, 50f32.to_radians()).to_cols_array(),
+            camera_pos: Vec4::from((pose.eye, 1.0)).to_array(),
+            sky: Vec4::from((self.gallery.sky, 0.0)).to_array(),
+            ground: Vec4::from((self.gallery.ground, 0.0)).to_array(),
+            lights,
+            light_count: [self.gallery.lights.len().min(MAX_LIGHTS) as u32, 0, 0, 0],
+        };
+        let bytes = bytemuck::bytes_of(&u);
+        let (buffer, mut memory) = mem.create_buffer_mapped(
+            &vk::BufferCreateInfo::default()
+                .size(bytes.len() as u64)
+                .usage(vk::BufferUsageFlags::UNIFORM_BUFFER),
+            &MemOptions::new(MemoryUsage::Upload, "frame uniforms").in_pool(self.uniform_pool),
+        )?;
+        memory.write(0, bytes);
+        mem.flush(&memory);
+        let info = [vk::DescriptorBufferInfo {
+            buffer,
+            offset: 0,
+            range: bytes.len() as u64,
+        }];
+        let write = vk::WriteDescriptorSet::default()
+            .dst_set(self.frame_set)
+            .dst_binding(0)
+            .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
+            .buffer_info(&info);
+        // SAFETY: the set is not in use (the previous frame finished).
+        unsafe { d.update_descriptor_sets(&[write], &[]) };
+        self.uniforms = Some((buffer, memory));
+        Ok(())
+    }
+
+    unsafe fn record(&self, d: &ash::Device, cmd: vk::CommandBuffer, _extent: vk::Extent2D) {
+        // SAFETY: per the trait's contract; every handle is live until the frame's fence.
+        unsafe {
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::GRAPHICS,
+                self.layout,
+                0,
+                &[self.frame_set],
+                &[],
+            );
+            d.cmd_bind_vertex_buffers(cmd, 0, &[self.vertices.0], &[0]);
+            d.cmd_bind_index_buffer(cmd, self.indices.0, 0, vk::IndexType::UINT32);
+            for o in &self.gallery.objects {
+                let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
+                let push = Push {
+                    model: o.model.to_cols_array(),
+                    uv_scale: o.uv_scale.to_array(),
+                };
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::GRAPHICS,
+                    self.layout,
+                    1,
+                    &[self.textures.sets[o.material]],
+                    &[],
+                );
+                d.cmd_push_constants(
+                    cmd,
+                    self.layout,
+                    vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+                    0,
+                    bytemuck::bytes_of(&push),
+                );
+                d.cmd_draw_indexed(
+                    cmd,
+                    mesh.index_count,
+                    1,
+                    mesh.first_index,
+                    mesh.vertex_offset,
+                    0,
+                );
+            }
+        }
+    }
+
+    fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
+        let d = &ctx.device;
+        // SAFETY: the device is idle.
+        unsafe {
+            if let Some((b, m)) = self.uniforms.take() {
+                mem.destroy_buffer(b, m);
+            }
+            if let Some(m) = self.vertices.1.take() {
+                mem.destroy_buffer(self.vertices.0, m);
+            }
+            if let Some(m) = self.indices.1.take() {
+                mem.destroy_buffer(self.indices.0, m);
+            }
+            d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline_layout(self.layout, None);
+            d.destroy_descriptor_pool(self.frame_pool, None);
+            d.destroy_descriptor_set_layout(self.frame_set_layout, None);
+        }
+        mem.destroy_pool(self.uniform_pool);
+        self.textures.destroy(ctx, mem);
+    }
+
+    fn resize(&mut self, extent: vk::Extent2D) {
+        self.aspect = extent.width as f32 / extent.height.max(1) as f32;
+    }
+
+    fn texture_bytes(&self) -> u64 {
+        self.textures.resident_bytes()
+    }
+}

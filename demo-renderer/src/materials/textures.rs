@@ -1,0 +1,520 @@
+//! Material textures on the GPU. Each map is one image holding a resident range of
+//! its mip chain (`base..levels`), created in the texture pool (a TLSF pool whose
+//! hard budget is `--texture-budget`) and filled level by level: each level is read
+//! alone from its KTX2 file straight into mapped staging memory from a ring pool.
+//!
+//! Shaders reach a material's maps through its own descriptor set (three combined
+//! image samplers): lavapipe lacks descriptor indexing, so instead of one bindless
+//! array each material has a set, and changing a texture's resident range only
+//! rewrites that set (no pipeline is rebuilt).
+
+use std::path::PathBuf;
+
+use ash::vk;
+use material_baker::ktx2::{Format, Reader};
+
+use crate::gpu::memory::{LinearMode, MemOptions, Memory, MemoryUsage, PoolAlgorithm, PoolId};
+use crate::gpu::util::{transition, ImageTransition, OneShot};
+use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+
+fn vk_format(f: Format) -> vk::Format {
+    match f {
+        Format::Rgba8Srgb => vk::Format::R8G8B8A8_SRGB,
+        Format::Rgba8Unorm => vk::Format::R8G8B8A8_UNORM,
+        Format::Rg8Unorm => vk::Format::R8G8_UNORM,
+        Format::Bc7Srgb => vk::Format::BC7_SRGB_BLOCK,
+        Format::Bc7Unorm => vk::Format::BC7_UNORM_BLOCK,
+        Format::Bc5Unorm => vk::Format::BC5_UNORM_BLOCK,
+    }
+}
+
+/// One map on the GPU.
+pub struct Texture {
+    /// The file it comes from.
+    pub path: PathBuf,
+    /// The image (resident levels only).
+    pub image: vk::Image,
+    /// A view of every resident level.
+    pub view: vk::ImageView,
+    memory: Option<Memory>,
+    /// The finest resident level of the file's chain.
+    pub base_level: u32,
+    /// Levels in the file.
+    pub file_levels: u32,
+    /// Bytes of the resident levels.
+    pub bytes: u64,
+}
+
+/// Every material's maps, their descriptor sets, and the pools they use.
+pub struct TextureSet {
+    /// Textures, three per material (albedo, normal, ORM).
+    pub textures: Vec<Texture>,
+    /// One descriptor set per material.
+    pub sets: Vec<vk::DescriptorSet>,
+    /// The material set layout (set 1 of the PBR pipeline).
+    pub set_layout: vk::DescriptorSetLayout,
+    descriptor_pool: vk::DescriptorPool,
+    sampler: vk::Sampler,
+    texture_pool: PoolId,
+    staging_pool: PoolId,
+    staging_block: u64,
+    /// The coarsest first resident level the loader chose to stay within the budget.
+    pub base_level: u32,
+    /// The finest first resident level it chose (some textures get one level more).
+    pub finest_level: u32,
+}
+
+struct Pending {
+    buffer: vk::Buffer,
+    memory: Memory,
+}
+
+/// Bytes of levels `base..` of a `size`² map of `format`.
+fn chain_bytes(format: Format, size: u32, base: u32) -> u64 {
+    let mut total = 0;
+    let mut s = size >> base;
+    loop {
+        total += format.level_bytes(s.max(1), s.max(1));
+        if s <= 1 {
+            return total;
+        }
+        s /= 2;
+    }
+}
+
+impl TextureSet {
+    /// Loads every material's maps at the finest level that keeps them all within
+    /// `budget` bytes, then gives textures, in order, one level more while they
+    /// still fit.
+    pub fn load(
+        ctx: &Context,
+        mem: &GpuMemory,
+        files: &[[PathBuf; 3]],
+        budget: u64,
+        anisotropy: u32,
+    ) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        let io = |e: material_baker::ktx2::KtxError| GpuError::Other(e.to_string());
+        // Headers only: formats and sizes.
+        let mut headers = Vec::new();
+        for f in files.iter().flatten() {
+            let r = Reader::open(f).map_err(io)?;
+            headers.push((r.format, r.width, r.levels.len() as u32));
+        }
+        let total = |base: u32| -> u64 {
+            headers
+                .iter()
+                .map(|&(f, w, n)| chain_bytes(f, w, base.min(n - 1)))
+                .sum()
+        };
+        let max_levels = headers.iter().map(|h| h.2).max().unwrap_or(1);
+        // 5% headroom for alignment and block granularity.
+        let limit = budget - budget / 20;
+        let base_level = (0..max_levels)
+            .find(|&b| total(b) <= limit)
+            .unwrap_or(max_levels - 1);
+        // Then, in order, give textures one finer level while the total still fits.
+        let mut bases: Vec<u32> = headers.iter().map(|h| base_level.min(h.2 - 1)).collect();
+        let mut used = total(base_level);
+        for (b, &(f, w, _)) in bases.iter_mut().zip(&headers) {
+            if *b > 0 {
+                let extra = chain_bytes(f, w, *b - 1) - chain_bytes(f, w, *b);
+                if used + extra <= limit {
+                    *b -= 1;
+                    used += extra;
+                }
+            }
+        }
+        let finest = bases.iter().copied().min().unwrap_or(0);
+        let largest_level = headers
+            .iter()
+            .map(|&(f, w, _)| f.level_bytes(w >> finest, w >> finest))
+            .max()
+            .unwrap_or(0);
+        let staging_block = (64u64 << 20).max(largest_level.next_power_of_two());
+        // Blocks of at most 64 MiB and at most 1/8 of the budget, so that the last
+        // block still fits under it; larger textures get dedicated memory in the pool.
+        let block = (budget / 8).clamp(1 << 20, 64 << 20);
+        let block = if block.is_power_of_two() {
+            block
+        } else {
+            block.next_power_of_two() / 2
+        };
+        let texture_pool = mem.create_pool(
+            "textures",
+            MemoryUsage::GpuOnly,
+            PoolAlgorithm::Tlsf,
+            block,
+            u32::MAX,
+            Some(budget),
+        )?;
+        let staging_pool = mem.create_pool(
+            "staging ring",
+            MemoryUsage::Upload,
+            PoolAlgorithm::Linear(LinearMode::Ring),
+            staging_block,
+            1,
+            None,
+        )?;
+
+        let n = files.len() as u32;
+        // SAFETY: valid create infos on a live device.
+        let (set_layout, descriptor_pool, sets, sampler) = unsafe {
+            let bindings = [vk::DescriptorSetLayoutBinding::default()
+                .binding(0)
+                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                .descriptor_count(3)
+                .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+            let set_layout = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .check("vkCreateDescriptorSetLayout")?;
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                descriptor_count: 3 * n,
+            }];
+            let descriptor_pool = d
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(n)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .check("vkCreateDescriptorPool")?;
+            let layouts = vec![set_layout; n as usize];
+            let sets = d
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(descriptor_pool)
+                        .set_layouts(&layouts),
+                )
+                .check("vkAllocateDescriptorSets")?;
+            let mut sampler_info = vk::SamplerCreateInfo::default()
+                .mag_filter(vk::Filter::LINEAR)
+                .min_filter(vk::Filter::LINEAR)
+                .mipmap_mode(vk::SamplerMipmapMode::LINEAR)
+                .address_mode_u(vk::SamplerAddressMode::REPEAT)
+                .address_mode_v(vk::SamplerAddressMode::REPEAT)
+                .address_mode_w(vk::SamplerAddressMode::REPEAT)
+                .max_lod(vk::LOD_CLAMP_NONE);
+            if let Some(a) = ctx.info.max_anisotropy.filter(|_| anisotropy > 1) {
+                sampler_info = sampler_info
+                    .anisotropy_enable(true)
+                    .max_anisotropy(a.min(anisotropy as f32));
+            }
+            let sampler = d
+                .create_sampler(&sampler_info, None)
+                .check("vkCreateSampler")?;
+            (set_layout, descriptor_pool, sets, sampler)
+        };
+        let mut set = Self {
+            textures: Vec::new(),
+            sets,
+            set_layout,
+            descriptor_pool,
+            sampler,
+            texture_pool,
+            staging_pool,
+            staging_block,
+            base_level,
+            finest_level: finest,
+        };
+        let one_shot = OneShot::new(ctx)?;
+        let result = (|| {
+            for ((path, &base), h) in files.iter().flatten().zip(&bases).zip(&headers) {
+                // When the pool is full (block granularity, fragmentation), fall back
+                // to coarser levels rather than fail.
+                let mut base = base;
+                let t = loop {
+                    match set.load_texture(ctx, mem, &one_shot, path, base) {
+                        Err(GpuError::Alloc { .. }) if base + 1 < h.2 => base += 1,
+                        r => break r?,
+                    }
+                };
+                set.base_level = set.base_level.max(base);
+                set.textures.push(t);
+            }
+            for m in 0..files.len() {
+                set.write_set(d, m);
+            }
+            Ok(())
+        })();
+        one_shot.destroy(d);
+        if let Err(e) = result {
+            set.destroy(ctx, mem);
+            return Err(e);
+        }
+        Ok(set)
+    }
+
+    /// Bytes of every resident level.
+    pub fn resident_bytes(&self) -> u64 {
+        self.textures.iter().map(|t| t.bytes).sum()
+    }
+
+    fn write_set(&self, d: &ash::Device, material: usize) {
+        let infos: Vec<vk::DescriptorImageInfo> = (0..3)
+            .map(|k| vk::DescriptorImageInfo {
+                sampler: self.sampler,
+                image_view: self.textures[material * 3 + k].view,
+                image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+            })
+            .collect();
+        let write = vk::WriteDescriptorSet::default()
+            .dst_set(self.sets[material])
+            .dst_binding(0)
+            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+            .image_info(&infos);
+        // SAFETY: the set is not in use by any pending command buffer (callers wait
+        // for the device first), and the views are live.
+        unsafe { d.update_descriptor_sets(&[write], &[]) };
+    }
+
+    /// Changes texture `index`'s resident range to start at `base_level`: a new image
+    /// is filled, the material's set is rewritten, and the old image freed. The device
+    /// must be idle (the streamer will do this asynchronously).
+    pub fn set_resident(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        index: usize,
+        base_level: u32,
+    ) -> Result<(), GpuError> {
+        let one_shot = OneShot::new(ctx)?;
+        let path = self.textures[index].path.clone();
+        let result = self.load_texture(ctx, mem, &one_shot, &path, base_level);
+        one_shot.destroy(&ctx.device);
+        let new = result?;
+        let old = std::mem::replace(&mut self.textures[index], new);
+        self.write_set(&ctx.device, index / 3);
+        Self::free_texture(&ctx.device, mem, old);
+        Ok(())
+    }
+
+    fn free_texture(d: &ash::Device, mem: &GpuMemory, mut t: Texture) {
+        if let Some(m) = t.memory.take() {
+            // SAFETY: the device no longer uses the texture (callers wait for idle).
+            unsafe {
+                d.destroy_image_view(t.view, None);
+                mem.destroy_image(t.image, m);
+            }
+        }
+    }
+
+    fn load_texture(
+        &self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        one_shot: &OneShot,
+        path: &std::path::Path,
+        base_level: u32,
+    ) -> Result<Texture, GpuError> {
+        let d = &ctx.device;
+        let mut reader = Reader::open(path).map_err(|e| GpuError::Other(e.to_string()))?;
+        let file_levels = reader.levels.len() as u32;
+        let base = base_level.min(file_levels - 1);
+        let levels = file_levels - base;
+        let size = reader.levels[base as usize].width;
+        let format = vk_format(reader.format);
+        let info = vk::ImageCreateInfo::default()
+            .image_type(vk::ImageType::TYPE_2D)
+            .format(format)
+            .extent(vk::Extent3D {
+                width: size,
+                height: size,
+                depth: 1,
+            })
+            .mip_levels(levels)
+            .array_layers(1)
+            .samples(vk::SampleCountFlags::TYPE_1)
+            .tiling(vk::ImageTiling::OPTIMAL)
+            .usage(vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST)
+            .initial_layout(vk::ImageLayout::UNDEFINED);
+        let tag = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("texture");
+        let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(self.texture_pool);
+        opts.within_budget = true;
+        let (image, memory) = mem.create_image(&info, &opts)?;
+        let range = vk::ImageSubresourceRange {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            base_mip_level: 0,
+            level_count: levels,
+            base_array_layer: 0,
+            layer_count: 1,
+        };
+        let view_info = vk::ImageViewCreateInfo::default()
+            .image(image)
+            .view_type(vk::ImageViewType::TYPE_2D)
+            .format(format)
+            .subresource_range(range);
+        // SAFETY: the image is live and bound.
+        let view = match unsafe { d.create_image_view(&view_info, None) }.check("vkCreateImageView")
+        {
+            Ok(v) => v,
+            Err(e) => {
+                // SAFETY: unused image.
+                unsafe { mem.destroy_image(image, memory) };
+                return Err(e);
+            }
+        };
+        let texture = Texture {
+            path: path.to_owned(),
+            image,
+            view,
+            memory: Some(memory),
+            base_level: base,
+            file_levels,
+            bytes: (base..file_levels)
+                .map(|l| reader.levels[l as usize].length)
+                .sum(),
+        };
+        match self.upload(ctx, mem, one_shot, &mut reader, &texture, base, levels) {
+            Ok(()) => Ok(texture),
+            Err(e) => {
+                Self::free_texture(d, mem, texture);
+                Err(e)
+            }
+        }
+    }
+
+    /// Uploads levels `base..base + levels` of the file into the texture, one level
+    /// per staging allocation; when the staging ring is full, submits and waits.
+    #[allow(clippy::too_many_arguments)]
+    fn upload(
+        &self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        one_shot: &OneShot,
+        reader: &mut Reader,
+        texture: &Texture,
+        base: u32,
+        levels: u32,
+    ) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        let image = texture.image;
+        let mut pending: Vec<(Pending, u32)> = Vec::new();
+        let mut first_batch = true;
+        let flush =
+            |pending: &mut Vec<(Pending, u32)>, first: bool, last: bool| -> Result<(), GpuError> {
+                let r = one_shot.run(ctx, |cmd| {
+                    // SAFETY: `cmd` is recording; the image and buffers are live.
+                    unsafe {
+                        if first {
+                            let mut t = ImageTransition::color(
+                                image,
+                                vk::ImageLayout::UNDEFINED,
+                                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            )
+                            .stages(
+                                vk::PipelineStageFlags2::NONE,
+                                vk::AccessFlags2::NONE,
+                                vk::PipelineStageFlags2::COPY,
+                                vk::AccessFlags2::TRANSFER_WRITE,
+                            );
+                            t.mips = (0, levels);
+                            transition(d, cmd, &[t]);
+                        }
+                        for (p, level) in pending.iter() {
+                            let s = (reader_width(texture, *level)).max(1);
+                            let region = vk::BufferImageCopy {
+                                buffer_offset: 0,
+                                buffer_row_length: 0,
+                                buffer_image_height: 0,
+                                image_subresource: vk::ImageSubresourceLayers {
+                                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                                    mip_level: level - base,
+                                    base_array_layer: 0,
+                                    layer_count: 1,
+                                },
+                                image_offset: vk::Offset3D::default(),
+                                image_extent: vk::Extent3D {
+                                    width: s,
+                                    height: s,
+                                    depth: 1,
+                                },
+                            };
+                            d.cmd_copy_buffer_to_image(
+                                cmd,
+                                p.buffer,
+                                image,
+                                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                                &[region],
+                            );
+                        }
+                        if last {
+                            let mut t = ImageTransition::color(
+                                image,
+                                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                                vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                            )
+                            .stages(
+                                vk::PipelineStageFlags2::COPY,
+                                vk::AccessFlags2::TRANSFER_WRITE,
+                                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                                vk::AccessFlags2::SHADER_SAMPLED_READ,
+                            );
+                            t.mips = (0, levels);
+                            transition(d, cmd, &[t]);
+                        }
+                    }
+                });
+                for (p, _) in pending.drain(..) {
+                    // SAFETY: `run` waited for the copies.
+                    unsafe { mem.destroy_buffer(p.buffer, p.memory) };
+                }
+                r
+            };
+        for level in base..base + levels {
+            let len = reader.levels[level as usize].length;
+            assert!(
+                len <= self.staging_block,
+                "a level larger than the staging ring"
+            );
+            let info = vk::BufferCreateInfo::default()
+                .size(len)
+                .usage(vk::BufferUsageFlags::TRANSFER_SRC);
+            let opts = MemOptions::new(MemoryUsage::Upload, "staging").in_pool(self.staging_pool);
+            let (buffer, mut memory) = match mem.create_buffer_mapped(&info, &opts) {
+                Ok(x) => x,
+                Err(_) if !pending.is_empty() => {
+                    // The ring is full: finish what is queued, then retry once.
+                    flush(&mut pending, first_batch, false)?;
+                    first_batch = false;
+                    mem.create_buffer_mapped(&info, &opts)?
+                }
+                Err(e) => return Err(e),
+            };
+            let read =
+                reader.read_level_into(level as usize, &mut memory.as_mut_slice()[..len as usize]);
+            mem.flush(&memory);
+            pending.push((Pending { buffer, memory }, level));
+            read.map_err(|e| GpuError::Other(e.to_string()))?;
+        }
+        flush(&mut pending, first_batch, true)
+    }
+
+    /// Destroys every texture, set and pool; the device must be idle.
+    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
+        let d = &ctx.device;
+        for t in self.textures.drain(..) {
+            Self::free_texture(d, mem, t);
+        }
+        // SAFETY: the device is idle.
+        unsafe {
+            d.destroy_sampler(self.sampler, None);
+            d.destroy_descriptor_pool(self.descriptor_pool, None);
+            d.destroy_descriptor_set_layout(self.set_layout, None);
+        }
+        mem.destroy_pool(self.staging_pool);
+        mem.destroy_pool(self.texture_pool);
+    }
+}
+
+fn reader_width(texture: &Texture, level: u32) -> u32 {
+    // Square maps: level 0's width is 2^(levels - 1).
+    1u32 << (texture.file_levels - 1 - level)
+}

@@ -1,0 +1,93 @@
+//! The camera path: an overview of the gallery, then close to every object in
+//! turn, then the overview again; Catmull-Rom through the keyframes.
+
+use glam::{Mat4, Vec3};
+
+/// A camera pose.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pose {
+    /// Eye position.
+    pub eye: Vec3,
+    /// Point looked at.
+    pub target: Vec3,
+}
+
+/// Keyframes and interpolation.
+#[derive(Clone, Debug)]
+pub struct CameraPath {
+    keys: Vec<Pose>,
+}
+
+fn catmull_rom(p0: Vec3, p1: Vec3, p2: Vec3, p3: Vec3, t: f32) -> Vec3 {
+    let t2 = t * t;
+    let t3 = t2 * t;
+    0.5 * ((2.0 * p1)
+        + (p2 - p0) * t
+        + (2.0 * p0 - 5.0 * p1 + 4.0 * p2 - p3) * t2
+        + (3.0 * p1 - p0 - 3.0 * p2 + p3) * t3)
+}
+
+impl CameraPath {
+    /// A path through `keys` (at least one).
+    pub fn new(keys: Vec<Pose>) -> Self {
+        assert!(!keys.is_empty());
+        Self { keys }
+    }
+
+    /// The keyframes.
+    pub fn keys(&self) -> &[Pose] {
+        &self.keys
+    }
+
+    /// The pose at frame `i` of `frames` (frame 0 is the first key, the last frame the last key).
+    pub fn pose(&self, i: u32, frames: u32) -> Pose {
+        let n = self.keys.len();
+        if n == 1 || frames <= 1 {
+            return self.keys[0];
+        }
+        let s = i as f32 / (frames - 1) as f32 * (n - 1) as f32;
+        let k = (s.floor() as usize).min(n - 2);
+        let t = s - k as f32;
+        let key = |j: isize| self.keys[j.clamp(0, n as isize - 1) as usize];
+        let (a, b, c, d) = (
+            key(k as isize - 1),
+            key(k as isize),
+            key(k as isize + 1),
+            key(k as isize + 2),
+        );
+        Pose {
+            eye: catmull_rom(a.eye, b.eye, c.eye, d.eye, t),
+            target: catmull_rom(a.target, b.target, c.target, d.target, t),
+        }
+    }
+}
+
+/// View-projection with reversed Z (near = 1, far = 0) and Vulkan's clip space (y down).
+pub fn view_proj(pose: Pose, aspect: f32, fov_y: f32) -> Mat4 {
+    let view = Mat4::look_at_rh(pose.eye, pose.target, Vec3::Y);
+    let mut proj = Mat4::perspective_infinite_reverse_rh(fov_y, aspect, 0.05);
+    proj.y_axis.y *= -1.0;
+    proj * view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hits_every_key() {
+        let keys: Vec<Pose> = (0..5)
+            .map(|i| Pose {
+                eye: Vec3::new(i as f32, 1.0, 0.0),
+                target: Vec3::new(i as f32, 0.0, 1.0),
+            })
+            .collect();
+        let path = CameraPath::new(keys.clone());
+        // With frames = 4 * k + 1, every key is a frame.
+        for (j, k) in keys.iter().enumerate() {
+            let p = path.pose(j as u32 * 3, 13);
+            assert!((p.eye - k.eye).length() < 1e-5);
+        }
+        assert_eq!(path.pose(0, 1), keys[0]);
+    }
+}

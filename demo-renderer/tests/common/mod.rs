@@ -1,0 +1,49 @@
+//! Helpers shared by the GPU integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The lavapipe ICD, used when the environment names no driver.
+pub const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+
+/// A scratch directory under target/ for `name`, emptied.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("demo-renderer")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The shared baked-material cache of the tests.
+pub fn cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("demo-renderer")
+        .join("material-cache")
+}
+
+/// A command running the demo binary on lavapipe (unless the environment picks a driver).
+pub fn demo() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_demo-renderer"));
+    if std::env::var_os("VK_DRIVER_FILES").is_none()
+        && std::env::var_os("VK_ICD_FILENAMES").is_none()
+    {
+        c.env("VK_DRIVER_FILES", LAVAPIPE_ICD);
+    }
+    c
+}
+
+/// Runs `cmd` and fails the test with its output when it exits non-zero.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run demo-renderer");
+    assert!(
+        out.status.success(),
+        "demo-renderer failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
