@@ -8,6 +8,7 @@ struct Light {
 
 layout(set = 0, binding = 0) uniform Frame {
     mat4 view_proj;
+    mat4 inv_view_proj;
     vec4 camera_pos;     // xyz
     vec4 sky_color;      // rgb: hemisphere light from above
     vec4 ground_color;   // rgb: hemisphere light from below

@@ -13,6 +13,8 @@
 //!
 //! The binary (`cargo run --release -p bench -- --help`) runs it all.
 
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod contenders;
 pub mod range_bench;

@@ -32,6 +32,7 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --out PATH             JSON rows (default target/bench/allocators.json); a Markdown table
                          is written beside it (.md) and the range results to range.json
   --write-traces DIR     write the standard traces to DIR/<name>.<scale>.jsonl and exit
+  --table-from FILE      print the table of an allocators.json written earlier and exit
   --check                verify every placement (aligned, no overlap) while replaying
   --explain-peak         print each allocator's memory at its committed peak (slows the replay)
   --tags                 give every allocator the trace's tags as allocation names (off by default)
@@ -53,6 +54,7 @@ struct Args {
     list_devices: bool,
     out: PathBuf,
     write_traces: Option<PathBuf>,
+    table_from: Option<PathBuf>,
     check: bool,
     tags: bool,
     explain_peak: bool,
@@ -75,6 +77,7 @@ fn parse_args() -> Result<Args, String> {
         list_devices: false,
         out: PathBuf::from("target/bench/allocators.json"),
         write_traces: None,
+        table_from: None,
         check: false,
         tags: false,
         explain_peak: false,
@@ -130,6 +133,7 @@ fn parse_args() -> Result<Args, String> {
             "--list-devices" => a.list_devices = true,
             "--out" => a.out = value("--out")?.into(),
             "--write-traces" => a.write_traces = Some(value("--write-traces")?.into()),
+            "--table-from" => a.table_from = Some(value("--table-from")?.into()),
             "--check" => a.check = true,
             "--tags" => a.tags = true,
             "--explain-peak" => a.explain_peak = true,
@@ -272,6 +276,13 @@ fn run() -> Result<(), String> {
     }
     if let Some(dir) = &a.write_traces {
         return write_traces(&a, dir);
+    }
+    if let Some(path) = &a.table_from {
+        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let rows: Vec<bench::runner::Row> =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        print!("{}", format_table(&rows));
+        return Ok(());
     }
     let out_dir = a
         .out

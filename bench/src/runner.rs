@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::contenders::gpu_alloc::GpuAllocator;
 use crate::contenders::ours::Ours;
@@ -49,7 +49,7 @@ impl Default for RunConfig {
 }
 
 /// A figure over the repetitions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// The median.
     pub median: f64,
@@ -86,7 +86,7 @@ impl Spread {
 /// The plain fields are medians over the repetitions; `spread` gives each
 /// one's min..max. Own times exclude the time inside `vkAllocateMemory` /
 /// `vkFreeMemory` and the timer's own cost.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     /// The trace's name.
     pub trace: String,
@@ -146,7 +146,7 @@ pub struct Row {
     /// The device's name.
     pub device: String,
     /// min..max over the repetitions, per field above.
-    pub spread: BTreeMap<&'static str, Spread>,
+    pub spread: BTreeMap<String, Spread>,
 }
 
 /// Runs one contender over `prepared` once, building and dropping it.
@@ -254,7 +254,7 @@ fn aggregate(
     let mut spread = BTreeMap::new();
     let mut field = |key: &'static str, f: &dyn Fn(&RunStats) -> f64| {
         let s = Spread::of(runs.iter().map(f));
-        spread.insert(key, s);
+        spread.insert(key.to_owned(), s);
         s.median
     };
     let alloc_own_ns_median = field("alloc_own_ns_median", &|r| r.alloc_own.median);
@@ -327,10 +327,14 @@ fn mib(bytes: f64) -> String {
     format!("{:.1}", bytes / (1024.0 * 1024.0))
 }
 
-fn range(row: &Row, key: &str, digits: usize) -> String {
+/// `value` with the min..max over repetitions in parentheses when they differ.
+fn with_range(row: &Row, key: &str, value: f64, digits: usize) -> String {
     match row.spread.get(key) {
-        Some(s) if s.max > s.min => format!("{:.*}..{:.*}", digits, s.min, digits, s.max),
-        _ => String::new(),
+        Some(s) if s.max > s.min => format!(
+            "{:.*} ({:.*}..{:.*})",
+            digits, value, digits, s.min, digits, s.max
+        ),
+        _ => format!("{value:.digits$}"),
     }
 }
 
@@ -349,20 +353,17 @@ pub fn format_table(rows: &[Row]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} ({:.0}) | {:.0} ({:.0}) | {:.0} ({}) | {:.0} | {:.1} ({}) | {:.0} ({}) | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.0} ({:.0}) | {:.0} ({:.0}) | {} | {:.0} | {} | {} | {} | {} | {:.2} | {} |",
             r.trace,
             r.allocator,
             r.alloc_own_ns_median,
             r.alloc_own_ns_p99,
             r.free_own_ns_median,
             r.free_own_ns_p99,
-            r.alloc_free_own_ns_median,
-            range(r, "alloc_free_own_ns_median", 0),
+            with_range(r, "alloc_free_own_ns_median", r.alloc_free_own_ns_median, 0),
             r.total_ns_per_op,
-            r.wall_ms,
-            range(r, "wall_ms", 1),
-            r.device_allocations,
-            range(r, "device_allocations", 0),
+            with_range(r, "wall_ms", r.wall_ms, 1),
+            with_range(r, "device_allocations", r.device_allocations, 0),
             mib(r.peak_committed_bytes),
             mib(r.peak_live_bytes),
             r.committed_to_live_ratio,

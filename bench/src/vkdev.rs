@@ -10,7 +10,17 @@
 //! measured the same way.
 //!
 //! The counters are process-wide: replay one allocator at a time.
+//!
+//! The table also answers `vkGetBufferMemoryRequirements2` and
+//! `vkGetImageMemoryRequirements2` for *stand-in* handles ([`stand_in`]):
+//! handles that name no Vulkan object, for which it returns requirements the
+//! caller set. That lets VMA allocate through `vmaAllocateMemoryForBuffer` /
+//! `vmaAllocateMemoryForImage` (so it knows buffers from images, and hears
+//! the driver's dedicated wish, as with a real resource) with a trace's exact
+//! requirements. `vkAllocateMemory` strips a `VkMemoryDedicatedAllocateInfo`
+//! naming a stand-in before the driver sees it.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +36,125 @@ use crate::clock;
 struct RealFns {
     allocate_memory: vk::PFN_vkAllocateMemory,
     free_memory: vk::PFN_vkFreeMemory,
+    buffer_requirements2: Option<vk::PFN_vkGetBufferMemoryRequirements2>,
+    image_requirements2: Option<vk::PFN_vkGetImageMemoryRequirements2>,
+}
+
+/// The high bits that mark a stand-in handle.
+const STAND_IN_TAG: u64 = 0x5a5a_0000_0000_0000;
+const STAND_IN_MASK: u64 = 0xffff_0000_0000_0000;
+
+/// What the requirements queries answer for a stand-in handle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StandInRequirements {
+    /// `VkMemoryRequirements::size`.
+    pub size: u64,
+    /// `VkMemoryRequirements::alignment`.
+    pub alignment: u64,
+    /// `VkMemoryRequirements::memoryTypeBits`.
+    pub memory_type_bits: u32,
+    /// `VkMemoryDedicatedRequirements::prefersDedicatedAllocation`.
+    pub prefers_dedicated: bool,
+    /// `VkMemoryDedicatedRequirements::requiresDedicatedAllocation`.
+    pub requires_dedicated: bool,
+}
+
+thread_local! {
+    static STAND_IN: Cell<StandInRequirements> = const { Cell::new(StandInRequirements {
+        size: 0,
+        alignment: 1,
+        memory_type_bits: 0,
+        prefers_dedicated: false,
+        requires_dedicated: false,
+    }) };
+    static STAND_IN_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A stand-in handle (usable as a `VkBuffer` or `VkImage` with this
+/// device's requirements queries only) whose memory requirements, on this
+/// thread and until the next call, are `r`.
+#[inline]
+pub fn stand_in(r: StandInRequirements) -> u64 {
+    STAND_IN.with(|c| c.set(r));
+    STAND_IN_SEQ.with(|c| {
+        let n = c.get().wrapping_add(1) & !STAND_IN_MASK;
+        c.set(n);
+        STAND_IN_TAG | n.max(1)
+    })
+}
+
+fn is_stand_in(raw: u64) -> bool {
+    raw & STAND_IN_MASK == STAND_IN_TAG
+}
+
+/// Fills `out` (and a chained `VkMemoryDedicatedRequirements`) from the
+/// stand-in requirements.
+///
+/// # Safety
+/// `out` is a valid `VkMemoryRequirements2` whose chain is valid.
+unsafe fn fill_stand_in(out: *mut vk::MemoryRequirements2<'_>) {
+    let r = STAND_IN.with(Cell::get);
+    // SAFETY: the caller passes a valid output structure and chain.
+    unsafe {
+        (*out).memory_requirements = vk::MemoryRequirements {
+            size: r.size,
+            alignment: r.alignment,
+            memory_type_bits: r.memory_type_bits,
+        };
+        let mut next = (*out).p_next as *mut vk::BaseOutStructure<'_>;
+        while !next.is_null() {
+            if (*next).s_type == vk::StructureType::MEMORY_DEDICATED_REQUIREMENTS {
+                let d = next as *mut vk::MemoryDedicatedRequirements<'_>;
+                (*d).prefers_dedicated_allocation = r.prefers_dedicated.into();
+                (*d).requires_dedicated_allocation = r.requires_dedicated.into();
+            }
+            next = (*next).p_next;
+        }
+    }
+}
+
+/// `vkGetBufferMemoryRequirements2`, answering stand-in handles; timed as
+/// driver time.
+///
+/// # Safety
+/// As `vkGetBufferMemoryRequirements2`.
+pub unsafe extern "system" fn stand_in_buffer_requirements2(
+    device: vk::Device,
+    p_info: *const vk::BufferMemoryRequirementsInfo2<'_>,
+    p_out: *mut vk::MemoryRequirements2<'_>,
+) {
+    let start = clock::now();
+    // SAFETY: the caller passes valid structures, as the command requires.
+    unsafe {
+        if is_stand_in((*p_info).buffer.as_raw()) {
+            fill_stand_in(p_out);
+        } else if let Some(f) = REAL.get().and_then(|r| r.buffer_requirements2) {
+            f(device, p_info, p_out);
+        }
+    }
+    DRIVER_TICKS.fetch_add(clock::now().wrapping_sub(start), Ordering::Relaxed);
+}
+
+/// `vkGetImageMemoryRequirements2`, answering stand-in handles; timed as
+/// driver time.
+///
+/// # Safety
+/// As `vkGetImageMemoryRequirements2`.
+pub unsafe extern "system" fn stand_in_image_requirements2(
+    device: vk::Device,
+    p_info: *const vk::ImageMemoryRequirementsInfo2<'_>,
+    p_out: *mut vk::MemoryRequirements2<'_>,
+) {
+    let start = clock::now();
+    // SAFETY: the caller passes valid structures, as the command requires.
+    unsafe {
+        if is_stand_in((*p_info).image.as_raw()) {
+            fill_stand_in(p_out);
+        } else if let Some(f) = REAL.get().and_then(|r| r.image_requirements2) {
+            f(device, p_info, p_out);
+        }
+    }
+    DRIVER_TICKS.fetch_add(clock::now().wrapping_sub(start), Ordering::Relaxed);
 }
 
 static REAL: OnceLock<RealFns> = OnceLock::new();
@@ -61,9 +190,27 @@ pub unsafe extern "system" fn counting_allocate_memory(
     let Some(real) = REAL.get() else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    // SAFETY: the caller passes what vkAllocateMemory expects; `real` is the
-    // driver's vkAllocateMemory for this device.
-    let result = unsafe { (real.allocate_memory)(device, p_allocate_info, p_allocator, p_memory) };
+    // A VkMemoryDedicatedAllocateInfo naming a stand-in handle (VMA puts it
+    // first in the chain) must not reach the driver: allocate with a copy of
+    // the info that skips it.
+    // SAFETY: the caller passes a valid info and chain.
+    let mut stripped = unsafe { *p_allocate_info };
+    let first = stripped.p_next as *const vk::MemoryDedicatedAllocateInfo<'_>;
+    // SAFETY: a non-null `p_next` points to a structure that starts with
+    // `sType` and `pNext`; it is read as a dedicated info only when its
+    // `sType` says it is one.
+    unsafe {
+        if !first.is_null()
+            && (*first).s_type == vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO
+            && (is_stand_in((*first).buffer.as_raw()) || is_stand_in((*first).image.as_raw()))
+        {
+            stripped.p_next = (*first).p_next;
+        }
+    }
+    // SAFETY: the caller passes what vkAllocateMemory expects (`stripped` is
+    // its info less a leading structure); `real` is the driver's
+    // vkAllocateMemory for this device.
+    let result = unsafe { (real.allocate_memory)(device, &stripped, p_allocator, p_memory) };
     ALLOC_CALLS.fetch_add(1, Ordering::Relaxed);
     if result == vk::Result::SUCCESS {
         // SAFETY: on success the driver wrote `*p_memory`; `p_allocate_info`
@@ -293,7 +440,9 @@ impl VulkanContext {
         want_memory_budget: bool,
     ) -> Result<(vk::PhysicalDevice, ash::Device, u32, DeviceInfo), String> {
         // SAFETY (whole function): every call gets the live instance and
-        // handles enumerated from it, with create infos that outlive the call.
+        // handles enumerated from it, with create infos that outlive the call;
+        // the pointers vkGetDeviceProcAddr returns for the two requirements
+        // queries have those commands' signatures, as transmuted.
         unsafe {
             let devices = instance
                 .enumerate_physical_devices()
@@ -368,6 +517,10 @@ impl VulkanContext {
             let real = RealFns {
                 allocate_memory: plain.fp_v1_0().allocate_memory,
                 free_memory: plain.fp_v1_0().free_memory,
+                buffer_requirements2: gdpa(handle, c"vkGetBufferMemoryRequirements2".as_ptr())
+                    .map(|f| std::mem::transmute::<_, vk::PFN_vkGetBufferMemoryRequirements2>(f)),
+                image_requirements2: gdpa(handle, c"vkGetImageMemoryRequirements2".as_ptr())
+                    .map(|f| std::mem::transmute::<_, vk::PFN_vkGetImageMemoryRequirements2>(f)),
             };
             let saved = *REAL.get_or_init(|| real);
             if saved.allocate_memory as usize != real.allocate_memory as usize
@@ -384,6 +537,10 @@ impl VulkanContext {
                         counting_allocate_memory as *const c_void
                     } else if name == c"vkFreeMemory" {
                         counting_free_memory as *const c_void
+                    } else if name == c"vkGetBufferMemoryRequirements2" {
+                        stand_in_buffer_requirements2 as *const c_void
+                    } else if name == c"vkGetImageMemoryRequirements2" {
+                        stand_in_image_requirements2 as *const c_void
                     } else {
                         lookup(name)
                     }

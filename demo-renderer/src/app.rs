@@ -102,18 +102,22 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             result = Err(e.into());
             break;
         }
-        let t = match renderer.render(ctx, scene.as_ref(), Output::Headless, None, None) {
+        let png = settings.png_every > 0 && i % settings.png_every == 0;
+        let output = Output::Headless { readback: png };
+        let t = match renderer.render(ctx, scene.as_ref(), output, None, None) {
             Ok(t) => t,
             Err(e) => {
                 result = Err(e.into());
                 break;
             }
         };
-        let pixels = renderer.targets.read_pixels(&mem);
-        let path = settings.out.join(format!("frame_{i:04}.png"));
-        if let Err(e) = write_png(&path, settings.width, settings.height, &pixels) {
-            result = Err(e);
-            break;
+        if png {
+            let pixels = renderer.targets.read_pixels(&mem);
+            let path = settings.out.join(format!("frame_{i:04}.png"));
+            if let Err(e) = write_png(&path, settings.width, settings.height, &pixels) {
+                result = Err(e);
+                break;
+            }
         }
         frames.push(FrameRecord::new(
             i,

@@ -57,6 +57,8 @@ pub struct Flags {
     pub textures: Option<TextureChoice>,
     /// `--anisotropy N`.
     pub anisotropy: Option<u32>,
+    /// `--png-every N`.
+    pub png_every: Option<u32>,
     /// `--screenshot FILE` (window mode: saves the last frame).
     pub screenshot: Option<PathBuf>,
     /// `--list-devices`.
@@ -71,9 +73,10 @@ demo-renderer: a PBR material gallery on Vulkan 1.3; every resource through vkal
 
 USAGE: demo-renderer [FLAGS]
 
-  --frames N             frames of the camera path to render (default 240; lavapipe 8)
+  --frames N             frames of the camera path to render (default 240; lavapipe 24)
   --size WxH             render size (default 3840x2160; lavapipe 960x540)
   --out DIR              where PNG frames and report.json go (default out/)
+  --png-every N          write every Nth frame as a PNG (default 1; 0: none, for timing)
   --texture-size N       baked material size, a power of two >= 16 (default 8192; lavapipe 512)
   --materials N          materials in the gallery, 1..=16 (default 16)
   --texture-budget SIZE  texture memory budget, e.g. 1GiB, 512MiB, 1073741824 (default 1GiB)
@@ -178,6 +181,7 @@ impl Flags {
                     })?);
                 }
                 "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
+                "--png-every" => f.png_every = Some(parse_num(&name, &value(&mut it)?)?),
                 "--anisotropy" => {
                     let n: u32 = parse_num(&name, &value(&mut it)?)?;
                     if n > 16 {
@@ -248,6 +252,8 @@ pub struct Settings {
     pub scene: SceneKind,
     /// Seed.
     pub seed: u64,
+    /// Write every this many frames as PNG (0: none).
+    pub png_every: u32,
     /// Maximum anisotropy of texture sampling (0 or 1: off).
     pub anisotropy: u32,
     /// Texture encoding choice.
@@ -279,7 +285,7 @@ impl Settings {
         let frames = f.frames.unwrap_or(if f.window {
             600
         } else if software {
-            8
+            24
         } else {
             240
         });
@@ -297,6 +303,7 @@ impl Settings {
             scene: f.scene.unwrap_or(SceneKind::Gallery),
             seed: f.seed.unwrap_or(1),
             anisotropy: f.anisotropy.unwrap_or(4),
+            png_every: f.png_every.unwrap_or(1),
             textures: f.textures.unwrap_or(TextureChoice::Auto),
             cache: f.cache.clone().unwrap_or_else(default_cache),
             scaled_down,

@@ -249,6 +249,7 @@ impl App {
             return;
         };
         live.ctx.wait_idle();
+        live.settings.frames = self.frames.len() as u32;
         let report = build_report(
             &live.ctx,
             &live.mem,

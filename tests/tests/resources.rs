@@ -127,7 +127,7 @@ fn linear_images_written_through_the_mapping() {
         set.add_optimal_image(
             "optimal",
             extent(e),
-            &opts(MemoryUsage::Upload, "optimal image"),
+            &opts(MemoryUsage::GpuOnly, "optimal image"),
         )
         .unwrap();
     }

@@ -348,6 +348,12 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
         tests.arg("--release");
     }
     tests.env(REQUIRE_VALIDATION, "1");
+    // Line tables are enough for backtraces, and building full debug info
+    // for the whole workspace costs about a quarter of the test build on two
+    // cores (measured). Debug assertions and overflow checks stay on.
+    if !options.release && env::var_os("CARGO_PROFILE_DEV_DEBUG").is_none() {
+        tests.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
+    }
     // Backtraces make a failing GPU test's panic say where it came from.
     if env::var_os("RUST_BACKTRACE").is_none() {
         tests.env("RUST_BACKTRACE", "1");
@@ -363,6 +369,10 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
     let mut failures = Vec::new();
     for (name, mut command, what_to_do) in steps {
         env.apply(&mut command);
+        // A CI run starts from a clean tree: incremental data is never reused.
+        if env::var_os("CI").is_some() && env::var_os("CARGO_INCREMENTAL").is_none() {
+            command.env("CARGO_INCREMENTAL", "0");
+        }
         let start = Instant::now();
         match run_step(name, &mut command) {
             Ok(elapsed) => timings.push(format!("{name} {}", seconds(elapsed))),

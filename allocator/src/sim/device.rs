@@ -953,14 +953,19 @@ mod tests {
 
     #[test]
     fn huge_heaps_cost_nothing_until_mapped() {
+        // 128 GiB in objects of 2 GiB (under the driver's 4 GiB - 2 MiB cap).
         let device = SimDevice::new(tables::nvidia_h200());
         let mut held = Vec::new();
-        for _ in 0..8 {
-            held.push(alloc(&device, 1, 16 << 30).unwrap());
+        for _ in 0..64 {
+            held.push(alloc(&device, 1, 2 << 30).unwrap());
         }
         assert_eq!(device.live_bytes(0), 128 << 30);
+        // The heap has 143,771 MiB: six more fit, the seventh does not.
+        for _ in 0..6 {
+            held.push(alloc(&device, 1, 2 << 30).unwrap());
+        }
         assert_eq!(
-            alloc(&device, 1, 16 << 30),
+            alloc(&device, 1, 2 << 30),
             Err(DeviceError::OutOfDeviceMemory)
         );
         for memory in held {

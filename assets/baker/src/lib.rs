@@ -12,5 +12,5 @@ pub mod ktx2;
 pub mod materials;
 pub mod noise;
 
-pub use bake::{bake, bake_encoded, Encoding, MapKind, MipChain, MAPS};
+pub use bake::{bake, bake_encoded, work_units, Encoding, MapKind, MipChain, MAPS};
 pub use materials::{Material, ALL};

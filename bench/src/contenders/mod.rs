@@ -79,8 +79,8 @@ pub const CONTENDERS: [&str; 3] = ["ours", "vma", "gpu-allocator"];
 /// How the baselines are given requests they can't express exactly.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BaselineOptions {
-    /// Give VMA no hint for `dedicated: preferred` (its own rule only: dedicated
-    /// above half a block) instead of `VMA_ALLOCATION_CREATE_DEDICATED_MEMORY_BIT`.
+    /// Hide `dedicated: preferred` from VMA (its own rule only: dedicated above
+    /// half a block) instead of reporting `prefersDedicatedAllocation`.
     pub vma_ignore_preferred: bool,
 }
 
@@ -90,14 +90,20 @@ pub const REQUEST_MAPPING: &str = "\
 (gpu_only/upload/readback/transient -> MemoryUsage::GpuOnly/Upload/Readback/Transient), the driver's \
 dedicated wish (DriverDedicated::None/Preferred/Required, DedicatedPolicy::Auto, no resource handle); \
 the tag only with `--tags` (off by default for all three: release engines don't name allocations).
-- VMA (vk-mem 0.5, `vmaAllocateMemory`): usage VMA_MEMORY_USAGE_UNKNOWN with flags instead of Auto* \
-(which need a resource): gpu_only -> preferred DEVICE_LOCAL; upload -> required HOST_VISIBLE, preferred \
+- VMA (vk-mem 0.5): `vmaAllocateMemoryForBuffer` for buffers and `vmaAllocateMemoryForImage` for images, \
+given a stand-in handle for which the bench's device function table answers \
+vkGetBufferMemoryRequirements2 / vkGetImageMemoryRequirements2 with the trace's size, alignment, \
+memoryTypeBits and dedicated wish (prefers/requiresDedicatedAllocation). So VMA knows buffers from images \
+for bufferImageGranularity (images as IMAGE_UNKNOWN: vmaAllocateMemoryForImage doesn't know the tiling) and \
+honours the driver's dedicated wish as it does with a real resource (`--vma-ignore-preferred` hides \
+`preferred`); the stand-in is removed from vkAllocateMemory's VkMemoryDedicatedAllocateInfo, and the \
+answered queries count as driver time. (Raw `vmaAllocateMemory` would make every allocation of unknown \
+kind, which conflicts with all neighbours under NVIDIA's 1 KiB granularity and made VMA's TLSF search \
+~100x slower there.) usage VMA_MEMORY_USAGE_UNKNOWN with flags instead of Auto* (which need a create \
+info): gpu_only -> preferred DEVICE_LOCAL; upload -> required HOST_VISIBLE, preferred \
 HOST_COHERENT|DEVICE_LOCAL; readback -> required HOST_VISIBLE, preferred HOST_CACHED|HOST_COHERENT; \
-transient -> preferred DEVICE_LOCAL|LAZILY_ALLOCATED. dedicated required or preferred -> \
-VMA_ALLOCATION_CREATE_DEDICATED_MEMORY_BIT (what vmaCreateImage does when the driver prefers it; \
-`--vma-ignore-preferred` drops it for preferred). With `--tags`, the tag is given as the allocation's \
-name (VMA_ALLOCATION_CREATE_USER_DATA_COPY_STRING_BIT, which copies it, as vmaSetAllocationName does). Raw memory has no resource kind: VMA treats every \
-allocation as of unknown kind for bufferImageGranularity.
+transient -> preferred DEVICE_LOCAL|LAZILY_ALLOCATED. With `--tags`, the tag is given as the \
+allocation's name (VMA_ALLOCATION_CREATE_USER_DATA_COPY_STRING_BIT, which copies it).
 - gpu-allocator 0.28: gpu_only/transient -> MemoryLocation::GpuOnly, upload -> CpuToGpu, readback -> \
 GpuToCpu; kind buffer/linear_image -> linear: true, optimal_image -> false; tag -> name (empty \
 unless `--tags`). dedicated \

@@ -1,11 +1,13 @@
-//! VMA 3 through vk-mem 0.5, raw `vmaAllocateMemory` / `vmaFreeMemory`.
+//! VMA 3 through vk-mem 0.5: `vmaAllocateMemoryForBuffer` /
+//! `vmaAllocateMemoryForImage` with stand-in handles ([`crate::vkdev::stand_in`])
+//! whose requirements are the trace's, and `vmaFreeMemory`.
 
 use ash::vk;
 use vk_mem::Alloc;
 
 use super::{BaselineOptions, Contender, Placement, Request};
-use crate::trace::{TraceDedicated, TraceUsage};
-use crate::vkdev::VulkanContext;
+use crate::trace::{TraceDedicated, TraceKind, TraceUsage};
+use crate::vkdev::{stand_in, StandInRequirements, VulkanContext};
 
 /// VMA on the shared device.
 pub struct Vma {
@@ -47,16 +49,7 @@ impl Contender for Vma {
             TraceUsage::Readback => (F::HOST_VISIBLE, F::HOST_CACHED | F::HOST_COHERENT),
             TraceUsage::Transient => (F::empty(), F::DEVICE_LOCAL | F::LAZILY_ALLOCATED),
         };
-        let dedicated = match r.dedicated {
-            TraceDedicated::Required => true,
-            TraceDedicated::Preferred => !self.options.vma_ignore_preferred,
-            TraceDedicated::None => false,
-        };
-        let mut flags = if dedicated {
-            vk_mem::AllocationCreateFlags::DEDICATED_MEMORY
-        } else {
-            vk_mem::AllocationCreateFlags::empty()
-        };
+        let mut flags = vk_mem::AllocationCreateFlags::empty();
         if !r.tag_c.is_null() {
             // VMA copies the NUL-terminated name into the allocation (vk-mem
             // 0.5 has no vmaSetAllocationName; this flag does the same).
@@ -74,17 +67,32 @@ impl Contender for Vma {
             user_data: r.tag_c as usize,
             priority: 0.0,
         };
-        let requirements = vk::MemoryRequirements {
+        // The driver's dedicated wish reaches VMA through
+        // VkMemoryDedicatedRequirements, as for a real resource.
+        let handle = stand_in(StandInRequirements {
             size: r.size,
             alignment: r.alignment,
             memory_type_bits: r.memory_type_bits,
+            prefers_dedicated: r.dedicated == TraceDedicated::Preferred
+                && !self.options.vma_ignore_preferred,
+            requires_dedicated: r.dedicated == TraceDedicated::Required,
+        });
+        // SAFETY: the stand-in handle is only given to this device's
+        // requirements queries (answered by the bench) and is stripped from
+        // vkAllocateMemory; `user_data` is null or a NUL-terminated string
+        // alive across the call (VMA copies it); the allocation is freed with
+        // this allocator.
+        let result = unsafe {
+            match r.kind {
+                TraceKind::Buffer => self
+                    .allocator
+                    .allocate_memory_for_buffer(vk::Handle::from_raw(handle), &info),
+                TraceKind::LinearImage | TraceKind::OptimalImage => self
+                    .allocator
+                    .allocate_memory_for_image(vk::Handle::from_raw(handle), &info),
+            }
         };
-        // SAFETY: the requirements are valid (non-zero size, power-of-two
-        // alignment, types of this device); `user_data` is null or a
-        // NUL-terminated string alive across the call (VMA copies it); the
-        // allocation is freed with this allocator.
-        unsafe { self.allocator.allocate_memory(&requirements, &info) }
-            .map_err(|e| format!("vmaAllocateMemory: {e}"))
+        result.map_err(|e| format!("vmaAllocateMemoryFor*: {e}"))
     }
 
     #[inline]

@@ -31,6 +31,7 @@ struct LightUniform {
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct FrameUniforms {
     view_proj: [f32; 16],
+    inv_view_proj: [f32; 16],
     camera_pos: [f32; 4],
     sky: [f32; 4],
     ground: [f32; 4],
@@ -62,16 +63,18 @@ pub struct GalleryPass {
     frame_set: vk::DescriptorSet,
     layout: vk::PipelineLayout,
     pipeline: vk::Pipeline,
+    sky: vk::Pipeline,
     vertices: (vk::Buffer, Option<Memory>),
     indices: (vk::Buffer, Option<Memory>),
     meshes: Vec<MeshRange>,
-    uniform_pool: PoolId,
+    uniform_pool: Option<PoolId>,
     uniforms: Option<(vk::Buffer, Memory)>,
     aspect: f32,
 }
 
 impl GalleryPass {
-    /// Uploads the meshes and creates the pipeline; `textures` has one set per material.
+    /// Uploads the meshes and creates the pipelines; `textures` has one set per
+    /// material. On failure everything made so far, `textures` included, is destroyed.
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
@@ -79,14 +82,40 @@ impl GalleryPass {
         textures: TextureSet,
         extent: vk::Extent2D,
     ) -> Result<Self, GpuError> {
+        let mut pass = Self {
+            gallery,
+            textures,
+            frame_set_layout: vk::DescriptorSetLayout::null(),
+            frame_pool: vk::DescriptorPool::null(),
+            frame_set: vk::DescriptorSet::null(),
+            layout: vk::PipelineLayout::null(),
+            pipeline: vk::Pipeline::null(),
+            sky: vk::Pipeline::null(),
+            vertices: (vk::Buffer::null(), None),
+            indices: (vk::Buffer::null(), None),
+            meshes: Vec::new(),
+            uniform_pool: None,
+            uniforms: None,
+            aspect: extent.width as f32 / extent.height.max(1) as f32,
+        };
+        match pass.build(ctx, mem) {
+            Ok(()) => Ok(pass),
+            Err(e) => {
+                ctx.wait_idle();
+                pass.destroy(ctx, mem);
+                Err(e)
+            }
+        }
+    }
+
+    fn build(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
         let d = &ctx.device;
         // Meshes into one vertex and one index buffer.
         let mut vertices: Vec<Vertex> = Vec::new();
         let mut indices: Vec<u32> = Vec::new();
-        let mut meshes = Vec::new();
         for shape in Shape::ALL {
             let m = shape.mesh();
-            meshes.push(MeshRange {
+            self.meshes.push(MeshRange {
                 first_index: indices.len() as u32,
                 index_count: m.indices.len() as u32,
                 vertex_offset: vertices.len() as i32,
@@ -96,37 +125,40 @@ impl GalleryPass {
         }
         let vbytes: &[u8] = bytemuck::cast_slice(&vertices);
         let ibytes: &[u8] = bytemuck::cast_slice(&indices);
-        let vb = upload_buffer(
+        let (vb, vm) = upload_buffer(
             ctx,
             mem,
             vbytes,
             vk::BufferUsageFlags::VERTEX_BUFFER,
             "vertices",
         )?;
-        let ib = upload_buffer(
+        self.vertices = (vb, Some(vm));
+        let (ib, im) = upload_buffer(
             ctx,
             mem,
             ibytes,
             vk::BufferUsageFlags::INDEX_BUFFER,
             "indices",
         )?;
-        let uniform_pool = mem.create_pool(
+        self.indices = (ib, Some(im));
+        self.uniform_pool = Some(mem.create_pool(
             "frame uniforms",
             MemoryUsage::Upload,
             PoolAlgorithm::Linear(LinearMode::Ring),
             1 << 20,
             1,
             None,
-        )?;
+        )?);
 
-        // SAFETY: valid create infos on a live device.
-        let (frame_set_layout, frame_pool, frame_set) = unsafe {
+        // SAFETY: valid create infos on a live device; each handle is stored at once so
+        // that `destroy` frees it if a later step fails.
+        unsafe {
             let bindings = [vk::DescriptorSetLayoutBinding::default()
                 .binding(0)
                 .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
                 .descriptor_count(1)
                 .stage_flags(vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT)];
-            let layout = d
+            self.frame_set_layout = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
                     None,
@@ -136,7 +168,7 @@ impl GalleryPass {
                 ty: vk::DescriptorType::UNIFORM_BUFFER,
                 descriptor_count: 1,
             }];
-            let pool = d
+            self.frame_pool = d
                 .create_descriptor_pool(
                     &vk::DescriptorPoolCreateInfo::default()
                         .max_sets(1)
@@ -144,19 +176,18 @@ impl GalleryPass {
                     None,
                 )
                 .check("vkCreateDescriptorPool")?;
-            let layouts = [layout];
-            let set = d
+            let layouts = [self.frame_set_layout];
+            self.frame_set = d
                 .allocate_descriptor_sets(
                     &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(pool)
+                        .descriptor_pool(self.frame_pool)
                         .set_layouts(&layouts),
                 )
                 .check("vkAllocateDescriptorSets")?[0];
-            (layout, pool, set)
-        };
-        let layout = create_layout(
+        }
+        self.layout = create_layout(
             d,
-            &[frame_set_layout, textures.set_layout],
+            &[self.frame_set_layout, self.textures.set_layout],
             std::mem::size_of::<Push>() as u32,
         )?;
         let bindings = [vk::VertexInputBindingDescription {
@@ -176,34 +207,37 @@ impl GalleryPass {
             attr(2, vk::Format::R32G32B32A32_SFLOAT, 24),
             attr(3, vk::Format::R32G32_SFLOAT, 40),
         ];
-        let pipeline = create_pipeline(
+        self.pipeline = create_pipeline(
             d,
             &PipelineDesc {
                 vertex: shaders::PBR_VERT,
                 fragment: shaders::PBR_FRAG,
-                layout,
+                layout: self.layout,
                 color_format: HDR_FORMAT,
                 depth_format: Some(DEPTH_FORMAT),
                 bindings: &bindings,
                 attributes: &attributes,
                 cull_back: true,
+                depth_compare: vk::CompareOp::GREATER,
+                depth_write: true,
             },
         )?;
-        Ok(Self {
-            gallery,
-            textures,
-            frame_set_layout,
-            frame_pool,
-            frame_set,
-            layout,
-            pipeline,
-            vertices: (vb.0, Some(vb.1)),
-            indices: (ib.0, Some(ib.1)),
-            meshes,
-            uniform_pool,
-            uniforms: None,
-            aspect: extent.width as f32 / extent.height as f32,
-        })
+        self.sky = create_pipeline(
+            d,
+            &PipelineDesc {
+                vertex: shaders::FULLSCREEN_VERT,
+                fragment: shaders::SKY_FRAG,
+                layout: self.layout,
+                color_format: HDR_FORMAT,
+                depth_format: Some(DEPTH_FORMAT),
+                bindings: &[],
+                attributes: &[],
+                cull_back: false,
+                depth_compare: vk::CompareOp::GREATER_OR_EQUAL,
+                depth_write: false,
+            },
+        )?;
+        Ok(())
     }
 }
 
@@ -271,6 +305,7 @@ impl ScenePass for GalleryPass {
             unsafe { mem.destroy_buffer(b, m) };
         }
         let pose = self.gallery.path.pose(frame, frames);
+        let vp = view_proj(pose, self.aspect, 50f32.to_radians());
         let mut lights = [LightUniform {
             position: [0.0; 4],
             color: [0.0; 4],
@@ -280,7 +315,8 @@ impl ScenePass for GalleryPass {
             dst.color = Vec4::from((l.color, 0.0)).to_array();
         }
         let u = FrameUniforms {
-            view_proj: view_proj(pose, self.aspect, 50f32.to_radians()).to_cols_array(),
+            view_proj: vp.to_cols_array(),
+            inv_view_proj: vp.inverse().to_cols_array(),
             camera_pos: Vec4::from((pose.eye, 1.0)).to_array(),
             sky: Vec4::from((self.gallery.sky, 0.0)).to_array(),
             ground: Vec4::from((self.gallery.ground, 0.0)).to_array(),
@@ -292,7 +328,8 @@ impl ScenePass for GalleryPass {
             &vk::BufferCreateInfo::default()
                 .size(bytes.len() as u64)
                 .usage(vk::BufferUsageFlags::UNIFORM_BUFFER),
-            &MemOptions::new(MemoryUsage::Upload, "frame uniforms").in_pool(self.uniform_pool),
+            &MemOptions::new(MemoryUsage::Upload, "frame uniforms")
+                .in_pool(self.uniform_pool.expect("built")),
         )?;
         memory.write(0, bytes);
         mem.flush(&memory);
@@ -356,6 +393,9 @@ impl ScenePass for GalleryPass {
                     0,
                 );
             }
+            // The sky last: only pixels no object covered pass its depth test.
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.sky);
+            d.cmd_draw(cmd, 3, 1, 0, 0);
         }
     }
 
@@ -373,16 +413,23 @@ impl ScenePass for GalleryPass {
                 mem.destroy_buffer(self.indices.0, m);
             }
             d.destroy_pipeline(self.pipeline, None);
+            d.destroy_pipeline(self.sky, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_pool(self.frame_pool, None);
             d.destroy_descriptor_set_layout(self.frame_set_layout, None);
         }
-        mem.destroy_pool(self.uniform_pool);
+        if let Some(p) = self.uniform_pool.take() {
+            mem.destroy_pool(p);
+        }
         self.textures.destroy(ctx, mem);
     }
 
     fn resize(&mut self, extent: vk::Extent2D) {
         self.aspect = extent.width as f32 / extent.height.max(1) as f32;
+    }
+
+    fn covers_screen(&self) -> bool {
+        true
     }
 
     fn texture_bytes(&self) -> u64 {

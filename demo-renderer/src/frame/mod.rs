@@ -33,6 +33,11 @@ pub trait ScenePass {
         let _ = extent;
     }
 
+    /// Whether the pass writes every pixel of the colour target (then it is not cleared).
+    fn covers_screen(&self) -> bool {
+        false
+    }
+
     /// Bytes of texture memory the pass keeps resident.
     fn texture_bytes(&self) -> u64 {
         0
@@ -69,6 +74,8 @@ impl TrianglePass {
                 bindings: &[],
                 attributes: &[],
                 cull_back: false,
+                depth_compare: vk::CompareOp::GREATER,
+                depth_write: true,
             },
         )?;
         Ok(Self { layout, pipeline })
@@ -97,7 +104,10 @@ impl ScenePass for TrianglePass {
 #[derive(Clone, Copy, Debug)]
 pub enum Output {
     /// The LDR target, copied into the readback buffer.
-    Headless,
+    Headless {
+        /// Copy the frame into the readback buffer (skip it when no PNG is wanted).
+        readback: bool,
+    },
     /// A swapchain image (left in `PRESENT_SRC_KHR`), optionally also copied to the
     /// readback buffer (a screenshot; the image needs `TRANSFER_SRC` usage).
     Swapchain {
@@ -315,6 +325,8 @@ impl Renderer {
                 bindings: &[],
                 attributes: &[],
                 cull_back: false,
+                depth_compare: vk::CompareOp::GREATER,
+                depth_write: true,
             },
         )?;
         self.tonemap.pipelines.push((format, pipeline));
@@ -347,7 +359,9 @@ impl Renderer {
             max_depth: 1.0,
         };
         let (out_image, out_view, pipeline_index, copy) = match output {
-            Output::Headless => (self.targets.ldr.image, self.targets.ldr.view, 0, true),
+            Output::Headless { readback } => {
+                (self.targets.ldr.image, self.targets.ldr.view, 0, readback)
+            }
             Output::Swapchain {
                 image,
                 view,
@@ -356,7 +370,7 @@ impl Renderer {
             } => (image, view, format_index, screenshot),
         };
         let final_layout = match output {
-            Output::Headless => vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+            Output::Headless { .. } => vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
             Output::Swapchain { .. } => vk::ImageLayout::PRESENT_SRC_KHR,
         };
         let stamp = |i: u32, stage: vk::PipelineStageFlags2| {
@@ -412,7 +426,11 @@ impl Renderer {
             let color_att = [vk::RenderingAttachmentInfo::default()
                 .image_view(self.targets.hdr.view)
                 .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-                .load_op(vk::AttachmentLoadOp::CLEAR)
+                .load_op(if scene.covers_screen() {
+                    vk::AttachmentLoadOp::DONT_CARE
+                } else {
+                    vk::AttachmentLoadOp::CLEAR
+                })
                 .store_op(vk::AttachmentStoreOp::STORE)
                 .clear_value(vk::ClearValue {
                     color: vk::ClearColorValue {

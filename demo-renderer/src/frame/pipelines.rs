@@ -23,6 +23,10 @@ pub struct PipelineDesc<'a> {
     pub attributes: &'a [vk::VertexInputAttributeDescription],
     /// Cull back faces (counter-clockwise front faces).
     pub cull_back: bool,
+    /// The depth test (reversed Z: greater is nearer), when there is a depth attachment.
+    pub depth_compare: vk::CompareOp,
+    /// Whether fragments write depth.
+    pub depth_write: bool,
 }
 
 /// Creates a graphics pipeline with dynamic viewport and scissor.
@@ -63,8 +67,8 @@ pub fn create_pipeline(
         .rasterization_samples(vk::SampleCountFlags::TYPE_1);
     let depth = vk::PipelineDepthStencilStateCreateInfo::default()
         .depth_test_enable(desc.depth_format.is_some())
-        .depth_write_enable(desc.depth_format.is_some())
-        .depth_compare_op(vk::CompareOp::GREATER); // reversed Z: 1 near, 0 far
+        .depth_write_enable(desc.depth_format.is_some() && desc.depth_write)
+        .depth_compare_op(desc.depth_compare);
     let attachments = [vk::PipelineColorBlendAttachmentState::default()
         .color_write_mask(vk::ColorComponentFlags::RGBA)];
     let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&attachments);

@@ -29,7 +29,7 @@ impl Shape {
         match self {
             Shape::Sphere => mesh::sphere(1.0, 64, 32),
             Shape::RoundedBox => mesh::rounded_box(0.85, 0.18, 8),
-            Shape::Floor => mesh::plane(40.0, 10.0),
+            Shape::Floor => mesh::plane(200.0, 50.0),
         }
     }
 }
@@ -59,7 +59,7 @@ pub struct Light {
 /// The whole scene.
 #[derive(Clone, Debug)]
 pub struct Gallery {
-    /// Objects, the floor first.
+    /// Objects, the floor last (drawn after what it is hidden by).
     pub objects: Vec<Object>,
     /// Lights.
     pub lights: Vec<Light>,
@@ -89,12 +89,7 @@ impl Gallery {
                 (r as f32 - (rows as f32 - 1.0) * 0.5) * SPACING,
             )
         };
-        let mut objects = vec![Object {
-            shape: Shape::Floor,
-            model: Mat4::IDENTITY,
-            material: floor_material,
-            uv_scale: Vec4::new(1.0, 1.0, 1.0, 0.0),
-        }];
+        let mut objects = Vec::new();
         let mut keys = Vec::new();
         let overview = Pose {
             eye: Vec3::new(
@@ -140,6 +135,13 @@ impl Gallery {
             }
         }
         keys.push(overview);
+        // The floor last, so that depth testing skips what the objects hide.
+        objects.push(Object {
+            shape: Shape::Floor,
+            model: Mat4::IDENTITY,
+            material: floor_material,
+            uv_scale: Vec4::new(1.0, 1.0, 1.0, 0.0),
+        });
         let lights = vec![
             Light {
                 position: Vec4::new(0.4, 0.8, 0.45, 0.0),
