@@ -28,6 +28,7 @@ use crate::stats::{
     Statistics, TypeStatistics, Usage,
 };
 use crate::trace::{Recorder, TraceError};
+use crate::type_cache::{self, TypeCache};
 
 /// How the allocator sizes blocks and when it makes dedicated allocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +127,7 @@ pub struct Allocator<D: MemoryDevice> {
     pools: RwLock<Vec<PoolSlot>>,
     budgets: Budgets,
     objects: ObjectCount,
+    type_cache: TypeCache,
     corruptions: AtomicU64,
     frame: AtomicU64,
     /// Whether `recorder` holds a recorder: checked without locking.
@@ -198,6 +200,7 @@ impl<D: MemoryDevice> Allocator<D> {
             pools: RwLock::new(Vec::new()),
             budgets,
             objects: ObjectCount::default(),
+            type_cache: TypeCache::new(),
             corruptions: AtomicU64::new(0),
             frame: AtomicU64::new(0),
             recording: AtomicBool::new(false),
@@ -281,14 +284,23 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
         extra_required: MemoryPropertyFlags,
     ) -> Result<Allocation, Error> {
+        let mut last_error = None;
+        let mut tried = None;
+        if let Some(memory_type) = self.fast_choice(desc, extra_required) {
+            match self.allocate_in_type(memory_type, desc) {
+                Ok(allocation) => return Ok(allocation),
+                Err(e) if e.may_fall_back() => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+            tried = Some(memory_type);
+        }
         let candidates = self.rank_types(
             desc.options.usage,
             desc.memory_type_bits,
             desc,
             extra_required,
         )?;
-        let mut last_error = None;
-        for memory_type in candidates {
+        for memory_type in candidates.filter(|&t| Some(t) != tried) {
             match self.allocate_in_type(memory_type, desc) {
                 Ok(allocation) => return Ok(allocation),
                 Err(e) if e.may_fall_back() => last_error = Some(e),
@@ -903,6 +915,26 @@ impl<D: MemoryDevice> Allocator<D> {
             }
             SelectError::NoTypeWithinBudget { size, .. } => Error::NoTypeWithinBudget { size },
         })
+    }
+
+    /// The memory type the full ranking would choose first, found through
+    /// the memo when that is cheap and certain; `None` sends the caller to the
+    /// full ranking.
+    fn fast_choice(
+        &self,
+        desc: &AllocationDesc<'_>,
+        extra_required: MemoryPropertyFlags,
+    ) -> Option<u32> {
+        let usage = desc.options.usage;
+        let implied = matches!(usage, MemoryUsage::Upload | MemoryUsage::Readback);
+        if desc.options.within_budget || !(extra_required.is_empty() || implied) {
+            return None;
+        }
+        let props = self.device.memory_properties();
+        let first = self
+            .type_cache
+            .first_choice(props, usage, desc.memory_type_bits)?;
+        type_cache::choose(props, first, desc.size, |heap| self.budgets.room(heap))
     }
 
     /// The range request for `desc` in memory type `memory_type`: non-coherent

@@ -63,6 +63,7 @@ pub mod select;
 pub mod sim;
 pub mod stats;
 pub mod trace;
+mod type_cache;
 #[cfg(feature = "ash")]
 pub mod vk;
 
