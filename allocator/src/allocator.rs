@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::memory::{self, Doomed, MemoryRequest, ObjectCount, PoolCaps};
 use crate::pool::{PoolDesc, PoolId};
 use crate::range::{Range, RangeRequest};
+use crate::recycle::RecycleBin;
 use crate::select::{self, HeapRoom, MemoryUsage, SelectError, TypeRequest};
 use crate::stats::{
     BlockInfo, Counters, DetailedStatistics, HeapStatistics, ListDetails, PoolStatistics,
@@ -49,6 +50,14 @@ pub struct AllocatorDesc {
     /// host-visible shared blocks, filled with a pattern and checked on free
     /// (see [`crate::corruption`]). 0 (the default) turns the check off.
     pub debug_margin: u64,
+    /// Bytes of freed dedicated memory kept per memory type for reuse by a
+    /// later allocation of about the same size (at most 1/8 larger); at most
+    /// 1/16 of the type's heap. A
+    /// driver's *preference* for dedicated memory is then met with a memory
+    /// object of the allocation's own that does not name the resource, so it
+    /// can be reused; *required* dedicated memory always names it. 0 turns
+    /// reuse off (and preferred dedicated memory names the resource).
+    pub recycle_bytes: u64,
 }
 
 impl Default for AllocatorDesc {
@@ -58,6 +67,7 @@ impl Default for AllocatorDesc {
             honour_dedicated_preference_from: 32 << 20,
             keep_empty_blocks: 1,
             debug_margin: 0,
+            recycle_bytes: 512 << 20,
         }
     }
 }
@@ -76,6 +86,8 @@ struct TypeState {
     non_coherent: bool,
     block_size: u64,
     list: Mutex<BlockList>,
+    /// Freed dedicated blocks kept for reuse.
+    recycle: Mutex<RecycleBin>,
     /// Default blocks and pools of this type together.
     counters: Counters,
 }
@@ -186,6 +198,7 @@ impl<D: MemoryDevice> Allocator<D> {
                         min_blocks: 0,
                         keep_empty: desc.keep_empty_blocks,
                     })),
+                    recycle: Mutex::new(RecycleBin::new(desc.recycle_bytes.min(heap_size / 16))),
                     counters: Counters::default(),
                 }
             })
@@ -366,7 +379,14 @@ impl<D: MemoryDevice> Allocator<D> {
                     .map_err(|e| Error::Invariant(e.to_string()))?;
                 ts.counters.remove_allocations(1, location.range.size);
                 if let Some(block) = doomed {
-                    self.destroy_block(memory_type, block, None);
+                    let doomed = if block.recyclable {
+                        ts.recycle.lock().keep(block)
+                    } else {
+                        vec![block]
+                    };
+                    for block in doomed {
+                        self.destroy_block(memory_type, block, None);
+                    }
                 }
             }
             ListRef::Pool(id) => {
@@ -626,7 +646,8 @@ impl<D: MemoryDevice> Allocator<D> {
     /// those kept for reuse.
     pub fn trim(&self) {
         for (t, ts) in self.types.iter().enumerate() {
-            let blocks = ts.list.lock().take_empty();
+            let mut blocks = ts.list.lock().take_empty();
+            blocks.extend(ts.recycle.lock().drain());
             for block in blocks {
                 self.destroy_block(t as u32, block, None);
             }
@@ -817,6 +838,20 @@ impl<D: MemoryDevice> Allocator<D> {
         };
         for (t, ts) in self.types.iter().enumerate() {
             objects += check_list(&ts.list.lock(), &mut by_type[t])?;
+            for block in ts.recycle.lock().iter() {
+                if !block.is_empty() || !block.is_dedicated() {
+                    return Err(Error::Invariant(format!(
+                        "memory type {t}: a kept block is not an empty dedicated block"
+                    )));
+                }
+                objects += 1;
+                by_type[t].add(&Usage {
+                    block_count: 1,
+                    block_bytes: block.size,
+                    dedicated_count: 1,
+                    ..Usage::default()
+                });
+            }
         }
         for pool in self.live_pools() {
             let mut usage = Usage::default();
@@ -1117,29 +1152,50 @@ impl<D: MemoryDevice> Allocator<D> {
         pool: Option<&Arc<PoolState>>,
     ) -> Result<Allocation, Error> {
         let ts = &self.types[memory_type as usize];
-        let created = memory::create(
-            self.memory_context(),
-            &MemoryRequest {
-                memory_type,
-                heap: ts.heap,
-                size: desc.size,
-                dedicated_to: desc.dedicated_to,
-                host_visible: ts.host_visible,
-                within_budget: desc.options.within_budget,
-                pool: pool.map(|p| &p.caps),
-                shared_block: false,
-            },
-        )?;
-        ts.counters.add_block(desc.size, true);
-        if let Some(pool) = pool {
-            pool.counters.add_block(desc.size, true);
-        }
-        let block = Block::dedicated(
-            created.memory,
-            desc.size,
-            created.host_address,
-            desc.kind.range_kind(),
-        );
+        let kind = desc.kind.range_kind();
+        // Memory that names no resource can be reused later; the resource is
+        // named where the driver requires it or the caller asked for it.
+        let named = desc.driver_dedicated == DriverDedicated::Required
+            || desc.options.dedicated == DedicatedPolicy::Always
+            || self.desc.recycle_bytes == 0;
+        let recyclable = pool.is_none() && !named;
+        let reused = if recyclable {
+            ts.recycle.lock().take(desc.size)
+        } else {
+            None
+        };
+        let block = match reused {
+            Some(mut block) => {
+                block.reuse_dedicated(kind);
+                block
+            }
+            None => {
+                let created = memory::create(
+                    self.memory_context(),
+                    &MemoryRequest {
+                        memory_type,
+                        heap: ts.heap,
+                        size: desc.size,
+                        dedicated_to: if named { desc.dedicated_to } else { None },
+                        host_visible: ts.host_visible,
+                        within_budget: desc.options.within_budget,
+                        pool: pool.map(|p| &p.caps),
+                        shared_block: false,
+                    },
+                )?;
+                ts.counters.add_block(desc.size, true);
+                if let Some(pool) = pool {
+                    pool.counters.add_block(desc.size, true);
+                }
+                Block::dedicated(
+                    created.memory,
+                    desc.size,
+                    created.host_address,
+                    kind,
+                    recyclable,
+                )
+            }
+        };
         let range = block.dedicated_range();
         match pool {
             Some(pool) => {
@@ -1320,7 +1376,8 @@ impl<D: MemoryDevice> Drop for Allocator<D> {
             }
         }
         for t in 0..self.types.len() {
-            let blocks = self.types[t].list.lock().drain();
+            let mut blocks = self.types[t].list.lock().drain();
+            blocks.extend(self.types[t].recycle.lock().drain());
             for block in blocks {
                 self.destroy_block(t as u32, block, None);
             }

@@ -47,6 +47,9 @@ pub(crate) struct Block {
     pub algo: Algo,
     /// Debugging tags of the live allocations that have one, by offset.
     pub tags: HashMap<u64, Box<str>>,
+    /// Whether the memory was made without `VkMemoryDedicatedAllocateInfo`,
+    /// so a later allocation may reuse it.
+    pub recyclable: bool,
 }
 
 /// The `RangeId` of a dedicated block's single range.
@@ -73,15 +76,18 @@ impl Block {
             host_address,
             algo,
             tags: HashMap::new(),
+            recyclable: false,
         }
     }
 
-    /// A dedicated block holding one live allocation of `kind`.
+    /// A dedicated block holding one live allocation of `kind`; `recyclable`
+    /// when it names no resource in `VkMemoryDedicatedAllocateInfo`.
     pub fn dedicated(
         memory: DeviceMemory,
         size: u64,
         host_address: usize,
         kind: RangeKind,
+        recyclable: bool,
     ) -> Self {
         Self {
             memory,
@@ -89,7 +95,13 @@ impl Block {
             host_address,
             algo: Algo::Dedicated { kind, live: true },
             tags: HashMap::new(),
+            recyclable,
         }
+    }
+
+    /// Gives an empty dedicated block a new allocation of `kind`.
+    pub fn reuse_dedicated(&mut self, kind: RangeKind) {
+        self.algo = Algo::Dedicated { kind, live: true };
     }
 
     /// The range of a dedicated block's allocation.

@@ -58,6 +58,7 @@ mod mapping;
 mod memory;
 mod pool;
 pub mod range;
+mod recycle;
 pub mod report;
 pub mod select;
 pub mod sim;

@@ -907,3 +907,46 @@ fn corruption_margins_catch_writes_past_the_end() {
     allocator.free(a).unwrap();
     finish(&sim, allocator);
 }
+
+#[test]
+fn freed_dedicated_memory_is_reused_for_similar_sizes() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let image = |size: u64, driver: DriverDedicated| AllocationDesc {
+        driver_dedicated: driver,
+        dedicated_to: Some(DedicatedTo::Image(9)),
+        ..desc(size, 1024, ResourceKind::OptimalImage, MemoryUsage::GpuOnly)
+    };
+    let a = allocator
+        .allocate(&image(100 * MIB, DriverDedicated::Preferred))
+        .unwrap();
+    assert!(a.is_dedicated());
+    let calls = sim.allocate_calls();
+    let memory = a.memory();
+    assert!(sim.memory_info(memory).is_some());
+    allocator.free(a).unwrap();
+    assert_eq!(sim.live_objects(), 1, "kept for reuse");
+    allocator.validate().unwrap();
+    // A slightly smaller texture takes the kept memory: no driver call.
+    let b = allocator
+        .allocate(&image(95 * MIB, DriverDedicated::Preferred))
+        .unwrap();
+    assert_eq!(sim.allocate_calls(), calls);
+    assert_eq!(b.memory(), memory);
+    // Much smaller, or required dedicated memory, gets fresh memory.
+    let c = allocator
+        .allocate(&image(60 * MIB, DriverDedicated::Preferred))
+        .unwrap();
+    allocator.free(b).unwrap();
+    let d = allocator
+        .allocate(&image(95 * MIB, DriverDedicated::Required))
+        .unwrap();
+    assert_ne!(d.memory(), memory);
+    assert_eq!(sim.allocate_calls(), calls + 2);
+    allocator.free(c).unwrap();
+    allocator.free(d).unwrap();
+    allocator.validate().unwrap();
+    allocator.trim();
+    assert_eq!(sim.live_objects(), 0, "trim frees kept memory");
+    finish(&sim, allocator);
+}

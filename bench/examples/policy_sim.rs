@@ -1,0 +1,94 @@
+//! Replays the standard traces against vkalloc on the simulated H200 (its
+//! memory table read off the driver) and prints, per allocator setting, the
+//! `vkAllocateMemory` calls and peak committed / peak live: a quick way to
+//! weigh block and dedicated policies without a GPU.
+//!
+//! `cargo run --release -p bench --example policy_sim -- [full|small]`
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bench::trace::{self, Scale, TraceDedicated, TraceEvent, TraceKind, TraceUsage};
+use vkalloc::sim::{tables, SimDevice};
+use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DriverDedicated, MemoryUsage, ResourceKind};
+
+fn main() {
+    let scale = match std::env::args().nth(1).as_deref() {
+        Some("small") => Scale::Small,
+        _ => Scale::Full,
+    };
+    let settings: Vec<(&str, AllocatorDesc)> = vec![
+        ("default", AllocatorDesc::default()),
+        ("no reuse", AllocatorDesc { recycle_bytes: 0, ..AllocatorDesc::default() }),
+        ("reuse 512 MiB", AllocatorDesc { recycle_bytes: 512 << 20, ..AllocatorDesc::default() }),
+        ("reuse 1 GiB", AllocatorDesc { recycle_bytes: 1 << 30, ..AllocatorDesc::default() }),
+        (
+            "reuse 512 MiB, honour>=64MiB",
+            AllocatorDesc {
+                recycle_bytes: 512 << 20,
+                honour_dedicated_preference_from: 64 << 20,
+                ..AllocatorDesc::default()
+            },
+        ),
+    ];
+    println!("| trace | setting | vkAllocateMemory | peak committed MiB | peak live MiB | ratio |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    for name in trace::STANDARD_TRACES {
+        let t = trace::generate(name, trace::DEFAULT_SEED, scale).expect("standard trace");
+        for (label, desc) in &settings {
+            let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+            let allocator = Allocator::new(Arc::clone(&sim), *desc).unwrap();
+            let mut live = HashMap::new();
+            let (mut live_bytes, mut peak_live) = (0u64, 0u64);
+            for e in &t.events {
+                match e {
+                    TraceEvent::Alloc(a) => {
+                        let d = AllocationDesc {
+                            size: a.size,
+                            alignment: a.alignment,
+                            memory_type_bits: a.memory_type_bits,
+                            kind: match a.kind {
+                                TraceKind::Buffer => ResourceKind::Buffer,
+                                TraceKind::LinearImage => ResourceKind::LinearImage,
+                                TraceKind::OptimalImage => ResourceKind::OptimalImage,
+                            },
+                            driver_dedicated: match a.dedicated {
+                                TraceDedicated::None => DriverDedicated::None,
+                                TraceDedicated::Preferred => DriverDedicated::Preferred,
+                                TraceDedicated::Required => DriverDedicated::Required,
+                            },
+                            dedicated_to: None,
+                            options: AllocationOptions::usage(match a.usage {
+                                TraceUsage::GpuOnly => MemoryUsage::GpuOnly,
+                                TraceUsage::Upload => MemoryUsage::Upload,
+                                TraceUsage::Readback => MemoryUsage::Readback,
+                                TraceUsage::Transient => MemoryUsage::Transient,
+                            }),
+                        };
+                        let alloc = allocator.allocate(&d).expect("allocation");
+                        live_bytes += a.size;
+                        peak_live = peak_live.max(live_bytes);
+                        live.insert(a.id, alloc);
+                    }
+                    TraceEvent::Free { id } => {
+                        let alloc = live.remove(id).expect("live id");
+                        live_bytes -= alloc.size();
+                        allocator.free(alloc).unwrap();
+                    }
+                    TraceEvent::Frame { .. } => allocator.begin_frame(),
+                }
+            }
+            for (_, a) in live.drain() {
+                allocator.free(a).unwrap();
+            }
+            let peak: u64 = (0..2).map(|h| sim.peak_bytes(h)).sum();
+            println!(
+                "| {name} | {label} | {} | {:.0} | {:.0} | {:.2} |",
+                sim.allocate_calls(),
+                peak as f64 / 1048576.0,
+                peak_live as f64 / 1048576.0,
+                peak as f64 / peak_live as f64
+            );
+        }
+    }
+}
