@@ -10,6 +10,14 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     println!("cargo:rerun-if-changed={}", shader_dir.display());
 
+    // Every file, includes (.glsl) too, so that editing any of them recompiles.
+    for entry in std::fs::read_dir(&shader_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        println!("cargo:rerun-if-changed={}", entry.path().display());
+    }
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&shader_dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", shader_dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))

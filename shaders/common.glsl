@@ -19,4 +19,5 @@ layout(set = 0, binding = 0) uniform Frame {
 layout(push_constant) uniform Push {
     mat4 model;
     vec4 uv_scale;       // xy: texture repeats; z: normal strength
+    uvec4 material;      // x: material index (bindless pipeline)
 } pc;

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use bench::trace::{self, Scale, TraceDedicated, TraceEvent, TraceKind, TraceUsage};
 use vkalloc::sim::{tables, SimDevice};
-use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DriverDedicated, MemoryUsage, ResourceKind};
+use vkalloc::{
+    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DriverDedicated, MemoryUsage,
+    ResourceKind,
+};
 
 fn main() {
     let scale = match std::env::args().nth(1).as_deref() {
@@ -19,9 +22,27 @@ fn main() {
     };
     let settings: Vec<(&str, AllocatorDesc)> = vec![
         ("default", AllocatorDesc::default()),
-        ("no reuse", AllocatorDesc { recycle_bytes: 0, ..AllocatorDesc::default() }),
-        ("reuse 512 MiB", AllocatorDesc { recycle_bytes: 512 << 20, ..AllocatorDesc::default() }),
-        ("reuse 1 GiB", AllocatorDesc { recycle_bytes: 1 << 30, ..AllocatorDesc::default() }),
+        (
+            "no reuse",
+            AllocatorDesc {
+                recycle_bytes: 0,
+                ..AllocatorDesc::default()
+            },
+        ),
+        (
+            "reuse 512 MiB",
+            AllocatorDesc {
+                recycle_bytes: 512 << 20,
+                ..AllocatorDesc::default()
+            },
+        ),
+        (
+            "reuse 1 GiB",
+            AllocatorDesc {
+                recycle_bytes: 1 << 30,
+                ..AllocatorDesc::default()
+            },
+        ),
         (
             "reuse 512 MiB, honour>=64MiB",
             AllocatorDesc {

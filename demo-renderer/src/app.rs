@@ -39,6 +39,7 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     let desc = ContextDesc {
         device_index: flags.device,
         validation: !flags.no_validation,
+        bindless: !flags.no_bindless,
         surface_extensions: vec![],
     };
     if flags.list_devices {
@@ -183,9 +184,10 @@ pub fn make_scene(
             )?;
             let load_seconds = started.elapsed().as_secs_f64();
             println!(
-                "materials: {count} x 3 {encoding:?} maps of {}x{}, resident from mip {}..{} ({:.1} MiB of {:.1} MiB budget), loaded in {load_seconds:.2} s",
+                "materials: {count} x 3 {encoding:?} maps of {}x{} ({}), resident from mip {}..{} ({:.1} MiB of {:.1} MiB budget), loaded in {load_seconds:.2} s",
                 settings.texture_size,
                 settings.texture_size,
+                if textures.bindless { "one bindless array" } else { "a descriptor set per material" },
                 textures.finest_level,
                 textures.base_level,
                 textures.resident_bytes() as f64 / (1u64 << 20) as f64,
@@ -214,6 +216,7 @@ pub fn build_report(
             "name": ctx.info.name, "type": ctx.info.device_type, "api_version": ctx.info.api_version,
             "driver_version": ctx.info.driver_version, "bc_textures": ctx.info.bc_textures,
             "timestamps": ctx.info.timestamps, "memory_budget_extension": ctx.info.memory_budget,
+            "bindless": ctx.info.bindless,
         }),
         bake_seconds,
         load_seconds,

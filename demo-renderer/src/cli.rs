@@ -47,6 +47,8 @@ pub struct Flags {
     pub device: Option<usize>,
     /// `--no-validation`.
     pub no_validation: bool,
+    /// `--no-bindless`.
+    pub no_bindless: bool,
     /// `--scene gallery|triangle`.
     pub scene: Option<SceneKind>,
     /// `--seed N`.
@@ -91,6 +93,7 @@ USAGE: demo-renderer [FLAGS]
   --seed N               material and scene seed (default 1)
   --cache DIR            baked material cache (default $XDG_CACHE_HOME/vkalloc-demo)
   --no-validation        do not enable VK_LAYER_KHRONOS_validation
+  --no-bindless          one descriptor set per material even where descriptor indexing exists
   --help                 this text
 ";
 
@@ -217,6 +220,7 @@ impl Flags {
                     })
                 }
                 "--no-validation" => f.no_validation = true,
+                "--no-bindless" => f.no_bindless = true,
                 "--list-devices" => f.list_devices = true,
                 "--help" | "-h" => f.help = true,
                 _ => return Err(FlagError(format!("unknown flag '{arg}'"))),

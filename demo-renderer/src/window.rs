@@ -97,6 +97,7 @@ impl App {
         let desc = ContextDesc {
             device_index: self.flags.device,
             validation: !self.flags.no_validation,
+            bindless: !self.flags.no_bindless,
             surface_extensions: self.surface_extensions.clone(),
         };
         let surface = Cell::new(vk::SurfaceKHR::null());

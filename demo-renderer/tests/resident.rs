@@ -18,6 +18,7 @@ fn resident_range_changes() {
     let desc = ContextDesc {
         device_index: None,
         validation: true,
+        bindless: true,
         surface_extensions: vec![],
     };
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))

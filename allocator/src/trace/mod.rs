@@ -1,4 +1,4 @@
-//! Allocation traces: the format ([`format`]) and recording from a live
+//! Allocation traces: the format ([`mod@format`]) and recording from a live
 //! allocator ([`Recorder`], started with [`crate::Allocator::start_recording`]).
 //!
 //! Recording is off by default; when off it costs one relaxed atomic load

@@ -44,6 +44,7 @@ struct FrameUniforms {
 struct Push {
     model: [f32; 16],
     uv_scale: [f32; 4],
+    material: [u32; 4],
 }
 
 #[derive(Clone, Copy)]
@@ -211,7 +212,11 @@ impl GalleryPass {
             d,
             &PipelineDesc {
                 vertex: shaders::PBR_VERT,
-                fragment: shaders::PBR_FRAG,
+                fragment: if self.textures.bindless {
+                    shaders::PBR_BINDLESS_FRAG
+                } else {
+                    shaders::PBR_FRAG
+                },
                 layout: self.layout,
                 color_format: HDR_FORMAT,
                 depth_format: Some(DEPTH_FORMAT),
@@ -363,20 +368,35 @@ impl ScenePass for GalleryPass {
             );
             d.cmd_bind_vertex_buffers(cmd, 0, &[self.vertices.0], &[0]);
             d.cmd_bind_index_buffer(cmd, self.indices.0, 0, vk::IndexType::UINT32);
-            for o in &self.gallery.objects {
-                let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
-                let push = Push {
-                    model: o.model.to_cols_array(),
-                    uv_scale: o.uv_scale.to_array(),
-                };
+            let bindless = self.textures.bindless;
+            if bindless {
+                // One set for every material; the draw's material index is pushed.
                 d.cmd_bind_descriptor_sets(
                     cmd,
                     vk::PipelineBindPoint::GRAPHICS,
                     self.layout,
                     1,
-                    &[self.textures.sets[o.material]],
+                    &[self.textures.sets[0]],
                     &[],
                 );
+            }
+            for o in &self.gallery.objects {
+                let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
+                let push = Push {
+                    model: o.model.to_cols_array(),
+                    uv_scale: o.uv_scale.to_array(),
+                    material: [o.material as u32, 0, 0, 0],
+                };
+                if !bindless {
+                    d.cmd_bind_descriptor_sets(
+                        cmd,
+                        vk::PipelineBindPoint::GRAPHICS,
+                        self.layout,
+                        1,
+                        &[self.textures.sets[o.material]],
+                        &[],
+                    );
+                }
                 d.cmd_push_constants(
                     cmd,
                     self.layout,

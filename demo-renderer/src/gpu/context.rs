@@ -16,6 +16,8 @@ pub struct ContextDesc {
     pub device_index: Option<usize>,
     /// Enable `VK_LAYER_KHRONOS_validation` (when installed) and the debug messenger.
     pub validation: bool,
+    /// Use a bindless texture array where the device supports descriptor indexing.
+    pub bindless: bool,
     /// Instance extensions a window surface needs (from `ash_window`).
     pub surface_extensions: Vec<*const std::ffi::c_char>,
 }
@@ -52,6 +54,8 @@ pub struct DeviceInfo {
     pub is_cpu: bool,
     /// Whether `VK_EXT_memory_budget` was enabled.
     pub memory_budget: bool,
+    /// Whether materials use one bindless texture array (descriptor indexing).
+    pub bindless: bool,
 }
 
 /// The Vulkan instance and device, one graphics queue, and the debug messenger.
@@ -285,7 +289,10 @@ impl Context {
             )));
         }
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
-        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f13);
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default()
+            .push_next(&mut f13)
+            .push_next(&mut f12);
         // SAFETY: a valid pNext chain of feature structs.
         unsafe { instance.get_physical_device_features2(chosen, &mut f2) };
         let base = f2.features;
@@ -329,12 +336,25 @@ impl Context {
             extensions.push(ash::ext::memory_budget::NAME.as_ptr());
         }
 
+        // Bindless materials: one array of every texture, indexed per draw and updated
+        // while in use (descriptor indexing, core in Vulkan 1.2).
+        let bindless = desc.bindless
+            && base.shader_sampled_image_array_dynamic_indexing != 0
+            && f12.runtime_descriptor_array != 0
+            && f12.descriptor_binding_partially_bound != 0
+            && f12.descriptor_binding_sampled_image_update_after_bind != 0
+            && props.limits.max_per_stage_descriptor_sampled_images >= 256;
         let features = vk::PhysicalDeviceFeatures::default()
             .sampler_anisotropy(base.sampler_anisotropy != 0)
-            .texture_compression_bc(base.texture_compression_bc != 0);
+            .texture_compression_bc(base.texture_compression_bc != 0)
+            .shader_sampled_image_array_dynamic_indexing(bindless);
         let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
             .dynamic_rendering(true)
             .synchronization2(true);
+        let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
+            .runtime_descriptor_array(bindless)
+            .descriptor_binding_partially_bound(bindless)
+            .descriptor_binding_sampled_image_update_after_bind(bindless);
         let priorities = [1.0f32];
         let queue_info = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
@@ -343,7 +363,8 @@ impl Context {
             .queue_create_infos(&queue_info)
             .enabled_extension_names(&extensions)
             .enabled_features(&features)
-            .push_next(&mut e13);
+            .push_next(&mut e13)
+            .push_next(&mut e12);
         // SAFETY: the features and extensions were checked above; pointers outlive the call.
         let device = unsafe { instance.create_device(chosen, &device_info, None) }
             .check("vkCreateDevice")?;
@@ -366,6 +387,7 @@ impl Context {
                 .then_some(props.limits.max_sampler_anisotropy),
             is_cpu,
             memory_budget,
+            bindless,
         };
         Ok((chosen, device, queue_family, info))
     }

@@ -49,8 +49,10 @@ pub struct Texture {
 pub struct TextureSet {
     /// Textures, three per material (albedo, normal, ORM).
     pub textures: Vec<Texture>,
-    /// One descriptor set per material.
+    /// One descriptor set per material, or (bindless) one set holding every texture.
     pub sets: Vec<vk::DescriptorSet>,
+    /// Whether the textures are one bindless array (texture `i` at element `i`).
+    pub bindless: bool,
     /// The material set layout (set 1 of the PBR pipeline).
     pub set_layout: vk::DescriptorSetLayout,
     descriptor_pool: vk::DescriptorPool,
@@ -159,31 +161,43 @@ impl TextureSet {
 
         let n = files.len() as u32;
         // SAFETY: valid create infos on a live device.
+        let bindless = ctx.info.bindless;
         let (set_layout, descriptor_pool, sets, sampler) = unsafe {
+            // Bindless: one set, one array of every texture (3 per material), partially
+            // bound and updatable after binding. Otherwise: a set of 3 per material.
+            let (count, set_count) = if bindless { (3 * n, 1) } else { (3, n) };
             let bindings = [vk::DescriptorSetLayoutBinding::default()
                 .binding(0)
                 .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
-                .descriptor_count(3)
+                .descriptor_count(count)
                 .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+            let binding_flags = [vk::DescriptorBindingFlags::PARTIALLY_BOUND
+                | vk::DescriptorBindingFlags::UPDATE_AFTER_BIND];
+            let mut flags_info = vk::DescriptorSetLayoutBindingFlagsCreateInfo::default()
+                .binding_flags(&binding_flags);
+            let mut layout_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings);
+            if bindless {
+                layout_info = layout_info
+                    .flags(vk::DescriptorSetLayoutCreateFlags::UPDATE_AFTER_BIND_POOL)
+                    .push_next(&mut flags_info);
+            }
             let set_layout = d
-                .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
-                    None,
-                )
+                .create_descriptor_set_layout(&layout_info, None)
                 .check("vkCreateDescriptorSetLayout")?;
             let sizes = [vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
                 descriptor_count: 3 * n,
             }];
+            let mut pool_info = vk::DescriptorPoolCreateInfo::default()
+                .max_sets(set_count)
+                .pool_sizes(&sizes);
+            if bindless {
+                pool_info = pool_info.flags(vk::DescriptorPoolCreateFlags::UPDATE_AFTER_BIND);
+            }
             let descriptor_pool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(n)
-                        .pool_sizes(&sizes),
-                    None,
-                )
+                .create_descriptor_pool(&pool_info, None)
                 .check("vkCreateDescriptorPool")?;
-            let layouts = vec![set_layout; n as usize];
+            let layouts = vec![set_layout; set_count as usize];
             let sets = d
                 .allocate_descriptor_sets(
                     &vk::DescriptorSetAllocateInfo::default()
@@ -212,6 +226,7 @@ impl TextureSet {
         let mut set = Self {
             textures: Vec::new(),
             sets,
+            bindless,
             set_layout,
             descriptor_pool,
             sampler,
@@ -262,13 +277,20 @@ impl TextureSet {
                 image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
             })
             .collect();
+        let (set, element) = if self.bindless {
+            (self.sets[0], material as u32 * 3)
+        } else {
+            (self.sets[material], 0)
+        };
         let write = vk::WriteDescriptorSet::default()
-            .dst_set(self.sets[material])
+            .dst_set(set)
             .dst_binding(0)
+            .dst_array_element(element)
             .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
             .image_info(&infos);
-        // SAFETY: the set is not in use by any pending command buffer (callers wait
-        // for the device first), and the views are live.
+        // SAFETY: the views are live. Per-material sets are not in use by any pending
+        // command buffer (callers wait for the device first); the bindless array is
+        // update-after-bind, and the replaced elements are not used by pending work.
         unsafe { d.update_descriptor_sets(&[write], &[]) };
     }
 

@@ -1,0 +1,81 @@
+// The PBR fragment shading shared by pbr.frag and pbr_bindless.frag; the includer
+// defines SAMPLE_MAP(k, uv) for map k (0 albedo, 1 normal, 2 ORM) of the draw's material.
+
+layout(location = 0) in vec3 v_world;
+layout(location = 1) in vec3 v_normal;
+layout(location = 2) in vec4 v_tangent;
+layout(location = 3) in vec2 v_uv;
+layout(location = 0) out vec4 o_color;
+
+const float PI = 3.14159265359;
+
+float d_ggx(float n_h, float a) {
+    float a2 = a * a;
+    float d = n_h * n_h * (a2 - 1.0) + 1.0;
+    return a2 / (PI * d * d);
+}
+
+float v_smith_ggx(float n_v, float n_l, float a) {
+    float a2 = a * a;
+    float gv = n_l * sqrt(n_v * n_v * (1.0 - a2) + a2);
+    float gl = n_v * sqrt(n_l * n_l * (1.0 - a2) + a2);
+    return 0.5 / max(gv + gl, 1e-5);
+}
+
+vec3 f_schlick(float v_h, vec3 f0) {
+    return f0 + (1.0 - f0) * pow(1.0 - v_h, 5.0);
+}
+
+void main() {
+    vec3 albedo = SAMPLE_MAP(0, v_uv).rgb;
+    vec2 nxy = SAMPLE_MAP(1, v_uv).xy * 2.0 - 1.0;
+    nxy *= pc.uv_scale.z;
+    vec3 n_ts = vec3(nxy, sqrt(max(1.0 - dot(nxy, nxy), 0.0)));
+    vec3 orm = SAMPLE_MAP(2, v_uv).rgb;
+    float ao = orm.r;
+    float roughness = clamp(orm.g, 0.045, 1.0);
+    float metallic = orm.b;
+
+    vec3 n_geo = normalize(v_normal);
+    vec3 t = normalize(v_tangent.xyz - n_geo * dot(n_geo, v_tangent.xyz));
+    vec3 b = cross(n_geo, t) * v_tangent.w;
+    vec3 n = normalize(mat3(t, b, n_geo) * n_ts);
+
+    vec3 v = normalize(u_frame.camera_pos.xyz - v_world);
+    float n_v = clamp(dot(n, v), 1e-4, 1.0);
+    float a = roughness * roughness;
+    vec3 f0 = mix(vec3(0.04), albedo, metallic);
+    vec3 diffuse_color = albedo * (1.0 - metallic);
+
+    vec3 color = vec3(0.0);
+    for (uint i = 0; i < u_frame.light_count.x; ++i) {
+        Light light = u_frame.lights[i];
+        vec3 l;
+        vec3 radiance = light.color.rgb;
+        if (light.position.w == 0.0) {
+            l = normalize(light.position.xyz);
+        } else {
+            vec3 d = light.position.xyz - v_world;
+            float dist2 = max(dot(d, d), 1e-4);
+            l = d * inversesqrt(dist2);
+            radiance /= dist2;
+        }
+        vec3 h = normalize(v + l);
+        float n_l = clamp(dot(n, l), 0.0, 1.0);
+        if (n_l <= 0.0) continue;
+        float n_h = clamp(dot(n, h), 0.0, 1.0);
+        float v_h = clamp(dot(v, h), 0.0, 1.0);
+        vec3 f = f_schlick(v_h, f0);
+        vec3 spec = d_ggx(n_h, a) * v_smith_ggx(n_v, n_l, a) * f;
+        vec3 diff = (1.0 - f) * diffuse_color / PI;
+        color += (diff + spec) * radiance * n_l;
+    }
+    // Hemisphere ambient (diffuse) plus a crude environment specular from the same sky.
+    float up = n.y * 0.5 + 0.5;
+    vec3 ambient = mix(u_frame.ground_color.rgb, u_frame.sky_color.rgb, up);
+    vec3 r = reflect(-v, n);
+    vec3 env = mix(u_frame.ground_color.rgb, u_frame.sky_color.rgb, r.y * 0.5 + 0.5);
+    vec3 f_env = f0 + (max(vec3(1.0 - roughness), f0) - f0) * pow(1.0 - n_v, 5.0);
+    color += ao * (diffuse_color * ambient + f_env * env * (1.0 - 0.7 * roughness));
+    o_color = vec4(color, 1.0);
+}
