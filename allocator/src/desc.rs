@@ -58,7 +58,9 @@ pub enum DriverDedicated {
     None,
     /// `prefersDedicatedAllocation`: honoured when the allocation is large
     /// enough to be worth its own `vkAllocateMemory` (see
-    /// [`crate::AllocatorDesc::honour_dedicated_preference_from`]).
+    /// [`crate::AllocatorDesc::honour_dedicated_preference_from`]), with a
+    /// memory object of its own that names the resource only when memory
+    /// reuse is off (see [`crate::AllocatorDesc::recycle_bytes`]).
     Preferred,
     /// `requiresDedicatedAllocation`: always honoured.
     Required,

@@ -33,3 +33,12 @@ impl crate::Allocation {
         vk::DeviceMemory::from_raw(self.memory().0)
     }
 }
+
+/// The allocator on `ash` can be shared between threads.
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<crate::Allocator<AshDevice>>();
+    check::<crate::Allocation>();
+    check::<crate::MappedAllocation>();
+}
