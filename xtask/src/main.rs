@@ -41,7 +41,10 @@ const PACKAGES: &[(&str, &str)] = &[
     ("libxrandr2", "monitor modes for winit on X11"),
     ("libxi6", "input devices for winit on X11"),
     ("xauth", "used by xvfb-run"),
-    ("g++", "builds VMA (vk-mem) for the benchmarks and links the BC encoder"),
+    (
+        "g++",
+        "builds VMA (vk-mem) for the benchmarks and links the BC encoder",
+    ),
 ];
 
 /// Where Vulkan drivers (ICDs) describe themselves on Debian.
