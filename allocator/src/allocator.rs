@@ -97,6 +97,8 @@ struct TypeState {
 struct PoolState {
     desc: PoolDesc,
     memory_type: u32,
+    /// Bytes per block (`desc.block_size`, or the type's default for 0).
+    block_size: u64,
     caps: PoolCaps,
     /// Bumped by `reset_pool`: allocations of an older epoch are already freed.
     epoch: AtomicU32,
@@ -545,6 +547,7 @@ impl<D: MemoryDevice> Allocator<D> {
         let pool = Arc::new(PoolState {
             desc: desc.clone(),
             memory_type,
+            block_size,
             caps: PoolCaps {
                 id,
                 committed: Default::default(),
@@ -1094,7 +1097,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 required: self.types[memory_type as usize].flags,
             });
         }
-        let block_size = pool.list.lock().config.block_size;
+        let block_size = pool.block_size;
         let linear = matches!(pool.desc.algorithm, PoolAlgorithm::Linear(_));
         // A linear pool's blocks are its whole capacity: a larger request
         // never fits, and a dedicated allocation would defeat its purpose.
@@ -1104,10 +1107,12 @@ impl<D: MemoryDevice> Allocator<D> {
                 max: block_size,
             });
         }
-        if !linear && self.wants_dedicated(desc, block_size)? && desc.size > block_size / 2 {
-            return self.allocate_dedicated(memory_type, desc, Some(pool));
-        }
-        if desc.driver_dedicated == DriverDedicated::Required {
+        // In a pool, memory of its own only where the driver requires it or
+        // the allocation is larger than half a block.
+        let dedicated = self.wants_dedicated(desc, block_size)?
+            && (desc.driver_dedicated == DriverDedicated::Required
+                || (!linear && desc.size > block_size / 2));
+        if dedicated {
             return self.allocate_dedicated(memory_type, desc, Some(pool));
         }
         let request = self.range_request(memory_type, desc);

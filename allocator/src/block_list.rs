@@ -24,7 +24,7 @@ pub(crate) struct ListConfig {
 /// Blocks of one memory type.
 #[derive(Debug)]
 pub(crate) struct BlockList {
-    pub config: ListConfig,
+    config: ListConfig,
     /// Every block, dedicated ones included; `None` marks a free slot.
     blocks: Vec<Option<Block>>,
     free_slots: Vec<u32>,

@@ -106,6 +106,11 @@ impl Budgets {
 
     /// Counts `bytes` of new device memory on `heap`. With `within_budget`,
     /// refuses (returning the view) when the heap would pass its budget.
+    ///
+    /// The check and the count are two steps: threads racing to create memory
+    /// on one heap can each pass the check and go over together, by at most
+    /// one block each. Pools' hard budgets are reserved in one atomic step
+    /// (see `memory.rs`).
     pub fn reserve(
         &self,
         heap: u32,

@@ -8,7 +8,7 @@
 //! An object with `"schema": "vkalloc-dump"`, `"version": 1`, and the fields
 //! of [`DetailedStatistics`] serialized by serde with their Rust names:
 //! `statistics` ([`Statistics`]: `total`, `heaps`, `types`, `pools`,
-//! `device_memory_objects`), `lists` (one [`ListDetails`] per block list in
+//! `device_memory_objects`, `corruptions_detected`), `lists` (one [`ListDetails`] per block list in
 //! use: `memory_type`, `pool`, `blocks`, each a [`BlockInfo`] with its
 //! `allocations` (`offset`, `size`, `kind`, `tag`) and `free_ranges` as
 //! `[offset, size]` pairs), `largest_free`, `free_range_count` and

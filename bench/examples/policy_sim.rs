@@ -8,12 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bench::trace::{self, Scale, TraceDedicated, TraceEvent, TraceKind, TraceUsage};
+use bench::trace::{self, Scale, TraceEvent};
 use vkalloc::sim::{tables, SimDevice};
-use vkalloc::{
-    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DriverDedicated, MemoryUsage,
-    ResourceKind,
-};
+use vkalloc::{Allocator, AllocatorDesc};
 
 fn main() {
     let scale = match std::env::args().nth(1).as_deref() {
@@ -64,29 +61,7 @@ fn main() {
             for e in &t.events {
                 match e {
                     TraceEvent::Alloc(a) => {
-                        let d = AllocationDesc {
-                            size: a.size,
-                            alignment: a.alignment,
-                            memory_type_bits: a.memory_type_bits,
-                            kind: match a.kind {
-                                TraceKind::Buffer => ResourceKind::Buffer,
-                                TraceKind::LinearImage => ResourceKind::LinearImage,
-                                TraceKind::OptimalImage => ResourceKind::OptimalImage,
-                            },
-                            driver_dedicated: match a.dedicated {
-                                TraceDedicated::None => DriverDedicated::None,
-                                TraceDedicated::Preferred => DriverDedicated::Preferred,
-                                TraceDedicated::Required => DriverDedicated::Required,
-                            },
-                            dedicated_to: None,
-                            options: AllocationOptions::usage(match a.usage {
-                                TraceUsage::GpuOnly => MemoryUsage::GpuOnly,
-                                TraceUsage::Upload => MemoryUsage::Upload,
-                                TraceUsage::Readback => MemoryUsage::Readback,
-                                TraceUsage::Transient => MemoryUsage::Transient,
-                            }),
-                        };
-                        let alloc = allocator.allocate(&d).expect("allocation");
+                        let alloc = allocator.allocate(&a.desc()).expect("allocation");
                         live_bytes += a.size;
                         peak_live = peak_live.max(live_bytes);
                         live.insert(a.id, alloc);

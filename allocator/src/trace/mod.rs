@@ -11,7 +11,7 @@ use std::io::Write;
 
 pub use format::*;
 
-use crate::desc::{AllocationDesc, DriverDedicated, ResourceKind};
+use crate::desc::{AllocationDesc, AllocationOptions, DriverDedicated, ResourceKind};
 use crate::device::{DeviceMemory, MemoryPropertyFlags};
 use crate::select::MemoryUsage;
 
@@ -36,23 +36,94 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
-fn usage(usage: MemoryUsage) -> TraceUsage {
-    match usage {
-        MemoryUsage::GpuOnly => TraceUsage::GpuOnly,
-        MemoryUsage::Upload => TraceUsage::Upload,
-        MemoryUsage::Readback => TraceUsage::Readback,
-        MemoryUsage::Transient => TraceUsage::Transient,
-        // Custom flags have no name in the format: keep the essential split.
-        MemoryUsage::Custom(flags)
-            if flags.required.contains(MemoryPropertyFlags::HOST_VISIBLE) =>
-        {
-            if flags.preferred.contains(MemoryPropertyFlags::HOST_CACHED) {
-                TraceUsage::Readback
-            } else {
-                TraceUsage::Upload
+impl From<MemoryUsage> for TraceUsage {
+    fn from(usage: MemoryUsage) -> Self {
+        match usage {
+            MemoryUsage::GpuOnly => TraceUsage::GpuOnly,
+            MemoryUsage::Upload => TraceUsage::Upload,
+            MemoryUsage::Readback => TraceUsage::Readback,
+            MemoryUsage::Transient => TraceUsage::Transient,
+            // Custom flags have no name in the format: keep the essential split.
+            MemoryUsage::Custom(flags)
+                if flags.required.contains(MemoryPropertyFlags::HOST_VISIBLE) =>
+            {
+                if flags.preferred.contains(MemoryPropertyFlags::HOST_CACHED) {
+                    TraceUsage::Readback
+                } else {
+                    TraceUsage::Upload
+                }
             }
+            MemoryUsage::Custom(_) => TraceUsage::GpuOnly,
         }
-        MemoryUsage::Custom(_) => TraceUsage::GpuOnly,
+    }
+}
+
+impl From<TraceUsage> for MemoryUsage {
+    fn from(usage: TraceUsage) -> Self {
+        match usage {
+            TraceUsage::GpuOnly => MemoryUsage::GpuOnly,
+            TraceUsage::Upload => MemoryUsage::Upload,
+            TraceUsage::Readback => MemoryUsage::Readback,
+            TraceUsage::Transient => MemoryUsage::Transient,
+        }
+    }
+}
+
+/// Memory of unknown use is recorded as a buffer, the format's closest kind.
+impl From<ResourceKind> for TraceKind {
+    fn from(kind: ResourceKind) -> Self {
+        match kind {
+            ResourceKind::LinearImage => TraceKind::LinearImage,
+            ResourceKind::OptimalImage => TraceKind::OptimalImage,
+            ResourceKind::Buffer | ResourceKind::Unknown => TraceKind::Buffer,
+        }
+    }
+}
+
+impl From<TraceKind> for ResourceKind {
+    fn from(kind: TraceKind) -> Self {
+        match kind {
+            TraceKind::Buffer => ResourceKind::Buffer,
+            TraceKind::LinearImage => ResourceKind::LinearImage,
+            TraceKind::OptimalImage => ResourceKind::OptimalImage,
+        }
+    }
+}
+
+impl From<DriverDedicated> for TraceDedicated {
+    fn from(dedicated: DriverDedicated) -> Self {
+        match dedicated {
+            DriverDedicated::None => TraceDedicated::None,
+            DriverDedicated::Preferred => TraceDedicated::Preferred,
+            DriverDedicated::Required => TraceDedicated::Required,
+        }
+    }
+}
+
+impl From<TraceDedicated> for DriverDedicated {
+    fn from(dedicated: TraceDedicated) -> Self {
+        match dedicated {
+            TraceDedicated::None => DriverDedicated::None,
+            TraceDedicated::Preferred => DriverDedicated::Preferred,
+            TraceDedicated::Required => DriverDedicated::Required,
+        }
+    }
+}
+
+impl AllocEvent {
+    /// The allocation request this event replays: its requirements, usage,
+    /// the driver's dedicated wish and its tag, with every other option at
+    /// its default.
+    pub fn desc(&self) -> AllocationDesc<'_> {
+        AllocationDesc {
+            size: self.size,
+            alignment: self.alignment,
+            memory_type_bits: self.memory_type_bits,
+            kind: self.kind.into(),
+            driver_dedicated: self.dedicated.into(),
+            dedicated_to: None,
+            options: AllocationOptions::usage(self.usage.into()).tagged(&self.tag),
+        }
     }
 }
 
@@ -84,24 +155,14 @@ impl Recorder {
         let id = self.next_id;
         self.next_id += 1;
         self.ids.insert((memory, offset), id);
-        let kind = match desc.kind {
-            ResourceKind::LinearImage => TraceKind::LinearImage,
-            ResourceKind::OptimalImage => TraceKind::OptimalImage,
-            ResourceKind::Buffer | ResourceKind::Unknown => TraceKind::Buffer,
-        };
-        let dedicated = match desc.driver_dedicated {
-            DriverDedicated::None => TraceDedicated::None,
-            DriverDedicated::Preferred => TraceDedicated::Preferred,
-            DriverDedicated::Required => TraceDedicated::Required,
-        };
         self.write(&TraceEvent::Alloc(AllocEvent {
             id,
             size: desc.size,
             alignment: desc.alignment.max(1),
             memory_type_bits: desc.memory_type_bits,
-            kind,
-            usage: usage(desc.options.usage),
-            dedicated,
+            kind: desc.kind.into(),
+            usage: desc.options.usage.into(),
+            dedicated: desc.driver_dedicated.into(),
             tag: desc.options.tag.to_owned(),
         }));
     }

@@ -1,13 +1,9 @@
 //! vkalloc, raw `Allocator::allocate` / `free`.
 
 use vkalloc::vk::{AshDevice, AshDeviceOptions};
-use vkalloc::{
-    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy, DriverDedicated,
-    MemoryUsage, ResourceKind,
-};
+use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy};
 
 use super::{Contender, Placement, Request};
-use crate::trace::{TraceDedicated, TraceKind, TraceUsage};
 use crate::vkdev::VulkanContext;
 
 /// vkalloc on the shared device, with its default settings.
@@ -55,24 +51,11 @@ impl Contender for Ours {
             size: r.size,
             alignment: r.alignment,
             memory_type_bits: r.memory_type_bits,
-            kind: match r.kind {
-                TraceKind::Buffer => ResourceKind::Buffer,
-                TraceKind::LinearImage => ResourceKind::LinearImage,
-                TraceKind::OptimalImage => ResourceKind::OptimalImage,
-            },
-            driver_dedicated: match r.dedicated {
-                TraceDedicated::None => DriverDedicated::None,
-                TraceDedicated::Preferred => DriverDedicated::Preferred,
-                TraceDedicated::Required => DriverDedicated::Required,
-            },
+            kind: r.kind.into(),
+            driver_dedicated: r.dedicated.into(),
             dedicated_to: None,
             options: AllocationOptions {
-                usage: match r.usage {
-                    TraceUsage::GpuOnly => MemoryUsage::GpuOnly,
-                    TraceUsage::Upload => MemoryUsage::Upload,
-                    TraceUsage::Readback => MemoryUsage::Readback,
-                    TraceUsage::Transient => MemoryUsage::Transient,
-                },
+                usage: r.usage.into(),
                 pool: None,
                 dedicated: DedicatedPolicy::Auto,
                 tag: r.tag,
