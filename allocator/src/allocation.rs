@@ -37,6 +37,7 @@ pub(crate) struct Location {
 /// can't be freed twice), and dropping it without freeing leaks its range
 /// until the allocator is dropped, which then reports it with its tag.
 #[derive(Debug)]
+#[must_use = "an allocation dropped without `Allocator::free` leaks its range until the allocator goes away"]
 pub struct Allocation {
     pub(crate) memory: DeviceMemory,
     pub(crate) offset: u64,
@@ -115,6 +116,7 @@ impl Allocation {
 /// [`crate::Allocator::flush`], and device writes invalidated with
 /// [`crate::Allocator::invalidate`] before the host reads them.
 #[derive(Debug)]
+#[must_use = "an allocation dropped without `Allocator::free` leaks its range until the allocator goes away"]
 pub struct MappedAllocation {
     allocation: Allocation,
 }
@@ -132,9 +134,10 @@ impl MappedAllocation {
 
     /// The host address of the allocation's first byte.
     ///
-    /// Valid until the allocation is freed. Writing through it is `unsafe`
-    /// for the caller; [`Self::as_mut_slice`] and [`Self::write`] are the safe
-    /// ways.
+    /// Valid until the allocation is freed (or its pool reset). Reading or
+    /// writing through it is `unsafe` for the caller; [`Self::as_slice`],
+    /// [`Self::as_mut_slice`], [`Self::read`] and [`Self::write`] are the
+    /// safe ways.
     pub fn as_ptr(&self) -> *mut u8 {
         self.allocation.host_address as *mut u8
     }
@@ -145,12 +148,22 @@ impl MappedAllocation {
     /// (fences) before reading what it wrote, and invalidate non-coherent
     /// memory.
     pub fn as_slice(&self) -> &[u8] {
-        crate::mapping::slice(self.allocation.host_address, self.allocation.size)
+        // SAFETY: a `MappedAllocation` exists only for a live allocation in a
+        // mapped block, made by `Allocator::allocate_mapped` or `into_mapped`.
+        // The block stays mapped while the allocation is live: it is unmapped
+        // only when it holds no allocation, and `Allocator::destroy`, drop and
+        // `destroy_pool` keep mapped blocks that still hold one. The bytes
+        // belong to this allocation alone (live allocations never overlap;
+        // `reset_pool`, which breaks that, is `unsafe` and forbids using old
+        // handles). The borrow of `self` bounds the slice's life.
+        unsafe { crate::mapping::slice(self.allocation.host_address, self.allocation.size) }
     }
 
     /// The allocation's bytes, to write. Flush non-coherent memory after.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        crate::mapping::slice_mut(self.allocation.host_address, self.allocation.size)
+        // SAFETY: as in `as_slice`; `&mut self` makes this the only
+        // reference to the allocation's bytes for the slice's life.
+        unsafe { crate::mapping::slice_mut(self.allocation.host_address, self.allocation.size) }
     }
 
     /// Copies `data` into the allocation at `offset`.

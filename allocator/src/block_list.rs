@@ -34,6 +34,20 @@ pub(crate) struct BlockList {
     hint: u32,
 }
 
+/// Block sizes to try, halving from the first down to a smallest one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sizes(Option<u64>, u64);
+
+impl Iterator for Sizes {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        let size = self.0?;
+        let half = size / 2;
+        self.0 = (half >= self.1 && half >= MIN_BLOCK_SIZE && size != half).then_some(half);
+        Some(size)
+    }
+}
+
 /// The smallest block a growing list starts with.
 const MIN_BLOCK_SIZE: u64 = 1 << 20;
 
@@ -73,10 +87,15 @@ impl BlockList {
     /// The sizes to try for a new block that must hold `needed` bytes, best
     /// first: growing lists start at 1/8 of the block size and double with
     /// each block, and fall back to smaller sizes when the device is short.
-    pub fn next_block_sizes(&self, needed: u64) -> impl Iterator<Item = u64> {
+    pub fn next_block_sizes(&self, needed: u64) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
-            (full.max(needed), full.max(needed))
+            // Every block of a fixed list has the same size: a larger request
+            // can never fit, and no block is worth creating for it.
+            if needed > full {
+                return Sizes(None, 0).take(0);
+            }
+            (full, full)
         } else {
             let shift = 3u32.saturating_sub(self.shared.len() as u32);
             let mut size = (full >> shift).max(MIN_BLOCK_SIZE).min(full);
@@ -86,14 +105,7 @@ impl BlockList {
             }
             (size.max(needed), needed)
         };
-        let mut next = Some(first);
-        std::iter::from_fn(move || {
-            let size = next?;
-            let half = size / 2;
-            next = (half >= smallest && half >= MIN_BLOCK_SIZE && size != half).then_some(half);
-            Some(size)
-        })
-        .take(4)
+        Sizes(Some(first), smallest).take(4)
     }
 
     /// Adds a block; returns its index.

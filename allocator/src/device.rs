@@ -226,14 +226,42 @@ pub struct HeapBudget {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceMemory(pub u64);
 
-/// The resource a dedicated allocation is made for
-/// (`VkMemoryDedicatedAllocateInfo`), as raw Vulkan handles.
+/// A resource named by raw Vulkan handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DedicatedTo {
+pub enum DedicatedResource {
     /// A `VkBuffer`.
     Buffer(u64),
     /// A `VkImage`.
     Image(u64),
+}
+
+/// The resource a dedicated allocation is made for
+/// (`VkMemoryDedicatedAllocateInfo`).
+///
+/// The driver reads the handle when the memory is allocated, so a value can
+/// only be made with the `unsafe` [`DedicatedTo::new`]: safe code can pass
+/// one along, never invent one. The create-and-bind helpers in
+/// [`crate::vk`] make it for you.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DedicatedTo(DedicatedResource);
+
+impl DedicatedTo {
+    /// Names `resource` for a dedicated allocation.
+    ///
+    /// # Safety
+    /// For as long as this value (or a copy) may be passed in an
+    /// [`crate::AllocationDesc`], `resource` is a live buffer or image of the
+    /// allocator's device, not yet bound to memory, whose memory requirements
+    /// gave that request's size and memory type bits (the valid usage of
+    /// `VkMemoryDedicatedAllocateInfo`).
+    pub unsafe fn new(resource: DedicatedResource) -> Self {
+        Self(resource)
+    }
+
+    /// The resource named.
+    pub fn resource(self) -> DedicatedResource {
+        self.0
+    }
 }
 
 /// One call to `vkAllocateMemory`.

@@ -1,6 +1,7 @@
 //! The allocator's errors. Each variant says what went wrong and how to
 //! recover.
 
+use crate::allocation::Allocation;
 use crate::device::{DeviceError, MemoryPropertyFlags};
 use crate::pool::PoolId;
 
@@ -9,6 +10,7 @@ use crate::pool::PoolId;
 /// Every variant leaves the allocator as it was before the call: nothing is
 /// leaked and no state is half-changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The request asked for zero bytes.
     ///
@@ -184,6 +186,19 @@ pub enum Error {
     #[error("the allocation belongs to another allocator")]
     ForeignAllocation,
 
+    /// A resource was handed over with memory allocated for another kind of
+    /// resource (an image's allocation to `destroy_buffer`, say).
+    ///
+    /// Recover: pass the allocation that was made for this resource; the
+    /// error hands the allocation back untouched.
+    #[error("expected an allocation for a {expected:?}, got one for a {found:?}")]
+    WrongResourceKind {
+        /// The kind the call works on.
+        expected: crate::desc::ResourceKind,
+        /// The kind the allocation was made for.
+        found: crate::desc::ResourceKind,
+    },
+
     /// The device reported an error not covered above.
     ///
     /// Recover: usually none (device lost); recreate the device.
@@ -230,5 +245,61 @@ impl From<DeviceError> for Error {
             DeviceError::MemoryMapFailed => Error::MapFailed,
             other => Error::Device(other),
         }
+    }
+}
+
+/// A free that could not be done: the error, and the allocation handed back
+/// so that its owner can still free it where it belongs.
+///
+/// `?` turns it into an [`Error`], dropping the allocation (which then shows
+/// in the leak report); keep the allocation with [`Self::into_allocation`].
+///
+/// ```
+/// use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, Error};
+/// use vkalloc::sim::{tables, SimDevice};
+/// let a = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+/// let b = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+/// let allocation = a.allocate(&AllocationDesc { size: 256, ..AllocationDesc::default() })?;
+/// let refused = b.free(allocation).unwrap_err();
+/// assert_eq!(refused.error(), &Error::ForeignAllocation);
+/// a.free(refused.into_allocation())?; // the owner still frees it
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+#[must_use = "the allocation inside is lost unless it is freed where it belongs"]
+pub struct FreeError {
+    error: Error,
+    // Boxed to keep `Result<(), FreeError>` small on the common, `Ok` path.
+    allocation: Box<Allocation>,
+}
+
+impl FreeError {
+    pub(crate) fn new(error: Error, allocation: Allocation) -> Self {
+        Self {
+            error,
+            allocation: Box::new(allocation),
+        }
+    }
+
+    /// What went wrong.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The allocation that was not freed.
+    pub fn into_allocation(self) -> Allocation {
+        *self.allocation
+    }
+
+    /// The error and the allocation.
+    pub fn into_parts(self) -> (Error, Allocation) {
+        (self.error, *self.allocation)
+    }
+}
+
+impl From<FreeError> for Error {
+    fn from(e: FreeError) -> Self {
+        e.error
     }
 }

@@ -19,34 +19,20 @@ fn main() {
     };
     let settings: Vec<(&str, AllocatorDesc)> = vec![
         ("default", AllocatorDesc::default()),
-        (
-            "no reuse",
-            AllocatorDesc {
-                recycle_bytes: 0,
-                ..AllocatorDesc::default()
-            },
-        ),
+        ("no reuse", AllocatorDesc::default().with_recycle_bytes(0)),
         (
             "reuse 512 MiB",
-            AllocatorDesc {
-                recycle_bytes: 512 << 20,
-                ..AllocatorDesc::default()
-            },
+            AllocatorDesc::default().with_recycle_bytes(512 << 20),
         ),
         (
             "reuse 1 GiB",
-            AllocatorDesc {
-                recycle_bytes: 1 << 30,
-                ..AllocatorDesc::default()
-            },
+            AllocatorDesc::default().with_recycle_bytes(1 << 30),
         ),
         (
             "reuse 512 MiB, honour>=64MiB",
-            AllocatorDesc {
-                recycle_bytes: 512 << 20,
-                honour_dedicated_preference_from: 64 << 20,
-                ..AllocatorDesc::default()
-            },
+            AllocatorDesc::default()
+                .with_recycle_bytes(512 << 20)
+                .with_honour_dedicated_preference_from(64 << 20),
         ),
     ];
     println!("| trace | setting | vkAllocateMemory | peak committed MiB | peak live MiB | ratio |");

@@ -10,6 +10,7 @@
 //! resource's memory requirements.
 
 use ash::vk;
+use vkalloc::vk::{Buffer, Image, MappedBuffer, MappedImage};
 use vkalloc::{
     Allocation, AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, ResourceKind,
 };
@@ -32,28 +33,45 @@ pub const TEST_BUFFER_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_r
 pub const TEST_IMAGE_FORMAT: vk::Format = vk::Format::R8G8B8A8_UINT;
 const TEXEL_BYTES: u64 = 4;
 
-/// An allocation, mapped or not.
+/// A live resource and its memory, as the allocator's typed surface hands
+/// it out.
 #[derive(Debug)]
-pub enum Memory {
-    /// Memory without host access (or not asked for).
-    Plain(Allocation),
-    /// Persistently mapped host-visible memory.
-    Mapped(MappedAllocation),
+pub enum Held {
+    /// A buffer in memory the host does not touch.
+    Buffer(Buffer),
+    /// A persistently mapped buffer.
+    MappedBuffer(MappedBuffer),
+    /// An image in memory the host does not touch.
+    Image(Image),
+    /// A linear image in mapped memory.
+    MappedImage(MappedImage),
 }
 
-impl Memory {
+impl Held {
     /// The allocation.
     pub fn allocation(&self) -> &Allocation {
         match self {
-            Memory::Plain(a) => a,
-            Memory::Mapped(m) => m,
+            Held::Buffer(b) => b.allocation(),
+            Held::MappedBuffer(b) => b.allocation(),
+            Held::Image(i) => i.allocation(),
+            Held::MappedImage(i) => i.allocation(),
         }
     }
 
-    fn into_allocation(self) -> Allocation {
+    /// The mapping, for host-written resources.
+    pub fn mapped(&self) -> Option<&MappedAllocation> {
         match self {
-            Memory::Plain(a) => a,
-            Memory::Mapped(m) => m.into(),
+            Held::MappedBuffer(b) => Some(b.allocation()),
+            Held::MappedImage(i) => Some(i.allocation()),
+            Held::Buffer(_) | Held::Image(_) => None,
+        }
+    }
+
+    fn mapped_mut(&mut self) -> Option<&mut MappedAllocation> {
+        match self {
+            Held::MappedBuffer(b) => Some(b.mapped_mut()),
+            Held::MappedImage(i) => Some(i.mapped_mut()),
+            Held::Buffer(_) | Held::Image(_) => None,
         }
     }
 }
@@ -86,17 +104,14 @@ pub struct Subject {
     pub label: String,
     /// The resource.
     pub kind: SubjectKind,
-    /// Its memory.
-    pub memory: Memory,
+    /// The resource with its memory.
+    pub held: Held,
     /// The seed of its pattern.
     pub seed: u64,
     /// How it is written.
     pub write: WritePath,
     /// The resource's memory requirements, as the driver gave them.
     pub requirements: vk::MemoryRequirements,
-    /// Whether the test allocated raw memory and bound it itself (so it
-    /// destroys the resource and frees the memory separately).
-    pub bound_by_hand: bool,
 }
 
 impl Subject {
@@ -164,15 +179,15 @@ impl<'a> ResourceSet<'a> {
             .usage(TEST_BUFFER_USAGE)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         let allocator = self.ctx.allocator();
-        let (buffer, memory, write) = if mapped {
+        let (buffer, held, write) = if mapped {
             // SAFETY: the create info is valid (non-zero size, supported
             // usages, exclusive sharing) and outlives the call.
-            let (buffer, m) = unsafe { allocator.create_buffer_mapped(&info, options) }?;
-            (buffer, Memory::Mapped(m), WritePath::Host)
+            let b = unsafe { allocator.create_buffer_mapped(&info, options) }?;
+            (b.raw(), Held::MappedBuffer(b), WritePath::Host)
         } else {
             // SAFETY: as above.
-            let (buffer, a) = unsafe { allocator.create_buffer(&info, options) }?;
-            (buffer, Memory::Plain(a), WritePath::Gpu)
+            let b = unsafe { allocator.create_buffer(&info, options) }?;
+            (b.raw(), Held::Buffer(b), WritePath::Gpu)
         };
         // SAFETY: `buffer` was just created on this device.
         let requirements = unsafe { self.ctx.device().get_buffer_memory_requirements(buffer) };
@@ -180,11 +195,10 @@ impl<'a> ResourceSet<'a> {
         Ok(self.push(Subject {
             label,
             kind: SubjectKind::Buffer(buffer, size),
-            memory,
+            held,
             seed: self.next_seed(),
             write,
             requirements,
-            bound_by_hand: false,
         }))
     }
 
@@ -224,25 +238,35 @@ impl<'a> ResourceSet<'a> {
             options: *options,
             ..AllocationDesc::default()
         };
-        let memory = if mapped {
-            allocator.allocate_mapped(&desc).map(Memory::Mapped)
-        } else {
-            allocator.allocate(&desc).map(Memory::Plain)
+        let bind = |a: &Allocation| {
+            // SAFETY: the buffer is unbound; the allocation satisfies its
+            // requirements (checked again by `check_placement`) and lives
+            // until `destroy_all`, which destroys the buffer first.
+            unsafe { device.bind_buffer_memory(buffer, a.vk_memory(), a.offset()) }
+                .expect("vkBindBufferMemory failed");
         };
-        let memory = match memory {
-            Ok(memory) => memory,
+        let held = if mapped {
+            allocator.allocate_mapped(&desc).map(|m| {
+                bind(&m);
+                // SAFETY: `buffer` is this device's, `size` bytes, bound to
+                // `m` just above, and destroyed only through the allocator.
+                Held::MappedBuffer(unsafe { Buffer::from_raw_parts(buffer, m, size) })
+            })
+        } else {
+            allocator.allocate(&desc).map(|a| {
+                bind(&a);
+                // SAFETY: as above.
+                Held::Buffer(unsafe { Buffer::from_raw_parts(buffer, a, size) })
+            })
+        };
+        let held = match held {
+            Ok(held) => held,
             Err(err) => {
                 // SAFETY: the buffer was never bound or used.
                 unsafe { device.destroy_buffer(buffer, None) };
                 return Err(err);
             }
         };
-        let a = memory.allocation();
-        // SAFETY: the buffer is unbound; the allocation satisfies its
-        // requirements (checked again by `check_placement`) and lives until
-        // `destroy_all`, which destroys the buffer first.
-        unsafe { device.bind_buffer_memory(buffer, a.vk_memory(), a.offset()) }
-            .expect("vkBindBufferMemory failed");
         let write = if mapped {
             WritePath::Host
         } else {
@@ -252,11 +276,10 @@ impl<'a> ResourceSet<'a> {
         Ok(self.push(Subject {
             label,
             kind: SubjectKind::Buffer(buffer, size),
-            memory,
+            held,
             seed: self.next_seed(),
             write,
             requirements,
-            bound_by_hand: true,
         }))
     }
 
@@ -274,7 +297,8 @@ impl<'a> ResourceSet<'a> {
         let info = image_info(extent, vk::ImageTiling::OPTIMAL, vk::ImageLayout::UNDEFINED);
         // SAFETY: the create info describes a valid 2D color image and
         // outlives the call.
-        let (image, a) = unsafe { self.ctx.allocator().create_image(&info, options) }?;
+        let bound = unsafe { self.ctx.allocator().create_image(&info, options) }?;
+        let image = bound.raw();
         // SAFETY: `image` was just created on this device.
         let requirements = unsafe { self.ctx.device().get_image_memory_requirements(image) };
         let label = format!(
@@ -284,11 +308,10 @@ impl<'a> ResourceSet<'a> {
         Ok(self.push(Subject {
             label,
             kind: SubjectKind::OptimalImage(image, extent),
-            memory: Memory::Plain(a),
+            held: Held::Image(bound),
             seed: self.next_seed(),
             write: WritePath::Gpu,
             requirements,
-            bound_by_hand: false,
         }))
     }
 
@@ -313,13 +336,14 @@ impl<'a> ResourceSet<'a> {
         let allocator = self.ctx.allocator();
         // SAFETY: the create info describes a valid 2D color image and
         // outlives the call.
-        let (image, a) = unsafe { allocator.create_image(&info, options) }?;
-        let memory_type = a.memory_type();
-        let mapped = match a.into_mapped() {
+        let bound = unsafe { allocator.create_image(&info, options) }?;
+        let image = bound.raw();
+        let memory_type = bound.allocation().memory_type();
+        let mapped = match bound.into_mapped() {
             Ok(m) => m,
-            Err(a) => {
+            Err(bound) => {
                 // SAFETY: the image was just created and never used by the device.
-                unsafe { allocator.destroy_image(image, a) }.expect("destroy_image failed");
+                unsafe { allocator.destroy_image(bound) }.expect("destroy_image failed");
                 return Err(vkalloc::Error::NotHostVisible { memory_type });
             }
         };
@@ -332,11 +356,10 @@ impl<'a> ResourceSet<'a> {
         Ok(self.push(Subject {
             label,
             kind: SubjectKind::LinearImage(image, extent),
-            memory: Memory::Mapped(mapped),
+            held: Held::MappedImage(mapped),
             seed: self.next_seed(),
             write: WritePath::Host,
             requirements,
-            bound_by_hand: false,
         }))
     }
 
@@ -356,7 +379,7 @@ impl<'a> ResourceSet<'a> {
     pub fn check_placement(&self, others: &[(&str, &Allocation)]) {
         let types = self.ctx.info().memory_properties.memory_types_as_slice();
         for s in &self.subjects {
-            let a = s.memory.allocation();
+            let a = s.held.allocation();
             let r = &s.requirements;
             assert!(
                 a.size() >= r.size,
@@ -379,7 +402,7 @@ impl<'a> ResourceSet<'a> {
                 a.memory_type(),
                 r.memory_type_bits
             );
-            if matches!(s.memory, Memory::Mapped(_)) {
+            if s.held.mapped().is_some() {
                 let flags = types[a.memory_type() as usize].property_flags;
                 assert!(
                     flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE),
@@ -392,7 +415,7 @@ impl<'a> ResourceSet<'a> {
         let mut all: Vec<(&str, &Allocation)> = self
             .subjects
             .iter()
-            .map(|s| (s.label.as_str(), s.memory.allocation()))
+            .map(|s| (s.label.as_str(), s.held.allocation()))
             .collect();
         all.extend_from_slice(others);
         assert_disjoint(&all);
@@ -418,7 +441,7 @@ impl<'a> ResourceSet<'a> {
             }
             let seed = s.seed;
             let content = s.content_bytes();
-            let Memory::Mapped(m) = &mut s.memory else {
+            let Some(m) = s.held.mapped_mut() else {
                 panic!("{}: host write path without a mapping", s.label);
             };
             match s.kind {
@@ -454,18 +477,18 @@ impl<'a> ResourceSet<'a> {
         }
 
         // Staging buffers for the GPU-written ones.
-        let mut staging: Vec<(usize, vk::Buffer, MappedAllocation)> = Vec::new();
+        let mut staging: Vec<(usize, MappedBuffer)> = Vec::new();
         for (i, s) in self.subjects.iter().enumerate() {
             if s.write != WritePath::Gpu {
                 continue;
             }
-            let (buffer, m) = upload_buffer(ctx, s.content_bytes(), s.seed, "staging");
-            staging.push((i, buffer, m));
+            staging.push((i, upload_buffer(ctx, s.content_bytes(), s.seed, "staging")));
         }
 
         ctx.one_shot(|cmd| {
-            for (i, buffer, _) in &staging {
+            for (i, staging) in &staging {
                 let s = &self.subjects[*i];
+                let buffer = &staging.raw();
                 // SAFETY: `cmd` is recording inside one_shot; the staging
                 // buffer and the subject are live, bound, made with transfer
                 // usages, and outlive the submission (one_shot waits).
@@ -506,9 +529,9 @@ impl<'a> ResourceSet<'a> {
             unsafe { ctx.cmd_transfer_barrier(cmd) };
         });
 
-        for (_, buffer, m) in staging {
+        for (_, buffer) in staging {
             // SAFETY: the submission that used the buffer has completed.
-            unsafe { allocator.destroy_buffer(buffer, m) }.expect("destroy_buffer failed");
+            unsafe { allocator.destroy_buffer(buffer) }.expect("destroy_buffer failed");
         }
     }
 
@@ -529,20 +552,21 @@ impl<'a> ResourceSet<'a> {
         assert!(self.written, "write_all before check_all");
         let ctx = self.ctx;
         let allocator = ctx.allocator();
-        let readbacks: Vec<(vk::Buffer, MappedAllocation)> = self
+        let readbacks: Vec<MappedBuffer> = self
             .subjects
             .iter()
             .map(|s| readback_buffer(ctx, s.content_bytes()))
             .collect();
         let mut all_others: Vec<(&str, &Allocation)> = readbacks
             .iter()
-            .map(|(_, m)| ("readback buffer", &**m))
+            .map(|b| ("readback buffer", &**b.allocation()))
             .collect();
         all_others.extend_from_slice(others);
         self.check_placement(&all_others);
 
         ctx.one_shot(|cmd| {
-            for (s, (buffer, _)) in self.subjects.iter().zip(&readbacks) {
+            for (s, readback) in self.subjects.iter().zip(&readbacks) {
+                let buffer = &readback.raw();
                 // SAFETY: `cmd` is recording inside one_shot; the subject and
                 // the readback buffer are live, bound, made with transfer
                 // usages; images are in TRANSFER_SRC_OPTIMAL since write_all.
@@ -563,12 +587,13 @@ impl<'a> ResourceSet<'a> {
         });
 
         let mut failures = Vec::new();
-        for (s, (_, m)) in self.subjects.iter().zip(&readbacks) {
+        for (s, readback) in self.subjects.iter().zip(&readbacks) {
+            let m = readback.allocation();
             let content = s.content_bytes() as usize;
             allocator
                 .invalidate(m, 0, m.size())
                 .unwrap_or_else(|e| panic!("invalidate failed: {e}"));
-            let a = s.memory.allocation();
+            let a = s.held.allocation();
             let place = format!(
                 "memory {:#x} offset {} size {}",
                 a.memory().0,
@@ -578,7 +603,7 @@ impl<'a> ResourceSet<'a> {
             if let Err(err) = pattern::check(s.seed, &m.as_slice()[..content]) {
                 failures.push(format!("{} [{place}] read back by the GPU: {err}", s.label));
             }
-            if let (SubjectKind::Buffer(..), Memory::Mapped(own)) = (&s.kind, &s.memory) {
+            if let (SubjectKind::Buffer(..), Some(own)) = (&s.kind, s.held.mapped()) {
                 allocator
                     .invalidate(own, 0, own.size())
                     .unwrap_or_else(|e| panic!("invalidate failed: {e}"));
@@ -590,9 +615,9 @@ impl<'a> ResourceSet<'a> {
                 }
             }
         }
-        for (buffer, m) in readbacks {
+        for buffer in readbacks {
             // SAFETY: the submission that used the buffer has completed.
-            unsafe { allocator.destroy_buffer(buffer, m) }.expect("destroy_buffer failed");
+            unsafe { allocator.destroy_buffer(buffer) }.expect("destroy_buffer failed");
         }
         assert!(
             failures.is_empty(),
@@ -609,7 +634,7 @@ impl<'a> ResourceSet<'a> {
     pub fn allocations(&self) -> Vec<(&str, &Allocation)> {
         self.subjects
             .iter()
-            .map(|s| (s.label.as_str(), s.memory.allocation()))
+            .map(|s| (s.label.as_str(), s.held.allocation()))
             .collect()
     }
 
@@ -657,28 +682,19 @@ impl<'a> ResourceSet<'a> {
 
 fn destroy_subject(ctx: &GpuContext, s: Subject) {
     let allocator = ctx.allocator();
-    let a = s.memory.into_allocation();
+    let label = s.label;
+    let failed = |e: vkalloc::Error| panic!("{label}: destroying failed: {e}");
     // SAFETY: every submission using the resource was waited for (one_shot
-    // waits); the resource and allocation were made together, and a resource
-    // bound by hand is destroyed before its memory is freed.
+    // waits); each resource travels with its own memory.
     unsafe {
-        match (s.kind, s.bound_by_hand) {
-            (SubjectKind::Buffer(buffer, _), true) => {
-                ctx.device().destroy_buffer(buffer, None);
-                allocator
-                    .free(a)
-                    .unwrap_or_else(|e| panic!("{}: free failed: {e}", s.label));
-            }
-            (SubjectKind::Buffer(buffer, _), false) => allocator
-                .destroy_buffer(buffer, a)
-                .unwrap_or_else(|e| panic!("{}: destroy_buffer failed: {e}", s.label)),
-            (SubjectKind::OptimalImage(image, _) | SubjectKind::LinearImage(image, _), _) => {
-                allocator
-                    .destroy_image(image, a)
-                    .unwrap_or_else(|e| panic!("{}: destroy_image failed: {e}", s.label))
-            }
+        match s.held {
+            Held::Buffer(b) => allocator.destroy_buffer(b).map_err(|e| failed(e.into())),
+            Held::MappedBuffer(b) => allocator.destroy_buffer(b).map_err(|e| failed(e.into())),
+            Held::Image(i) => allocator.destroy_image(i).map_err(|e| failed(e.into())),
+            Held::MappedImage(i) => allocator.destroy_image(i).map_err(|e| failed(e.into())),
         }
     }
+    .unwrap_or(());
 }
 
 /// The create info of a single-mip 2D test image usable as a copy source
@@ -709,12 +725,7 @@ pub fn image_info(
 ///
 /// # Panics
 /// If the allocator fails.
-pub fn upload_buffer(
-    ctx: &GpuContext,
-    size: u64,
-    seed: u64,
-    tag: &str,
-) -> (vk::Buffer, MappedAllocation) {
+pub fn upload_buffer(ctx: &GpuContext, size: u64, seed: u64, tag: &str) -> MappedBuffer {
     let info = vk::BufferCreateInfo::default()
         .size(size)
         .usage(vk::BufferUsageFlags::TRANSFER_SRC)
@@ -724,21 +735,22 @@ pub fn upload_buffer(
         ..AllocationOptions::usage(MemoryUsage::Upload)
     };
     // SAFETY: the create info is valid and outlives the call.
-    let (buffer, mut m) = unsafe { ctx.allocator().create_buffer_mapped(&info, &options) }
+    let mut buffer = unsafe { ctx.allocator().create_buffer_mapped(&info, &options) }
         .unwrap_or_else(|e| panic!("creating a {size} B upload buffer failed: {e}"));
+    let m = buffer.mapped_mut();
     pattern::fill(seed, &mut m.as_mut_slice()[..size as usize]);
     let len = m.size();
     ctx.allocator()
-        .flush(&m, 0, len)
+        .flush(m, 0, len)
         .unwrap_or_else(|e| panic!("flush failed: {e}"));
-    (buffer, m)
+    buffer
 }
 
 /// A mapped `Readback` buffer of `size` bytes, a copy destination.
 ///
 /// # Panics
 /// If the allocator fails.
-pub fn readback_buffer(ctx: &GpuContext, size: u64) -> (vk::Buffer, MappedAllocation) {
+pub fn readback_buffer(ctx: &GpuContext, size: u64) -> MappedBuffer {
     let info = vk::BufferCreateInfo::default()
         .size(size)
         .usage(vk::BufferUsageFlags::TRANSFER_DST)

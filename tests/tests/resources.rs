@@ -168,7 +168,7 @@ fn dedicated_on_request_gets_its_own_memory() {
 
     let subjects = set.subjects();
     for s in subjects.iter().filter(|s| s.label.starts_with("dedicated")) {
-        let a = s.memory.allocation();
+        let a = s.held.allocation();
         assert!(a.is_dedicated(), "{}: not dedicated", s.label);
         assert_eq!(
             a.offset(),
@@ -178,7 +178,7 @@ fn dedicated_on_request_gets_its_own_memory() {
         );
         for other in subjects.iter().filter(|o| !std::ptr::eq(*o, s)) {
             assert_ne!(
-                other.memory.allocation().memory(),
+                other.held.allocation().memory(),
                 a.memory(),
                 "{} shares its VkDeviceMemory with {}",
                 s.label,
@@ -225,11 +225,12 @@ fn transient_attachments_bind_where_supported() {
         .format(format)
         .usage(usage | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT);
         // SAFETY: the create info describes a valid attachment image.
-        let (image, a) =
+        let image =
             unsafe { allocator.create_image(&info, &opts(MemoryUsage::Transient, "transient")) }
                 .unwrap_or_else(|e| panic!("transient {format:?} attachment: {e}"));
+        let a = image.allocation();
         // SAFETY: `image` is live on this device.
-        let req = unsafe { ctx.device().get_image_memory_requirements(image) };
+        let req = unsafe { ctx.device().get_image_memory_requirements(image.raw()) };
         assert!(a.size() >= req.size && a.offset() % req.alignment.max(1) == 0);
         assert!(req.memory_type_bits & (1 << a.memory_type()) != 0);
         let flags = ctx.info().memory_properties.memory_types_as_slice()[a.memory_type() as usize]
@@ -241,14 +242,16 @@ fn transient_attachments_bind_where_supported() {
                 a.memory_type()
             );
         }
-        images.push((image, a));
+        images.push(image);
     }
-    let labelled: Vec<(&str, &vkalloc::Allocation)> =
-        images.iter().map(|(_, a)| ("transient", a)).collect();
+    let labelled: Vec<(&str, &vkalloc::Allocation)> = images
+        .iter()
+        .map(|i| ("transient", i.allocation()))
+        .collect();
     assert_disjoint(&labelled);
-    for (image, a) in images {
+    for image in images {
         // SAFETY: the images were never used by the device.
-        unsafe { allocator.destroy_image(image, a) }.expect("destroy_image failed");
+        unsafe { allocator.destroy_image(image) }.expect("destroy_image failed");
     }
     ctx.assert_no_live_allocations();
     ctx.finish();
@@ -323,7 +326,7 @@ fn tlsf_pool_holds_buffers_and_images() {
             None
         };
         assert_eq!(
-            s.memory.allocation().pool(),
+            s.held.allocation().pool(),
             expected,
             "{}: wrong pool",
             s.label
@@ -429,7 +432,7 @@ fn linear_pools_hold_upload_buffers_frame_after_frame() {
                     .unwrap_or_else(|e| panic!("linear {mode:?} pool, frame {frame}: {e}"));
             }
             for s in set.subjects() {
-                assert_eq!(s.memory.allocation().pool(), Some(pool), "{}", s.label);
+                assert_eq!(s.held.allocation().pool(), Some(pool), "{}", s.label);
             }
             set.write_all();
             set.check_all();
@@ -438,12 +441,13 @@ fn linear_pools_hold_upload_buffers_frame_after_frame() {
                     LinearMode::Stack => while set.destroy_last() {},
                     LinearMode::Ring => while set.destroy_first() {},
                 }
-                allocator
-                    .reset_pool(pool)
-                    .expect("resetting an empty pool failed");
+                // SAFETY: the pool holds no live allocation.
+                unsafe { allocator.reset_pool(pool) }.expect("resetting an empty pool failed");
             } else {
-                allocator
-                    .reset_pool(pool)
+                // SAFETY: the GPU is done with the set (one_shot waits), and
+                // its mappings are not touched again: `destroy_all` only
+                // destroys the buffers and frees the stale handles (no-ops).
+                unsafe { allocator.reset_pool(pool) }
                     .unwrap_or_else(|e| panic!("resetting the linear {mode:?} pool failed: {e}"));
                 set.destroy_all();
             }

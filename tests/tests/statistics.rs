@@ -70,7 +70,7 @@ fn statistics_and_json_follow_the_workload() {
     let live_bytes: u64 = set
         .subjects()
         .iter()
-        .map(|s| s.memory.allocation().size())
+        .map(|s| s.held.allocation().size())
         .sum();
     let stats = allocator.statistics();
     assert_eq!(

@@ -8,6 +8,7 @@ use ash::vk;
 use gpu_tests::{pattern, GpuAllocator, GpuContext};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use vkalloc::vk::MappedBuffer;
 use vkalloc::{
     AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, PoolDesc, PoolId,
     ResourceKind,
@@ -20,7 +21,7 @@ const MAX_LIVE_PER_THREAD: usize = 48;
 /// What one thread holds.
 enum Held {
     /// A buffer made by `create_buffer_mapped`.
-    Buffer(vk::Buffer, MappedAllocation, u64),
+    Buffer(MappedBuffer, u64),
     /// Raw mapped memory from `allocate_mapped`.
     Raw(MappedAllocation, u64),
 }
@@ -28,13 +29,14 @@ enum Held {
 impl Held {
     fn memory(&self) -> &MappedAllocation {
         match self {
-            Held::Buffer(_, m, _) | Held::Raw(m, _) => m,
+            Held::Buffer(b, _) => b.allocation(),
+            Held::Raw(m, _) => m,
         }
     }
 
     fn seed(&self) -> u64 {
         match self {
-            Held::Buffer(_, _, seed) | Held::Raw(_, seed) => *seed,
+            Held::Buffer(_, seed) | Held::Raw(_, seed) => *seed,
         }
     }
 }
@@ -63,7 +65,7 @@ fn check_and_free(allocator: &GpuAllocator, thread: u64, held: Held) {
     }
     match held {
         // SAFETY: the device never used the buffer (host-only test).
-        Held::Buffer(buffer, m, _) => unsafe { allocator.destroy_buffer(buffer, m) }
+        Held::Buffer(buffer, _) => unsafe { allocator.destroy_buffer(buffer) }
             .unwrap_or_else(|e| panic!("thread {thread}: destroy_buffer failed: {e}")),
         Held::Raw(m, _) => allocator
             .free(m)
@@ -101,11 +103,11 @@ fn worker(allocator: Arc<GpuAllocator>, thread: u64, pool: PoolId) -> usize {
                 .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST)
                 .sharing_mode(vk::SharingMode::EXCLUSIVE);
             // SAFETY: the create info is valid and outlives the call.
-            let (buffer, m) = unsafe { allocator.create_buffer_mapped(&info, &options) }
-                .unwrap_or_else(|e| {
+            let buffer =
+                unsafe { allocator.create_buffer_mapped(&info, &options) }.unwrap_or_else(|e| {
                     panic!("thread {thread}: create_buffer_mapped({size} B) failed: {e}")
                 });
-            Held::Buffer(buffer, m, seed)
+            Held::Buffer(buffer, seed)
         } else {
             let desc = AllocationDesc {
                 size,
@@ -126,7 +128,8 @@ fn worker(allocator: Arc<GpuAllocator>, thread: u64, pool: PoolId) -> usize {
             Held::Raw(m, seed)
         };
         let m = match &mut item {
-            Held::Buffer(_, m, _) | Held::Raw(m, _) => m,
+            Held::Buffer(b, _) => b.mapped_mut(),
+            Held::Raw(m, _) => m,
         };
         pattern::fill(seed, m.as_mut_slice());
         let len = m.size();

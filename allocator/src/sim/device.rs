@@ -834,6 +834,7 @@ impl MemoryDevice for SimDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::DedicatedResource;
     use crate::sim::tables;
 
     const MIB: u64 = 1 << 20;
@@ -1264,17 +1265,16 @@ mod tests {
         assert!(h200.prefers_dedicated_image(64 * MIB));
         assert!(!h200.prefers_dedicated_image(MIB));
         assert!(!SimDevice::new(tables::amd_discrete()).prefers_dedicated_image(u64::MAX));
+        // SAFETY: the simulated device never dereferences the handle.
+        let image = unsafe { DedicatedTo::new(DedicatedResource::Image(42)) };
         let dedicated = MemoryAllocateInfo {
             size: 64 * MIB,
             memory_type: 1,
-            dedicated: Some(DedicatedTo::Image(42)),
+            dedicated: Some(image),
         };
         // SAFETY: the simulated device checks the call itself.
         let memory = unsafe { h200.allocate_memory(&dedicated) }.unwrap();
-        assert_eq!(
-            h200.memory_info(memory).unwrap().dedicated,
-            Some(DedicatedTo::Image(42))
-        );
+        assert_eq!(h200.memory_info(memory).unwrap().dedicated, Some(image));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use ash::vk;
 use ash::vk::Handle;
 
 use crate::device::{
-    DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget, MappedRange,
-    MemoryAllocateInfo, MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
+    DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
+    MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
 };
 
 /// What the application enabled on the device that the allocator uses.
@@ -168,9 +168,13 @@ impl MemoryDevice for AshDevice {
         info: &MemoryAllocateInfo,
     ) -> Result<DeviceMemory, DeviceError> {
         let mut dedicated = vk::MemoryDedicatedAllocateInfo::default();
-        match info.dedicated {
-            Some(DedicatedTo::Buffer(b)) => dedicated = dedicated.buffer(vk::Buffer::from_raw(b)),
-            Some(DedicatedTo::Image(i)) => dedicated = dedicated.image(vk::Image::from_raw(i)),
+        match info.dedicated.map(DedicatedTo::resource) {
+            Some(DedicatedResource::Buffer(b)) => {
+                dedicated = dedicated.buffer(vk::Buffer::from_raw(b))
+            }
+            Some(DedicatedResource::Image(i)) => {
+                dedicated = dedicated.image(vk::Image::from_raw(i))
+            }
             None => {}
         }
         let mut allocate = vk::MemoryAllocateInfo::default()

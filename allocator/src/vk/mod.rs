@@ -5,9 +5,11 @@
 //! handles; together with `memory.rs` and `mapping.rs` they hold every
 //! `unsafe` block of the crate.
 
+mod bound;
 mod device;
 mod resources;
 
+pub use bound::{Buffer, DestroyError, Image, ImageInfo, MappedBuffer, MappedImage};
 pub use device::{AshDevice, AshDeviceOptions};
 
 use ash::vk;

@@ -1,12 +1,16 @@
-//! Create-and-bind helpers: a buffer or image and its memory in one call.
+//! Create-and-bind helpers: a buffer or image and its memory in one call,
+//! handed out as one typed value ([`Buffer`], [`MappedBuffer`], [`Image`])
+//! and destroyed as one, so an image's memory can't be passed where a
+//! buffer's is expected.
 
 use ash::vk;
 use ash::vk::Handle;
 
+use super::bound::{Buffer, DestroyError, Image, MappedBuffer};
 use super::AshDevice;
 use crate::desc::{AllocationDesc, AllocationOptions, DriverDedicated, ResourceKind};
-use crate::device::DedicatedTo;
-use crate::{Allocation, Allocator, Error, MappedAllocation};
+use crate::device::{DedicatedResource, DedicatedTo};
+use crate::{Allocation, Allocator, Error};
 
 fn vulkan(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |result| Error::Vulkan {
@@ -31,7 +35,9 @@ impl Allocator<AshDevice> {
     /// dedicated-allocation preference).
     ///
     /// # Safety
-    /// `buffer` is a live buffer of this allocator's device.
+    /// `buffer` is a live buffer of this allocator's device, not bound to
+    /// memory, and stays so while the returned request (which names it for a
+    /// dedicated allocation) is used.
     pub unsafe fn buffer_desc<'a>(
         &self,
         buffer: vk::Buffer,
@@ -50,7 +56,11 @@ impl Allocator<AshDevice> {
             memory_type_bits: r.memory_type_bits,
             kind: ResourceKind::Buffer,
             driver_dedicated: driver_dedicated(&dedicated),
-            dedicated_to: Some(DedicatedTo::Buffer(buffer.as_raw())),
+            // SAFETY: the caller guarantees `buffer` is live on this device;
+            // its requirements gave this request's size and bits.
+            dedicated_to: Some(unsafe {
+                DedicatedTo::new(DedicatedResource::Buffer(buffer.as_raw()))
+            }),
             options: *options,
         }
     }
@@ -58,7 +68,9 @@ impl Allocator<AshDevice> {
     /// The allocation request for an existing image; see [`Self::buffer_desc`].
     ///
     /// # Safety
-    /// `image` is a live image of this allocator's device, created with `tiling`.
+    /// `image` is a live image of this allocator's device, created with
+    /// `tiling`, not bound to memory, and stays so while the returned request
+    /// is used.
     pub unsafe fn image_desc<'a>(
         &self,
         image: vk::Image,
@@ -82,7 +94,10 @@ impl Allocator<AshDevice> {
                 ResourceKind::OptimalImage
             },
             driver_dedicated: driver_dedicated(&dedicated),
-            dedicated_to: Some(DedicatedTo::Image(image.as_raw())),
+            // SAFETY: as in `buffer_desc`.
+            dedicated_to: Some(unsafe {
+                DedicatedTo::new(DedicatedResource::Image(image.as_raw()))
+            }),
             options: *options,
         }
     }
@@ -102,7 +117,7 @@ impl Allocator<AshDevice> {
         &self,
         info: &vk::BufferCreateInfo<'_>,
         options: &AllocationOptions<'_>,
-    ) -> Result<(vk::Buffer, Allocation), Error> {
+    ) -> Result<Buffer, Error> {
         // SAFETY: the caller guarantees `info` is valid.
         unsafe { self.create_buffer_with(info, options, |desc| self.allocate(desc)) }
     }
@@ -118,7 +133,7 @@ impl Allocator<AshDevice> {
         &self,
         info: &vk::BufferCreateInfo<'_>,
         options: &AllocationOptions<'_>,
-    ) -> Result<(vk::Buffer, MappedAllocation), Error> {
+    ) -> Result<MappedBuffer, Error> {
         // SAFETY: the caller guarantees `info` is valid.
         unsafe { self.create_buffer_with(info, options, |desc| self.allocate_mapped(desc)) }
     }
@@ -130,12 +145,12 @@ impl Allocator<AshDevice> {
         info: &vk::BufferCreateInfo<'_>,
         options: &AllocationOptions<'_>,
         allocate: impl FnOnce(&AllocationDesc<'_>) -> Result<A, Error>,
-    ) -> Result<(vk::Buffer, A), Error> {
+    ) -> Result<Buffer<A>, Error> {
         let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
         let buffer =
             unsafe { device.create_buffer(info, None) }.map_err(vulkan("vkCreateBuffer"))?;
-        // SAFETY: `buffer` was just created on this device.
+        // SAFETY: `buffer` was just created on this device and is unbound.
         let desc = unsafe { self.buffer_desc(buffer, options) };
         let allocation = match allocate(&desc) {
             Ok(a) => a,
@@ -152,10 +167,11 @@ impl Allocator<AshDevice> {
         if let Err(e) = bound {
             // SAFETY: the buffer is unused; its memory is given back below.
             unsafe { device.destroy_buffer(buffer, None) };
-            self.free(allocation)?;
+            // Our own fresh allocation: freeing it cannot fail.
+            let _ = self.free(allocation);
             return Err(vulkan("vkBindBufferMemory")(e));
         }
-        Ok((buffer, allocation))
+        Ok(Buffer::new(buffer, allocation, info.size))
     }
 
     /// Creates an image, allocates memory for it and binds it.
@@ -171,7 +187,7 @@ impl Allocator<AshDevice> {
         &self,
         info: &vk::ImageCreateInfo<'_>,
         options: &AllocationOptions<'_>,
-    ) -> Result<(vk::Image, Allocation), Error> {
+    ) -> Result<Image, Error> {
         let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
         let image = unsafe { device.create_image(info, None) }.map_err(vulkan("vkCreateImage"))?;
@@ -191,44 +207,58 @@ impl Allocator<AshDevice> {
         if let Err(e) = bound {
             // SAFETY: the image is unused; its memory is given back below.
             unsafe { device.destroy_image(image, None) };
-            self.free(allocation)?;
+            // Our own fresh allocation: freeing it cannot fail.
+            let _ = self.free(allocation);
             return Err(vulkan("vkBindImageMemory")(e));
         }
-        Ok((image, allocation))
+        Ok(Image::new(image, allocation, info))
     }
 
     /// Destroys a buffer and frees its memory.
     ///
     /// # Safety
-    /// `buffer` was made by [`Self::create_buffer`] (or bound to
-    /// `allocation`) and the device no longer uses it.
+    /// The device no longer uses the buffer (its command buffers have
+    /// completed), and no view of it is left.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`] if another allocator made the allocation.
-    pub unsafe fn destroy_buffer(
+    /// [`Error::ForeignAllocation`] if another allocator made the buffer:
+    /// nothing is destroyed and the buffer comes back in the error.
+    pub unsafe fn destroy_buffer<A: Into<Allocation> + AsRef<Allocation> + std::fmt::Debug>(
         &self,
-        buffer: vk::Buffer,
-        allocation: impl Into<Allocation>,
-    ) -> Result<(), Error> {
-        // SAFETY: the caller guarantees the device is done with the buffer.
-        unsafe { self.device().raw().destroy_buffer(buffer, None) };
-        self.free(allocation)
+        buffer: Buffer<A>,
+    ) -> Result<(), DestroyError<Buffer<A>>> {
+        if !self.owns(buffer.allocation().as_ref()) {
+            return Err(DestroyError::new(Error::ForeignAllocation, buffer));
+        }
+        let (raw, allocation) = buffer.into_raw_parts();
+        // SAFETY: the caller guarantees the device is done with the buffer,
+        // which this allocator's device created.
+        unsafe { self.device().raw().destroy_buffer(raw, None) };
+        // Checked above: this allocator made it, so freeing cannot fail.
+        let _ = self.free(allocation);
+        Ok(())
     }
 
     /// Destroys an image and frees its memory.
     ///
     /// # Safety
-    /// `image` was made by [`Self::create_image`] and the device no longer uses it.
+    /// The device no longer uses the image, and no view of it is left.
     ///
     /// # Errors
-    /// [`Error::ForeignAllocation`] if another allocator made the allocation.
-    pub unsafe fn destroy_image(
+    /// As [`Self::destroy_buffer`].
+    pub unsafe fn destroy_image<A: Into<Allocation> + AsRef<Allocation> + std::fmt::Debug>(
         &self,
-        image: vk::Image,
-        allocation: impl Into<Allocation>,
-    ) -> Result<(), Error> {
-        // SAFETY: the caller guarantees the device is done with the image.
-        unsafe { self.device().raw().destroy_image(image, None) };
-        self.free(allocation)
+        image: Image<A>,
+    ) -> Result<(), DestroyError<Image<A>>> {
+        if !self.owns(image.allocation().as_ref()) {
+            return Err(DestroyError::new(Error::ForeignAllocation, image));
+        }
+        let (raw, allocation) = image.into_raw_parts();
+        // SAFETY: the caller guarantees the device is done with the image,
+        // which this allocator's device created.
+        unsafe { self.device().raw().destroy_image(raw, None) };
+        // Checked above: this allocator made it, so freeing cannot fail.
+        let _ = self.free(allocation);
+        Ok(())
     }
 }

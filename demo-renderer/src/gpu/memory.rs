@@ -206,7 +206,8 @@ impl GpuMemory {
     ) -> Result<(vk::Image, Memory), GpuError> {
         // SAFETY: the renderer builds valid create infos (the validation layer checks them).
         let (image, a) = unsafe { self.allocator.create_image(info, &opts.to_vkalloc()) }
-            .map_err(|e| alloc_err(opts.tag, e))?;
+            .map_err(|e| alloc_err(opts.tag, e))?
+            .into_raw_parts();
         Ok((image, Memory::Plain(a)))
     }
 
@@ -218,7 +219,8 @@ impl GpuMemory {
     ) -> Result<(vk::Buffer, Memory), GpuError> {
         // SAFETY: as in `create_image`.
         let (buffer, a) = unsafe { self.allocator.create_buffer(info, &opts.to_vkalloc()) }
-            .map_err(|e| alloc_err(opts.tag, e))?;
+            .map_err(|e| alloc_err(opts.tag, e))?
+            .into_raw_parts();
         Ok((buffer, Memory::Plain(a)))
     }
 
@@ -233,7 +235,8 @@ impl GpuMemory {
             self.allocator
                 .create_buffer_mapped(info, &opts.to_vkalloc())
         }
-        .map_err(|e| alloc_err(opts.tag, e))?;
+        .map_err(|e| alloc_err(opts.tag, e))?
+        .into_raw_parts();
         Ok((buffer, Memory::Mapped(m)))
     }
 
@@ -260,8 +263,10 @@ impl GpuMemory {
     /// # Safety
     /// The GPU must be done with the image.
     pub unsafe fn destroy_image(&self, image: vk::Image, m: Memory) {
-        // SAFETY: per the contract above; the image was made by `create_image`.
-        if let Err(e) = unsafe { self.allocator.destroy_image(image, m.into_allocation()) } {
+        // SAFETY: per the contract above; the image was made by `create_image`
+        // on this allocator's device.
+        unsafe { self.allocator.device().raw().destroy_image(image, None) };
+        if let Err(e) = self.allocator.free(m.into_allocation()) {
             log::error!("destroy_image: {e}");
         }
     }
@@ -271,8 +276,10 @@ impl GpuMemory {
     /// # Safety
     /// The GPU must be done with the buffer.
     pub unsafe fn destroy_buffer(&self, buffer: vk::Buffer, m: Memory) {
-        // SAFETY: per the contract above; the buffer was made by `create_buffer*`.
-        if let Err(e) = unsafe { self.allocator.destroy_buffer(buffer, m.into_allocation()) } {
+        // SAFETY: per the contract above; the buffer was made by `create_buffer*`
+        // on this allocator's device.
+        unsafe { self.allocator.device().raw().destroy_buffer(buffer, None) };
+        if let Err(e) = self.allocator.free(m.into_allocation()) {
             log::error!("destroy_buffer: {e}");
         }
     }

@@ -1,0 +1,383 @@
+//! The allocator: memory types' default blocks, pools, dedicated
+//! allocations, budgets and statistics, over any [`MemoryDevice`].
+//!
+//! Every list of blocks, a memory type's default blocks or a pool's, is a
+//! [`BlockVector`]; the allocator picks the vector and the placement, the
+//! vector does the rest. Split by concern:
+//! - this file: the allocator's state, creation, frames and trace recording;
+//! - [`placement`]: allocate, free, flush and invalidate (the one path);
+//! - [`pools`]: creating, resetting and destroying pools, trimming;
+//! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation.
+//!
+//! Locking: each vector has its own mutex, so threads allocating from
+//! different types or pools never wait on each other. Device memory is
+//! created and freed outside those locks. The pool table is behind a
+//! read-write lock, taken for reading (briefly, to clone an `Arc`) by pool
+//! allocations, frees and statistics, and for writing only to add or remove
+//! a pool, never across a driver call.
+
+mod diagnostics;
+mod placement;
+mod pools;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::allocation::ListRef;
+use crate::block::PoolAlgorithm;
+use crate::block_list::ListConfig;
+use crate::block_vector::{BlockVector, Env, VectorConfig};
+use crate::budget::Budgets;
+use crate::device::{MemoryDevice, MemoryPropertyFlags};
+use crate::error::Error;
+use crate::memory::{self, ObjectCount};
+use crate::pool::{PoolDesc, PoolId};
+use crate::trace::{Recorder, TraceError};
+use crate::type_cache::TypeCache;
+
+pub use diagnostics::{Leak, LeakReport};
+
+/// How the allocator sizes blocks and when it makes dedicated allocations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AllocatorDesc {
+    /// The block size default blocks grow to on heaps larger than 1 GiB
+    /// (smaller heaps use 1/8 of their size). Blocks start at 1/8 of it and
+    /// double with each new block, so small programs don't pay for a large
+    /// block up front.
+    pub block_size: u64,
+    /// A driver's `prefersDedicatedAllocation` is honoured for allocations of
+    /// at least this many bytes; smaller ones share blocks, saving
+    /// `vkAllocateMemory` calls (which cost 0.1–7 ms each on some drivers).
+    pub honour_dedicated_preference_from: u64,
+    /// Empty blocks kept per memory type (or pool, above its `min_blocks`) for
+    /// reuse instead of being freed at once.
+    pub keep_empty_blocks: u32,
+    /// Bytes of corruption margin before and after each allocation in
+    /// host-visible shared blocks, filled with a pattern and checked on free
+    /// (see [`crate::corruption`]). 0 (the default) turns the check off.
+    pub debug_margin: u64,
+    /// Bytes of freed dedicated memory kept per memory type for reuse by a
+    /// later allocation of about the same size (at most 1/8 larger); at most
+    /// 1/16 of the type's heap. A driver's *preference* for dedicated memory
+    /// is then met with a memory object of the allocation's own that does not
+    /// name the resource, so it can be reused; *required* dedicated memory
+    /// always names it. 0 turns reuse off (and preferred dedicated memory
+    /// names the resource).
+    pub recycle_bytes: u64,
+}
+
+impl Default for AllocatorDesc {
+    fn default() -> Self {
+        Self {
+            block_size: 256 << 20,
+            honour_dedicated_preference_from: 32 << 20,
+            keep_empty_blocks: 1,
+            debug_margin: 0,
+            recycle_bytes: 512 << 20,
+        }
+    }
+}
+
+/// Builders for the fields, since the struct is `#[non_exhaustive]`:
+///
+/// ```
+/// let desc = vkalloc::AllocatorDesc::default()
+///     .with_debug_margin(16)
+///     .with_recycle_bytes(0);
+/// assert_eq!(desc.recycle_bytes, 0);
+/// ```
+impl AllocatorDesc {
+    /// The same settings with [`Self::block_size`] set.
+    pub fn with_block_size(self, bytes: u64) -> Self {
+        Self {
+            block_size: bytes,
+            ..self
+        }
+    }
+
+    /// The same settings with [`Self::honour_dedicated_preference_from`] set.
+    pub fn with_honour_dedicated_preference_from(self, bytes: u64) -> Self {
+        Self {
+            honour_dedicated_preference_from: bytes,
+            ..self
+        }
+    }
+
+    /// The same settings with [`Self::keep_empty_blocks`] set.
+    pub fn with_keep_empty_blocks(self, blocks: u32) -> Self {
+        Self {
+            keep_empty_blocks: blocks,
+            ..self
+        }
+    }
+
+    /// The same settings with corruption margins of `bytes` (see
+    /// [`Self::debug_margin`]).
+    pub fn with_debug_margin(self, bytes: u64) -> Self {
+        Self {
+            debug_margin: bytes,
+            ..self
+        }
+    }
+
+    /// The same settings with [`Self::recycle_bytes`] set.
+    pub fn with_recycle_bytes(self, bytes: u64) -> Self {
+        Self {
+            recycle_bytes: bytes,
+            ..self
+        }
+    }
+}
+
+/// Heaps up to this size get blocks of 1/8 of the heap.
+const SMALL_HEAP_MAX: u64 = 1 << 30;
+
+/// One memory type's state.
+#[derive(Debug)]
+struct TypeState {
+    flags: MemoryPropertyFlags,
+    /// `HOST_VISIBLE` without `HOST_COHERENT`: allocations are padded to
+    /// `nonCoherentAtomSize` so flushing one never touches a neighbour.
+    non_coherent: bool,
+    /// The type's default blocks.
+    vector: BlockVector,
+}
+
+/// A pool's state: its description and its blocks.
+#[derive(Debug)]
+struct PoolState {
+    desc: PoolDesc,
+    vector: BlockVector,
+}
+
+impl PoolState {
+    fn id(&self) -> PoolId {
+        match &self.vector.caps {
+            Some(caps) => caps.id,
+            None => unreachable!("a pool's vector always has caps"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct PoolSlot {
+    generation: u32,
+    pool: Option<Arc<PoolState>>,
+    /// Taken by a `create_pool` that is creating the pool's first blocks
+    /// outside the table's lock.
+    reserved: bool,
+}
+
+static NEXT_ALLOCATOR_ID: AtomicU32 = AtomicU32::new(1);
+
+/// A Vulkan memory suballocator over a [`MemoryDevice`].
+///
+/// `Send + Sync`: share it between threads behind an `Arc`. See the crate
+/// documentation for a tour.
+pub struct Allocator<D: MemoryDevice> {
+    device: D,
+    id: u32,
+    desc: AllocatorDesc,
+    types: Vec<TypeState>,
+    pools: RwLock<Vec<PoolSlot>>,
+    budgets: Budgets,
+    objects: ObjectCount,
+    type_cache: TypeCache,
+    corruptions: AtomicU64,
+    frame: AtomicU64,
+    /// Whether `recorder` holds a recorder: checked without locking.
+    recording: AtomicBool,
+    recorder: Mutex<Option<Recorder>>,
+    /// Set by [`Self::destroy`], which reports leaks itself.
+    leaks_reported: bool,
+}
+
+impl<D: MemoryDevice> std::fmt::Debug for Allocator<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator")
+            .field("id", &self.id)
+            .field("desc", &self.desc)
+            .field("types", &self.types.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: MemoryDevice> Allocator<D> {
+    /// An allocator over `device`.
+    ///
+    /// # Errors
+    /// [`Error::Invariant`] when the device reports no memory type or heap,
+    /// more than 32 types, or a type on a heap that does not exist.
+    pub fn new(device: D, desc: AllocatorDesc) -> Result<Self, Error> {
+        let props = device.memory_properties().clone();
+        let limits = *device.limits();
+        let bad_heap = props
+            .types
+            .iter()
+            .any(|t| t.heap_index as usize >= props.heaps.len());
+        if props.types.is_empty() || props.heaps.is_empty() || props.types.len() > 32 || bad_heap {
+            return Err(Error::Invariant(format!(
+                "device reports {} memory types and {} heaps{}",
+                props.types.len(),
+                props.heaps.len(),
+                if bad_heap {
+                    ", and a type on a missing heap"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let types = props
+            .types
+            .iter()
+            .enumerate()
+            .map(|(index, t)| {
+                let heap_size = props.heaps[t.heap_index as usize].size;
+                let block_size = if heap_size <= SMALL_HEAP_MAX {
+                    (heap_size / 8).max(1 << 20)
+                } else {
+                    desc.block_size
+                }
+                .min(limits.max_memory_allocation_size)
+                .max(1);
+                let host_visible = t.flags.contains(MemoryPropertyFlags::HOST_VISIBLE);
+                TypeState {
+                    flags: t.flags,
+                    non_coherent: host_visible
+                        && !t.flags.contains(MemoryPropertyFlags::HOST_COHERENT),
+                    vector: BlockVector::new(VectorConfig {
+                        memory_type: index as u32,
+                        heap: t.heap_index,
+                        host_visible,
+                        algorithm: PoolAlgorithm::Tlsf,
+                        list: ListConfig {
+                            block_size,
+                            fixed_block_size: false,
+                            min_blocks: 0,
+                            keep_empty: desc.keep_empty_blocks,
+                        },
+                        caps: None,
+                        recycle_bytes: desc.recycle_bytes.min(heap_size / 16),
+                        list_ref: ListRef::Type(index as u32),
+                    }),
+                }
+            })
+            .collect();
+        let budgets = Budgets::new(&props);
+        budgets.refresh(&device);
+        Ok(Self {
+            id: NEXT_ALLOCATOR_ID.fetch_add(1, Ordering::Relaxed),
+            device,
+            desc,
+            types,
+            pools: RwLock::new(Vec::new()),
+            budgets,
+            objects: ObjectCount::default(),
+            type_cache: TypeCache::new(),
+            corruptions: AtomicU64::new(0),
+            frame: AtomicU64::new(0),
+            recording: AtomicBool::new(false),
+            recorder: Mutex::new(None),
+            leaks_reported: false,
+        })
+    }
+
+    /// The device the allocator works on.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The settings the allocator was made with.
+    pub fn desc(&self) -> &AllocatorDesc {
+        &self.desc
+    }
+
+    /// Reads heap budgets afresh (`VK_EXT_memory_budget`) and marks a frame
+    /// boundary in a recorded trace; call once a frame.
+    pub fn begin_frame(&self) {
+        self.budgets.refresh(&self.device);
+        let frame = self.frame.fetch_add(1, Ordering::Relaxed);
+        self.record(|r| r.frame(frame));
+    }
+
+    /// Starts recording every allocation and free as a trace (format in
+    /// [`crate::trace::format`]), written to `writer`. Replaces a recording
+    /// already running, whose result is dropped.
+    ///
+    /// # Errors
+    /// [`TraceError`] when the header can't be written.
+    pub fn start_recording(
+        &self,
+        writer: Box<dyn Write + Send>,
+        name: &str,
+    ) -> Result<(), TraceError> {
+        let recorder = Recorder::new(writer, name)?;
+        *self.recorder.lock() = Some(recorder);
+        self.recording.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stops recording and hands back the writer, flushed. `None` when no
+    /// recording was running.
+    ///
+    /// # Errors
+    /// The first write error met while recording.
+    pub fn stop_recording(&self) -> Option<Result<Box<dyn Write + Send>, TraceError>> {
+        self.recording.store(false, Ordering::Release);
+        self.recorder.lock().take().map(Recorder::finish)
+    }
+
+    fn record(&self, event: impl FnOnce(&mut Recorder)) {
+        if self.recording.load(Ordering::Relaxed) {
+            if let Some(recorder) = self.recorder.lock().as_mut() {
+                event(recorder);
+            }
+        }
+    }
+
+    // ---- shared internals -------------------------------------------------
+
+    fn env(&self) -> Env<'_> {
+        Env {
+            memory: memory::Context {
+                device: &self.device,
+                objects: &self.objects,
+                budgets: &self.budgets,
+            },
+            allocator: self.id,
+            granularity: self.device.limits().buffer_image_granularity,
+        }
+    }
+
+    fn pool(&self, id: PoolId) -> Result<Arc<PoolState>, Error> {
+        self.pools
+            .read()
+            .get(id.index as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.pool.clone())
+            .ok_or(Error::UnknownPool(id))
+    }
+
+    fn live_pools(&self) -> Vec<Arc<PoolState>> {
+        self.pools
+            .read()
+            .iter()
+            .filter_map(|s| s.pool.clone())
+            .collect()
+    }
+
+    /// Calls `visit` for every block vector: each memory type's default
+    /// blocks, then each live pool's (with its description).
+    fn for_each_vector(&self, mut visit: impl FnMut(&BlockVector, Option<&PoolDesc>)) {
+        for ts in &self.types {
+            visit(&ts.vector, None);
+        }
+        for pool in self.live_pools() {
+            visit(&pool.vector, Some(&pool.desc));
+        }
+    }
+}

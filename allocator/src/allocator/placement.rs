@@ -1,0 +1,454 @@
+//! The one allocation path: pick the memory type (or the pool), decide
+//! between dedicated memory and a shared block, build the range request with
+//! checked arithmetic, and hand it to the block vector. Freeing, flushing
+//! and invalidating live here too.
+
+use std::sync::atomic::Ordering;
+
+use super::Allocator;
+use crate::allocation::{Allocation, ListRef, MappedAllocation};
+use crate::block_vector::{BlockVector, DedicatedPlacement, FreeOutcome, SharedPlacement};
+use crate::corruption;
+use crate::desc::{AllocationDesc, DedicatedPolicy, DriverDedicated};
+use crate::device::{MappedRange, MemoryDevice, MemoryPropertyFlags};
+use crate::error::{Error, FreeError};
+use crate::memory;
+use crate::range::RangeRequest;
+use crate::select::{self, HeapRoom, MemoryUsage, SelectError, TypeRequest};
+use crate::type_cache;
+
+/// Where an allocation goes inside its vector.
+enum Placement {
+    Dedicated(DedicatedPlacement),
+    Shared(SharedPlacement),
+}
+
+impl<D: MemoryDevice> Allocator<D> {
+    /// Allocates memory for `desc`.
+    ///
+    /// Picks the best memory type for the usage and falls back to the next
+    /// one when a type is out of memory or over budget.
+    ///
+    /// # Errors
+    /// See [`Error`]: every variant says how to recover. Nothing is left
+    /// allocated when an error is returned.
+    pub fn allocate(&self, desc: &AllocationDesc<'_>) -> Result<Allocation, Error> {
+        self.allocate_checked(desc, MemoryPropertyFlags::NONE)
+    }
+
+    /// Allocates host-visible, persistently mapped memory for `desc`.
+    ///
+    /// `HOST_VISIBLE` is added to the usage's required flags, so the result
+    /// can always be mapped.
+    ///
+    /// # Errors
+    /// As [`Self::allocate`]; [`Error::NotHostVisible`] when a pool of a
+    /// device-only type was named.
+    pub fn allocate_mapped(&self, desc: &AllocationDesc<'_>) -> Result<MappedAllocation, Error> {
+        let allocation = self.allocate_checked(desc, MemoryPropertyFlags::HOST_VISIBLE)?;
+        allocation.into_mapped().map_err(|allocation| {
+            let memory_type = allocation.memory_type;
+            // Only a pool of a device-only type gets here; its fresh
+            // allocation frees cleanly, so the error can't hide another.
+            let _ = self.free(allocation);
+            Error::NotHostVisible { memory_type }
+        })
+    }
+
+    fn allocate_checked(
+        &self,
+        desc: &AllocationDesc<'_>,
+        extra_required: MemoryPropertyFlags,
+    ) -> Result<Allocation, Error> {
+        check_request(desc)?;
+        let allocation = match desc.options.pool {
+            Some(id) => {
+                let pool = self.pool(id)?;
+                let memory_type = pool.vector.memory_type;
+                if desc.memory_type_bits & (1 << memory_type) == 0 {
+                    return Err(Error::NoCompatibleMemoryType {
+                        memory_type_bits: desc.memory_type_bits,
+                        required: self.types[memory_type as usize].flags,
+                    });
+                }
+                self.allocate_in(&pool.vector, desc)?
+            }
+            None => self.allocate_in_types(desc, extra_required)?,
+        };
+        self.record(|r| r.alloc(desc, allocation.memory, allocation.offset));
+        Ok(allocation)
+    }
+
+    /// Tries the memory types best first, falling back on out-of-memory.
+    fn allocate_in_types(
+        &self,
+        desc: &AllocationDesc<'_>,
+        extra_required: MemoryPropertyFlags,
+    ) -> Result<Allocation, Error> {
+        let mut last_error = None;
+        let mut tried = None;
+        if let Some(memory_type) = self.fast_choice(desc, extra_required) {
+            match self.allocate_in(&self.types[memory_type as usize].vector, desc) {
+                Ok(allocation) => return Ok(allocation),
+                Err(e) if e.may_fall_back() => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+            tried = Some(memory_type);
+        }
+        let candidates = self.rank_types(
+            desc.options.usage,
+            desc.memory_type_bits,
+            desc.size,
+            desc.options.within_budget,
+            extra_required,
+        )?;
+        for memory_type in candidates.filter(|&t| Some(t) != tried) {
+            match self.allocate_in(&self.types[memory_type as usize].vector, desc) {
+                Ok(allocation) => return Ok(allocation),
+                Err(e) if e.may_fall_back() => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or(Error::OutOfDeviceMemory { size: desc.size }))
+    }
+
+    /// Allocates in one block vector, a type's default blocks or a pool's.
+    fn allocate_in(
+        &self,
+        vector: &BlockVector,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
+        match self.placement(vector, desc)? {
+            Placement::Dedicated(p) => vector.allocate_dedicated(self.env(), &p, desc),
+            Placement::Shared(p) => vector.allocate_shared(self.env(), &p, desc),
+        }
+    }
+
+    /// Dedicated memory or a shared block, and the exact request.
+    fn placement(
+        &self,
+        vector: &BlockVector,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Placement, Error> {
+        let block_size = vector.block_size;
+        let in_pool = vector.caps.is_some();
+        let linear = vector.is_linear();
+        // A linear pool's blocks are its whole capacity: a larger request
+        // never fits, and a dedicated allocation would defeat its purpose.
+        if linear && desc.size > block_size {
+            return Err(Error::TooLarge {
+                size: desc.size,
+                max: block_size,
+            });
+        }
+        let mut dedicated = self.wants_dedicated(desc, block_size)?;
+        if in_pool {
+            // In a pool, memory of its own only where the driver requires it
+            // or the allocation is larger than half a block.
+            dedicated &= desc.driver_dedicated == DriverDedicated::Required
+                || (!linear && desc.size > block_size / 2);
+        }
+        if dedicated {
+            // Memory that names no resource can be reused later; the resource
+            // is named where the driver requires it or the caller asked.
+            let named = desc.driver_dedicated == DriverDedicated::Required
+                || desc.options.dedicated == DedicatedPolicy::Always
+                || self.desc.recycle_bytes == 0;
+            return Ok(Placement::Dedicated(DedicatedPlacement {
+                size: desc.size,
+                named: if named { desc.dedicated_to } else { None },
+                recyclable: !named,
+            }));
+        }
+        self.shared_placement(vector.memory_type, desc)
+            .map(Placement::Shared)
+    }
+
+    /// The range to find in a shared block of `memory_type`: the corruption
+    /// margins around the allocation, and whole atoms for non-coherent memory.
+    /// Every sum is checked: a request that overflows can never fit.
+    fn shared_placement(
+        &self,
+        memory_type: u32,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<SharedPlacement, Error> {
+        let limits = self.device.limits();
+        let too_large = || Error::TooLarge {
+            size: desc.size,
+            max: limits.max_memory_allocation_size,
+        };
+        let mut alignment = desc.alignment.max(1);
+        let margin = self.margin(memory_type);
+        let (mut size, lead) = if margin > 0 {
+            let lead = corruption::lead(margin, alignment).ok_or_else(too_large)?;
+            let size = desc
+                .size
+                .checked_add(lead)
+                .and_then(|s| s.checked_add(margin))
+                .ok_or_else(too_large)?;
+            (size, lead)
+        } else {
+            (desc.size, 0)
+        };
+        if self.types[memory_type as usize].non_coherent {
+            let atom = limits.non_coherent_atom_size.max(1);
+            alignment = alignment.max(atom);
+            size = size.checked_next_multiple_of(atom).ok_or_else(too_large)?;
+        }
+        if size > limits.max_memory_allocation_size {
+            return Err(too_large());
+        }
+        Ok(SharedPlacement {
+            request: RangeRequest {
+                size,
+                alignment,
+                kind: desc.kind.range_kind(),
+            },
+            lead,
+            margin,
+        })
+    }
+
+    /// The corruption margin for shared blocks of `memory_type`.
+    fn margin(&self, memory_type: u32) -> u64 {
+        if self.types[memory_type as usize].vector.host_visible {
+            self.desc.debug_margin
+        } else {
+            0
+        }
+    }
+
+    /// Whether `desc` gets its own device memory in a list of `block_size` blocks.
+    fn wants_dedicated(&self, desc: &AllocationDesc<'_>, block_size: u64) -> Result<bool, Error> {
+        let size = desc.size;
+        let policy = desc.options.dedicated;
+        if desc.driver_dedicated == DriverDedicated::Required {
+            return match policy {
+                DedicatedPolicy::Never => Err(Error::DedicatedRequired),
+                _ => Ok(true),
+            };
+        }
+        if size > block_size {
+            return Ok(policy != DedicatedPolicy::Never);
+        }
+        // Keep a quarter of maxMemoryAllocationCount for blocks.
+        let limit = self.device.limits().max_memory_allocation_count;
+        let crowded = self.objects.get() >= limit - limit / 4;
+        Ok(match policy {
+            DedicatedPolicy::Always => true,
+            DedicatedPolicy::Never => false,
+            DedicatedPolicy::Auto if crowded => false,
+            DedicatedPolicy::Auto => {
+                (desc.driver_dedicated == DriverDedicated::Preferred
+                    && size >= self.desc.honour_dedicated_preference_from)
+                    || size > block_size / 2
+            }
+        })
+    }
+
+    /// Whether this allocator made `allocation`.
+    pub fn owns(&self, allocation: &Allocation) -> bool {
+        allocation.location.allocator == self.id
+    }
+
+    /// Gives an allocation back.
+    ///
+    /// Allocations of a pool that was reset since are already free; freeing
+    /// them again is a no-op.
+    ///
+    /// # Errors
+    /// The allocation comes back inside the [`FreeError`], so nothing is
+    /// lost: [`Error::ForeignAllocation`] if another allocator made it (free
+    /// it there); [`Error::UnknownPool`] if its pool was reset and destroyed
+    /// since (the memory is already gone: drop it).
+    pub fn free(&self, allocation: impl Into<Allocation>) -> Result<(), FreeError> {
+        let allocation = allocation.into();
+        let location = allocation.location;
+        if location.allocator != self.id {
+            return Err(FreeError::new(Error::ForeignAllocation, allocation));
+        }
+        let margin = self.margin(allocation.memory_type);
+        let freed = match location.list {
+            ListRef::Type(t) => self.types[t as usize]
+                .vector
+                .free(self.env(), &location, margin),
+            ListRef::Pool(id) => match self.pool(id) {
+                Ok(pool) => pool.vector.free(self.env(), &location, margin),
+                Err(e) => Err(e),
+            },
+        };
+        match freed {
+            Ok(FreeOutcome::AlreadyFree) => Ok(()),
+            Ok(freed) => {
+                if freed == FreeOutcome::Corrupted {
+                    self.corruptions.fetch_add(1, Ordering::Relaxed);
+                    log::error!(
+                        "vkalloc: corruption next to the allocation of {} bytes at offset {} of memory type {}",
+                        allocation.size,
+                        allocation.offset,
+                        allocation.memory_type
+                    );
+                }
+                self.record(|r| r.free(allocation.memory, allocation.offset));
+                Ok(())
+            }
+            Err(e) => Err(FreeError::new(e, allocation)),
+        }
+    }
+
+    /// Makes host writes to `allocation[offset..offset + size]` visible to
+    /// the device. A no-op for `HOST_COHERENT` memory.
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] for a range outside the allocation;
+    /// [`Error::ForeignAllocation`] if another allocator made it;
+    /// [`Error::Device`] if the driver fails.
+    pub fn flush(
+        &self,
+        allocation: &MappedAllocation,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), Error> {
+        match self.mapped_range(allocation, offset, size)? {
+            Some(range) => memory::flush(&self.device, &range),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes device writes to `allocation[offset..offset + size]` visible to
+    /// the host. A no-op for `HOST_COHERENT` memory.
+    ///
+    /// # Errors
+    /// As [`Self::flush`].
+    pub fn invalidate(
+        &self,
+        allocation: &MappedAllocation,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), Error> {
+        match self.mapped_range(allocation, offset, size)? {
+            Some(range) => memory::invalidate(&self.device, &range),
+            None => Ok(()),
+        }
+    }
+
+    /// The atom-aligned range to flush or invalidate, or `None` when the
+    /// memory is coherent.
+    fn mapped_range(
+        &self,
+        allocation: &MappedAllocation,
+        offset: u64,
+        size: u64,
+    ) -> Result<Option<MappedRange>, Error> {
+        let a = allocation.allocation();
+        if a.location.allocator != self.id {
+            return Err(Error::ForeignAllocation);
+        }
+        let end = offset
+            .checked_add(size)
+            .filter(|&end| end <= a.size)
+            .ok_or(Error::OutOfBounds {
+                offset,
+                end: offset.saturating_add(size),
+                size: a.size,
+            })?;
+        if !self.types[a.memory_type as usize].non_coherent || size == 0 {
+            return Ok(None);
+        }
+        let atom = self.device.limits().non_coherent_atom_size.max(1);
+        // The allocation lies inside its block's range, which lies inside
+        // the block: none of these sums overflow.
+        let start = (a.offset + offset) / atom * atom;
+        let mut stop = (a.offset + end).div_ceil(atom) * atom;
+        // Padding keeps shared allocations atom-aligned; a dedicated block may
+        // end off an atom boundary, and Vulkan allows ranges that reach its end.
+        let range_end = a.location.range.offset + a.location.range.size;
+        if a.dedicated {
+            stop = stop.min(range_end);
+        }
+        Ok(Some(MappedRange {
+            memory: a.memory,
+            offset: start,
+            size: stop - start,
+        }))
+    }
+
+    pub(super) fn rank_types(
+        &self,
+        usage: MemoryUsage,
+        memory_type_bits: u32,
+        size: u64,
+        within_budget: bool,
+        extra_required: MemoryPropertyFlags,
+    ) -> Result<select::TypeCandidates, Error> {
+        let mut rooms = [HeapRoom::UNKNOWN; 16];
+        let heaps = self.budgets.heap_count().min(rooms.len());
+        for (heap, room) in rooms.iter_mut().enumerate().take(heaps) {
+            *room = HeapRoom(self.budgets.room(heap as u32));
+        }
+        let rooms = &rooms[..heaps];
+        let props = self.device.memory_properties();
+        let usage = if extra_required.is_empty() {
+            usage
+        } else {
+            let mut flags = usage.resolve(props, memory_type_bits, size, rooms);
+            flags.required |= extra_required;
+            MemoryUsage::Custom(flags)
+        };
+        let request = TypeRequest {
+            usage,
+            memory_type_bits,
+            size,
+            within_budget,
+        };
+        select::rank_memory_types(props, &request, rooms).map_err(|e| match e {
+            SelectError::NoMemoryTypeBits { .. } => Error::NoCompatibleMemoryType {
+                memory_type_bits,
+                required: MemoryPropertyFlags::NONE,
+            },
+            SelectError::NoTypeWithRequiredFlags { required, .. } => {
+                Error::NoCompatibleMemoryType {
+                    memory_type_bits,
+                    required,
+                }
+            }
+            SelectError::NoTypeWithinBudget { size, .. } => Error::NoTypeWithinBudget { size },
+        })
+    }
+
+    /// The memory type the full ranking would choose first, found through
+    /// the memo when that is cheap and certain; `None` sends the caller to the
+    /// full ranking.
+    fn fast_choice(
+        &self,
+        desc: &AllocationDesc<'_>,
+        extra_required: MemoryPropertyFlags,
+    ) -> Option<u32> {
+        let usage = desc.options.usage;
+        let implied = matches!(usage, MemoryUsage::Upload | MemoryUsage::Readback);
+        if desc.options.within_budget || !(extra_required.is_empty() || implied) {
+            return None;
+        }
+        let props = self.device.memory_properties();
+        let first = self
+            .type_cache
+            .first_choice(props, usage, desc.memory_type_bits)?;
+        type_cache::choose(props, first, desc.size, |heap| self.budgets.room(heap))
+    }
+}
+
+fn check_request(desc: &AllocationDesc<'_>) -> Result<(), Error> {
+    if desc.size == 0 {
+        return Err(Error::ZeroSize);
+    }
+    if desc.alignment > 1 && !desc.alignment.is_power_of_two() {
+        return Err(Error::InvalidAlignment(desc.alignment));
+    }
+    if desc.memory_type_bits == 0 {
+        return Err(Error::NoCompatibleMemoryType {
+            memory_type_bits: 0,
+            required: MemoryPropertyFlags::NONE,
+        });
+    }
+    Ok(())
+}

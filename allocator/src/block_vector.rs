@@ -1,0 +1,515 @@
+//! A block vector: the one owner of a list of blocks, whether a memory type's
+//! default blocks or a pool's. Allocating, freeing, trimming, resetting and
+//! tearing down are written here once; the allocator decides *which* vector
+//! and *how* (dedicated or shared, the range request), the vector does the
+//! rest.
+//!
+//! Locking: the vector's list has one mutex. Device memory is created and
+//! freed outside it (see [`crate::memory`]); the lock is held only while a
+//! range is found and committed, or freed.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::allocation::{Allocation, ListRef, Location};
+use crate::block::{Block, PoolAlgorithm};
+use crate::block_list::{BlockList, ListConfig};
+use crate::corruption;
+use crate::desc::AllocationDesc;
+use crate::device::DedicatedTo;
+use crate::error::Error;
+use crate::memory::{self, Doomed, MemoryRequest, PoolCaps};
+use crate::range::{Range, RangeRequest};
+use crate::recycle::RecycleBin;
+use crate::stats::{Counters, Usage};
+
+/// What a vector needs from its allocator for one operation.
+#[derive(Clone, Copy)]
+pub(crate) struct Env<'a> {
+    /// The device, object count and heap budgets.
+    pub memory: memory::Context<'a>,
+    /// The allocator's id, stamped into every allocation.
+    pub allocator: u32,
+    /// `bufferImageGranularity`.
+    pub granularity: u64,
+}
+
+/// How a vector's blocks are configured.
+#[derive(Debug)]
+pub(crate) struct VectorConfig {
+    pub memory_type: u32,
+    pub heap: u32,
+    pub host_visible: bool,
+    pub algorithm: PoolAlgorithm,
+    pub list: ListConfig,
+    /// The pool's caps; `None` for a memory type's default blocks.
+    pub caps: Option<PoolCaps>,
+    /// Bytes of freed dedicated memory kept for reuse (0: none).
+    pub recycle_bytes: u64,
+    pub list_ref: ListRef,
+}
+
+/// A shared-block placement: the range to find and where the allocation
+/// starts inside it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedPlacement {
+    pub request: RangeRequest,
+    /// Bytes from the range's start to the allocation (the corruption
+    /// margin's lead, else 0).
+    pub lead: u64,
+    /// The corruption margin filled around the allocation (0: none).
+    pub margin: u64,
+}
+
+/// A dedicated placement: the memory object's size and whether it names the
+/// resource (`VkMemoryDedicatedAllocateInfo`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DedicatedPlacement {
+    pub size: u64,
+    /// The resource to name in `VkMemoryDedicatedAllocateInfo`, if any.
+    pub named: Option<DedicatedTo>,
+    /// Whether the memory may be reused for another allocation once freed
+    /// (only memory that names no resource).
+    pub recyclable: bool,
+}
+
+/// What freeing found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum FreeOutcome {
+    /// The range was freed.
+    Freed,
+    /// The range was freed, and its corruption margins were damaged.
+    Corrupted,
+    /// The pool was reset since the allocation was made: nothing to do.
+    AlreadyFree,
+}
+
+/// One list of blocks with everything that counts it.
+#[derive(Debug)]
+pub(crate) struct BlockVector {
+    pub memory_type: u32,
+    pub heap: u32,
+    pub host_visible: bool,
+    pub algorithm: PoolAlgorithm,
+    /// The size blocks grow to (pools: every block's size).
+    pub block_size: u64,
+    /// The pool's caps; `None` for default blocks.
+    pub caps: Option<PoolCaps>,
+    /// Bumped by [`Self::reset`]: allocations of an older epoch are free.
+    epoch: AtomicU32,
+    list_ref: ListRef,
+    list: Mutex<BlockList>,
+    /// Freed dedicated blocks kept for reuse (default blocks only).
+    recycle: Option<Mutex<RecycleBin>>,
+    /// Blocks and allocations of this vector (recycled blocks included).
+    pub counters: Counters,
+}
+
+impl BlockVector {
+    pub fn new(config: VectorConfig) -> Self {
+        Self {
+            memory_type: config.memory_type,
+            heap: config.heap,
+            host_visible: config.host_visible,
+            algorithm: config.algorithm,
+            block_size: config.list.block_size,
+            caps: config.caps,
+            epoch: AtomicU32::new(0),
+            list_ref: config.list_ref,
+            list: Mutex::new(BlockList::new(config.list)),
+            recycle: (config.recycle_bytes > 0)
+                .then(|| Mutex::new(RecycleBin::new(config.recycle_bytes))),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Whether the vector places with a linear algorithm.
+    pub fn is_linear(&self) -> bool {
+        matches!(self.algorithm, PoolAlgorithm::Linear(_))
+    }
+
+    /// Places an allocation in an existing block, or in a new one.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] when no block the vector may create can hold the
+    /// range; any error of creating device memory.
+    pub fn allocate_shared(
+        &self,
+        env: Env<'_>,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
+        let sizes: Vec<u64> = {
+            let mut list = self.list.lock();
+            if let Some((block, range)) = list.allocate(&placement.request) {
+                return Ok(self.finish(env, &mut list, block, range, placement, desc));
+            }
+            list.next_block_sizes(placement.request.size).collect()
+        };
+        let too_large = Error::TooLarge {
+            size: desc.size,
+            max: self.block_size,
+        };
+        let mut last_error = too_large.clone();
+        for size in sizes {
+            let block = match self.create_block(env, size, desc.options.within_budget) {
+                Ok(block) => block,
+                Err(e @ Error::OutOfDeviceMemory { .. }) => {
+                    last_error = e;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut list = self.list.lock();
+            let index = list.insert(block);
+            let range = list
+                .block_mut(index)
+                .and_then(|b| b.allocate(&placement.request));
+            match range {
+                Some(range) => {
+                    return Ok(self.finish(env, &mut list, index, range, placement, desc))
+                }
+                None => {
+                    // Alignment or granularity padding made the request larger
+                    // than the whole block: give the block back.
+                    let block = list.remove(index);
+                    drop(list);
+                    if let Some(block) = block {
+                        self.destroy_block(env, block);
+                    }
+                    last_error = too_large.clone();
+                }
+            }
+        }
+        Err(last_error)
+    }
+
+    /// Gives an allocation memory of its own, reusing freed dedicated memory
+    /// of about the same size where the vector keeps some.
+    ///
+    /// # Errors
+    /// Any error of creating device memory.
+    pub fn allocate_dedicated(
+        &self,
+        env: Env<'_>,
+        placement: &DedicatedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
+        let kind = desc.kind.range_kind();
+        let recyclable = self.recycle.is_some() && placement.recyclable;
+        let reused = match &self.recycle {
+            Some(bin) if recyclable => bin.lock().take(placement.size),
+            _ => None,
+        };
+        let block = match reused {
+            Some(mut block) => {
+                block.reuse_dedicated(kind);
+                block
+            }
+            None => {
+                let created = memory::create(
+                    env.memory,
+                    &MemoryRequest {
+                        memory_type: self.memory_type,
+                        heap: self.heap,
+                        size: placement.size,
+                        dedicated_to: placement.named,
+                        host_visible: self.host_visible,
+                        within_budget: desc.options.within_budget,
+                        pool: self.caps.as_ref(),
+                        shared_block: false,
+                    },
+                )?;
+                self.counters.add_block(placement.size, true);
+                Block::dedicated(
+                    created.memory,
+                    placement.size,
+                    created.host_address,
+                    kind,
+                    recyclable,
+                )
+            }
+        };
+        let range = block.dedicated_range();
+        let mut list = self.list.lock();
+        let index = list.insert(block);
+        let whole = SharedPlacement {
+            request: RangeRequest {
+                size: placement.size,
+                alignment: 1,
+                kind,
+            },
+            lead: 0,
+            margin: 0,
+        };
+        Ok(self.finish(env, &mut list, index, range, &whole, desc))
+    }
+
+    /// Frees `location`'s range. The corruption margins are checked under
+    /// the lock, while the block is known to be live, and only when the
+    /// allocation is still current (a reset pool's stale handles touch
+    /// nothing).
+    ///
+    /// # Errors
+    /// [`Error::Invariant`] if the location names no live range (a bug).
+    pub fn free(
+        &self,
+        env: Env<'_>,
+        location: &Location,
+        margin: u64,
+    ) -> Result<FreeOutcome, Error> {
+        let (doomed, corrupted) = {
+            let mut list = self.list.lock();
+            if self.epoch.load(Ordering::Relaxed) != location.epoch {
+                return Ok(FreeOutcome::AlreadyFree);
+            }
+            let block = list.block(location.block).ok_or_else(|| {
+                Error::Invariant(format!("free: block {} does not exist", location.block))
+            })?;
+            let corrupted = margin > 0
+                && block.host_address != 0
+                && !block.is_dedicated()
+                && !corruption::intact(block.host_address, block.size, &location.range, margin);
+            let doomed = list
+                .free(location.block, location.range.id, location.range.offset)
+                .map_err(|e| Error::Invariant(e.to_string()))?;
+            self.counters.remove_allocations(1, location.range.size);
+            (doomed, corrupted)
+        };
+        if let Some(block) = doomed {
+            let doomed = match &self.recycle {
+                Some(bin) if block.recyclable => bin.lock().keep(block),
+                _ => vec![block],
+            };
+            for block in doomed {
+                self.destroy_block(env, block);
+            }
+        }
+        Ok(if corrupted {
+            FreeOutcome::Corrupted
+        } else {
+            FreeOutcome::Freed
+        })
+    }
+
+    /// Creates `count` empty blocks of the full block size up front (a
+    /// pool's `min_blocks`).
+    ///
+    /// # Errors
+    /// The first error of creating device memory; the blocks made before it
+    /// stay in the list (the caller tears the vector down).
+    pub fn reserve_blocks(&self, env: Env<'_>, count: u32) -> Result<(), Error> {
+        for _ in 0..count {
+            let block = self.create_block(env, self.block_size, false)?;
+            self.list.lock().insert(block);
+        }
+        Ok(())
+    }
+
+    /// Frees every allocation at once (a linear pool's per-frame reset):
+    /// dedicated blocks are released, shared blocks kept and cleared, and
+    /// every handle made before becomes stale.
+    pub fn reset(&self, env: Env<'_>) {
+        let doomed = {
+            let mut list = self.list.lock();
+            self.epoch.fetch_add(1, Ordering::Relaxed);
+            let mut count = 0u64;
+            let mut bytes = 0u64;
+            let mut dedicated = Vec::new();
+            for (index, block) in list.iter() {
+                count += block.allocation_count() as u64;
+                bytes += block.allocated_bytes();
+                if block.is_dedicated() {
+                    dedicated.push(index);
+                }
+            }
+            let doomed: Vec<Block> = dedicated
+                .into_iter()
+                .filter_map(|i| list.remove(i))
+                .collect();
+            list.iter_mut().for_each(Block::clear);
+            self.counters.remove_allocations(count, bytes);
+            doomed
+        };
+        for block in doomed {
+            self.destroy_block(env, block);
+        }
+    }
+
+    /// Frees every empty block above `min_blocks`, and the kept dedicated
+    /// memory.
+    pub fn trim(&self, env: Env<'_>) {
+        let mut blocks = self.list.lock().take_empty();
+        if let Some(bin) = &self.recycle {
+            blocks.extend(bin.lock().drain());
+        }
+        for block in blocks {
+            self.destroy_block(env, block);
+        }
+    }
+
+    /// Frees every block (the pool or allocator is going away). A block
+    /// that still holds allocations and is mapped is *leaked*, not freed:
+    /// a leaked [`crate::MappedAllocation`] may still read and write it, and
+    /// that must never touch freed memory. Returns how many were leaked.
+    pub fn teardown(&self, env: Env<'_>) -> usize {
+        let mut blocks = self.list.lock().drain();
+        if let Some(bin) = &self.recycle {
+            blocks.extend(bin.lock().drain());
+        }
+        let mut leaked = 0;
+        for block in blocks {
+            if block.host_address != 0 && !block.is_empty() {
+                leaked += 1;
+                continue;
+            }
+            self.destroy_block(env, block);
+        }
+        leaked
+    }
+
+    /// Calls `visit` with the list, under its lock.
+    pub fn with_list<R>(&self, visit: impl FnOnce(&BlockList) -> R) -> R {
+        visit(&self.list.lock())
+    }
+
+    /// Calls `visit` for each kept dedicated block, under the bin's lock.
+    pub fn for_each_recycled(&self, visit: &mut dyn FnMut(&Block)) {
+        if let Some(bin) = &self.recycle {
+            bin.lock().iter().for_each(visit);
+        }
+    }
+
+    /// Checks the list and the recycle bin, and that the counters match
+    /// them. Returns the vector's usage and its device memory objects.
+    ///
+    /// # Errors
+    /// [`Error::Invariant`] naming what is wrong.
+    pub fn validate(&self, name: &str) -> Result<(Usage, u32), Error> {
+        let mut usage = Usage::default();
+        let mut objects = 0u32;
+        self.with_list(|list| -> Result<(), Error> {
+            list.validate()
+                .map_err(|e| Error::Invariant(format!("{name}: {e}")))?;
+            for (_, block) in list.iter() {
+                objects += 1;
+                usage.add(&Usage {
+                    block_count: 1,
+                    block_bytes: block.size,
+                    allocation_count: block.allocation_count() as u64,
+                    allocation_bytes: block.allocated_bytes(),
+                    dedicated_count: u32::from(block.is_dedicated()),
+                });
+            }
+            Ok(())
+        })?;
+        let mut kept_ok = true;
+        self.for_each_recycled(&mut |block| {
+            kept_ok &= block.is_empty() && block.is_dedicated();
+            objects += 1;
+            usage.add(&Usage {
+                block_count: 1,
+                block_bytes: block.size,
+                dedicated_count: 1,
+                ..Usage::default()
+            });
+        });
+        if !kept_ok {
+            return Err(Error::Invariant(format!(
+                "{name}: a kept block is not an empty dedicated block"
+            )));
+        }
+        let counted = self.counters.snapshot();
+        if counted != usage {
+            return Err(Error::Invariant(format!(
+                "{name}: counters {counted:?} but blocks hold {usage:?}"
+            )));
+        }
+        Ok((usage, objects))
+    }
+
+    fn create_block(&self, env: Env<'_>, size: u64, within_budget: bool) -> Result<Block, Error> {
+        let created = memory::create(
+            env.memory,
+            &MemoryRequest {
+                memory_type: self.memory_type,
+                heap: self.heap,
+                size,
+                dedicated_to: None,
+                host_visible: self.host_visible,
+                within_budget,
+                pool: self.caps.as_ref(),
+                shared_block: true,
+            },
+        )?;
+        self.counters.add_block(size, false);
+        Ok(Block::new(
+            created.memory,
+            size,
+            created.host_address,
+            self.algorithm,
+            env.granularity,
+        ))
+    }
+
+    fn destroy_block(&self, env: Env<'_>, block: Block) {
+        let dedicated = block.is_dedicated();
+        self.counters.remove_block(block.size, dedicated);
+        memory::destroy(
+            env.memory,
+            Doomed {
+                heap: self.heap,
+                memory: block.memory,
+                size: block.size,
+                host_address: block.host_address,
+                pool: self.caps.as_ref().map(|caps| (caps, !dedicated)),
+            },
+        );
+    }
+
+    /// Records a committed range as a handed-out allocation.
+    fn finish(
+        &self,
+        env: Env<'_>,
+        list: &mut BlockList,
+        block_index: u32,
+        range: Range,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Allocation {
+        let block = list
+            .block_mut(block_index)
+            .expect("the block that just placed the range is in the list");
+        // The range holds `lead + size + margin` bytes (checked when the
+        // request was built), so neither sum overflows.
+        let offset = range.offset + placement.lead;
+        if placement.margin > 0 && block.host_address != 0 && !block.is_dedicated() {
+            corruption::fill(block.host_address, block.size, &range, offset, desc.size);
+        }
+        if !desc.options.tag.is_empty() {
+            block.tags.insert(range.offset, desc.options.tag.into());
+        }
+        self.counters.add_allocation(range.size);
+        Allocation {
+            memory: block.memory,
+            offset,
+            size: desc.size,
+            memory_type: self.memory_type,
+            kind: desc.kind,
+            host_address: if block.host_address == 0 {
+                0
+            } else {
+                block.host_address + offset as usize
+            },
+            dedicated: block.is_dedicated(),
+            location: Location {
+                allocator: env.allocator,
+                list: self.list_ref,
+                block: block_index,
+                range,
+                epoch: self.epoch.load(Ordering::Relaxed),
+            },
+        }
+    }
+}
