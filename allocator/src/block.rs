@@ -3,6 +3,8 @@
 //! A dedicated allocation is a block too, whose algorithm holds exactly one
 //! range, so the code above sees every block the same way.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 
 use crate::device::DeviceMemory;

@@ -5,6 +5,8 @@
 //! The list never calls the device: creating and freeing device memory is the
 //! allocator's job, done outside the list's lock.
 
+#![forbid(unsafe_code)]
+
 use crate::block::Block;
 use crate::range::{Range, RangeError, RangeId, RangeRequest};
 

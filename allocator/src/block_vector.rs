@@ -8,6 +8,8 @@
 //! freed outside it (see [`crate::memory`]); the lock is held only while a
 //! range is found and committed, or freed.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::Mutex;

@@ -5,6 +5,8 @@
 //! Budgets matter only when device memory is created (a new block or a
 //! dedicated allocation); suballocating inside a block never changes them.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,8 @@
 //! What an allocation request says: the resource it is for, its memory
 //! requirements, and how the caller wants it placed.
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::device::DedicatedTo;

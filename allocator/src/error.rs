@@ -1,6 +1,8 @@
 //! The allocator's errors. Each variant says what went wrong and how to
 //! recover.
 
+#![forbid(unsafe_code)]
+
 use crate::allocation::Allocation;
 use crate::device::{DeviceError, MemoryPropertyFlags};
 use crate::pool::PoolId;
@@ -237,13 +239,27 @@ impl Error {
     }
 }
 
-impl From<DeviceError> for Error {
-    fn from(e: DeviceError) -> Self {
+/// What the allocator was asking the device for when it failed: the figures
+/// a bare [`DeviceError`] lacks.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DeviceCall {
+    /// Bytes asked for (0 when the call allocated nothing).
+    pub size: u64,
+    /// `maxMemoryAllocationCount`.
+    pub limit: u32,
+}
+
+impl Error {
+    /// The one table from the device seam's errors to the allocator's; every
+    /// `VkResult` reaches the caller through here (the seam on `ash` maps
+    /// `VkResult` to [`DeviceError`] in one table of its own).
+    pub(crate) fn from_device(e: DeviceError, call: DeviceCall) -> Self {
         match e {
-            DeviceError::OutOfDeviceMemory => Error::OutOfDeviceMemory { size: 0 },
+            DeviceError::OutOfDeviceMemory => Error::OutOfDeviceMemory { size: call.size },
             DeviceError::OutOfHostMemory => Error::OutOfHostMemory,
+            DeviceError::TooManyObjects => Error::TooManyAllocations { limit: call.limit },
             DeviceError::MemoryMapFailed => Error::MapFailed,
-            other => Error::Device(other),
+            other @ (DeviceError::DeviceLost | DeviceError::Other(_)) => Error::Device(other),
         }
     }
 }

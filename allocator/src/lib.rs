@@ -62,8 +62,10 @@ pub mod range;
 mod recycle;
 pub mod report;
 pub mod select;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod stats;
+#[cfg(feature = "trace")]
 pub mod trace;
 mod type_cache;
 #[cfg(feature = "ash")]

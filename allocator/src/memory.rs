@@ -7,10 +7,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::budget::Budgets;
-use crate::device::{
-    DedicatedTo, DeviceError, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice,
-};
-use crate::error::Error;
+use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
+use crate::error::{DeviceCall, Error};
 use crate::pool::PoolId;
 
 /// A pool's hard caps, reserved before device memory is created so that
@@ -186,13 +184,13 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
         Ok(memory) => memory,
         Err(e) => {
             rollback();
-            return Err(match e {
-                DeviceError::OutOfDeviceMemory => Error::OutOfDeviceMemory { size: request.size },
-                DeviceError::TooManyObjects => Error::TooManyAllocations {
+            return Err(Error::from_device(
+                e,
+                DeviceCall {
+                    size: request.size,
                     limit: limits.max_memory_allocation_count,
                 },
-                other => other.into(),
-            });
+            ));
         }
     };
     let host_address = if request.host_visible {
@@ -257,11 +255,13 @@ pub(crate) fn destroy(cx: Context<'_>, doomed: Doomed<'_>) {
 pub(crate) fn flush(device: &dyn MemoryDevice, range: &MappedRange) -> Result<(), Error> {
     // SAFETY: the range's memory is a live block, mapped for its whole life,
     // and the range lies inside it, aligned as `MappedRange` requires.
-    unsafe { device.flush_ranges(std::slice::from_ref(range)) }.map_err(Error::from)
+    unsafe { device.flush_ranges(std::slice::from_ref(range)) }
+        .map_err(|e| Error::from_device(e, DeviceCall::default()))
 }
 
 /// Invalidates one range of a mapped block; as [`flush`].
 pub(crate) fn invalidate(device: &dyn MemoryDevice, range: &MappedRange) -> Result<(), Error> {
     // SAFETY: as in `flush`.
-    unsafe { device.invalidate_ranges(std::slice::from_ref(range)) }.map_err(Error::from)
+    unsafe { device.invalidate_ranges(std::slice::from_ref(range)) }
+        .map_err(|e| Error::from_device(e, DeviceCall::default()))
 }

@@ -5,6 +5,8 @@
 //! is told "full" ([`crate::Error::PoolExhausted`]) instead of pushing the
 //! heap over; per-frame uniforms and staging live in linear pools.
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::block::PoolAlgorithm;

@@ -5,6 +5,8 @@
 //! Only memory made without `VkMemoryDedicatedAllocateInfo` can be reused:
 //! memory that names a resource can only ever hold that resource.
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
 
 use crate::block::Block;

@@ -1,6 +1,8 @@
 //! Human- and tool-facing forms of the statistics: the JSON dump and the
 //! text summary. Plain functions over plain data, so any UI can draw them.
 
+#![forbid(unsafe_code)]
+
 use serde::Serialize;
 
 use crate::stats::{format_bytes, DetailedStatistics, Statistics};

@@ -51,6 +51,8 @@
 //!
 //! The ReBAR rule for uploads is spelled out at [`MemoryUsage::Upload`].
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::device::{HeapBudget, MemoryHeap, MemoryProperties, MemoryPropertyFlags as Flags};

@@ -16,6 +16,8 @@
 //! or `unknown` (the layout class used for buffer-image granularity);
 //! `fragmentation` is `1 - largest_free / total_free` per block.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};

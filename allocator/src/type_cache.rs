@@ -7,6 +7,8 @@
 //! without room down). Anything else — custom flags, a heap without room, a
 //! fallback after out-of-memory — takes the full ranking.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::device::{MemoryProperties, MemoryPropertyFlags};

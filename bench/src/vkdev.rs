@@ -439,7 +439,7 @@ impl VulkanContext {
         index: Option<usize>,
         want_memory_budget: bool,
     ) -> Result<(vk::PhysicalDevice, ash::Device, u32, DeviceInfo), String> {
-        // SAFETY (whole function): every call gets the live instance and
+        // SAFETY: (whole function) every call gets the live instance and
         // handles enumerated from it, with create infos that outlive the call;
         // the pointers vkGetDeviceProcAddr returns for the two requirements
         // queries have those commands' signatures, as transmuted.

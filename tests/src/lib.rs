@@ -19,6 +19,7 @@
 //! - `VKALLOC_DEVICE_INDEX=N`: use the N-th physical device (default 0).
 //! - `VK_DRIVER_FILES`: the Vulkan loader's choice of driver (`cargo xtask`
 //!   pins lavapipe unless told `--driver system`).
+#![warn(missing_docs)]
 
 mod commands;
 mod messenger;
@@ -482,15 +483,16 @@ impl GpuContext {
         // with VK_EXT_memory_budget enabled exactly when `memory_budget` is
         // true; the context keeps the device alive until the allocator is
         // dropped (`finish` and `Drop` drop the allocator first).
-        let ash_device = unsafe {
-            AshDevice::new(
+        let allocator = unsafe {
+            Allocator::on_ash(
                 &instance,
                 physical_device,
-                device.clone(),
+                &device,
                 AshDeviceOptions { memory_budget },
+                desc,
             )
-        };
-        let allocator = Allocator::new(ash_device, desc).map_err(HarnessError::Allocator)?;
+        }
+        .map_err(HarnessError::Allocator)?;
 
         let info = DeviceInfo {
             name,

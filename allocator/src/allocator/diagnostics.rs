@@ -2,6 +2,8 @@
 //! the JSON dump and text summary, leaks, corruption checks, validation,
 //! and the leak report when it goes away.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::sync::atomic::Ordering;
 

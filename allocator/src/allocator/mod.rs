@@ -20,11 +20,16 @@ mod diagnostics;
 mod placement;
 mod pools;
 
+#[cfg(feature = "trace")]
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+#[cfg(feature = "trace")]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+#[cfg(feature = "trace")]
+use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
@@ -35,6 +40,7 @@ use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::{self, ObjectCount};
 use crate::pool::{PoolDesc, PoolId};
+#[cfg(feature = "trace")]
 use crate::trace::{Recorder, TraceError};
 use crate::type_cache::TypeCache;
 
@@ -190,7 +196,9 @@ pub struct Allocator<D: MemoryDevice> {
     corruptions: AtomicU64,
     frame: AtomicU64,
     /// Whether `recorder` holds a recorder: checked without locking.
+    #[cfg(feature = "trace")]
     recording: AtomicBool,
+    #[cfg(feature = "trace")]
     recorder: Mutex<Option<Recorder>>,
     /// Set by [`Self::destroy`], which reports leaks itself.
     leaks_reported: bool,
@@ -280,7 +288,9 @@ impl<D: MemoryDevice> Allocator<D> {
             type_cache: TypeCache::new(),
             corruptions: AtomicU64::new(0),
             frame: AtomicU64::new(0),
+            #[cfg(feature = "trace")]
             recording: AtomicBool::new(false),
+            #[cfg(feature = "trace")]
             recorder: Mutex::new(None),
             leaks_reported: false,
         })
@@ -300,10 +310,12 @@ impl<D: MemoryDevice> Allocator<D> {
     /// boundary in a recorded trace; call once a frame.
     pub fn begin_frame(&self) {
         self.budgets.refresh(&self.device);
-        let frame = self.frame.fetch_add(1, Ordering::Relaxed);
-        self.record(|r| r.frame(frame));
+        let _frame = self.frame.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "trace")]
+        self.record(|r| r.frame(_frame));
     }
 
+    #[cfg(feature = "trace")]
     /// Starts recording every allocation and free as a trace (format in
     /// [`crate::trace::format`]), written to `writer`. Replaces a recording
     /// already running, whose result is dropped.
@@ -321,6 +333,7 @@ impl<D: MemoryDevice> Allocator<D> {
         Ok(())
     }
 
+    #[cfg(feature = "trace")]
     /// Stops recording and hands back the writer, flushed. `None` when no
     /// recording was running.
     ///
@@ -331,6 +344,7 @@ impl<D: MemoryDevice> Allocator<D> {
         self.recorder.lock().take().map(Recorder::finish)
     }
 
+    #[cfg(feature = "trace")]
     fn record(&self, event: impl FnOnce(&mut Recorder)) {
         if self.recording.load(Ordering::Relaxed) {
             if let Some(recorder) = self.recorder.lock().as_mut() {

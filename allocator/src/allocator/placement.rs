@@ -3,6 +3,8 @@
 //! checked arithmetic, and hand it to the block vector. Freeing, flushing
 //! and invalidating live here too.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::Ordering;
 
 use super::Allocator;
@@ -75,6 +77,7 @@ impl<D: MemoryDevice> Allocator<D> {
             }
             None => self.allocate_in_types(desc, extra_required)?,
         };
+        #[cfg(feature = "trace")]
         self.record(|r| r.alloc(desc, allocation.memory, allocation.offset));
         Ok(allocation)
     }
@@ -289,6 +292,7 @@ impl<D: MemoryDevice> Allocator<D> {
                         allocation.memory_type
                     );
                 }
+                #[cfg(feature = "trace")]
                 self.record(|r| r.free(allocation.memory, allocation.offset));
                 Ok(())
             }

@@ -38,6 +38,8 @@
 //!
 //! Unknown fields are rejected, so a misspelt field fails loudly.
 
+#![forbid(unsafe_code)]
+
 use serde::{Deserialize, Serialize};
 
 use crate::device::{DeviceLimits, MemoryProperties};

@@ -4,6 +4,8 @@
 //! Recording is off by default; when off it costs one relaxed atomic load
 //! per allocate and free.
 
+#![forbid(unsafe_code)]
+
 pub mod format;
 
 use std::collections::HashMap;

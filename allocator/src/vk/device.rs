@@ -41,7 +41,8 @@ impl std::fmt::Debug for AshDevice {
     }
 }
 
-fn error(result: vk::Result) -> DeviceError {
+/// The one table from `VkResult` to the seam's [`DeviceError`].
+pub(super) fn device_error(result: vk::Result) -> DeviceError {
     match result {
         vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => DeviceError::OutOfDeviceMemory,
         vk::Result::ERROR_OUT_OF_HOST_MEMORY => DeviceError::OutOfHostMemory,
@@ -187,7 +188,7 @@ impl MemoryDevice for AshDevice {
         // unbound dedicated target).
         unsafe { self.device.allocate_memory(&allocate, None) }
             .map(|m| DeviceMemory(m.as_raw()))
-            .map_err(error)
+            .map_err(device_error)
     }
 
     unsafe fn free_memory(&self, memory: DeviceMemory) {
@@ -209,7 +210,7 @@ impl MemoryDevice for AshDevice {
                 vk::MemoryMapFlags::empty(),
             )
         }
-        .map_err(error)?;
+        .map_err(device_error)?;
         NonNull::new(ptr.cast()).ok_or(DeviceError::MemoryMapFailed)
     }
 
@@ -225,12 +226,12 @@ impl MemoryDevice for AshDevice {
         let ranges: Vec<_> = ranges.iter().map(range).collect();
         // SAFETY: the caller guarantees each range is inside live mapped
         // memory and aligned to nonCoherentAtomSize.
-        unsafe { self.device.flush_mapped_memory_ranges(&ranges) }.map_err(error)
+        unsafe { self.device.flush_mapped_memory_ranges(&ranges) }.map_err(device_error)
     }
 
     unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
         let ranges: Vec<_> = ranges.iter().map(range).collect();
         // SAFETY: as for `flush_ranges`.
-        unsafe { self.device.invalidate_mapped_memory_ranges(&ranges) }.map_err(error)
+        unsafe { self.device.invalidate_mapped_memory_ranges(&ranges) }.map_err(device_error)
     }
 }

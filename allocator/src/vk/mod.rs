@@ -28,6 +28,42 @@ impl From<MemoryPropertyFlags> for vk::MemoryPropertyFlags {
     }
 }
 
+impl crate::Allocator<AshDevice> {
+    /// An allocator on an `ash` device, in one call: reads the device's
+    /// memory properties and limits and sets the allocator up.
+    ///
+    /// ```no_run
+    /// # fn demo(instance: &ash::Instance, physical_device: ash::vk::PhysicalDevice, device: &ash::Device) -> Result<(), vkalloc::Error> {
+    /// use vkalloc::{Allocator, AllocatorDesc, vk::AshDeviceOptions};
+    /// // SAFETY: `device` was made from `physical_device` of `instance` with
+    /// // Vulkan 1.1+, both outlive the allocator, and VK_EXT_memory_budget
+    /// // was enabled (as the options say).
+    /// let allocator = unsafe {
+    ///     Allocator::on_ash(instance, physical_device, device, AshDeviceOptions { memory_budget: true }, AllocatorDesc::default())
+    /// }?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Safety
+    /// As [`AshDevice::new`]: `device` was created from `physical_device`
+    /// of `instance` with Vulkan 1.1 or later, both stay alive until the
+    /// allocator is dropped, and `options` says truly what was enabled.
+    ///
+    /// # Errors
+    /// As [`crate::Allocator::new`].
+    pub unsafe fn on_ash(
+        instance: &ash::Instance,
+        physical_device: vk::PhysicalDevice,
+        device: &ash::Device,
+        options: AshDeviceOptions,
+        desc: crate::AllocatorDesc,
+    ) -> Result<Self, crate::Error> {
+        // SAFETY: the caller upholds `AshDevice::new`'s contract.
+        let device = unsafe { AshDevice::new(instance, physical_device, device.clone(), options) };
+        Self::new(device, desc)
+    }
+}
+
 impl crate::Allocation {
     /// The memory as an `ash` handle, to bind or copy with.
     pub fn vk_memory(&self) -> vk::DeviceMemory {

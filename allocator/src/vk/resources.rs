@@ -9,13 +9,17 @@ use ash::vk::Handle;
 use super::bound::{Buffer, DestroyError, Image, MappedBuffer};
 use super::AshDevice;
 use crate::desc::{AllocationDesc, AllocationOptions, DriverDedicated, ResourceKind};
-use crate::device::{DedicatedResource, DedicatedTo};
+use crate::device::{DedicatedResource, DedicatedTo, DeviceError};
+use crate::error::DeviceCall;
 use crate::{Allocation, Allocator, Error};
 
+/// A failed resource call as an [`Error`]: memory errors through the one
+/// table ([`super::device::device_error`], then the seam's), anything else
+/// as [`Error::Vulkan`] naming the call.
 fn vulkan(call: &'static str) -> impl Fn(vk::Result) -> Error {
-    move |result| Error::Vulkan {
-        call,
-        result: result.as_raw(),
+    move |result| match super::device::device_error(result) {
+        DeviceError::Other(raw) => Error::Vulkan { call, result: raw },
+        e => Error::from_device(e, DeviceCall::default()),
     }
 }
 

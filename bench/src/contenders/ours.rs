@@ -17,18 +17,18 @@ impl Ours {
         // SAFETY: the device outlives the allocator (the caller drops it
         // before the context), and `memory_budget` says whether the
         // extension was enabled on it.
-        let device = unsafe {
-            AshDevice::new(
+        let allocator = unsafe {
+            Allocator::on_ash(
                 &ctx.instance,
                 ctx.physical_device,
-                ctx.device.clone(),
+                &ctx.device,
                 AshDeviceOptions {
                     memory_budget: ctx.info.memory_budget,
                 },
+                AllocatorDesc::default(),
             )
-        };
-        let allocator = Allocator::new(device, AllocatorDesc::default())
-            .map_err(|e| format!("vkalloc: {e}"))?;
+        }
+        .map_err(|e| format!("vkalloc: {e}"))?;
         Ok(Self { allocator })
     }
 

@@ -146,18 +146,18 @@ impl GpuMemory {
         // SAFETY: the physical device belongs to the instance and the device was created
         // from it with Vulkan 1.3; the Context outlives this GpuMemory (the renderer drops
         // it first); `memory_budget` says whether VK_EXT_memory_budget was enabled.
-        let device = unsafe {
-            AshDevice::new(
+        let allocator = unsafe {
+            Allocator::on_ash(
                 &ctx.instance,
                 ctx.physical_device,
-                ctx.device.clone(),
+                &ctx.device,
                 AshDeviceOptions {
                     memory_budget: ctx.info.memory_budget,
                 },
+                AllocatorDesc::default(),
             )
-        };
-        let allocator = Allocator::new(device, AllocatorDesc::default())
-            .map_err(|e| alloc_err("allocator", e))?;
+        }
+        .map_err(|e| alloc_err("allocator", e))?;
         Ok(Self {
             allocator: Arc::new(allocator),
         })

@@ -160,8 +160,8 @@ impl TextureSet {
         )?;
 
         let n = files.len() as u32;
-        // SAFETY: valid create infos on a live device.
         let bindless = ctx.info.bindless;
+        // SAFETY: valid create infos on a live device.
         let (set_layout, descriptor_pool, sets, sampler) = unsafe {
             // Bindless: one set, one array of every texture (3 per material), partially
             // bound and updatable after binding. Otherwise: a set of 3 per material.
