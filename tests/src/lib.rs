@@ -337,11 +337,20 @@ impl GpuContext {
         } else {
             Vec::new()
         };
-        let extension_names: Vec<*const c_char> = if debug_utils_available {
+        let mut extension_names: Vec<*const c_char> = if debug_utils_available {
             vec![ash::ext::debug_utils::NAME.as_ptr()]
         } else {
             Vec::new()
         };
+        // Synchronization validation: hazards between commands (a copy
+        // racing a read, a missing barrier) are reported as errors too.
+        // VK_EXT_validation_features is provided by the validation layer.
+        let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut validation_features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
+        if validation {
+            extension_names.push(ash::ext::validation_features::NAME.as_ptr());
+        }
         let counters_ptr: *const MessageCounters = &*partial.counters;
         let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
             .message_severity(messenger::severities())
@@ -355,6 +364,9 @@ impl GpuContext {
         if debug_utils_available {
             // Chained so that instance creation and destruction are reported too.
             instance_info = instance_info.push_next(&mut messenger_info);
+        }
+        if validation {
+            instance_info = instance_info.push_next(&mut validation_features);
         }
         // SAFETY: the create info and everything it points to (names, app
         // info, messenger info whose user data outlives the instance) live

@@ -108,3 +108,38 @@ fn finish_fails_the_test_after_a_leak() {
         "unexpected panic: {message}"
     );
 }
+
+/// Synchronization validation is on: two copies writing the same bytes with
+/// no barrier between them are a write-after-write hazard, reported as an
+/// error (`SYNC-HAZARD-WRITE-AFTER-WRITE`), so every other GPU test runs
+/// with its barriers checked too.
+#[test]
+fn synchronization_hazards_are_reported() {
+    let ctx = GpuContext::for_test();
+    if !validation_or_explain(&ctx) {
+        ctx.finish();
+        return;
+    }
+    let src = gpu_tests::resources::upload_buffer(&ctx, 256, 1, "hazard source");
+    let dst = gpu_tests::resources::readback_buffer(&ctx, 256);
+    eprintln!("harness self-test: the next synchronization hazard is provoked on purpose");
+    ctx.one_shot(|cmd| {
+        // SAFETY: both buffers are live, bound and made with transfer usages;
+        // the missing barrier between the copies is the point of the test.
+        unsafe {
+            ctx.cmd_copy_buffer(cmd, src.raw(), dst.raw(), 256);
+            ctx.cmd_copy_buffer(cmd, src.raw(), dst.raw(), 256);
+        }
+    });
+    assert!(
+        ctx.take_validation_errors() >= 1,
+        "a write-after-write hazard went unreported: synchronization validation is off"
+    );
+    let allocator = ctx.allocator();
+    // SAFETY: the submission finished (one_shot waits).
+    unsafe {
+        allocator.destroy_buffer(src).expect("destroy");
+        allocator.destroy_buffer(dst).expect("destroy");
+    }
+    ctx.finish();
+}

@@ -146,7 +146,12 @@ impl Context {
         let mut extensions = desc.surface_extensions.clone();
         if validation {
             extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+            // Provided by the validation layer; turns on synchronization validation below.
+            extensions.push(ash::ext::validation_features::NAME.as_ptr());
         }
+        let sync_validation = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut validation_features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&sync_validation);
         let layer_ptrs = if validation {
             vec![VALIDATION_LAYER.as_ptr()]
         } else {
@@ -170,7 +175,9 @@ impl Context {
             .enabled_layer_names(&layer_ptrs)
             .enabled_extension_names(&extensions);
         if validation {
-            instance_info = instance_info.push_next(&mut messenger_info);
+            instance_info = instance_info
+                .push_next(&mut messenger_info)
+                .push_next(&mut validation_features);
         }
         // SAFETY: every pointer in `instance_info` outlives the call.
         let instance =
