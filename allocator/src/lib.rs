@@ -34,6 +34,8 @@
 //! ```
 //!
 //! ## Chapters
+//! - *Embedding in an engine*: `docs/embedding.md` in the repository, and the
+//!   runnable `examples/embed.rs`.
 //! - *Choosing a memory type*: [`select`] and [`MemoryUsage`].
 //! - *Dedicated allocations*: [`DedicatedPolicy`], [`DriverDedicated`], [`AllocatorDesc`].
 //! - *Pools and budgets*: [`PoolDesc`], [`Allocator::create_pool`], [`budget`].
@@ -42,7 +44,13 @@
 //!   [`Allocator::summary`], [`Allocator::leaks`], [`Allocator::validate`].
 //! - *Finding memory corruption*: [`corruption`], [`Allocator::check_corruption`].
 //! - *Recording a trace*: [`trace`], [`Allocator::start_recording`].
-//! - *Creating resources*: [`vk`].
+//! - *Creating resources*: [`vk`] (`create_buffer`, `create_image`: a
+//!   resource and its memory as one typed value).
+//!
+//! ## Cargo features
+//! - `ash` (default): the device seam on `ash` and the resource helpers.
+//! - `sim`: the simulated device with real GPUs' memory tables.
+//! - `trace`: recording allocation traces.
 #![warn(missing_docs)]
 
 mod allocation;

@@ -363,11 +363,23 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
         tests.env("RUST_BACKTRACE", "1");
     }
 
-    let steps: [(&str, Command, &str); 4] = [
+    // The embedding guide's example walks every step on the real device.
+    let mut example = cargo();
+    example.args(["run", "--quiet", "-p", "vkalloc", "--example", "embed"]);
+    if !options.release && env::var_os("CARGO_PROFILE_DEV_DEBUG").is_none() {
+        example.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
+    }
+
+    let steps: [(&str, Command, &str); 5] = [
         ("fmt", fmt, "run `cargo fmt --all` to fix the formatting"),
         ("clippy", clippy, "fix the lints above"),
         ("doc", doc, "fix the documentation warnings above"),
         ("test", tests, "see the failing tests above"),
+        (
+            "example",
+            example,
+            "the embedding example failed: see its output above",
+        ),
     ];
     let mut timings = Vec::new();
     let mut failures = Vec::new();
