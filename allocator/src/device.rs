@@ -291,6 +291,7 @@ pub struct MappedRange {
 
 /// A failure reported by the device (a `VkResult` error code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// `VK_ERROR_OUT_OF_DEVICE_MEMORY`.
     #[error("the device is out of memory in this heap")]

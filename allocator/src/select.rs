@@ -134,6 +134,7 @@ impl TypeFlags {
 /// The table in the [module documentation](self) lists what each preset
 /// resolves to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum MemoryUsage {
     /// Only the GPU touches the memory: render targets, textures, vertex and
     /// storage buffers filled by copies. Prefers `DEVICE_LOCAL`, avoids
