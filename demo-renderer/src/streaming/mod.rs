@@ -378,11 +378,13 @@ impl Streamer {
                 frame.wanted_from = "feedback";
                 let mut fw = self.feedback_wants(fb);
                 // The camera moves on: extrapolate each material's trend one frame
-                // (a level getting finer is wanted a frame early).
+                // (a level getting finer is wanted a frame early), by half a level
+                // at most (an object entering the view is no trend).
                 if let Some(prev) = self.prev_feedback.as_ref() {
                     for (w, p) in fw.iter_mut().zip(self.feedback_wants(prev)) {
                         if let (Some(w), Some(p)) = (w.as_mut(), p) {
-                            w.level_lod = w.level_lod.min(2.0 * w.level_lod - p.level_lod);
+                            let trend = (w.level_lod - p.level_lod).clamp(-0.5, 0.0);
+                            w.level_lod += trend;
                         }
                     }
                 }
@@ -461,6 +463,10 @@ impl Streamer {
             },
             max_upload_bytes: self.cfg.upload_budget,
             keep_bonus: 0.5,
+            // Drops happen after the poll: with no batch in flight (the usual
+            // case: the frame before, submitted after them, is done) nothing reads
+            // the old image, and it is freed at once.
+            drop_frees_at_once: self.mechanism.as_ref().is_none_or(|m| m.in_flight() == 0),
         };
         cfg.reserve = policy::default_reserve(inputs, cfg.budget);
         let plan = policy::plan(&cfg, inputs, self.retiring_bytes(), max_alloc);

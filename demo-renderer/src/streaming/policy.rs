@@ -111,12 +111,17 @@ pub struct PolicyConfig {
     /// Kept free in the steady state so that a replacement's new image fits beside
     /// its old one (see [`default_reserve`]).
     pub reserve: u64,
-    /// Changes per frame, at most.
+    /// Replacements per frame, at most (drops are not counted: they only rewrite
+    /// a descriptor).
     pub max_ops: usize,
     /// File bytes uploaded per frame, at most (the first grow of a frame may pass it).
     pub max_upload_bytes: u64,
     /// Hysteresis: the factor by which resident levels' keys are raised (0.5 = 50 %).
     pub keep_bonus: f32,
+    /// Whether a dropped image is freed at once (no pending GPU work reads it), so
+    /// its bytes are available to this frame's grows; else it retires like a
+    /// replaced image and counts until the mechanism reports it freed.
+    pub drop_frees_at_once: bool,
 }
 
 /// The reserve that lets any one texture grow beside its old image when every
@@ -321,23 +326,34 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
     for (i, t) in textures.iter().enumerate() {
         busy[i] = t.pending.is_some();
     }
-    let full = |changes: &Vec<Change>| changes.len() >= cfg.max_ops;
+    // The operation cap counts replacements (they allocate, copy and upload);
+    // drops only rewrite a descriptor.
+    let full = |changes: &Vec<Change>| {
+        changes
+            .iter()
+            .filter(|c| matches!(c, Change::Replace { .. }))
+            .count()
+            >= cfg.max_ops
+    };
 
     // 1. Drops: textures whose target is the tail alone. They free memory.
     for (i, t) in textures.iter().enumerate() {
-        if full(&changes) {
-            break;
-        }
         if !busy[i] && t.resident < t.tail() && targets[i] == t.tail() {
             changes.push(Change::Drop {
                 texture: i,
                 from: t.resident,
             });
+            if cfg.drop_frees_at_once {
+                total -= t.image_bytes(t.resident);
+            }
             busy[i] = true;
         }
     }
     // 2. Shrinks: copy the levels kept into a smaller image when it fits beside
-    // everything, else drop to the tail (the grow back reads from the file).
+    // everything; else wait for memory to free, or, when nothing will free by
+    // itself (no old image retiring, no drop this frame), drop to the tail (the
+    // grow back reads from the file).
+    let frees_later = retiring > 0 || !changes.is_empty();
     for (i, t) in textures.iter().enumerate() {
         if full(&changes) {
             break;
@@ -354,11 +370,16 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
                 from: t.resident,
                 to,
             });
+        } else if frees_later {
+            continue;
         } else {
             changes.push(Change::Drop {
                 texture: i,
                 from: t.resident,
             });
+            if cfg.drop_frees_at_once {
+                total -= t.image_bytes(t.resident);
+            }
         }
         busy[i] = true;
     }
@@ -424,6 +445,9 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
                 texture: i,
                 from: t.resident,
             });
+            if cfg.drop_frees_at_once {
+                total -= t.image_bytes(t.resident);
+            }
         }
     }
     Plan {
@@ -467,6 +491,7 @@ mod tests {
             max_ops: 64,
             max_upload_bytes: u64::MAX,
             keep_bonus: 0.5,
+            drop_frees_at_once: false,
         }
     }
 
@@ -662,7 +687,7 @@ mod tests {
         fn total(&self) -> u64 {
             resident_bytes(&self.textures, self.retiring())
         }
-        fn start(&mut self, plan: &Plan, delays: &[u32]) {
+        fn start(&mut self, plan: &Plan, delays: &[u32], drop_frees_at_once: bool) {
             for (k, c) in plan.changes.iter().enumerate() {
                 match *c {
                     Change::Replace { texture, to, from } => {
@@ -674,7 +699,9 @@ mod tests {
                     Change::Drop { texture, from } => {
                         let t = &mut self.textures[texture];
                         assert_eq!(t.resident, from);
-                        self.retiring.push((t.image_bytes(from), 1));
+                        if !drop_frees_at_once {
+                            self.retiring.push((t.image_bytes(from), 1));
+                        }
                         t.resident = t.tail();
                     }
                 }
@@ -720,11 +747,12 @@ mod tests {
             delays in prop::collection::vec(0u32..3, 1..6),
             wants in prop::collection::vec(prop::collection::vec(prop::option::of((0u32..10, 0.0f32..1.0)), 12), 1..6),
             frames in 5usize..40,
+            drop_frees_at_once in any::<bool>(),
         ) {
             let tails: u64 = textures.iter().map(|t| t.tail_bytes).sum();
             let full: u64 = textures.iter().map(|t| t.tail_bytes + t.image_bytes(0)).sum();
             let budget = tails + ((full - tails) as f64 * budget_frac) as u64;
-            let mut c = PolicyConfig { budget, reserve: 0, max_ops, max_upload_bytes: cap, keep_bonus: 0.5 };
+            let mut c = PolicyConfig { budget, reserve: 0, max_ops, max_upload_bytes: cap, keep_bonus: 0.5, drop_frees_at_once };
             c.reserve = default_reserve(&textures, budget);
             let mut sim = Sim { textures, in_flight: vec![], retiring: vec![] };
             for f in 0..frames {
@@ -737,12 +765,13 @@ mod tests {
                 }
                 prop_assert!(sim.total() <= budget);
                 let p = plan(&c, &sim.textures, sim.retiring(), u64::MAX);
-                prop_assert!(p.changes.len() <= max_ops);
+                let replaces = p.changes.iter().filter(|c| matches!(c, Change::Replace { .. })).count();
+                prop_assert!(replaces <= max_ops);
                 let grows = p.changes.iter().filter(|c| matches!(c, Change::Replace{from, to, ..} if to < from)).count();
                 prop_assert!(p.upload_bytes <= cap || grows == 1, "{} > {cap} with {grows} grows", p.upload_bytes);
                 let mut seen = std::collections::HashSet::new();
                 for ch in &p.changes { prop_assert!(seen.insert(ch.texture()), "two changes to one texture"); }
-                sim.start(&p, &delays);
+                sim.start(&p, &delays, drop_frees_at_once);
                 prop_assert!(sim.total() <= budget, "after start: {} > {budget}", sim.total());
                 prop_assert_eq!(sim.total(), p.resident_after);
                 sim.advance();
@@ -756,11 +785,12 @@ mod tests {
         fn settles_and_stays(
             textures in prop::collection::vec(arb_texture(), 1..10),
             budget_frac in 0.0f64..1.2,
+            drop_frees_at_once in any::<bool>(),
         ) {
             let tails: u64 = textures.iter().map(|t| t.tail_bytes).sum();
             let full: u64 = textures.iter().map(|t| t.tail_bytes + t.image_bytes(0)).sum();
             let budget = tails + ((full - tails) as f64 * budget_frac) as u64;
-            let mut c = PolicyConfig { budget, reserve: 0, max_ops: 4, max_upload_bytes: 1 << 20, keep_bonus: 0.5 };
+            let mut c = PolicyConfig { budget, reserve: 0, max_ops: 4, max_upload_bytes: 1 << 20, keep_bonus: 0.5, drop_frees_at_once };
             c.reserve = default_reserve(&textures, budget);
             let mut sim = Sim { textures, in_flight: vec![], retiring: vec![] };
             let mut quiet = 0;
@@ -772,7 +802,7 @@ mod tests {
                 } else {
                     prop_assert!(quiet == 0, "changed again after settling: {:?}", p.changes);
                 }
-                sim.start(&p, &[0]);
+                sim.start(&p, &[0], drop_frees_at_once);
                 sim.advance();
             }
             prop_assert!(quiet > 3, "never settled");
