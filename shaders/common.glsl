@@ -14,10 +14,11 @@ layout(set = 0, binding = 0) uniform Frame {
     vec4 ground_color;   // rgb: hemisphere light from below
     Light lights[MAX_LIGHTS];
     uvec4 light_count;   // x
+    uvec4 stream;        // x: max anisotropy; y: --show-mips; z: write streaming feedback
 } u_frame;
 
 layout(push_constant) uniform Push {
     mat4 model;
     vec4 uv_scale;       // xy: texture repeats; z: normal strength
-    uvec4 material;      // x: material index (bindless pipeline)
+    uvec4 material;      // x: material index; y: map side in texels (level 0); z: resident level
 } pc;

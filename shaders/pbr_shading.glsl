@@ -9,6 +9,31 @@ layout(location = 0) out vec4 o_color;
 
 const float PI = 3.14159265359;
 
+// Streaming feedback, per material: x the finest mip level the sampler wanted
+// (x16, fixed point; atomicMin), y how many sampled pixels it covered. One pixel
+// per 8x8 tile writes.
+layout(set = 0, binding = 1, std430) buffer Feedback {
+    uvec2 wanted[];
+} u_feedback;
+
+// The level the sampler picks (Vulkan's LOD rule with anisotropy), from the
+// derivatives of the texel coordinates in the full-size map.
+float wanted_lod(vec2 dx, vec2 dy) {
+    float px = length(dx);
+    float py = length(dy);
+    float pmax = max(px, py);
+    float pmin = max(min(px, py), 1e-8);
+    float n = min(ceil(pmax / pmin), float(max(u_frame.stream.x, 1u)));
+    return log2(max(pmax / n, 1e-8));
+}
+
+vec3 mip_tint(uint level) {
+    const vec3 tints[8] = vec3[8](
+        vec3(1.0, 0.1, 0.1), vec3(1.0, 0.5, 0.0), vec3(1.0, 1.0, 0.1), vec3(0.2, 1.0, 0.2),
+        vec3(0.1, 1.0, 1.0), vec3(0.2, 0.3, 1.0), vec3(0.7, 0.2, 1.0), vec3(0.6, 0.6, 0.6));
+    return tints[min(level, 7u)];
+}
+
 float d_ggx(float n_h, float a) {
     float a2 = a * a;
     float d = n_h * n_h * (a2 - 1.0) + 1.0;
@@ -27,6 +52,15 @@ vec3 f_schlick(float v_h, vec3 f0) {
 }
 
 void main() {
+    // Derivatives first, in uniform control flow.
+    vec2 texel = v_uv * float(pc.material.y);
+    vec2 tdx = dFdx(texel);
+    vec2 tdy = dFdy(texel);
+    if (u_frame.stream.z != 0u && ((uint(gl_FragCoord.x) | uint(gl_FragCoord.y)) & 7u) == 0u) {
+        float lod = clamp(wanted_lod(tdx, tdy), 0.0, 31.0);
+        atomicMin(u_feedback.wanted[pc.material.x].x, uint(lod * 16.0));
+        atomicAdd(u_feedback.wanted[pc.material.x].y, 1u);
+    }
     vec3 albedo = SAMPLE_MAP(0, v_uv).rgb;
     vec2 nxy = SAMPLE_MAP(1, v_uv).xy * 2.0 - 1.0;
     nxy *= pc.uv_scale.z;
@@ -77,5 +111,10 @@ void main() {
     vec3 env = mix(u_frame.ground_color.rgb, u_frame.sky_color.rgb, r.y * 0.5 + 0.5);
     vec3 f_env = f0 + (max(vec3(1.0 - roughness), f0) - f0) * pow(1.0 - n_v, 5.0);
     color += ao * (diffuse_color * ambient + f_env * env * (1.0 - 0.7 * roughness));
+    if (u_frame.stream.y != 0u) {
+        // --show-mips: tint by the resident level (red 0, orange 1, yellow 2, ...).
+        float l = dot(color, vec3(0.2126, 0.7152, 0.0722));
+        color = mip_tint(pc.material.z) * (0.05 + l);
+    }
     o_color = vec4(color, 1.0);
 }

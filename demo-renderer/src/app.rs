@@ -6,13 +6,15 @@ use std::time::Instant;
 
 use ash::vk;
 
-use crate::cli::{Flags, SceneKind, Settings, TextureChoice};
+use crate::cli::{Flags, SceneKind, Settings, StreamingMode, TextureChoice};
 use crate::frame::gallery::GalleryPass;
 use crate::frame::{Output, Renderer, ScenePass, TrianglePass};
 use crate::gpu::{Context, ContextDesc, GpuError, GpuMemory};
+use crate::materials::textures::Residency;
 use crate::materials::{ensure_baked, TextureSet};
 use crate::report::{FrameRecord, Report};
 use crate::scene::Gallery;
+use crate::streaming::StreamConfig;
 
 /// A failure of the demo, shown to the user.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +106,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             break;
         }
         let png = settings.png_every > 0 && i % settings.png_every == 0;
-        let output = Output::Headless { readback: png };
+        let output = Output::Headless {
+            readback: png || settings.compare.is_some(),
+        };
         let t = match renderer.render(ctx, scene.as_ref(), output, None, None) {
             Ok(t) => t,
             Err(e) => {
@@ -112,20 +116,41 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
                 break;
             }
         };
-        if png {
+        let stream = scene.frame_done(ctx, &mem);
+        let mut psnr = None;
+        if png || settings.compare.is_some() {
             let pixels = renderer.targets.read_pixels(&mem);
-            let path = settings.out.join(format!("frame_{i:04}.png"));
-            if let Err(e) = write_png(&path, settings.width, settings.height, &pixels) {
-                result = Err(e);
-                break;
+            let name = format!("frame_{i:04}.png");
+            if png {
+                if let Err(e) = write_png(
+                    &settings.out.join(&name),
+                    settings.width,
+                    settings.height,
+                    &pixels,
+                ) {
+                    result = Err(e);
+                    break;
+                }
+            }
+            if let Some(dir) = &settings.compare {
+                match crate::streaming::psnr::psnr_against_png(
+                    &pixels,
+                    settings.width,
+                    settings.height,
+                    &dir.join(&name),
+                ) {
+                    Ok(db) => psnr = Some(db),
+                    Err(e) => {
+                        result = Err(AppError::Io(format!("--compare: {e}")));
+                        break;
+                    }
+                }
             }
         }
-        frames.push(FrameRecord::new(
-            i,
-            &t,
-            scene.texture_bytes(),
-            settings.texture_budget,
-        ));
+        let mut record = FrameRecord::new(i, &t, scene.texture_bytes(), settings.texture_budget);
+        record.streaming = stream;
+        record.psnr_db = psnr;
+        frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();
     let report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
@@ -175,19 +200,31 @@ pub fn make_scene(
             )
             .map_err(AppError::Io)?;
             let started = Instant::now();
-            let textures = TextureSet::load(
+            let residency = match settings.streaming {
+                StreamingMode::On => Residency::Tails {
+                    tail_texels: crate::streaming::TAIL_TEXELS,
+                    staging_bytes: settings.upload_budget.saturating_mul(2),
+                },
+                StreamingMode::Off => Residency::Static,
+            };
+            let textures = TextureSet::load_with(
                 ctx,
                 mem,
                 &files,
                 settings.texture_budget,
                 settings.anisotropy,
+                residency,
             )?;
             let load_seconds = started.elapsed().as_secs_f64();
             println!(
-                "materials: {count} x 3 {encoding:?} maps of {}x{} ({}), resident from mip {}..{} ({:.1} MiB of {:.1} MiB budget), loaded in {load_seconds:.2} s",
+                "materials: {count} x 3 {encoding:?} maps of {}x{} ({}), {}resident from mip {}..{} ({:.1} MiB of {:.1} MiB budget), loaded in {load_seconds:.2} s",
                 settings.texture_size,
                 settings.texture_size,
                 if textures.bindless { "one bindless array" } else { "a descriptor set per material" },
+                match settings.streaming {
+                    StreamingMode::On => "streaming on: mip tails ",
+                    StreamingMode::Off => "streaming off: ",
+                },
                 textures.finest_level,
                 textures.base_level,
                 textures.resident_bytes() as f64 / (1u64 << 20) as f64,
@@ -195,7 +232,15 @@ pub fn make_scene(
             );
             let floor = if count > 8 { 8 } else { 0 };
             let gallery = Gallery::new(count, floor);
-            let pass = GalleryPass::new(ctx, mem, gallery, textures, extent)?;
+            let stream = StreamConfig {
+                mode: settings.streaming,
+                budget: settings.texture_budget,
+                upload_budget: settings.upload_budget,
+                max_ops: crate::streaming::MAX_OPS,
+                show_mips: settings.show_mips,
+                anisotropy: settings.anisotropy,
+            };
+            let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream)?;
             Ok((Box::new(pass), bake_seconds, load_seconds))
         }
     }
@@ -226,6 +271,7 @@ pub fn build_report(
         peak_texture_bytes: 0,
         validation_errors: ctx.error_count(),
         allocator: mem.statistics_json(),
+        streaming: None,
         summary: String::new(),
     };
     report.finish();

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+pub use crate::streaming::Mode as StreamingMode;
+
 /// Which scene to draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -65,6 +67,14 @@ pub struct Flags {
     pub screenshot: Option<PathBuf>,
     /// `--list-devices`.
     pub list_devices: bool,
+    /// `--streaming on|off`.
+    pub streaming: Option<StreamingMode>,
+    /// `--upload-budget BYTES` (per frame).
+    pub upload_budget: Option<u64>,
+    /// `--show-mips`.
+    pub show_mips: bool,
+    /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
+    pub compare: Option<PathBuf>,
     /// `--help`.
     pub help: bool,
 }
@@ -80,8 +90,15 @@ USAGE: demo-renderer [FLAGS]
   --out DIR              where PNG frames and report.json go (default out/)
   --png-every N          write every Nth frame as a PNG (default 1; 0: none, for timing)
   --texture-size N       baked material size, a power of two >= 16 (default 8192; lavapipe 512)
-  --materials N          materials in the gallery, 1..=16 (default 16)
+  --materials N          materials in the gallery, 1..=64 (default 16; past 16, variants
+                         of the sixteen with other seeds)
   --texture-budget SIZE  texture memory budget, e.g. 1GiB, 512MiB, 1073741824 (default 1GiB)
+  --streaming on|off     stream mip levels under the budget as the camera moves (on, the
+                         default), or pick one level per texture at load time (off)
+  --upload-budget SIZE   file bytes uploaded per frame while streaming (default 64MiB)
+  --show-mips            tint each material by its resident mip level (red 0, orange 1,
+                         yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
+  --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
   --window               show the frames in a window (winit) instead of writing PNGs
   --screenshot FILE      with --window: save the last frame as a PNG
   --device INDEX         Vulkan device to use (see --list-devices)
@@ -172,8 +189,8 @@ impl Flags {
                 }
                 "--materials" => {
                     let n: u32 = parse_num(&name, &value(&mut it)?)?;
-                    if !(1..=16).contains(&n) {
-                        return Err(FlagError(format!("--materials: {n} is outside 1..=16")));
+                    if !(1..=64).contains(&n) {
+                        return Err(FlagError(format!("--materials: {n} is outside 1..=64")));
                     }
                     f.materials = Some(n);
                 }
@@ -183,6 +200,21 @@ impl Flags {
                         FlagError(format!("--texture-budget: '{v}' is not a size like 512MiB"))
                     })?);
                 }
+                "--upload-budget" => {
+                    let v = value(&mut it)?;
+                    f.upload_budget = Some(parse_bytes(&v).ok_or_else(|| {
+                        FlagError(format!("--upload-budget: '{v}' is not a size like 64MiB"))
+                    })?);
+                }
+                "--streaming" => {
+                    f.streaming = Some(match value(&mut it)?.as_str() {
+                        "on" => StreamingMode::On,
+                        "off" => StreamingMode::Off,
+                        v => return Err(FlagError(format!("--streaming: '{v}' is not on or off"))),
+                    })
+                }
+                "--show-mips" => f.show_mips = true,
+                "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
                 "--png-every" => f.png_every = Some(parse_num(&name, &value(&mut it)?)?),
                 "--anisotropy" => {
@@ -266,6 +298,14 @@ pub struct Settings {
     pub cache: PathBuf,
     /// Whether defaults were scaled down for a software rasterizer.
     pub scaled_down: bool,
+    /// Texture streaming on or off.
+    pub streaming: StreamingMode,
+    /// File bytes uploaded per frame while streaming.
+    pub upload_budget: u64,
+    /// Tint materials by their resident mip level.
+    pub show_mips: bool,
+    /// Another run's frames to compare with (PSNR).
+    pub compare: Option<PathBuf>,
 }
 
 /// The default material cache: `$XDG_CACHE_HOME/vkalloc-demo` or `~/.cache/vkalloc-demo`.
@@ -311,6 +351,10 @@ impl Settings {
             textures: f.textures.unwrap_or(TextureChoice::Auto),
             cache: f.cache.clone().unwrap_or_else(default_cache),
             scaled_down,
+            streaming: f.streaming.unwrap_or(StreamingMode::On),
+            upload_budget: f.upload_budget.unwrap_or(64 << 20),
+            show_mips: f.show_mips,
+            compare: f.compare.clone(),
         }
     }
 }
@@ -346,6 +390,12 @@ mod tests {
         assert!(parse("--texture-size 1000").is_err());
         assert!(parse("--frames").is_err());
         assert!(parse("--frames 0").is_err());
-        assert!(parse("--materials 17").is_err());
+        assert!(parse("--materials 65").is_err());
+        let f = parse("--streaming off --upload-budget 8MiB --show-mips --compare ref").unwrap();
+        assert_eq!(f.streaming, Some(StreamingMode::Off));
+        assert_eq!(f.upload_budget, Some(8 << 20));
+        assert!(f.show_mips);
+        assert!(parse("--streaming maybe").is_err());
+        assert!(parse("--upload-budget lots").is_err());
     }
 }

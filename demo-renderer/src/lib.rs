@@ -14,4 +14,5 @@ pub mod materials;
 pub mod report;
 pub mod scene;
 pub mod shaders;
+pub mod streaming;
 pub mod window;

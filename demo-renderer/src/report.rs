@@ -22,6 +22,12 @@ pub struct FrameRecord {
     pub texture_bytes: u64,
     /// The texture budget.
     pub texture_budget: u64,
+    /// Texture streaming figures (gallery scene).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<crate::streaming::StreamFrame>,
+    /// PSNR against `--compare`'s frame, dB (100 = identical).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psnr_db: Option<f64>,
 }
 
 impl FrameRecord {
@@ -36,6 +42,8 @@ impl FrameRecord {
             gpu_ms,
             texture_bytes,
             texture_budget,
+            streaming: None,
+            psnr_db: None,
         }
     }
 }
@@ -89,6 +97,9 @@ pub struct Report {
     pub validation_errors: u32,
     /// The allocator's statistics at the last frame.
     pub allocator: serde_json::Value,
+    /// Texture streaming over the run (gallery scene).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<crate::streaming::summary::StreamingSummary>,
     /// One line for humans.
     pub summary: String,
 }
@@ -119,6 +130,13 @@ impl Report {
             self.settings.texture_budget as f64 / (1 << 20) as f64,
             self.validation_errors
         );
+        self.streaming = crate::streaming::summary::StreamingSummary::from_frames(
+            self.settings.streaming,
+            &self.frames,
+        );
+        if let Some(s) = &self.streaming {
+            self.summary.push_str(&format!("; {}", s.line()));
+        }
     }
 }
 

@@ -16,6 +16,11 @@ use crate::scene::camera::view_proj;
 use crate::scene::mesh::Vertex;
 use crate::scene::{Gallery, Shape};
 use crate::shaders;
+use crate::streaming::estimate::View;
+use crate::streaming::{StreamConfig, StreamFrame, Streamer};
+
+/// Vertical field of view of the gallery's camera.
+const FOV_Y_DEGREES: f32 = 50.0;
 
 const MAX_LIGHTS: usize = 4;
 
@@ -37,6 +42,7 @@ struct FrameUniforms {
     ground: [f32; 4],
     lights: [LightUniform; MAX_LIGHTS],
     light_count: [u32; 4],
+    stream: [u32; 4],
 }
 
 #[repr(C)]
@@ -71,6 +77,10 @@ pub struct GalleryPass {
     uniform_pool: Option<PoolId>,
     uniforms: Option<(vk::Buffer, Memory)>,
     aspect: f32,
+    height: u32,
+    stream_config: StreamConfig,
+    /// The texture streamer (created with the pass).
+    pub streamer: Option<Streamer>,
 }
 
 impl GalleryPass {
@@ -82,6 +92,7 @@ impl GalleryPass {
         gallery: Gallery,
         textures: TextureSet,
         extent: vk::Extent2D,
+        stream_config: StreamConfig,
     ) -> Result<Self, GpuError> {
         let mut pass = Self {
             gallery,
@@ -98,6 +109,9 @@ impl GalleryPass {
             uniform_pool: None,
             uniforms: None,
             aspect: extent.width as f32 / extent.height.max(1) as f32,
+            height: extent.height,
+            stream_config,
+            streamer: None,
         };
         match pass.build(ctx, mem) {
             Ok(()) => Ok(pass),
@@ -111,6 +125,17 @@ impl GalleryPass {
 
     fn build(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
         let d = &ctx.device;
+        self.streamer = Some(Streamer::new(
+            ctx,
+            mem,
+            &self.textures,
+            self.stream_config,
+            ctx.info.fragment_stores,
+            vk::Extent2D {
+                width: (self.height as f32 * self.aspect) as u32,
+                height: self.height,
+            },
+        )?);
         // Meshes into one vertex and one index buffer.
         let mut vertices: Vec<Vertex> = Vec::new();
         let mut indices: Vec<u32> = Vec::new();
@@ -154,21 +179,35 @@ impl GalleryPass {
         // SAFETY: valid create infos on a live device; each handle is stored at once so
         // that `destroy` frees it if a later step fails.
         unsafe {
-            let bindings = [vk::DescriptorSetLayoutBinding::default()
-                .binding(0)
-                .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
-                .descriptor_count(1)
-                .stage_flags(vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT)];
+            let bindings = [
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(0)
+                    .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT),
+                // The streaming feedback.
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(1)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::FRAGMENT),
+            ];
             self.frame_set_layout = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
                     None,
                 )
                 .check("vkCreateDescriptorSetLayout")?;
-            let sizes = [vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::UNIFORM_BUFFER,
-                descriptor_count: 1,
-            }];
+            let sizes = [
+                vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::UNIFORM_BUFFER,
+                    descriptor_count: 1,
+                },
+                vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: 1,
+                },
+            ];
             self.frame_pool = d
                 .create_descriptor_pool(
                     &vk::DescriptorPoolCreateInfo::default()
@@ -185,6 +224,20 @@ impl GalleryPass {
                         .set_layouts(&layouts),
                 )
                 .check("vkAllocateDescriptorSets")?[0];
+            if let Some(s) = self.streamer.as_ref() {
+                let (buffer, range) = s.feedback_buffer();
+                let info = [vk::DescriptorBufferInfo {
+                    buffer,
+                    offset: 0,
+                    range,
+                }];
+                let write = vk::WriteDescriptorSet::default()
+                    .dst_set(self.frame_set)
+                    .dst_binding(1)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&info);
+                d.update_descriptor_sets(&[write], &[]);
+            }
         }
         self.layout = create_layout(
             d,
@@ -310,7 +363,27 @@ impl ScenePass for GalleryPass {
             unsafe { mem.destroy_buffer(b, m) };
         }
         let pose = self.gallery.path.pose(frame, frames);
-        let vp = view_proj(pose, self.aspect, 50f32.to_radians());
+        let fov_y = FOV_Y_DEGREES.to_radians();
+        let mut stream = [0; 4];
+        if let Some(s) = self.streamer.as_mut() {
+            let view = View {
+                pose,
+                fov_y,
+                aspect: self.aspect,
+                height: self.height,
+            };
+            let cut = self.gallery.path.is_cut(frame, frames);
+            s.prepare(
+                ctx,
+                mem,
+                &mut self.textures,
+                &self.gallery.objects,
+                &view,
+                cut,
+            )?;
+            stream = s.uniform();
+        }
+        let vp = view_proj(pose, self.aspect, fov_y);
         let mut lights = [LightUniform {
             position: [0.0; 4],
             color: [0.0; 4],
@@ -327,6 +400,7 @@ impl ScenePass for GalleryPass {
             ground: Vec4::from((self.gallery.ground, 0.0)).to_array(),
             lights,
             light_count: [self.gallery.lights.len().min(MAX_LIGHTS) as u32, 0, 0, 0],
+            stream,
         };
         let bytes = bytemuck::bytes_of(&u);
         let (buffer, mut memory) = mem.create_buffer_mapped(
@@ -385,7 +459,15 @@ impl ScenePass for GalleryPass {
                 let push = Push {
                     model: o.model.to_cols_array(),
                     uv_scale: o.uv_scale.to_array(),
-                    material: [o.material as u32, 0, 0, 0],
+                    material: match self.streamer.as_ref() {
+                        Some(s) => [
+                            o.material as u32,
+                            s.map_size(o.material),
+                            s.drawn_level(o.material),
+                            0,
+                        ],
+                        None => [o.material as u32, 1, 0, 0],
+                    },
                 };
                 if !bindless {
                     d.cmd_bind_descriptor_sets(
@@ -441,11 +523,15 @@ impl ScenePass for GalleryPass {
         if let Some(p) = self.uniform_pool.take() {
             mem.destroy_pool(p);
         }
+        if let Some(mut s) = self.streamer.take() {
+            s.destroy(ctx, mem);
+        }
         self.textures.destroy(ctx, mem);
     }
 
     fn resize(&mut self, extent: vk::Extent2D) {
         self.aspect = extent.width as f32 / extent.height.max(1) as f32;
+        self.height = extent.height;
     }
 
     fn covers_screen(&self) -> bool {
@@ -453,6 +539,21 @@ impl ScenePass for GalleryPass {
     }
 
     fn texture_bytes(&self) -> u64 {
-        self.textures.resident_bytes()
+        match self.streamer.as_ref() {
+            Some(s) => s.resident_bytes(&self.textures),
+            None => self.textures.resident_bytes(),
+        }
+    }
+
+    unsafe fn record_after_pass(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+        if let Some(s) = self.streamer.as_ref() {
+            // SAFETY: per the trait's contract.
+            unsafe { s.record_after_pass(device, cmd) };
+        }
+    }
+
+    fn frame_done(&mut self, _ctx: &Context, mem: &GpuMemory) -> Option<StreamFrame> {
+        let textures = &self.textures;
+        self.streamer.as_mut().map(|s| s.frame_done(mem, textures))
     }
 }

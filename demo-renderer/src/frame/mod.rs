@@ -43,6 +43,25 @@ pub trait ScenePass {
         0
     }
 
+    /// Records after the scene pass ends (outside any render pass), e.g. barriers
+    /// for buffers the pass wrote.
+    ///
+    /// # Safety
+    /// `cmd` is recording on a live device, outside a render pass.
+    unsafe fn record_after_pass(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
+        let _ = (device, cmd);
+    }
+
+    /// After the frame's fence signalled: the texture streamer's figures for it.
+    fn frame_done(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+    ) -> Option<crate::streaming::StreamFrame> {
+        let _ = (ctx, mem);
+        None
+    }
+
     /// Records the draws.
     ///
     /// # Safety
@@ -458,6 +477,7 @@ impl Renderer {
             d.cmd_set_scissor(cmd, 0, &[area]);
             scene.record(d, cmd, extent);
             d.cmd_end_rendering(cmd);
+            scene.record_after_pass(d, cmd);
             stamp(1, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
 
             // Tone-map pass.

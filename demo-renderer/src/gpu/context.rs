@@ -56,6 +56,8 @@ pub struct DeviceInfo {
     pub memory_budget: bool,
     /// Whether materials use one bindless texture array (descriptor indexing).
     pub bindless: bool,
+    /// Whether fragment shaders may write storage buffers (the streaming feedback).
+    pub fragment_stores: bool,
 }
 
 /// The Vulkan instance and device, one graphics queue, and the debug messenger.
@@ -354,6 +356,7 @@ impl Context {
         let features = vk::PhysicalDeviceFeatures::default()
             .sampler_anisotropy(base.sampler_anisotropy != 0)
             .texture_compression_bc(base.texture_compression_bc != 0)
+            .fragment_stores_and_atomics(base.fragment_stores_and_atomics != 0)
             .shader_sampled_image_array_dynamic_indexing(bindless);
         let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
             .dynamic_rendering(true)
@@ -395,6 +398,7 @@ impl Context {
             is_cpu,
             memory_budget,
             bindless,
+            fragment_stores: base.fragment_stores_and_atomics != 0,
         };
         Ok((chosen, device, queue_family, info))
     }

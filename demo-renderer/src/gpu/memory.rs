@@ -305,6 +305,12 @@ impl GpuMemory {
             .unwrap_or(0)
     }
 
+    /// Pressure on `pool`: its and its heap's usage against their budgets and its
+    /// largest free range (`None` if the pool is gone).
+    pub fn pool_pressure(&self, pool: PoolId) -> Option<vkalloc::PoolPressure> {
+        self.allocator.pool_pressure(pool).ok()
+    }
+
     /// The allocator's text summary.
     pub fn summary(&self) -> String {
         self.allocator.summary()

@@ -11,6 +11,16 @@ use material_baker::{Encoding, Material};
 
 pub use textures::TextureSet;
 
+/// The baker's material and seed behind gallery material `i`: the sixteen
+/// materials, then (past 16) variants of them baked with seed `seed + i / 16`.
+pub fn material_variant(i: usize, seed: u32) -> (Material, u32) {
+    let all = material_baker::ALL;
+    (
+        all[i % all.len()],
+        seed.wrapping_add((i / all.len()) as u32),
+    )
+}
+
 /// Makes sure the first `count` materials are baked at `size` into `cache_dir`;
 /// bakes what is missing with a progress bar. Returns the map files per material
 /// and the seconds spent baking.
@@ -21,11 +31,11 @@ pub fn ensure_baked(
     encoding: Encoding,
     count: usize,
 ) -> Result<(Vec<[PathBuf; 3]>, f64), String> {
-    let materials = &material_baker::ALL[..count];
-    let missing: Vec<Material> = materials
+    let materials: Vec<(Material, u32)> = (0..count).map(|i| material_variant(i, seed)).collect();
+    let missing: Vec<(Material, u32)> = materials
         .iter()
         .copied()
-        .filter(|&m| !cache::is_baked(cache_dir, size, seed, encoding, m))
+        .filter(|&(m, seed)| !cache::is_baked(cache_dir, size, seed, encoding, m))
         .collect();
     let started = Instant::now();
     if !missing.is_empty() {
@@ -60,9 +70,9 @@ pub fn ensure_baked(
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
         );
-        for (i, m) in missing.iter().enumerate() {
+        for (i, (m, seed)) in missing.iter().enumerate() {
             bar.set_message(m.name());
-            cache::bake_into(cache_dir, size, seed, encoding, *m, &|n| bar.inc(n))
+            cache::bake_into(cache_dir, size, *seed, encoding, *m, &|n| bar.inc(n))
                 .map_err(|e| e.to_string())?;
             if bar.is_hidden() {
                 // No terminal (CI logs): one line per material instead of the bar.
@@ -79,7 +89,7 @@ pub fn ensure_baked(
     }
     let paths = materials
         .iter()
-        .map(|&m| cache::paths(cache_dir, size, seed, encoding, m))
+        .map(|&(m, seed)| cache::paths(cache_dir, size, seed, encoding, m))
         .collect();
     Ok((
         paths,

@@ -36,13 +36,24 @@ pub struct Texture {
     pub image: vk::Image,
     /// A view of every resident level.
     pub view: vk::ImageView,
-    memory: Option<Memory>,
+    pub(crate) memory: Option<Memory>,
+    /// The image's format.
+    pub format: vk::Format,
+    /// Level 0's side in the file, in texels.
+    pub file_size: u32,
     /// The finest resident level of the file's chain.
     pub base_level: u32,
     /// Levels in the file.
     pub file_levels: u32,
     /// Bytes of the resident levels.
     pub bytes: u64,
+}
+
+impl Texture {
+    /// Bytes of its memory (the allocation's size, alignment included).
+    pub fn allocation_bytes(&self) -> u64 {
+        self.memory.as_ref().map_or(0, Memory::size)
+    }
 }
 
 /// Every material's maps, their descriptor sets, and the pools they use.
@@ -57,9 +68,14 @@ pub struct TextureSet {
     pub set_layout: vk::DescriptorSetLayout,
     descriptor_pool: vk::DescriptorPool,
     sampler: vk::Sampler,
-    texture_pool: PoolId,
-    staging_pool: PoolId,
-    staging_block: u64,
+    /// The texture pool (TLSF, hard budget = the texture budget).
+    pub texture_pool: PoolId,
+    /// The staging ring (linear ring pool of one block).
+    pub staging_pool: PoolId,
+    /// Bytes of the staging ring's block.
+    pub staging_block: u64,
+    /// Bytes of each texture pool block (larger images get memory of their own).
+    pub texture_block: u64,
     /// The coarsest first resident level the loader chose to stay within the budget.
     pub base_level: u32,
     /// The finest first resident level it chose (some textures get one level more).
@@ -71,8 +87,30 @@ struct Pending {
     memory: Memory,
 }
 
+/// How [`TextureSet::load_with`] picks each texture's resident levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residency {
+    /// The finest levels at which every texture fits the budget (no streaming).
+    Static,
+    /// Only each texture's mip tail: the levels of at most `tail_texels` texels a
+    /// side (the streamer's fallback); `staging_bytes` sizes the staging ring.
+    Tails {
+        /// The tail's largest level side, in texels.
+        tail_texels: u32,
+        /// At least this many bytes of staging ring.
+        staging_bytes: u64,
+    },
+}
+
+/// The first level of a `size`-texel map whose side is at most `tail_texels`.
+pub fn tail_level(size: u32, levels: u32, tail_texels: u32) -> u32 {
+    (0..levels)
+        .find(|&l| (size >> l).max(1) <= tail_texels)
+        .unwrap_or(levels.saturating_sub(1))
+}
+
 /// Bytes of levels `base..` of a `size`² map of `format`.
-fn chain_bytes(format: Format, size: u32, base: u32) -> u64 {
+pub fn chain_bytes(format: Format, size: u32, base: u32) -> u64 {
     let mut total = 0;
     let mut s = size >> base;
     loop {
@@ -95,12 +133,32 @@ impl TextureSet {
         budget: u64,
         anisotropy: u32,
     ) -> Result<Self, GpuError> {
+        Self::load_with(ctx, mem, files, budget, anisotropy, Residency::Static)
+    }
+
+    /// Loads every material's maps with the residency `mode` asks for.
+    pub fn load_with(
+        ctx: &Context,
+        mem: &GpuMemory,
+        files: &[[PathBuf; 3]],
+        budget: u64,
+        anisotropy: u32,
+        mode: Residency,
+    ) -> Result<Self, GpuError> {
         let d = &ctx.device;
         let io = |e: material_baker::ktx2::KtxError| GpuError::Other(e.to_string());
         // Headers only: formats and sizes.
         let mut headers = Vec::new();
         for f in files.iter().flatten() {
             let r = Reader::open(f).map_err(io)?;
+            if r.width != r.height || !r.width.is_power_of_two() {
+                return Err(GpuError::Other(format!(
+                    "{}: {}x{} is not a square power-of-two map",
+                    f.display(),
+                    r.width,
+                    r.height
+                )));
+            }
             headers.push((r.format, r.width, r.levels.len() as u32));
         }
         let total = |base: u32| -> u64 {
@@ -112,31 +170,66 @@ impl TextureSet {
         let max_levels = headers.iter().map(|h| h.2).max().unwrap_or(1);
         // 5% headroom for alignment and block granularity.
         let limit = budget - budget / 20;
-        let base_level = (0..max_levels)
-            .find(|&b| total(b) <= limit)
-            .unwrap_or(max_levels - 1);
-        // Then, in order, give textures one finer level while the total still fits.
-        let mut bases: Vec<u32> = headers.iter().map(|h| base_level.min(h.2 - 1)).collect();
-        let mut used = total(base_level);
-        for (b, &(f, w, _)) in bases.iter_mut().zip(&headers) {
-            if *b > 0 {
-                let extra = chain_bytes(f, w, *b - 1) - chain_bytes(f, w, *b);
-                if used + extra <= limit {
-                    *b -= 1;
-                    used += extra;
+        let (base_level, bases, staging_min) = match mode {
+            Residency::Static => {
+                let base_level = (0..max_levels)
+                    .find(|&b| total(b) <= limit)
+                    .unwrap_or(max_levels - 1);
+                // Then, in order, give textures one finer level while the total still fits.
+                let mut bases: Vec<u32> = headers.iter().map(|h| base_level.min(h.2 - 1)).collect();
+                let mut used = total(base_level);
+                for (b, &(f, w, _)) in bases.iter_mut().zip(&headers) {
+                    if *b > 0 {
+                        let extra = chain_bytes(f, w, *b - 1) - chain_bytes(f, w, *b);
+                        if used + extra <= limit {
+                            *b -= 1;
+                            used += extra;
+                        }
+                    }
                 }
+                (base_level, bases, 0)
             }
-        }
+            Residency::Tails {
+                tail_texels,
+                staging_bytes,
+            } => {
+                let bases: Vec<u32> = headers
+                    .iter()
+                    .map(|&(_, w, n)| tail_level(w, n, tail_texels))
+                    .collect();
+                let tails: u64 = headers
+                    .iter()
+                    .zip(&bases)
+                    .map(|(&(f, w, _), &b)| chain_bytes(f, w, b))
+                    .sum();
+                if tails > limit {
+                    return Err(GpuError::Other(format!(
+                        "--texture-budget {budget} B is too small: the {} textures' mip tails (levels of at most {tail_texels} texels, the fallback every texture keeps) need {tails} B plus 5% headroom",
+                        headers.len()
+                    )));
+                }
+                let base = bases.iter().copied().max().unwrap_or(0);
+                // Room for a frame's uploads and for the largest level twice over.
+                let largest0 = headers
+                    .iter()
+                    .map(|&(f, w, _)| f.level_bytes(w, w))
+                    .max()
+                    .unwrap_or(0);
+                (base, bases, staging_bytes.max(2 * largest0))
+            }
+        };
         let finest = bases.iter().copied().min().unwrap_or(0);
         let largest_level = headers
             .iter()
             .map(|&(f, w, _)| f.level_bytes(w >> finest, w >> finest))
             .max()
             .unwrap_or(0);
-        let staging_block = (64u64 << 20).max(largest_level.next_power_of_two());
-        // Blocks of at most 64 MiB and at most 1/8 of the budget, so that the last
+        let staging_block = (64u64 << 20)
+            .max(largest_level.next_power_of_two())
+            .max(staging_min.next_power_of_two());
+        // Blocks of 64 KiB to 64 MiB and at most 1/8 of the budget, so that the last
         // block still fits under it; larger textures get dedicated memory in the pool.
-        let block = (budget / 8).clamp(1 << 20, 64 << 20);
+        let block = (budget / 8).clamp(64 << 10, 64 << 20);
         let block = if block.is_power_of_two() {
             block
         } else {
@@ -233,6 +326,7 @@ impl TextureSet {
             texture_pool,
             staging_pool,
             staging_block,
+            texture_block: block,
             base_level,
             finest_level: finest,
         };
@@ -264,9 +358,43 @@ impl TextureSet {
         Ok(set)
     }
 
+    /// Bytes of every texture's memory (allocation sizes).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.textures.iter().map(Texture::allocation_bytes).sum()
+    }
+
     /// Bytes of every resident level.
     pub fn resident_bytes(&self) -> u64 {
         self.textures.iter().map(|t| t.bytes).sum()
+    }
+
+    /// The sampler every texture uses.
+    pub fn sampler(&self) -> vk::Sampler {
+        self.sampler
+    }
+
+    /// Points texture `index`'s descriptor at `view` (the caller makes sure no
+    /// pending GPU work reads a per-material set it rewrites).
+    pub fn write_view(&self, d: &ash::Device, index: usize, view: vk::ImageView) {
+        let info = [vk::DescriptorImageInfo {
+            sampler: self.sampler,
+            image_view: view,
+            image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+        }];
+        let (set, element) = if self.bindless {
+            (self.sets[0], index as u32)
+        } else {
+            (self.sets[index / 3], index as u32 % 3)
+        };
+        let write = vk::WriteDescriptorSet::default()
+            .dst_set(set)
+            .dst_binding(0)
+            .dst_array_element(element)
+            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+            .image_info(&info);
+        // SAFETY: the view is live; per the contract above the set is not in use by
+        // pending work (the bindless array is update-after-bind).
+        unsafe { d.update_descriptor_sets(&[write], &[]) };
     }
 
     fn write_set(&self, d: &ash::Device, material: usize) {
@@ -315,7 +443,8 @@ impl TextureSet {
         Ok(())
     }
 
-    fn free_texture(d: &ash::Device, mem: &GpuMemory, mut t: Texture) {
+    /// Destroys a texture's view and image; the GPU must be done with it.
+    pub fn free_texture(d: &ash::Device, mem: &GpuMemory, mut t: Texture) {
         if let Some(m) = t.memory.take() {
             // SAFETY: the device no longer uses the texture (callers wait for idle).
             unsafe {
@@ -352,7 +481,12 @@ impl TextureSet {
             .array_layers(1)
             .samples(vk::SampleCountFlags::TYPE_1)
             .tiling(vk::ImageTiling::OPTIMAL)
-            .usage(vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST)
+            // TRANSFER_SRC: the streamer copies the levels that stay into a new image.
+            .usage(
+                vk::ImageUsageFlags::SAMPLED
+                    | vk::ImageUsageFlags::TRANSFER_DST
+                    | vk::ImageUsageFlags::TRANSFER_SRC,
+            )
             .initial_layout(vk::ImageLayout::UNDEFINED);
         let tag = path
             .file_stem()
@@ -388,6 +522,8 @@ impl TextureSet {
             image,
             view,
             memory: Some(memory),
+            format,
+            file_size: reader.width,
             base_level: base,
             file_levels,
             bytes: (base..file_levels)

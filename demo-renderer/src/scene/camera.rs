@@ -1,5 +1,7 @@
 //! The camera path: an overview of the gallery, then close to every object in
-//! turn, then the overview again; Catmull-Rom through the keyframes.
+//! turn, then the overview again; Catmull-Rom through the keyframes. Optional
+//! *cuts* replace a stretch of the path with a fixed pose (a jump to a close-up
+//! and back), so that the streamer's refill time can be measured.
 
 use glam::{Mat4, Vec3};
 
@@ -12,10 +14,23 @@ pub struct Pose {
     pub target: Vec3,
 }
 
+/// A stretch of the path replaced by a fixed pose: frames whose position on the
+/// path (0..1) lies in `from..to` show `pose`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cut {
+    /// Where the cut starts, as a fraction of the path.
+    pub from: f32,
+    /// Where it ends (the path resumes).
+    pub to: f32,
+    /// The pose shown meanwhile.
+    pub pose: Pose,
+}
+
 /// Keyframes and interpolation.
 #[derive(Clone, Debug)]
 pub struct CameraPath {
     keys: Vec<Pose>,
+    cuts: Vec<Cut>,
 }
 
 fn catmull_rom(p0: Vec3, p1: Vec3, p2: Vec3, p3: Vec3, t: f32) -> Vec3 {
@@ -31,7 +46,43 @@ impl CameraPath {
     /// A path through `keys` (at least one).
     pub fn new(keys: Vec<Pose>) -> Self {
         assert!(!keys.is_empty());
-        Self { keys }
+        Self {
+            keys,
+            cuts: Vec::new(),
+        }
+    }
+
+    /// The path with `cuts` (non-overlapping, inside 0..1).
+    pub fn with_cuts(mut self, cuts: Vec<Cut>) -> Self {
+        self.cuts = cuts;
+        self
+    }
+
+    /// The cuts.
+    pub fn cuts(&self) -> &[Cut] {
+        &self.cuts
+    }
+
+    /// Which cut frame `i` of `frames` is in, if any.
+    fn cut_at(&self, i: u32, frames: u32) -> Option<usize> {
+        if frames <= 1 {
+            return None;
+        }
+        let s = i as f32 / (frames - 1) as f32;
+        self.cuts.iter().position(|c| s >= c.from && s < c.to)
+    }
+
+    /// Whether frame `i` jumps: it is in a different cut (or out of one) than frame `i - 1`.
+    pub fn is_cut(&self, i: u32, frames: u32) -> bool {
+        i > 0 && self.cut_at(i, frames) != self.cut_at(i - 1, frames)
+    }
+
+    /// The pose at frame `i` of `frames`, cuts included.
+    pub fn pose(&self, i: u32, frames: u32) -> Pose {
+        match self.cut_at(i, frames) {
+            Some(c) => self.cuts[c].pose,
+            None => self.path_pose(i, frames),
+        }
     }
 
     /// The keyframes.
@@ -39,8 +90,9 @@ impl CameraPath {
         &self.keys
     }
 
-    /// The pose at frame `i` of `frames` (frame 0 is the first key, the last frame the last key).
-    pub fn pose(&self, i: u32, frames: u32) -> Pose {
+    /// The pose on the path at frame `i` of `frames`, ignoring cuts (frame 0 is the
+    /// first key, the last frame the last key).
+    pub fn path_pose(&self, i: u32, frames: u32) -> Pose {
         let n = self.keys.len();
         if n == 1 || frames <= 1 {
             return self.keys[0];
@@ -89,5 +141,28 @@ mod tests {
             assert!((p.eye - k.eye).length() < 1e-5);
         }
         assert_eq!(path.pose(0, 1), keys[0]);
+    }
+
+    #[test]
+    fn cuts_jump_and_come_back() {
+        let keys: Vec<Pose> = (0..3)
+            .map(|i| Pose {
+                eye: Vec3::new(i as f32, 1.0, 0.0),
+                target: Vec3::ZERO,
+            })
+            .collect();
+        let close = Pose {
+            eye: Vec3::new(9.0, 9.0, 9.0),
+            target: Vec3::ZERO,
+        };
+        let path = CameraPath::new(keys).with_cuts(vec![Cut {
+            from: 0.5,
+            to: 0.75,
+            pose: close,
+        }]);
+        let cuts: Vec<u32> = (0..21).filter(|&i| path.is_cut(i, 21)).collect();
+        assert_eq!(cuts, vec![10, 15]);
+        assert_eq!(path.pose(12, 21), close);
+        assert_eq!(path.pose(15, 21), path.path_pose(15, 21));
     }
 }

@@ -6,7 +6,7 @@ pub mod mesh;
 
 use glam::{Mat4, Vec3, Vec4};
 
-use camera::{CameraPath, Pose};
+use camera::{CameraPath, Cut, Pose};
 use mesh::MeshData;
 
 /// The meshes the gallery uses.
@@ -142,6 +142,27 @@ impl Gallery {
             material: floor_material,
             uv_scale: Vec4::new(1.0, 1.0, 1.0, 0.0),
         });
+        // Two camera cuts: a jump to a close-up of a material the path is far from
+        // at that moment (one visited last, then one visited first), and back.
+        let close_up = |i: usize| {
+            let p = centre(i);
+            Pose {
+                eye: p + Vec3::new(0.7, 0.55, 1.3),
+                target: p + Vec3::new(0.0, -0.1, 0.0),
+            }
+        };
+        let cuts = vec![
+            Cut {
+                from: 0.35,
+                to: 0.45,
+                pose: close_up(0),
+            },
+            Cut {
+                from: 0.7,
+                to: 0.78,
+                pose: close_up(materials.saturating_sub(1)),
+            },
+        ];
         let lights = vec![
             Light {
                 position: Vec4::new(0.4, 0.8, 0.45, 0.0),
@@ -165,7 +186,7 @@ impl Gallery {
             lights,
             sky: Vec3::new(0.35, 0.42, 0.55),
             ground: Vec3::new(0.12, 0.1, 0.08),
-            path: CameraPath::new(keys),
+            path: CameraPath::new(keys).with_cuts(cuts),
         }
     }
 }

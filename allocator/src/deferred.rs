@@ -1,0 +1,219 @@
+//! Frees ordered by GPU progress. A renderer that stops using a resource in
+//! frame `n` cannot free its memory until the GPU has finished frame `n`; rather
+//! than keep its own graveyard, it hands the allocation to a [`FreeQueue`] with
+//! the timeline-semaphore value (or frame index) after which the GPU no longer
+//! touches it, and calls [`FreeQueue::collect`] with the value the GPU has
+//! reached. Built only on [`Allocator::free`].
+//!
+//! ```
+//! use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, FreeQueue, MemoryUsage, ResourceKind};
+//! use vkalloc::sim::{SimDevice, tables};
+//!
+//! let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+//! let queue = FreeQueue::new();
+//! let a = allocator.allocate(&AllocationDesc {
+//!     size: 4096,
+//!     kind: ResourceKind::Buffer,
+//!     options: AllocationOptions::usage(MemoryUsage::GpuOnly),
+//!     ..AllocationDesc::default()
+//! })?;
+//! queue.free_after(a, 7); // the GPU uses it until timeline value 7
+//! assert_eq!(queue.collect(&allocator, 6).freed, 0);
+//! assert_eq!(queue.collect(&allocator, 7).freed, 1);
+//! assert_eq!(allocator.statistics().total.allocation_count, 0);
+//! # Ok::<(), vkalloc::Error>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::device::MemoryDevice;
+use crate::{Allocation, Allocator};
+
+/// Allocations waiting for the GPU to pass a timeline value. `Send + Sync`:
+/// any thread may queue, any thread may collect.
+#[derive(Debug, Default)]
+pub struct FreeQueue {
+    pending: Mutex<BTreeMap<u64, Vec<Allocation>>>,
+}
+
+/// What one [`FreeQueue::collect`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Collected {
+    /// Allocations freed.
+    pub freed: usize,
+    /// Their bytes.
+    pub freed_bytes: u64,
+    /// Frees the allocator refused, as messages (the allocations are dropped from
+    /// the queue; a refused free is a programming error such as a foreign allocation).
+    pub failures: Vec<String>,
+}
+
+impl FreeQueue {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Vec<Allocation>>> {
+        // A panic while holding the lock leaves the map consistent (every
+        // operation on it is a single insert or split), so poisoning is ignored.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `allocation` to be freed once the GPU has reached `value`
+    /// (a timeline-semaphore value or frame index that only grows).
+    pub fn free_after(&self, allocation: impl Into<Allocation>, value: u64) {
+        self.lock()
+            .entry(value)
+            .or_default()
+            .push(allocation.into());
+    }
+
+    /// Frees every allocation queued with a value at most `completed`, the
+    /// value the GPU has reached. Frees run outside the queue's lock.
+    pub fn collect<D: MemoryDevice>(&self, allocator: &Allocator<D>, completed: u64) -> Collected {
+        let ready = {
+            let mut pending = self.lock();
+            let later = match completed.checked_add(1) {
+                Some(next) => pending.split_off(&next),
+                None => BTreeMap::new(),
+            };
+            std::mem::replace(&mut *pending, later)
+        };
+        Self::free_all(allocator, ready.into_values().flatten())
+    }
+
+    /// Frees everything queued, whatever its value: for teardown, once the
+    /// device is idle.
+    pub fn collect_all<D: MemoryDevice>(&self, allocator: &Allocator<D>) -> Collected {
+        let all = std::mem::take(&mut *self.lock());
+        Self::free_all(allocator, all.into_values().flatten())
+    }
+
+    fn free_all<D: MemoryDevice>(
+        allocator: &Allocator<D>,
+        allocations: impl Iterator<Item = Allocation>,
+    ) -> Collected {
+        let mut c = Collected::default();
+        for a in allocations {
+            let size = a.size();
+            match allocator.free(a).map_err(|e| e.to_string()) {
+                Ok(()) => {
+                    c.freed += 1;
+                    c.freed_bytes += size;
+                }
+                Err(message) => c.failures.push(message),
+            }
+        }
+        c
+    }
+
+    /// Allocations waiting.
+    pub fn len(&self) -> usize {
+        self.lock().values().map(Vec::len).sum()
+    }
+
+    /// Whether nothing is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Bytes waiting to be freed.
+    pub fn pending_bytes(&self) -> u64 {
+        self.lock().values().flatten().map(Allocation::size).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::sim::{tables, SimDevice};
+    use crate::{AllocationDesc, AllocationOptions, AllocatorDesc, MemoryUsage, ResourceKind};
+
+    fn alloc(a: &Allocator<SimDevice>, size: u64) -> Allocation {
+        a.allocate(&AllocationDesc {
+            size,
+            alignment: 256,
+            kind: ResourceKind::Buffer,
+            options: AllocationOptions::usage(MemoryUsage::GpuOnly),
+            ..AllocationDesc::default()
+        })
+        .expect("allocate")
+    }
+
+    #[test]
+    fn frees_in_gpu_order() {
+        let a = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+            .expect("allocator");
+        let q = FreeQueue::new();
+        // Queued out of order: values need not arrive sorted.
+        q.free_after(alloc(&a, 1000), 3);
+        q.free_after(alloc(&a, 2000), 1);
+        q.free_after(alloc(&a, 3000), 2);
+        q.free_after(alloc(&a, 4000), 2);
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.pending_bytes(), 10_000);
+        let c = q.collect(&a, 0);
+        assert_eq!(c.freed, 0);
+        assert_eq!(a.statistics().total.allocation_count, 4);
+        let c = q.collect(&a, 2);
+        assert_eq!(c.freed, 3);
+        assert_eq!(c.freed_bytes, 9000);
+        assert!(c.failures.is_empty());
+        assert_eq!(a.statistics().total.allocation_count, 1);
+        assert_eq!(q.len(), 1);
+        let c = q.collect(&a, u64::MAX);
+        assert_eq!(c.freed, 1);
+        assert!(q.is_empty());
+        assert_eq!(a.statistics().total.allocation_count, 0);
+        assert!(a.validate().is_ok());
+    }
+
+    #[test]
+    fn foreign_allocation_is_reported_not_lost_silently() {
+        let a = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+            .expect("allocator");
+        let b = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+            .expect("allocator");
+        let q = FreeQueue::new();
+        q.free_after(alloc(&b, 4096), 1);
+        let c = q.collect(&a, 1);
+        assert_eq!(c.freed, 0);
+        assert_eq!(c.failures.len(), 1);
+        assert!(q.is_empty());
+        // `b` still holds it (it was refused, not freed).
+        assert_eq!(b.statistics().total.allocation_count, 1);
+    }
+
+    #[test]
+    fn threads_queue_and_collect() {
+        let a = Arc::new(
+            Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+                .expect("allocator"),
+        );
+        let q = Arc::new(FreeQueue::new());
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (a, q) = (Arc::clone(&a), Arc::clone(&q));
+                std::thread::spawn(move || {
+                    for i in 0..50u64 {
+                        q.free_after(alloc(&a, 512), t * 100 + i);
+                        if i % 10 == 0 {
+                            q.collect(&a, t * 100 + i / 2);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("thread");
+        }
+        q.collect(&a, u64::MAX);
+        assert!(q.is_empty());
+        assert_eq!(a.statistics().total.allocation_count, 0);
+    }
+}

@@ -1,0 +1,708 @@
+//! The mechanism: carries out the policy's replacements on the GPU.
+//!
+//! A replacement allocates the new image in the texture pool (TLSF, hard budget),
+//! reads the levels the old image lacks from the KTX2 file on worker threads
+//! straight into mapped staging memory from the ring pool, and records one
+//! command buffer per frame's batch: the levels both images hold are copied image
+//! to image on the GPU, the others from staging.
+//!
+//! Uploads go on the renderer's queue, submitted before the frame: the batch's
+//! last barrier orders the copies before every later fragment-shader read on the
+//! queue (a barrier's second scope covers later submissions), so the descriptor
+//! is swapped at once and the frame that follows already samples the new image
+//! once the copies are complete, without a frame of latency. The old image (read
+//! by the copies and by the frame before) is kept with the batch and freed when
+//! the batch's fence has signalled, which the streamer polls at the start of the
+//! next frame (by then the frame, submitted after the batch, is done too: the
+//! renderer waits for every frame's fence). Staging buffers are freed then as
+//! well, in submission order, as the ring needs.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ash::vk;
+use material_baker::ktx2::Reader;
+
+use crate::gpu::memory::{MemOptions, Memory, MemoryUsage};
+use crate::gpu::util::{transition, ImageTransition};
+use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use crate::materials::textures::{Texture, TextureSet};
+
+/// Sizes of one texture's file and images.
+#[derive(Clone, Debug)]
+pub struct TexInfo {
+    /// The KTX2 file.
+    pub path: PathBuf,
+    /// The image format.
+    pub format: vk::Format,
+    /// Level 0's side.
+    pub size: u32,
+    /// Levels in the file.
+    pub levels: u32,
+    /// The tail's first level.
+    pub tail: u32,
+    /// File bytes of each level.
+    pub level_bytes: Vec<u64>,
+    /// Memory bytes of a main image with base `b`, for `b` in `0..tail`.
+    pub main_bytes: Vec<u64>,
+}
+
+fn image_info(format: vk::Format, size: u32, levels: u32) -> vk::ImageCreateInfo<'static> {
+    vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(format)
+        .extent(vk::Extent3D {
+            width: size.max(1),
+            height: size.max(1),
+            depth: 1,
+        })
+        .mip_levels(levels)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .tiling(vk::ImageTiling::OPTIMAL)
+        .usage(
+            vk::ImageUsageFlags::SAMPLED
+                | vk::ImageUsageFlags::TRANSFER_DST
+                | vk::ImageUsageFlags::TRANSFER_SRC,
+        )
+        .initial_layout(vk::ImageLayout::UNDEFINED)
+}
+
+impl TexInfo {
+    /// Reads `t`'s file header and asks the device for every main image's size.
+    pub fn new(d: &ash::Device, t: &Texture, tail: u32) -> Result<Self, GpuError> {
+        let r = Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?;
+        let levels = r.levels.len() as u32;
+        let level_bytes: Vec<u64> = r.levels.iter().map(|l| l.length).collect();
+        let main_bytes = (0..tail.min(levels))
+            .map(|b| {
+                let info = image_info(t.format, (r.width >> b).max(1), levels - b);
+                let req = vk::DeviceImageMemoryRequirements::default().create_info(&info);
+                let mut out = vk::MemoryRequirements2::default();
+                // SAFETY: a valid create info; a plain query (Vulkan 1.3 core).
+                unsafe { d.get_device_image_memory_requirements(&req, &mut out) };
+                out.memory_requirements.size
+            })
+            .collect();
+        Ok(Self {
+            path: t.path.clone(),
+            format: t.format,
+            size: r.width,
+            levels,
+            tail: tail.min(levels),
+            level_bytes,
+            main_bytes,
+        })
+    }
+}
+
+/// A replacement whose copies are submitted.
+pub struct Op {
+    /// The texture.
+    pub texture: usize,
+    /// Its first level before.
+    pub from: u32,
+    /// Its first level after.
+    pub to: u32,
+    /// The new main image.
+    pub new: Texture,
+}
+
+struct Batch {
+    /// Old images, freed when the batch (and the frame after it) completed.
+    retired: Vec<Texture>,
+    staging: Vec<(vk::Buffer, Memory)>,
+}
+
+struct Slot {
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    batch: Option<Batch>,
+}
+
+/// What one [`Mechanism::start`] did.
+#[derive(Default)]
+pub struct Started {
+    /// Replacements submitted: swap their descriptors, then [`Mechanism::retire`]
+    /// the old images.
+    pub ops: Vec<Op>,
+    /// Textures whose new image could not be placed this frame (pool full or
+    /// fragmented, ring full): they stay as they are and the policy tries later.
+    pub deferred: Vec<usize>,
+    /// Textures whose file could not be read: (texture, message).
+    pub failed: Vec<(usize, String)>,
+    /// File bytes read into staging.
+    pub upload_bytes: u64,
+    /// Seconds spent reading them (wall clock, all threads).
+    pub read_seconds: f64,
+}
+
+/// Command buffers, fences and the batches in flight.
+pub struct Mechanism {
+    pool: vk::CommandPool,
+    slots: Vec<Slot>,
+    order: VecDeque<usize>,
+    threads: usize,
+}
+
+const SLOTS: usize = 3;
+
+impl Mechanism {
+    /// Creates the command pool and the batch slots.
+    pub fn new(ctx: &Context) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        // SAFETY: valid create infos on a live device; on failure what was made is destroyed.
+        unsafe {
+            let pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(ctx.queue_family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .check("vkCreateCommandPool")?;
+            let mut m = Self {
+                pool,
+                slots: Vec::new(),
+                order: VecDeque::new(),
+                threads: std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+                    .clamp(1, 8),
+            };
+            let cmds = match d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(pool)
+                        .command_buffer_count(SLOTS as u32),
+                )
+                .check("vkAllocateCommandBuffers")
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    d.destroy_command_pool(pool, None);
+                    return Err(e);
+                }
+            };
+            for cmd in cmds {
+                match d
+                    .create_fence(&vk::FenceCreateInfo::default(), None)
+                    .check("vkCreateFence")
+                {
+                    Ok(fence) => m.slots.push(Slot {
+                        cmd,
+                        fence,
+                        batch: None,
+                    }),
+                    Err(e) => {
+                        m.destroy_objects(d);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(m)
+        }
+    }
+
+    /// Bytes of old images waiting for their batch to complete.
+    pub fn retiring_bytes(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter_map(|s| s.batch.as_ref())
+            .flat_map(|b| b.retired.iter().map(Texture::allocation_bytes))
+            .sum()
+    }
+
+    /// Batches not yet known complete.
+    pub fn in_flight(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Keeps `old` until the last batch submitted has completed (it read `old`).
+    /// Without a batch in flight, `old` is unused and freed now.
+    pub fn retire(&mut self, d: &ash::Device, mem: &GpuMemory, old: Texture) {
+        match self
+            .order
+            .back()
+            .and_then(|&i| self.slots[i].batch.as_mut())
+        {
+            Some(b) => b.retired.push(old),
+            None => TextureSet::free_texture(d, mem, old),
+        }
+    }
+
+    /// Whether a batch can be started now.
+    pub fn has_free_slot(&self) -> bool {
+        self.slots.iter().any(|s| s.batch.is_none())
+    }
+
+    /// Frees what finished batches hold, oldest first, stopping at the first
+    /// unfinished one (so staging is freed in ring order).
+    pub fn poll(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        self.collect(ctx, mem, false)
+    }
+
+    fn collect(&mut self, ctx: &Context, mem: &GpuMemory, wait: bool) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        while let Some(&i) = self.order.front() {
+            let slot = &mut self.slots[i];
+            // SAFETY: the fence is live; it was submitted with the batch.
+            let signalled = unsafe {
+                if wait {
+                    d.wait_for_fences(&[slot.fence], true, u64::MAX)
+                        .check("vkWaitForFences")?;
+                    true
+                } else {
+                    d.get_fence_status(slot.fence).check("vkGetFenceStatus")?
+                }
+            };
+            if !signalled {
+                break;
+            }
+            self.order.pop_front();
+            // SAFETY: the batch finished; its fence is reset before reuse.
+            unsafe { d.reset_fences(&[slot.fence]).check("vkResetFences")? };
+            if let Some(batch) = slot.batch.take() {
+                for (b, m) in batch.staging {
+                    // SAFETY: the copies reading it finished.
+                    unsafe { mem.destroy_buffer(b, m) };
+                }
+                for t in batch.retired {
+                    // The copies and the frames that read it are done.
+                    TextureSet::free_texture(d, mem, t);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every batch and frees what they hold (teardown).
+    pub fn finish(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        self.collect(ctx, mem, true)
+    }
+
+    /// Starts `replaces` (texture, from, to) as one batch. `mains` are the
+    /// current main images; the tails are `set.textures`.
+    pub fn start(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        infos: &[TexInfo],
+        mains: &[Option<Texture>],
+        replaces: &[(usize, u32, u32)],
+    ) -> Result<Started, GpuError> {
+        let d = &ctx.device;
+        let mut result = Started::default();
+        let Some(slot_index) = self.slots.iter().position(|s| s.batch.is_none()) else {
+            result.deferred = replaces.iter().map(|r| r.0).collect();
+            return Ok(result);
+        };
+        struct Planned {
+            texture: usize,
+            from: u32,
+            to: u32,
+            new: Texture,
+            /// (level, staging index)
+            uploads: Vec<(u32, usize)>,
+            ok: bool,
+        }
+        let mut planned: Vec<Planned> = Vec::new();
+        let mut staging: Vec<(vk::Buffer, Memory)> = Vec::new();
+        let mut ring_full = false;
+        for &(t, from, to) in replaces {
+            let info = &infos[t];
+            if ring_full {
+                result.deferred.push(t);
+                continue;
+            }
+            let new = match create_main(ctx, mem, set, info, to) {
+                Ok(n) => n,
+                Err(GpuError::Alloc { .. }) => {
+                    result.deferred.push(t);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let src_base = if from < info.tail { from } else { info.tail };
+            let mut uploads = Vec::new();
+            let mut ok = true;
+            for level in to..src_base.min(info.tail).max(to) {
+                let len = info.level_bytes[level as usize];
+                let binfo = vk::BufferCreateInfo::default()
+                    .size(len)
+                    .usage(vk::BufferUsageFlags::TRANSFER_SRC);
+                let opts = MemOptions::new(MemoryUsage::Upload, "streaming staging")
+                    .in_pool(set.staging_pool);
+                match mem.create_buffer_mapped(&binfo, &opts) {
+                    Ok(b) => {
+                        uploads.push((level, staging.len()));
+                        staging.push(b);
+                    }
+                    Err(_) => {
+                        ok = false;
+                        ring_full = true;
+                        break;
+                    }
+                }
+            }
+            if !ok {
+                // The ring is full: this one waits for a later frame. Its staging
+                // buffers stay in the batch, freed in order when it completes.
+                TextureSet::free_texture(d, mem, new);
+                result.deferred.push(t);
+                continue;
+            }
+            planned.push(Planned {
+                texture: t,
+                from,
+                to,
+                new,
+                uploads,
+                ok: true,
+            });
+        }
+
+        // Read every level on worker threads, straight into the mapped staging.
+        let started = Instant::now();
+        {
+            let mut jobs: Vec<Job<'_>> = Vec::new();
+            let mut slices: Vec<Option<&mut [u8]>> = staging
+                .iter_mut()
+                .map(|(_, m)| Some(m.as_mut_slice()))
+                .collect();
+            for (k, p) in planned.iter().enumerate() {
+                for &(level, si) in &p.uploads {
+                    let len = infos[p.texture].level_bytes[level as usize] as usize;
+                    if let Some(slice) = slices[si].take() {
+                        jobs.push((k, infos[p.texture].path.clone(), level, &mut slice[..len]));
+                    }
+                }
+            }
+            let failures = read_levels(jobs, self.threads);
+            for (k, message) in failures {
+                if k >= planned.len() {
+                    // A reader thread panicked: which levels it read is unknown.
+                    for p in planned.iter_mut().filter(|p| p.ok) {
+                        p.ok = false;
+                        result.failed.push((p.texture, message.clone()));
+                    }
+                    continue;
+                }
+                if planned[k].ok {
+                    planned[k].ok = false;
+                    result.failed.push((planned[k].texture, message));
+                }
+            }
+        }
+        result.read_seconds = started.elapsed().as_secs_f64();
+        for (_, m) in &staging {
+            mem.flush(m);
+        }
+        let mut ops = Vec::new();
+        for p in planned {
+            if p.ok {
+                result.upload_bytes += p
+                    .uploads
+                    .iter()
+                    .map(|&(l, _)| infos[p.texture].level_bytes[l as usize])
+                    .sum::<u64>();
+                ops.push(p);
+            } else {
+                TextureSet::free_texture(d, mem, p.new);
+            }
+        }
+        if ops.is_empty() && staging.is_empty() {
+            return Ok(result);
+        }
+
+        let slot = &mut self.slots[slot_index];
+        let cmd = slot.cmd;
+        // SAFETY: the slot's buffer is idle (its previous batch was collected); every
+        // image and buffer recorded is live until the batch's fence signals (the old
+        // images are freed only after that).
+        unsafe {
+            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                .check("vkResetCommandBuffer")?;
+            d.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .check("vkBeginCommandBuffer")?;
+            let source = |p: &Planned| -> (&Texture, u32) {
+                let info = &infos[p.texture];
+                match &mains[p.texture] {
+                    Some(m) if p.from < info.tail => (m, p.from),
+                    _ => (&set.textures[p.texture], set.textures[p.texture].base_level),
+                }
+            };
+            let mut before = Vec::new();
+            let mut after = Vec::new();
+            for p in &ops {
+                let info = &infos[p.texture];
+                let (src, src_base) = source(p);
+                let mut n = ImageTransition::color(
+                    p.new.image,
+                    vk::ImageLayout::UNDEFINED,
+                    vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::NONE,
+                    vk::AccessFlags2::NONE,
+                    vk::PipelineStageFlags2::COPY,
+                    vk::AccessFlags2::TRANSFER_WRITE,
+                );
+                n.mips = (0, info.levels - p.to);
+                before.push(n);
+                let mut s = ImageTransition::color(
+                    src.image,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::NONE,
+                    vk::PipelineStageFlags2::COPY,
+                    vk::AccessFlags2::TRANSFER_READ,
+                );
+                s.mips = (0, info.levels - src_base);
+                before.push(s);
+                let mut n = ImageTransition::color(
+                    p.new.image,
+                    vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COPY,
+                    vk::AccessFlags2::TRANSFER_WRITE,
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::SHADER_SAMPLED_READ,
+                );
+                n.mips = (0, info.levels - p.to);
+                after.push(n);
+                let mut s = ImageTransition::color(
+                    src.image,
+                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COPY,
+                    vk::AccessFlags2::NONE,
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::SHADER_SAMPLED_READ,
+                );
+                s.mips = (0, info.levels - src_base);
+                after.push(s);
+            }
+            transition(d, cmd, &before);
+            for p in &ops {
+                let info = &infos[p.texture];
+                let (src, src_base) = source(p);
+                let side = |l: u32| (info.size >> l).max(1);
+                let layers = |mip: u32| vk::ImageSubresourceLayers {
+                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                    mip_level: mip,
+                    base_array_layer: 0,
+                    layer_count: 1,
+                };
+                let extent = |l: u32| vk::Extent3D {
+                    width: side(l),
+                    height: side(l),
+                    depth: 1,
+                };
+                let copies: Vec<vk::ImageCopy> = (p.to.max(src_base)..info.levels)
+                    .map(|l| vk::ImageCopy {
+                        src_subresource: layers(l - src_base),
+                        src_offset: vk::Offset3D::default(),
+                        dst_subresource: layers(l - p.to),
+                        dst_offset: vk::Offset3D::default(),
+                        extent: extent(l),
+                    })
+                    .collect();
+                if !copies.is_empty() {
+                    d.cmd_copy_image(
+                        cmd,
+                        src.image,
+                        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                        p.new.image,
+                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        &copies,
+                    );
+                }
+                for &(l, si) in &p.uploads {
+                    let region = vk::BufferImageCopy {
+                        buffer_offset: 0,
+                        buffer_row_length: 0,
+                        buffer_image_height: 0,
+                        image_subresource: layers(l - p.to),
+                        image_offset: vk::Offset3D::default(),
+                        image_extent: extent(l),
+                    };
+                    d.cmd_copy_buffer_to_image(
+                        cmd,
+                        staging[si].0,
+                        p.new.image,
+                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        &[region],
+                    );
+                }
+            }
+            transition(d, cmd, &after);
+            d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
+            let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
+            let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmds);
+            d.queue_submit2(ctx.queue, &[submit], slot.fence)
+                .check("vkQueueSubmit2")?;
+        }
+        result.ops = ops
+            .into_iter()
+            .map(|p| Op {
+                texture: p.texture,
+                from: p.from,
+                to: p.to,
+                new: p.new,
+            })
+            .collect();
+        slot.batch = Some(Batch {
+            retired: Vec::new(),
+            staging,
+        });
+        self.order.push_back(slot_index);
+        Ok(result)
+    }
+
+    fn destroy_objects(&mut self, d: &ash::Device) {
+        // SAFETY: nothing is in flight (callers finish first).
+        unsafe {
+            for s in self.slots.drain(..) {
+                d.destroy_fence(s.fence, None);
+            }
+            d.destroy_command_pool(self.pool, None);
+        }
+    }
+
+    /// Waits for every batch, frees what they hold, and destroys the pool.
+    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
+        if let Err(e) = self.finish(ctx, mem) {
+            log::error!("streaming teardown: {e}");
+        }
+        self.destroy_objects(&ctx.device);
+    }
+}
+
+/// Creates an empty main image holding levels `base..` of `info`'s file.
+fn create_main(
+    ctx: &Context,
+    mem: &GpuMemory,
+    set: &TextureSet,
+    info: &TexInfo,
+    base: u32,
+) -> Result<Texture, GpuError> {
+    let d = &ctx.device;
+    let levels = info.levels - base;
+    let create = image_info(info.format, (info.size >> base).max(1), levels);
+    let tag = info
+        .path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("texture");
+    let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(set.texture_pool);
+    opts.within_budget = true;
+    let (image, memory) = mem.create_image(&create, &opts)?;
+    let view_info = vk::ImageViewCreateInfo::default()
+        .image(image)
+        .view_type(vk::ImageViewType::TYPE_2D)
+        .format(info.format)
+        .subresource_range(vk::ImageSubresourceRange {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            base_mip_level: 0,
+            level_count: levels,
+            base_array_layer: 0,
+            layer_count: 1,
+        });
+    // SAFETY: the image is live and bound.
+    let view = match unsafe { d.create_image_view(&view_info, None) }.check("vkCreateImageView") {
+        Ok(v) => v,
+        Err(e) => {
+            // SAFETY: the image was never used.
+            unsafe { mem.destroy_image(image, memory) };
+            return Err(e);
+        }
+    };
+    Ok(Texture {
+        path: info.path.clone(),
+        image,
+        view,
+        memory: Some(memory),
+        format: info.format,
+        file_size: info.size,
+        base_level: base,
+        file_levels: info.levels,
+        bytes: info.level_bytes[base as usize..].iter().sum(),
+    })
+}
+
+/// Reads each job's level into its slice on up to `threads` threads; returns the
+/// failures as (job owner, message).
+fn read_levels(jobs: Vec<Job<'_>>, threads: usize) -> Vec<(usize, String)> {
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    let threads = threads.min(jobs.len()).max(1);
+    let mut buckets: Vec<Vec<Job<'_>>> = (0..threads).map(|_| Vec::new()).collect();
+    for (k, job) in jobs.into_iter().enumerate() {
+        buckets[k % threads].push(job);
+    }
+    if threads == 1 {
+        return buckets.into_iter().flat_map(read_bucket).collect();
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = buckets
+            .into_iter()
+            .map(|b| s.spawn(move || read_bucket(b)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| vec![(usize::MAX, "a reader thread panicked".into())])
+            })
+            .collect()
+    })
+}
+
+type Job<'a> = (usize, PathBuf, u32, &'a mut [u8]);
+
+fn read_bucket(bucket: Vec<Job<'_>>) -> Vec<(usize, String)> {
+    let mut failures = Vec::new();
+    let mut open: Option<(PathBuf, Reader)> = None;
+    for (owner, path, level, out) in bucket {
+        if open.as_ref().map(|(p, _)| p != &path).unwrap_or(true) {
+            match Reader::open(&path) {
+                Ok(r) => open = Some((path.clone(), r)),
+                Err(e) => {
+                    failures.push((owner, e.to_string()));
+                    open = None;
+                    continue;
+                }
+            }
+        }
+        if let Some((_, r)) = open.as_mut() {
+            let ok = r
+                .levels
+                .get(level as usize)
+                .is_some_and(|l| l.length as usize == out.len());
+            if !ok {
+                failures.push((
+                    owner,
+                    format!("{}: level {level} changed size", path.display()),
+                ));
+            } else if let Err(e) = r.read_level_into(level as usize, out) {
+                failures.push((owner, e.to_string()));
+            }
+        }
+    }
+    failures
+}

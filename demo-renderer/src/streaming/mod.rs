@@ -1,0 +1,591 @@
+//! Texture streaming: each material's maps keep the mip levels the camera needs,
+//! under a fixed texture budget.
+//!
+//! - [`policy`]: a pure function from wanted levels, coverage, resident levels,
+//!   sizes and the budget to this frame's changes (unit- and property-tested).
+//! - [`mechanism`]: new images in the texture pool, GPU copies of the levels that
+//!   stay, file reads on worker threads into mapped staging, fences.
+//! - [`estimate`]: the CPU estimate of wanted levels from the camera.
+//! - [`Streamer`]: ties them to the frame loop, reads the GPU feedback, and
+//!   measures what the report needs.
+//!
+//! # Where the wanted level comes from
+//!
+//! The PBR pass writes, from one pixel per 8x8 tile, each material's finest
+//! wanted level (the sampler's LOD rule with anisotropy, from the texel-coordinate
+//! derivatives in the full-size map; `atomicMin`) and the number of such pixels
+//! into a small host-visible buffer. The three maps of a material share their
+//! size and UV mapping, so one answer per material is exact for all three. The
+//! renderer waits for every frame's fence, so the buffer is read right after the
+//! frame, without a stall of its own; the next frame's decisions use it.
+//!
+//! The CPU estimate ([`estimate`]) is used instead: on the first frame (no
+//! feedback yet), on the frame of a camera cut (the feedback shows the old view),
+//! on devices without `fragmentStoresAndAtomics`, and for a material the feedback
+//! did not see while the estimate puts it on screen smaller than 256 pixels (too
+//! small for the sparse sampling to be sure to hit).
+//!
+//! # Measuring
+//!
+//! The report's `mip_deficit` of frame `n` compares the levels resident while
+//! frame `n` was drawn with that frame's own feedback (the truth for the frame),
+//! in both modes, so `--streaming off` and `on` are measured alike.
+
+pub mod estimate;
+pub mod mechanism;
+pub mod policy;
+pub mod psnr;
+pub mod summary;
+
+use std::time::Instant;
+
+use ash::vk;
+
+use crate::gpu::memory::{MemOptions, Memory, MemoryUsage};
+use crate::gpu::{Context, GpuError, GpuMemory};
+use crate::materials::textures::{Texture, TextureSet};
+use crate::scene::Object;
+use estimate::View;
+use mechanism::{Mechanism, TexInfo};
+use policy::{Change, PolicyConfig, TextureInput};
+
+/// Streaming on or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Residency follows the camera (the default).
+    On,
+    /// One level per texture chosen at load time (for comparison).
+    Off,
+}
+
+/// The streamer's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamConfig {
+    /// On or off.
+    pub mode: Mode,
+    /// Texture budget in bytes.
+    pub budget: u64,
+    /// File bytes uploaded per frame, at most (one level may pass it).
+    pub upload_budget: u64,
+    /// Residency changes started per frame, at most.
+    pub max_ops: usize,
+    /// Tint textures by their resident level.
+    pub show_mips: bool,
+    /// The sampler's anisotropy (for the feedback's LOD rule).
+    pub anisotropy: u32,
+}
+
+/// The tail every texture keeps resident: levels of at most this many texels a side.
+pub const TAIL_TEXELS: u32 = 16;
+/// Residency changes per frame, at most.
+pub const MAX_OPS: usize = 16;
+
+/// Streaming figures of one frame, as `report.json` lists them.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StreamFrame {
+    /// Bytes of texture images alive during the frame: tails, main images, images
+    /// being filled and images waiting to be freed.
+    pub texture_resident_bytes: u64,
+    /// Bytes the texture pool holds in device memory (blocks).
+    pub texture_pool_committed_bytes: u64,
+    /// Bytes every visible texture at its wanted level would take.
+    pub texture_wanted_bytes: u64,
+    /// File bytes uploaded this frame.
+    pub upload_bytes: u64,
+    /// Milliseconds spent reading them into staging (worker threads, wall clock).
+    pub upload_ms: f64,
+    /// Coverage-weighted mean over visible textures of how many levels the resident
+    /// one is coarser than the wanted one.
+    pub mip_deficit: f64,
+    /// Replacements in flight after this frame's start.
+    pub pending_loads: u32,
+    /// Residency changes started this frame.
+    pub residency_changes: u32,
+    /// Whether the camera jumped at this frame.
+    pub camera_cut: bool,
+    /// Milliseconds since the streamer started, at the frame's start.
+    pub time_ms: f64,
+    /// Where this frame's decisions took wanted levels from: "feedback" or "estimate".
+    pub wanted_from: &'static str,
+}
+
+/// One material's wanted level and coverage.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Want {
+    level_lod: f32,
+    coverage: f32,
+}
+
+/// The streamer of one texture set.
+pub struct Streamer {
+    cfg: StreamConfig,
+    infos: Vec<TexInfo>,
+    mains: Vec<Option<Texture>>,
+    failed: Vec<bool>,
+    unseen: Vec<u32>,
+    mechanism: Option<Mechanism>,
+    feedback: Option<(vk::Buffer, Memory)>,
+    /// Whether the shader writes feedback (the device can).
+    feedback_enabled: bool,
+    /// The last feedback read, per material (min LOD x16, pixel count), and whether
+    /// it is still unread for the frame just rendered.
+    last_feedback: Option<Vec<[u32; 2]>>,
+    unread: bool,
+    pixels: f32,
+    started: Instant,
+    /// This frame's figures, completed by `frame_done`.
+    frame: StreamFrame,
+    /// Resident level of each texture while this frame is drawn.
+    drawn_levels: Vec<u32>,
+    /// The wants this frame's decisions used (for the deficit when there is no feedback).
+    used_wants: Vec<Option<Want>>,
+    map_sizes: Vec<u32>,
+    /// Frames prepared so far.
+    frames_prepared: u64,
+    /// The feedback before `last_feedback`, for the trend.
+    prev_feedback: Option<Vec<[u32; 2]>>,
+}
+
+impl Streamer {
+    /// Sets up streaming for `set` (in mode `On`, `set` holds only the tails).
+    pub fn new(
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        cfg: StreamConfig,
+        feedback_enabled: bool,
+        extent: vk::Extent2D,
+    ) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        let mut infos = Vec::new();
+        for t in &set.textures {
+            let tail = match cfg.mode {
+                Mode::On => t.base_level,
+                Mode::Off => {
+                    crate::materials::textures::tail_level(t.file_size, t.file_levels, TAIL_TEXELS)
+                }
+            };
+            infos.push(TexInfo::new(d, t, tail)?);
+        }
+        let materials = set.textures.len() / 3;
+        let map_sizes = (0..materials).map(|m| infos[m * 3].size).collect();
+        let n = set.textures.len();
+        let mut s = Self {
+            cfg,
+            infos,
+            mains: (0..n).map(|_| None).collect(),
+            failed: vec![false; n],
+            unseen: vec![u32::MAX / 2; n],
+            mechanism: None,
+            feedback: None,
+            feedback_enabled,
+            last_feedback: None,
+            unread: false,
+            pixels: extent.width as f32 * extent.height as f32,
+            started: Instant::now(),
+            frame: StreamFrame::default(),
+            drawn_levels: Vec::new(),
+            used_wants: vec![None; materials],
+            map_sizes,
+            frames_prepared: 0,
+            prev_feedback: None,
+        };
+        let size = (materials.max(1) * 8) as u64;
+        let fb = mem.create_buffer_mapped(
+            &vk::BufferCreateInfo::default()
+                .size(size)
+                .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
+            &MemOptions::new(MemoryUsage::Readback, "streaming feedback"),
+        )?;
+        s.feedback = Some(fb);
+        s.reset_feedback(mem);
+        if cfg.mode == Mode::On {
+            s.mechanism = Some(Mechanism::new(ctx)?);
+        }
+        s.drawn_levels = s.levels(set);
+        Ok(s)
+    }
+
+    /// The feedback buffer (set 0, binding 1 of the PBR pass).
+    pub fn feedback_buffer(&self) -> (vk::Buffer, u64) {
+        self.feedback
+            .as_ref()
+            .map_or((vk::Buffer::null(), 0), |(b, m)| (*b, m.size()))
+    }
+
+    /// Whether the shader should write feedback.
+    pub fn feedback_enabled(&self) -> bool {
+        self.feedback_enabled
+    }
+
+    /// The frame uniform's `stream` vector: anisotropy, show-mips, feedback.
+    pub fn uniform(&self) -> [u32; 4] {
+        [
+            self.cfg.anisotropy.max(1),
+            self.cfg.show_mips as u32,
+            self.feedback_enabled as u32,
+            0,
+        ]
+    }
+
+    /// Level-0 side of material `m`'s maps.
+    pub fn map_size(&self, m: usize) -> u32 {
+        self.map_sizes.get(m).copied().unwrap_or(1)
+    }
+
+    /// The level material `m`'s albedo samples from now (for `--show-mips`).
+    pub fn drawn_level(&self, m: usize) -> u32 {
+        self.drawn_levels.get(m * 3).copied().unwrap_or(0)
+    }
+
+    /// Each texture's first resident level.
+    fn levels(&self, set: &TextureSet) -> Vec<u32> {
+        (0..set.textures.len())
+            .map(|i| match (&self.mains[i], self.cfg.mode) {
+                (Some(m), _) => m.base_level,
+                (None, _) => set.textures[i].base_level,
+            })
+            .collect()
+    }
+
+    /// Bytes of texture images alive now (old images waiting to be freed included).
+    pub fn resident_bytes(&self, set: &TextureSet) -> u64 {
+        set.allocated_bytes()
+            + self
+                .mains
+                .iter()
+                .flatten()
+                .map(Texture::allocation_bytes)
+                .sum::<u64>()
+            + self.retiring_bytes()
+    }
+
+    fn retiring_bytes(&self) -> u64 {
+        self.mechanism.as_ref().map_or(0, Mechanism::retiring_bytes)
+    }
+
+    fn reset_feedback(&mut self, mem: &GpuMemory) {
+        if let Some((_, m)) = self.feedback.as_mut() {
+            let words: Vec<u32> = (0..m.size() / 8).flat_map(|_| [u32::MAX, 0]).collect();
+            m.write(0, bytemuck::cast_slice(&words));
+            mem.flush(m);
+        }
+    }
+
+    /// Reads the feedback of the frame just finished (if not read yet) and clears
+    /// the buffer for the next one.
+    fn read_feedback(&mut self, mem: &GpuMemory) {
+        if !self.unread {
+            return;
+        }
+        self.unread = false;
+        if !self.feedback_enabled {
+            self.last_feedback = None;
+            return;
+        }
+        if let Some((_, m)) = self.feedback.as_ref() {
+            mem.invalidate(m);
+            let materials = self.map_sizes.len();
+            let mut bytes = vec![0u8; materials * 8];
+            m.read(0, &mut bytes);
+            let words: Vec<u32> = bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            self.prev_feedback = self.last_feedback.take();
+            self.last_feedback = Some(words.chunks_exact(2).map(|w| [w[0], w[1]]).collect());
+        }
+        self.reset_feedback(mem);
+    }
+
+    fn feedback_wants(&self, fb: &[[u32; 2]]) -> Vec<Option<Want>> {
+        fb.iter()
+            .map(|&[q, count]| {
+                (count > 0).then(|| Want {
+                    level_lod: q as f32 / 16.0,
+                    coverage: (count as f32 * 64.0 / self.pixels).min(1.0),
+                })
+            })
+            .collect()
+    }
+
+    /// Per-texture policy inputs from per-material wants.
+    fn inputs(&self, set: &TextureSet, wants: &[Option<Want>]) -> Vec<TextureInput> {
+        self.infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                let want = if self.failed[i] { None } else { wants[i / 3] };
+                let (resident, main_alloc) = match &self.mains[i] {
+                    Some(m) => (m.base_level, m.allocation_bytes()),
+                    None => (set.textures[i].base_level, 0),
+                };
+                let mut main_bytes = info.main_bytes.clone();
+                // The allocator's figure for the image that exists, in case it differs.
+                if let Some(b) = main_bytes.get_mut(resident as usize) {
+                    if main_alloc > 0 {
+                        *b = main_alloc;
+                    }
+                }
+                TextureInput {
+                    main_bytes,
+                    level_bytes: info.level_bytes.clone(),
+                    tail_bytes: match self.cfg.mode {
+                        Mode::On => set.textures[i].allocation_bytes(),
+                        Mode::Off => 0,
+                    },
+                    resident,
+                    // Replacements swap at once (see `mechanism`): none is pending.
+                    pending: None,
+                    wanted: want.map(|w| estimate::level_of(w.level_lod, info.levels)),
+                    coverage: want.map_or(0.0, |w| w.coverage),
+                    unseen_frames: self.unseen[i],
+                }
+            })
+            .collect()
+    }
+
+    /// Before frame `frame` is recorded (the previous one is done): takes finished
+    /// replacements, decides, and starts this frame's changes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &mut TextureSet,
+        objects: &[Object],
+        view: &View,
+        camera_cut: bool,
+    ) -> Result<(), GpuError> {
+        self.pixels = view.height as f32 * view.height as f32 * view.aspect;
+        let time_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        self.read_feedback(mem);
+        let mut frame = StreamFrame {
+            camera_cut,
+            time_ms,
+            ..StreamFrame::default()
+        };
+        // Finished batches: free their staging and the images they replaced.
+        if let Some(mech) = self.mechanism.as_mut() {
+            mech.poll(ctx, mem)?;
+        }
+        // Wanted levels: the last frame's feedback, else the CPU estimate.
+        let est = estimate::estimate(objects, view, &self.map_sizes);
+        let small = 256.0 / self.pixels;
+        let wants: Vec<Option<Want>> = match self.last_feedback.as_ref() {
+            Some(fb) if !camera_cut => {
+                frame.wanted_from = "feedback";
+                let mut fw = self.feedback_wants(fb);
+                // The camera moves on: extrapolate each material's trend one frame
+                // (a level getting finer is wanted a frame early), by half a level
+                // at most (an object entering the view is no trend).
+                if let Some(prev) = self.prev_feedback.as_ref() {
+                    for (w, p) in fw.iter_mut().zip(self.feedback_wants(prev)) {
+                        if let (Some(w), Some(p)) = (w.as_mut(), p) {
+                            let trend = (w.level_lod - p.level_lod).clamp(-0.5, 0.0);
+                            w.level_lod += trend;
+                        }
+                    }
+                }
+                fw.into_iter()
+                    .zip(&est)
+                    .map(|(f, e)| match (f, e) {
+                        (Some(f), _) => Some(f),
+                        (None, Some(e)) if e.coverage < small => Some(Want {
+                            level_lod: e.lod,
+                            coverage: e.coverage,
+                        }),
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => {
+                frame.wanted_from = "estimate";
+                est.iter()
+                    .map(|e| {
+                        e.map(|e| Want {
+                            level_lod: e.lod,
+                            coverage: e.coverage,
+                        })
+                    })
+                    .collect()
+            }
+        };
+        for (i, u) in self.unseen.iter_mut().enumerate() {
+            *u = if wants[i / 3].is_some() {
+                0
+            } else {
+                u.saturating_add(1)
+            };
+        }
+        let inputs = self.inputs(set, &wants);
+        frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
+        if self.cfg.mode == Mode::On {
+            let (changes, upload, read_s, waiting) = self.apply(ctx, mem, set, &inputs)?;
+            frame.residency_changes = changes;
+            frame.upload_bytes = upload;
+            frame.upload_ms = read_s * 1e3;
+            frame.pending_loads = waiting;
+        }
+        frame.texture_resident_bytes = self.resident_bytes(set);
+        frame.texture_pool_committed_bytes = mem
+            .pool_pressure(set.texture_pool)
+            .map_or(0, |p| p.pool_committed_bytes);
+        self.used_wants = wants;
+        self.drawn_levels = self.levels(set);
+        self.frame = frame;
+        self.unread = true;
+        self.frames_prepared += 1;
+        Ok(())
+    }
+
+    /// Runs the policy and starts its changes; returns (changes, upload bytes,
+    /// read seconds, textures still short of their target).
+    fn apply(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &mut TextureSet,
+        inputs: &[TextureInput],
+    ) -> Result<(u32, u64, f64, u32), GpuError> {
+        let d = &ctx.device;
+        let pressure = mem.pool_pressure(set.texture_pool);
+        let max_alloc = pressure.map_or(u64::MAX, |p| p.largest_free_range.max(p.headroom()));
+        let mut cfg = PolicyConfig {
+            budget: self.cfg.budget,
+            reserve: 0,
+            // The first frame is the initial load: no cap on operations.
+            max_ops: if self.frames_prepared == 0 {
+                usize::MAX
+            } else {
+                self.cfg.max_ops
+            },
+            max_upload_bytes: self.cfg.upload_budget,
+            keep_bonus: 0.5,
+            // Drops happen after the poll: with no batch in flight (the usual
+            // case: the frame before, submitted after them, is done) nothing reads
+            // the old image, and it is freed at once.
+            drop_frees_at_once: self.mechanism.as_ref().is_none_or(|m| m.in_flight() == 0),
+        };
+        cfg.reserve = policy::default_reserve(inputs, cfg.budget);
+        let plan = policy::plan(&cfg, inputs, self.retiring_bytes(), max_alloc);
+        let mut waiting: Vec<bool> = inputs
+            .iter()
+            .zip(&plan.targets)
+            .map(|(t, &target)| target < t.resident)
+            .collect();
+        let mut changes = 0u32;
+        let mut replaces = Vec::new();
+        for c in &plan.changes {
+            match *c {
+                Change::Drop { texture, .. } => {
+                    // Back to the tail at once; the old image is unused by any
+                    // pending work (the frame before is done, and a texture with a
+                    // replacement in flight gets no other change).
+                    set.write_view(d, texture, set.textures[texture].view);
+                    if let Some(old) = self.mains[texture].take() {
+                        match self.mechanism.as_mut() {
+                            Some(m) => m.retire(d, mem, old),
+                            None => TextureSet::free_texture(d, mem, old),
+                        }
+                    }
+                    changes += 1;
+                }
+                Change::Replace { texture, from, to } => replaces.push((texture, from, to)),
+            }
+        }
+        let count = |w: &[bool]| w.iter().filter(|&&x| x).count() as u32;
+        if replaces.is_empty() {
+            return Ok((changes, 0, 0.0, count(&waiting)));
+        }
+        let Some(mech) = self.mechanism.as_mut() else {
+            return Ok((changes, 0, 0.0, count(&waiting)));
+        };
+        let started = mech.start(ctx, mem, set, &self.infos, &self.mains, &replaces)?;
+        // Swap at once: the batch's barrier orders its copies before this frame's
+        // reads. The old image stays alive with the batch.
+        for op in started.ops {
+            set.write_view(d, op.texture, op.new.view);
+            if op.to <= plan.targets[op.texture] {
+                waiting[op.texture] = false;
+            }
+            if let Some(old) = self.mains[op.texture].replace(op.new) {
+                mech.retire(d, mem, old);
+            }
+            changes += 1;
+        }
+        for (t, message) in &started.failed {
+            if !self.failed[*t] {
+                eprintln!(
+                    "streaming: {message}; texture {} keeps the levels it has",
+                    self.infos[*t].path.display()
+                );
+                self.failed[*t] = true;
+            }
+        }
+        Ok((
+            changes,
+            started.upload_bytes,
+            started.read_seconds,
+            count(&waiting),
+        ))
+    }
+
+    /// Records after the scene pass: makes the feedback writes visible to the host
+    /// (read after the frame's fence) and orders them before the next frame's.
+    ///
+    /// # Safety
+    /// `cmd` is recording, outside a render pass.
+    pub unsafe fn record_after_pass(&self, d: &ash::Device, cmd: vk::CommandBuffer) {
+        let barrier = [vk::MemoryBarrier2::default()
+            .src_stage_mask(vk::PipelineStageFlags2::FRAGMENT_SHADER)
+            .src_access_mask(vk::AccessFlags2::SHADER_STORAGE_WRITE)
+            .dst_stage_mask(
+                vk::PipelineStageFlags2::HOST | vk::PipelineStageFlags2::FRAGMENT_SHADER,
+            )
+            .dst_access_mask(
+                vk::AccessFlags2::HOST_READ
+                    | vk::AccessFlags2::SHADER_STORAGE_READ
+                    | vk::AccessFlags2::SHADER_STORAGE_WRITE,
+            )];
+        // SAFETY: per the contract above.
+        unsafe {
+            d.cmd_pipeline_barrier2(
+                cmd,
+                &vk::DependencyInfo::default().memory_barriers(&barrier),
+            )
+        };
+    }
+
+    /// After the frame's fence: reads its feedback and returns its figures.
+    pub fn frame_done(&mut self, mem: &GpuMemory, set: &TextureSet) -> StreamFrame {
+        self.read_feedback(mem);
+        let wants = match self.last_feedback.as_ref() {
+            Some(fb) => self.feedback_wants(fb),
+            None => self.used_wants.clone(),
+        };
+        let mut inputs = self.inputs(set, &wants);
+        for (t, l) in inputs.iter_mut().zip(&self.drawn_levels) {
+            t.resident = *l;
+        }
+        let mut f = self.frame.clone();
+        f.mip_deficit = policy::mip_deficit(&inputs);
+        f
+    }
+
+    /// Frees the main images, the batches in flight and the feedback buffer; the
+    /// device must be idle.
+    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
+        if let Some(mut m) = self.mechanism.take() {
+            m.destroy(ctx, mem);
+        }
+        for t in self.mains.iter_mut().filter_map(Option::take) {
+            TextureSet::free_texture(&ctx.device, mem, t);
+        }
+        if let Some((b, m)) = self.feedback.take() {
+            // SAFETY: the device is idle.
+            unsafe { mem.destroy_buffer(b, m) };
+        }
+    }
+}

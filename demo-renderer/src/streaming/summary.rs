@@ -1,0 +1,117 @@
+//! The report's top-level `streaming` object, from the per-frame figures.
+#![forbid(unsafe_code)]
+
+use serde::Serialize;
+
+use super::Mode;
+use crate::report::{percentiles, FrameRecord};
+
+/// The mip deficit below which a view counts as refilled after a camera cut.
+pub const REFILLED_DEFICIT: f64 = 0.1;
+
+/// Streaming over a whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamingSummary {
+    /// "on" or "off".
+    pub mode: Mode,
+    /// Frames whose resident texture bytes (or the texture pool's blocks) exceeded the budget.
+    pub frames_over_budget: u32,
+    /// Mean over frames of the mip deficit.
+    pub mean_mip_deficit: f64,
+    /// 99th percentile over frames of the mip deficit.
+    pub p99_mip_deficit: f64,
+    /// File bytes uploaded over the milliseconds spent reading them into staging, GB/s.
+    pub upload_gbps: f64,
+    /// File bytes uploaded in all.
+    pub upload_bytes: u64,
+    /// Residency changes started in all.
+    pub residency_changes: u64,
+    /// For each camera cut, milliseconds from the cut frame's start to the start of
+    /// the first frame whose deficit is below 0.1 (`null`: not before the next cut
+    /// or the end).
+    pub refill_ms: Vec<Option<f64>>,
+    /// The same in frames.
+    pub refill_frames: Vec<Option<u32>>,
+    /// Lowest per-frame PSNR against `--compare`, dB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_psnr_db: Option<f64>,
+    /// Mean per-frame PSNR against `--compare`, dB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_psnr_db: Option<f64>,
+}
+
+impl StreamingSummary {
+    /// Summarizes `frames`; `None` when they carry no streaming figures.
+    pub fn from_frames(mode: Mode, frames: &[FrameRecord]) -> Option<Self> {
+        let s: Vec<(&FrameRecord, &super::StreamFrame)> = frames
+            .iter()
+            .filter_map(|f| f.streaming.as_ref().map(|s| (f, s)))
+            .collect();
+        if s.is_empty() {
+            return None;
+        }
+        let deficits: Vec<f64> = s.iter().map(|(_, x)| x.mip_deficit).collect();
+        let over = s
+            .iter()
+            .filter(|(f, x)| {
+                x.texture_resident_bytes > f.texture_budget
+                    || x.texture_pool_committed_bytes > f.texture_budget
+            })
+            .count() as u32;
+        let upload_bytes: u64 = s.iter().map(|(_, x)| x.upload_bytes).sum();
+        let upload_ms: f64 = s.iter().map(|(_, x)| x.upload_ms).sum();
+        let cuts: Vec<usize> = (0..s.len()).filter(|&k| s[k].1.camera_cut).collect();
+        let mut refill_ms = Vec::new();
+        let mut refill_frames = Vec::new();
+        for (n, &k) in cuts.iter().enumerate() {
+            let end = cuts.get(n + 1).copied().unwrap_or(s.len());
+            let j = (k..end).find(|&j| s[j].1.mip_deficit < REFILLED_DEFICIT);
+            refill_ms.push(j.map(|j| s[j].1.time_ms - s[k].1.time_ms));
+            refill_frames.push(j.map(|j| (j - k) as u32));
+        }
+        let psnr: Vec<f64> = frames.iter().filter_map(|f| f.psnr_db).collect();
+        Some(Self {
+            mode,
+            frames_over_budget: over,
+            mean_mip_deficit: deficits.iter().sum::<f64>() / deficits.len() as f64,
+            p99_mip_deficit: percentiles(&deficits).p99,
+            upload_gbps: if upload_ms > 0.0 {
+                upload_bytes as f64 / (upload_ms * 1e-3) / 1e9
+            } else {
+                0.0
+            },
+            upload_bytes,
+            residency_changes: s.iter().map(|(_, x)| x.residency_changes as u64).sum(),
+            refill_ms,
+            refill_frames,
+            min_psnr_db: psnr.iter().copied().reduce(f64::min),
+            mean_psnr_db: (!psnr.is_empty()).then(|| psnr.iter().sum::<f64>() / psnr.len() as f64),
+        })
+    }
+
+    /// The summary line's streaming part.
+    pub fn line(&self) -> String {
+        let refill: Vec<String> = self
+            .refill_ms
+            .iter()
+            .map(|r| r.map_or("never".to_owned(), |ms| format!("{ms:.0} ms")))
+            .collect();
+        let mut line = format!(
+            "streaming {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s, refill after cuts [{}]",
+            match self.mode {
+                Mode::On => "on",
+                Mode::Off => "off",
+            },
+            self.frames_over_budget,
+            self.mean_mip_deficit,
+            self.p99_mip_deficit,
+            self.upload_bytes as f64 / (1u64 << 20) as f64,
+            self.upload_gbps,
+            refill.join(", ")
+        );
+        if let (Some(min), Some(mean)) = (self.min_psnr_db, self.mean_psnr_db) {
+            line.push_str(&format!("; PSNR min {min:.1} dB mean {mean:.1} dB"));
+        }
+        line
+    }
+}
