@@ -181,6 +181,15 @@ impl Block {
         self.allocation_count() == 0
     }
 
+    /// The largest free range (the whole block for an empty dedicated one).
+    pub fn largest_free(&self) -> u64 {
+        match self.ranges() {
+            Some(r) => r.largest_free(),
+            None if self.is_empty() => self.size,
+            None => 0,
+        }
+    }
+
     /// Calls `visit(offset, size)` for every free range, in address order.
     pub fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64)) {
         match self.ranges() {

@@ -371,6 +371,19 @@ impl BlockVector {
         leaked
     }
 
+    /// The largest free range in any shared block (the largest request that
+    /// fits without a new block). Locks the list briefly: one look at each
+    /// block's largest size class.
+    pub fn largest_free(&self) -> u64 {
+        self.with_list(|list| {
+            list.iter()
+                .filter(|(_, b)| !b.is_dedicated())
+                .map(|(_, b)| b.largest_free())
+                .max()
+                .unwrap_or(0)
+        })
+    }
+
     /// Calls `visit` with the list, under its lock.
     pub fn with_list<R>(&self, visit: impl FnOnce(&BlockList) -> R) -> R {
         visit(&self.list.lock())

@@ -38,16 +38,16 @@ pub struct FreeQueue {
 }
 
 /// What one [`FreeQueue::collect`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct Collected {
     /// Allocations freed.
     pub freed: usize,
     /// Their bytes.
     pub freed_bytes: u64,
-    /// Frees the allocator refused, as messages (the allocations are dropped from
-    /// the queue; a refused free is a programming error such as a foreign allocation).
-    pub failures: Vec<String>,
+    /// Frees the allocator refused (a programming error such as a foreign
+    /// allocation), each with its allocation handed back.
+    pub failures: Vec<crate::FreeError>,
 }
 
 impl FreeQueue {
@@ -99,12 +99,12 @@ impl FreeQueue {
         let mut c = Collected::default();
         for a in allocations {
             let size = a.size();
-            match allocator.free(a).map_err(|e| e.to_string()) {
+            match allocator.free(a) {
                 Ok(()) => {
                     c.freed += 1;
                     c.freed_bytes += size;
                 }
-                Err(message) => c.failures.push(message),
+                Err(refused) => c.failures.push(refused),
             }
         }
         c
@@ -183,10 +183,14 @@ mod tests {
         q.free_after(alloc(&b, 4096), 1);
         let c = q.collect(&a, 1);
         assert_eq!(c.freed, 0);
-        assert_eq!(c.failures.len(), 1);
         assert!(q.is_empty());
-        // `b` still holds it (it was refused, not freed).
+        // `b` still holds it (it was refused, not freed), and it came back.
         assert_eq!(b.statistics().total.allocation_count, 1);
+        let refused = c.failures.into_iter().next().expect("one refusal");
+        assert_eq!(refused.error(), &crate::Error::ForeignAllocation);
+        b.free(refused.into_allocation())
+            .expect("its owner frees it");
+        assert_eq!(b.statistics().total.allocation_count, 0);
     }
 
     #[test]

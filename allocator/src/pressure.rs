@@ -7,10 +7,8 @@
 //! Read it every frame *before* allocating: an allocation that would fail shows
 //! here first as `headroom()` and `largest_free_range` below the request.
 
-use crate::device::MemoryDevice;
-use crate::{Allocator, Error, PoolId};
-
 /// A pool's and its heap's usage against their budgets, at one instant.
+/// Read with [`crate::Allocator::pool_pressure`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoolPressure {
@@ -53,49 +51,6 @@ impl PoolPressure {
     /// range does: fragmentation, not size, blocks it (unless a new block fits).
     pub fn fragmented_for(&self, size: u64) -> bool {
         self.free_in_blocks() >= size && self.largest_free_range < size
-    }
-}
-
-impl<D: MemoryDevice> Allocator<D> {
-    /// The pressure on `pool` and on its heap.
-    ///
-    /// Today this walks the pool's blocks (through [`Allocator::detailed_statistics`])
-    /// for the largest free range; the signature stays when it becomes cheaper.
-    ///
-    /// # Errors
-    /// [`Error::UnknownPool`] if `pool` was destroyed or belongs to another allocator.
-    pub fn pool_pressure(&self, pool: PoolId) -> Result<PoolPressure, Error> {
-        let details = self.detailed_statistics();
-        let stats = &details.statistics;
-        let p = stats
-            .pools
-            .iter()
-            .find(|p| p.index == pool.index())
-            .ok_or(Error::UnknownPool(pool))?;
-        let heap_index = stats
-            .types
-            .iter()
-            .find(|t| t.index == p.memory_type)
-            .map(|t| t.heap)
-            .unwrap_or(0);
-        let largest_free_range = details
-            .lists
-            .iter()
-            .filter(|l| l.memory_type == p.memory_type && l.pool.as_deref() == Some(&p.name))
-            .flat_map(|l| l.blocks.iter())
-            .map(|b| b.largest_free)
-            .max()
-            .unwrap_or(0);
-        let heap = stats.heaps.iter().find(|h| h.index == heap_index);
-        Ok(PoolPressure {
-            pool_budget: p.budget,
-            pool_committed_bytes: p.usage.block_bytes,
-            pool_allocated_bytes: p.usage.allocation_bytes,
-            largest_free_range,
-            heap_index,
-            heap_usage: heap.map(|h| h.budget.usage).unwrap_or(0),
-            heap_budget: heap.map(|h| h.budget.budget).unwrap_or(u64::MAX),
-        })
     }
 }
 

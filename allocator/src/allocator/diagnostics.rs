@@ -12,6 +12,8 @@ use crate::block_list::BlockList;
 use crate::corruption;
 use crate::device::MemoryDevice;
 use crate::error::Error;
+use crate::pool::PoolId;
+use crate::pressure::PoolPressure;
 use crate::stats::{
     BlockInfo, DetailedStatistics, HeapStatistics, ListDetails, PoolStatistics, Statistics,
     TypeStatistics, Usage,
@@ -152,6 +154,29 @@ impl<D: MemoryDevice> Allocator<D> {
             });
         }
         stats
+    }
+
+    /// The pressure on `pool` and on its heap, cheap enough to read every
+    /// frame before allocating: the pool's counters and budget (atomics), the
+    /// largest free range of its blocks (its list locked briefly, one look at
+    /// each block's largest size class), and the heap's usage and budget.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPool`] if `pool` was destroyed.
+    pub fn pool_pressure(&self, pool: PoolId) -> Result<PoolPressure, Error> {
+        let state = self.pool(pool)?;
+        let vector = &state.vector;
+        let usage = vector.counters.snapshot();
+        let heap = self.budgets.view(vector.heap);
+        Ok(PoolPressure {
+            pool_budget: state.desc.budget,
+            pool_committed_bytes: usage.block_bytes,
+            pool_allocated_bytes: usage.allocation_bytes,
+            largest_free_range: vector.largest_free(),
+            heap_index: vector.heap,
+            heap_usage: heap.usage,
+            heap_budget: heap.budget,
+        })
     }
 
     /// Detailed statistics: every block with its allocations and free
