@@ -65,6 +65,10 @@ pub struct Flags {
     pub screenshot: Option<PathBuf>,
     /// `--list-devices`.
     pub list_devices: bool,
+    /// `--overlay`.
+    pub overlay: bool,
+    /// `--extra-allocations N`.
+    pub extra_allocations: Option<u32>,
     /// `--help`.
     pub help: bool,
 }
@@ -94,6 +98,9 @@ USAGE: demo-renderer [FLAGS]
   --cache DIR            baked material cache (default $XDG_CACHE_HOME/vkalloc-demo)
   --no-validation        do not enable VK_LAYER_KHRONOS_validation
   --no-bindless          one descriptor set per material even where descriptor indexing exists
+  --overlay              draw the heap overlay into the frames (in a window: shown at start;
+                         F1 toggles it either way)
+  --extra-allocations N  make N more small buffers (4 KiB each) to load the overlay
   --help                 this text
 ";
 
@@ -222,6 +229,10 @@ impl Flags {
                 "--no-validation" => f.no_validation = true,
                 "--no-bindless" => f.no_bindless = true,
                 "--list-devices" => f.list_devices = true,
+                "--overlay" => f.overlay = true,
+                "--extra-allocations" => {
+                    f.extra_allocations = Some(parse_num(&name, &value(&mut it)?)?)
+                }
                 "--help" | "-h" => f.help = true,
                 _ => return Err(FlagError(format!("unknown flag '{arg}'"))),
             }
@@ -266,6 +277,10 @@ pub struct Settings {
     pub cache: PathBuf,
     /// Whether defaults were scaled down for a software rasterizer.
     pub scaled_down: bool,
+    /// Whether the heap overlay is drawn.
+    pub overlay: bool,
+    /// Extra small buffers made to load the overlay.
+    pub extra_allocations: u32,
 }
 
 /// The default material cache: `$XDG_CACHE_HOME/vkalloc-demo` or `~/.cache/vkalloc-demo`.
@@ -311,6 +326,8 @@ impl Settings {
             textures: f.textures.unwrap_or(TextureChoice::Auto),
             cache: f.cache.clone().unwrap_or_else(default_cache),
             scaled_down,
+            overlay: f.overlay,
+            extra_allocations: f.extra_allocations.unwrap_or(0),
         }
     }
 }

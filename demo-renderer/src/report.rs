@@ -22,6 +22,9 @@ pub struct FrameRecord {
     pub texture_bytes: u64,
     /// The texture budget.
     pub texture_budget: u64,
+    /// CPU milliseconds of the overlay (snapshot, layout, tessellation), with `--overlay`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay_cpu_ms: Option<f64>,
 }
 
 impl FrameRecord {
@@ -36,6 +39,7 @@ impl FrameRecord {
             gpu_ms,
             texture_bytes,
             texture_budget,
+            overlay_cpu_ms: None,
         }
     }
 }

@@ -455,4 +455,14 @@ impl ScenePass for GalleryPass {
     fn texture_bytes(&self) -> u64 {
         self.textures.resident_bytes()
     }
+
+    fn texture_residency(&self) -> Vec<(String, u32, u64)> {
+        let t = &self.textures.textures;
+        t.iter()
+            .map(|t| {
+                let name = t.path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                (name.unwrap_or_default(), t.base_level, t.bytes)
+            })
+            .collect()
+    }
 }
