@@ -15,7 +15,7 @@ pub mod ui;
 pub use model::{
     read_dump, Category, Diff, DumpError, FrameSample, StreamingInfo, TextureStream, Timeline,
 };
-pub use ui::{draw_overlay, OverlayData, ViewState};
+pub use ui::{draw_docked, draw_overlay, OverlayData, ViewState};
 
 use image::RgbaImage;
 use vkalloc::Snapshot;

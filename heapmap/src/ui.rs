@@ -94,6 +94,57 @@ pub fn draw_overlay(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) 
     }
 }
 
+/// The overlay docked over a frame: blocks in a panel on the right, heaps,
+/// streaming and the timeline side by side in a panel at the bottom, all on a
+/// translucent background so the frame shows through. `ui` is the whole screen.
+pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
+    let fill = Color32::from_black_alpha(240);
+    let frame = egui::Frame::side_top_panel(ui.style())
+        .fill(fill)
+        .inner_margin(6.0);
+    let height = (ui.available_height() * 0.3).max(40.0);
+    egui::Panel::bottom("vkalloc_overlay_bottom")
+        .exact_size(height)
+        .resizable(false)
+        .frame(frame)
+        .show(ui, |ui| {
+            ui.columns(3, |cols| {
+                cols[0].strong("Heaps (F1 hides the overlay)");
+                if let Some(s) = data.snapshot {
+                    egui::ScrollArea::vertical()
+                        .id_salt("overlay_heaps")
+                        .show(&mut cols[0], |ui| heaps_panel(ui, s));
+                }
+                cols[1].strong("Streaming");
+                match data.streaming {
+                    Some(st) => streaming_panel(&mut cols[1], st),
+                    None => {
+                        cols[1].label("no textures");
+                    }
+                }
+                cols[2].strong("Timeline");
+                if let Some(t) = data.timeline {
+                    timeline_panel(&mut cols[2], t);
+                }
+            });
+        });
+    let width = (ui.available_width() * 0.45).max(80.0);
+    egui::Panel::right("vkalloc_overlay_blocks")
+        .exact_size(width)
+        .resizable(false)
+        .frame(frame)
+        .show(ui, |ui| {
+            ui.strong("Blocks");
+            egui::ScrollArea::vertical()
+                .id_salt("overlay_blocks")
+                .show(ui, |ui| {
+                    if let Some(s) = data.snapshot {
+                        blocks_panel(ui, s, data.diff, state);
+                    }
+                });
+        });
+}
+
 fn section(ui: &mut Ui, title: &str, add: impl FnOnce(&mut Ui)) {
     egui::CollapsingHeader::new(RichText::new(title).strong())
         .default_open(true)
@@ -496,7 +547,7 @@ pub fn blocks_panel(ui: &mut Ui, s: &Snapshot, diff: Option<&Diff>, state: &mut 
                     Align2::LEFT_CENTER,
                     block_label(bi, block),
                     font.clone(),
-                    ui.visuals().weak_text_color(),
+                    ui.visuals().text_color(),
                 );
                 let resp = strip(
                     ui,
@@ -600,7 +651,7 @@ pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
     ));
     egui::ScrollArea::vertical()
         .id_salt("streaming_textures")
-        .max_height(160.0)
+        .max_height(ui.available_height().max(60.0))
         .show(ui, |ui| {
             egui::Grid::new("streaming_grid")
                 .striped(true)

@@ -18,7 +18,7 @@ use egui::TextureId;
 use egui_ash_renderer::{DynamicRendering, Options, RenderMode, Renderer as EguiRenderer};
 use vkalloc::Snapshot;
 use vkalloc_heapmap::{
-    draw_overlay, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
+    draw_docked, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
 };
 
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
@@ -164,29 +164,13 @@ impl Overlay {
             .native_pixels_per_point = Some(ppp);
         let (snapshot, timeline, state) = (&self.snapshot, &self.timeline, &mut self.state);
         let mut output = self.egui.run_ui(input, |ui| {
-            let width = (ui.available_width() * 0.5).max(260.0);
-            let frame = egui::Frame::side_top_panel(ui.style())
-                .fill(egui::Color32::from_black_alpha(210))
-                .inner_margin(6.0);
-            egui::Panel::right("vkalloc_overlay")
-                .exact_size(width)
-                .resizable(false)
-                .frame(frame)
-                .show(ui, |ui| {
-                    egui::ScrollArea::vertical().show(ui, |ui| {
-                        ui.heading("vkalloc overlay (F1)");
-                        draw_overlay(
-                            ui,
-                            &OverlayData {
-                                snapshot: Some(snapshot),
-                                streaming,
-                                timeline: Some(timeline),
-                                diff: None,
-                            },
-                            state,
-                        );
-                    });
-                });
+            let data = OverlayData {
+                snapshot: Some(snapshot),
+                streaming,
+                timeline: Some(timeline),
+                diff: None,
+            };
+            draw_docked(ui, &data, state);
         });
         self.pixels_per_point = output.pixels_per_point;
         let renderer = self
@@ -249,7 +233,12 @@ impl Overlay {
         }
     }
 
-    /// Toggles the panels with F1 and passes other input to egui; the window calls it.
+    /// Shows or hides the filter widgets (hidden in headless frames).
+    pub fn set_interactive(&mut self, interactive: bool) {
+        self.state.controls = interactive;
+    }
+
+    /// Shows or hides the panels (F1 in a window).
     pub fn toggle(&mut self) {
         self.visible = !self.visible;
     }
@@ -351,7 +340,9 @@ pub fn setup(
     extra.fill(mem, settings.extra_allocations)?;
     if settings.overlay {
         let format = crate::frame::targets::LDR_FORMAT;
-        renderer.overlay = Some(Overlay::new(ctx, mem, format)?);
+        let mut overlay = Overlay::new(ctx, mem, format)?;
+        overlay.set_interactive(false);
+        renderer.overlay = Some(overlay);
     }
     Ok(())
 }
