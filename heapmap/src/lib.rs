@@ -8,6 +8,8 @@
 //! - [`ui`]: the panels, for any egui [`egui::Ui`].
 //! - [`raster`]: the panels rasterized on the CPU, for PNGs.
 
+#![warn(missing_docs)]
+
 pub mod model;
 pub mod raster;
 pub mod ui;
