@@ -1,5 +1,5 @@
 //! The overlay's four panels (heaps, blocks, streaming, timeline) and the diff
-//! legend, drawn with egui. The demo shows them live; [`crate::render_png`]
+//! legend, drawn with egui. The demo shows them live; [`crate::render_heap_map`]
 //! rasterizes the same calls into a heap-map PNG.
 
 use egui::{
