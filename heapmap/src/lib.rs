@@ -27,10 +27,7 @@ pub const DEFAULT_WIDTH: u32 = 1400;
 
 /// The heap map of a snapshot: the heaps and blocks panels, `width` pixels wide.
 pub fn render_heap_map(snapshot: &Snapshot, width: u32) -> RgbaImage {
-    let mut state = ViewState {
-        controls: false,
-        ..ViewState::default()
-    };
+    let mut state = ViewState::headless();
     raster::render_ui(width, 1.0, |ui| {
         ui.heading(format!(
             "vkalloc heap map: {} allocations in {} blocks",
@@ -52,10 +49,7 @@ pub fn render_heap_map(snapshot: &Snapshot, width: u32) -> RgbaImage {
 /// `new` outlined green, only in `old` outlined red, and per-tag totals.
 pub fn render_diff(old: &Snapshot, new: &Snapshot, width: u32) -> RgbaImage {
     let diff = Diff::between(old, new);
-    let mut state = ViewState {
-        controls: false,
-        ..ViewState::default()
-    };
+    let mut state = ViewState::headless();
     raster::render_ui(width, 1.0, |ui| {
         ui.heading(format!(
             "vkalloc heap diff: {} allocated, {} freed, {} in both",

@@ -45,6 +45,8 @@ pub struct ViewState {
     pub zoom: Option<(usize, usize)>,
     /// Whether to show the filter widgets (off in heap-map PNGs).
     pub controls: bool,
+    /// Categories of the tags seen so far, so a frame classifies each tag once.
+    categories: std::collections::HashMap<String, Category>,
 }
 
 impl Default for ViewState {
@@ -54,11 +56,36 @@ impl Default for ViewState {
             tag_filter: String::new(),
             zoom: None,
             controls: true,
+            categories: Default::default(),
         }
     }
 }
 
 impl ViewState {
+    /// A state without the filter widgets (heap-map PNGs, headless frames).
+    pub fn headless() -> Self {
+        Self {
+            controls: false,
+            ..Self::default()
+        }
+    }
+
+    /// The category of `a`, classifying each distinct tag once.
+    fn category(&mut self, a: &AllocationRecord) -> Category {
+        let Some(tag) = a.tag.as_deref() else {
+            return Category::classify(None, &a.kind);
+        };
+        if let Some(c) = self.categories.get(tag) {
+            return *c;
+        }
+        if self.categories.len() > 16_384 {
+            self.categories.clear();
+        }
+        let c = Category::of(a);
+        self.categories.insert(tag.to_owned(), c);
+        c
+    }
+
     fn passes(&self, a: &AllocationRecord, category: Category) -> bool {
         let i = Category::ALL
             .iter()
@@ -303,7 +330,7 @@ fn strip(
     start: u64,
     end: u64,
     width: f32,
-    state: &ViewState,
+    state: &mut ViewState,
     marks: Marks<'_>,
 ) -> Response {
     let (rect, response) = ui.allocate_exact_size(vec2(width, STRIP_HEIGHT), Sense::click());
@@ -334,8 +361,9 @@ fn strip(
             aliased.push((x_of(a.offset), x_of(a_end.min(max_end))));
         }
         max_end = max_end.max(a_end);
-        let category = Category::of(a);
-        let color = if state.passes(a, category) {
+        let category = state.category(a);
+        let filtered = !state.tag_filter.is_empty() || state.shown.contains(&false);
+        let color = if !filtered || state.passes(a, category) {
             category.color()
         } else {
             category.color().gamma_multiply(0.25)
