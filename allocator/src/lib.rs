@@ -74,6 +74,7 @@ pub mod report;
 pub mod select;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod snapshot;
 pub mod stats;
 #[cfg(feature = "trace")]
 pub mod trace;
@@ -92,3 +93,4 @@ pub use pool::{PoolDesc, PoolId};
 pub use pressure::PoolPressure;
 pub use range::LinearMode;
 pub use select::MemoryUsage;
+pub use snapshot::Snapshot;

@@ -1,35 +1,65 @@
 //! Human- and tool-facing forms of the statistics: the JSON dump and the
 //! text summary. Plain functions over plain data, so any UI can draw them.
+//!
+//! # The JSON dump (`Allocator::to_json`), schema version 2
+//! One object:
+//! - `schema`: `"vkalloc-dump"`; `schema_version`: `2` (see
+//!   [`crate::snapshot::SCHEMA_VERSION`]; readers refuse other versions).
+//! - `frame`: the caller's frame number, or `null`.
+//! - `statistics`: the cheap counters ([`Statistics`]): `total`, `heaps` (each
+//!   with `index`, `size`, `device_local`, `usage` (ours) and `budget`
+//!   (`block_bytes`, `budget`, `usage` (the whole process's), `from_driver`:
+//!   whether `VK_EXT_memory_budget` gave them)), `types`, `pools`,
+//!   `device_memory_objects`, `corruptions_detected`.
+//! - `lists`: one per block list that holds a block: `memory_type`, `heap`,
+//!   `flags` (`VkMemoryPropertyFlags` bits), `pool` (name or `null`),
+//!   `pool_budget`, and `blocks`, each with `size`, `dedicated`, `mapped`,
+//!   `allocation_count`, `allocation_bytes`, `free_range_count`,
+//!   `largest_free`, `fragmentation` (`1 - largest_free / total_free`),
+//!   `free_ranges` (`[offset, size]` pairs) and `allocations`: one record per
+//!   live allocation with `offset`, `size`, `kind` (`linear`, `optimal` or
+//!   `unknown`: the layout class), `tag` (or `null`), `dedicated` and
+//!   `age_frames` (or `null` where unknown).
+//! - `largest_free`, `free_range_count`, `free_bytes`: over all blocks.
+//!
+//! Sizes and offsets are bytes. Version 1 had no `schema_version` (it had
+//! `version: 1`), no `heap`/`flags`/`pool_budget` per list and no
+//! `dedicated`/`age_frames` per allocation.
 
 #![forbid(unsafe_code)]
 
 use serde::Serialize;
 
+use crate::snapshot::{Snapshot, SCHEMA_VERSION};
 use crate::stats::{format_bytes, DetailedStatistics, Statistics};
 
 /// The dump's schema name.
 pub const DUMP_SCHEMA: &str = "vkalloc-dump";
 /// The dump's schema version; bumped on any incompatible change.
-pub const DUMP_VERSION: u32 = 1;
+pub const DUMP_VERSION: u32 = SCHEMA_VERSION;
 
 #[derive(Serialize)]
 struct Dump<'a> {
     schema: &'static str,
-    version: u32,
+    schema_version: u32,
     #[serde(flatten)]
-    details: &'a DetailedStatistics,
+    snapshot: &'a Snapshot,
 }
 
-/// The JSON dump of detailed statistics (schema in [`crate::stats`]).
+/// The JSON dump of detailed statistics (schema above).
 pub fn to_json(details: &DetailedStatistics) -> String {
+    snapshot_to_json(&Snapshot::from_details(details.clone()))
+}
+
+/// The JSON dump of a snapshot (schema above).
+pub fn snapshot_to_json(snapshot: &Snapshot) -> String {
     serde_json::to_string_pretty(&Dump {
         schema: DUMP_SCHEMA,
-        version: DUMP_VERSION,
-        details,
+        schema_version: DUMP_VERSION,
+        snapshot,
     })
     .expect("statistics are plain data and always serialize")
 }
-
 /// A text summary: one line per heap, memory type and pool in use.
 pub fn summary(stats: &Statistics) -> String {
     use std::fmt::Write;

@@ -4,17 +4,8 @@
 //! Vocabulary: a *block* is one `VkDeviceMemory`; an *allocation* is a range
 //! inside a block. A dedicated allocation is a block holding one allocation.
 //!
-//! # The JSON dump (`Allocator::to_json`)
-//! An object with `"schema": "vkalloc-dump"`, `"version": 1`, and the fields
-//! of [`DetailedStatistics`] serialized by serde with their Rust names:
-//! `statistics` ([`Statistics`]: `total`, `heaps`, `types`, `pools`,
-//! `device_memory_objects`, `corruptions_detected`), `lists` (one [`ListDetails`] per block list in
-//! use: `memory_type`, `pool`, `blocks`, each a [`BlockInfo`] with its
-//! `allocations` (`offset`, `size`, `kind`, `tag`) and `free_ranges` as
-//! `[offset, size]` pairs), `largest_free`, `free_range_count` and
-//! `free_bytes`. Sizes and offsets are bytes; `kind` is `linear`, `optimal`
-//! or `unknown` (the layout class used for buffer-image granularity);
-//! `fragmentation` is `1 - largest_free / total_free` per block.
+//! The JSON dump (`Allocator::to_json`) writes a [`crate::Snapshot`]; its
+//! versioned schema is documented in [`crate::report`].
 
 #![forbid(unsafe_code)]
 

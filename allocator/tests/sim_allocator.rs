@@ -769,7 +769,7 @@ fn statistics_and_dump_are_consistent() {
     assert!(details.largest_free > 0 && details.free_range_count > 1);
     let json: serde_json::Value = serde_json::from_str(&allocator.to_json()).unwrap();
     assert_eq!(json["schema"], "vkalloc-dump");
-    assert_eq!(json["version"], 1);
+    assert_eq!(json["schema_version"], vkalloc::snapshot::SCHEMA_VERSION);
     let counted: u64 = json["lists"]
         .as_array()
         .unwrap()

@@ -231,7 +231,7 @@ impl OverlapChecker {
                 p.size, r.size
             ));
         }
-        if p.offset % r.alignment != 0 {
+        if !p.offset.is_multiple_of(r.alignment) {
             self.errors.push(format!(
                 "slot {slot}: offset {} not aligned to {}",
                 p.offset, r.alignment

@@ -88,6 +88,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         width: settings.width,
         height: settings.height,
     };
+    mem.dump_on_failure(settings.out.clone());
     let mut renderer = Renderer::new(ctx, &mem, extent)?;
     let (mut scene, bake_seconds, load_seconds) = match make_scene(ctx, &mem, settings, extent) {
         Ok(x) => x,
@@ -96,6 +97,14 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             return Err(e);
         }
     };
+    let mut extra = crate::overlay::ExtraAllocations::default();
+    if let Err(e) = crate::overlay::setup(&mut renderer, ctx, &mem, settings, &mut extra) {
+        extra.destroy(&mem);
+        scene.destroy(ctx, &mem);
+        renderer.destroy(ctx, &mem);
+        return Err(e.into());
+    }
+    let ppp = crate::overlay::headless_scale(settings.height);
     let mut frames = Vec::new();
     let started = Instant::now();
     let mut result = Ok(());
@@ -109,6 +118,12 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         let output = Output::Headless {
             readback: png || settings.compare.is_some(),
         };
+        let (budget, input) = (settings.texture_budget, Default::default());
+        let r = crate::overlay::before_frame(&mut renderer, ctx, &mem, &*scene, budget, ppp, input);
+        if let Err(e) = r {
+            result = Err(e.into());
+            break;
+        }
         let t = match renderer.render(ctx, scene.as_ref(), output, None, None) {
             Ok(t) => t,
             Err(e) => {
@@ -150,11 +165,17 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         let mut record = FrameRecord::new(i, &t, scene.texture_bytes(), settings.texture_budget);
         record.streaming = stream;
         record.psnr_db = psnr;
+        crate::overlay::after_frame(&mut renderer, &mem, &mut record);
         frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();
     let report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
     ctx.wait_idle();
+    let heap = settings.out.join("heap.json");
+    if let Err(e) = mem.write_dump(&heap) {
+        eprintln!("cannot write {}: {e}", heap.display());
+    }
+    extra.destroy(&mem);
     scene.destroy(ctx, &mem);
     renderer.destroy(ctx, &mem);
     result?;

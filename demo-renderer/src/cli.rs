@@ -75,6 +75,10 @@ pub struct Flags {
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
     pub compare: Option<PathBuf>,
+    /// `--overlay`.
+    pub overlay: bool,
+    /// `--extra-allocations N`.
+    pub extra_allocations: Option<u32>,
     /// `--help`.
     pub help: bool,
 }
@@ -111,6 +115,9 @@ USAGE: demo-renderer [FLAGS]
   --cache DIR            baked material cache (default $XDG_CACHE_HOME/vkalloc-demo)
   --no-validation        do not enable VK_LAYER_KHRONOS_validation
   --no-bindless          one descriptor set per material even where descriptor indexing exists
+  --overlay              draw the heap overlay into the frames (in a window: shown at start;
+                         F1 toggles it either way)
+  --extra-allocations N  make N more small buffers (4 KiB each) to load the overlay
   --help                 this text
 ";
 
@@ -254,6 +261,10 @@ impl Flags {
                 "--no-validation" => f.no_validation = true,
                 "--no-bindless" => f.no_bindless = true,
                 "--list-devices" => f.list_devices = true,
+                "--overlay" => f.overlay = true,
+                "--extra-allocations" => {
+                    f.extra_allocations = Some(parse_num(&name, &value(&mut it)?)?)
+                }
                 "--help" | "-h" => f.help = true,
                 _ => return Err(FlagError(format!("unknown flag '{arg}'"))),
             }
@@ -306,6 +317,10 @@ pub struct Settings {
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
     pub compare: Option<PathBuf>,
+    /// Whether the heap overlay is drawn.
+    pub overlay: bool,
+    /// Extra small buffers made to load the overlay.
+    pub extra_allocations: u32,
 }
 
 /// The default material cache: `$XDG_CACHE_HOME/vkalloc-demo` or `~/.cache/vkalloc-demo`.
@@ -355,6 +370,8 @@ impl Settings {
             upload_budget: f.upload_budget.unwrap_or(64 << 20),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
+            overlay: f.overlay,
+            extra_allocations: f.extra_allocations.unwrap_or(0),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod frame;
 pub mod gpu;
 pub mod materials;
+pub mod overlay;
 pub mod report;
 pub mod scene;
 pub mod shaders;

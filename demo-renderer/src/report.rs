@@ -28,6 +28,9 @@ pub struct FrameRecord {
     /// PSNR against `--compare`'s frame, dB (100 = identical).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub psnr_db: Option<f64>,
+    /// CPU milliseconds of the overlay (snapshot, layout, tessellation), with `--overlay`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay_cpu_ms: Option<f64>,
 }
 
 impl FrameRecord {
@@ -44,6 +47,7 @@ impl FrameRecord {
             texture_budget,
             streaming: None,
             psnr_db: None,
+            overlay_cpu_ms: None,
         }
     }
 }

@@ -37,6 +37,7 @@ struct Live {
     bake_seconds: f64,
     load_seconds: f64,
     resize: bool,
+    egui_input: egui_winit::State,
 }
 
 struct App {
@@ -141,6 +142,20 @@ impl App {
         settings.height = swapchain.extent.height;
         let mut renderer = Renderer::new(&ctx, &mem, swapchain.extent)?;
         let format_index = renderer.add_output_format(&ctx.device, swapchain.format)?;
+        let mut overlay = crate::overlay::Overlay::new(&ctx, &mem, swapchain.format)?;
+        overlay.visible = self.flags.overlay;
+        let egui_input = egui_winit::State::new(
+            overlay.egui().clone(),
+            egui::ViewportId::ROOT,
+            &window,
+            Some(window.scale_factor() as f32),
+            None,
+            None,
+        );
+        renderer.overlay = Some(overlay);
+        if self.flags.out.is_some() {
+            mem.dump_on_failure(settings.out.clone());
+        }
         let (scene, bake_seconds, load_seconds) =
             make_scene(&ctx, &mem, &settings, swapchain.extent)?;
         self.live = Some(Live {
@@ -156,6 +171,7 @@ impl App {
             bake_seconds,
             load_seconds,
             resize: false,
+            egui_input,
         });
         Ok(())
     }
@@ -193,6 +209,16 @@ impl App {
                 return Ok(());
             }
         };
+        let input = live.egui_input.take_egui_input(&live.window);
+        crate::overlay::before_frame(
+            &mut live.renderer,
+            &live.ctx,
+            &live.mem,
+            live.scene.as_ref(),
+            live.settings.texture_budget,
+            live.window.scale_factor() as f32,
+            input,
+        )?;
         let last = total.is_some_and(|n| done + 1 >= n);
         let screenshot = last && self.flags.screenshot.is_some() && live.swapchain.can_read_back;
         let output = Output::Swapchain {
@@ -226,12 +252,14 @@ impl App {
         if !live.swapchain.present(&live.ctx, index)? {
             live.resize = true;
         }
-        self.frames.push(FrameRecord::new(
+        let mut record = FrameRecord::new(
             done,
             &t,
             live.scene.texture_bytes(),
             live.settings.texture_budget,
-        ));
+        );
+        crate::overlay::after_frame(&mut live.renderer, &live.mem, &mut record);
+        self.frames.push(record);
         if last {
             event_loop.exit();
         }
@@ -259,6 +287,12 @@ impl App {
             live.bake_seconds,
             live.load_seconds,
         );
+        if self.flags.out.is_some() {
+            let heap = live.settings.out.join("heap.json");
+            if let Err(e) = live.mem.write_dump(&heap) {
+                eprintln!("cannot write {}: {e}", heap.display());
+            }
+        }
         live.scene.destroy(&live.ctx, &live.mem);
         live.renderer.destroy(&live.ctx, &live.mem);
         live.swapchain.destroy(&live.ctx);
@@ -297,6 +331,15 @@ impl ApplicationHandler for App {
     }
 
     fn window_event(&mut self, event_loop: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
+        if let Some(l) = self.live.as_mut() {
+            if crate::overlay::is_toggle_key(&event) {
+                if let Some(o) = l.renderer.overlay.as_mut() {
+                    o.toggle();
+                }
+            } else {
+                let _ = l.egui_input.on_window_event(&l.window, &event);
+            }
+        }
         match event {
             WindowEvent::CloseRequested => event_loop.exit(),
             WindowEvent::Resized(_) => {

@@ -1,6 +1,7 @@
 //! `--window` under Xvfb: the window opens, renders three frames, closes cleanly
 //! (exit 0, validation clean), and the screenshot read back from the swapchain
-//! shows the gallery (compared with the headless reference, which is the same view).
+//! shows the gallery (compared with the headless reference, which is the same view);
+//! with `--overlay`, the overlay covers its panels and the rest is the gallery.
 
 mod common;
 
@@ -18,8 +19,11 @@ impl Drop for Xvfb {
 }
 
 fn start_xvfb() -> (Xvfb, String) {
+    // Tests in this process run in parallel: each call starts from its own display.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     for attempt in 0..20 {
-        let n = 100 + (std::process::id() % 400) + attempt * 7;
+        let n = 100 + (std::process::id() % 400) + call * 3 + attempt * 7;
         if Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
             || Path::new(&format!("/tmp/.X{n}-lock")).exists()
         {
@@ -94,6 +98,69 @@ fn window_renders_and_closes() {
     assert!(
         mean < 3.0,
         "the screenshot differs from the reference view (mean abs error {mean:.2}); see {}",
+        shot.display()
+    );
+}
+
+fn mean_error(
+    a: &image::RgbaImage,
+    r: &image::RgbaImage,
+    x: std::ops::Range<u32>,
+    y: std::ops::Range<u32>,
+) -> f64 {
+    let mut sum = 0u64;
+    for py in y.clone() {
+        for px in x.clone() {
+            let (p, q) = (a.get_pixel(px, py), r.get_pixel(px, py));
+            sum += (0..3).map(|c| p[c].abs_diff(q[c]) as u64).sum::<u64>();
+        }
+    }
+    sum as f64 / ((x.len() * y.len() * 3) as f64)
+}
+
+#[test]
+fn window_with_overlay() {
+    let (_xvfb, display) = start_xvfb();
+    let out = common::scratch("window_overlay");
+    let shot = out.join("screenshot.png");
+    let run = common::run_ok(
+        common::demo()
+            .env("DISPLAY", &display)
+            .env_remove("WAYLAND_DISPLAY")
+            .args([
+                "--window",
+                "--overlay",
+                "--frames",
+                "3",
+                "--size",
+                "320x180",
+                "--texture-size",
+                "256",
+            ])
+            .args(["--cache".as_ref(), common::cache().as_os_str()])
+            .args(["--screenshot".as_ref(), shot.as_os_str()]),
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("0 validation errors"), "{stdout}");
+    let actual = image::open(&shot).expect("screenshot written").to_rgba8();
+    assert_eq!(actual.dimensions(), (320, 180));
+    let reference = image::open(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/gallery_320x180.png"),
+    )
+    .unwrap()
+    .to_rgba8();
+    // Top left: the gallery. Right: the blocks panel. Bottom: heaps, streaming, timeline.
+    let clear = mean_error(&actual, &reference, 0..150, 0..110);
+    let blocks = mean_error(&actual, &reference, 200..320, 0..110);
+    let bottom = mean_error(&actual, &reference, 0..320, 135..180);
+    assert!(
+        clear < 3.0,
+        "outside the overlay the frame should be the gallery ({clear:.2}); see {}",
+        shot.display()
+    );
+    assert!(
+        blocks > 10.0 && bottom > 10.0,
+        "the overlay should cover its panels ({blocks:.2}, {bottom:.2}); see {}",
         shot.display()
     );
 }

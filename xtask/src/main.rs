@@ -92,6 +92,10 @@ commands:
   bench   install what is missing, then run the benchmarks (release build);
           arguments go to the bench binary
   setup   only install what is missing and print the Vulkan environment
+  heapmap draw a vkalloc JSON dump as a heap-map PNG (release build of
+          vkalloc-heapmap; no GPU needed):
+            cargo xtask heapmap DUMP.json --out heap.png [--width PIXELS]
+            cargo xtask heapmap --diff OLD.json NEW.json --out diff.png
 
 --driver lavapipe   (default) use Mesa's CPU driver, whatever GPUs the machine has
 --driver system     use whatever drivers the Vulkan loader finds (real GPUs)
@@ -178,6 +182,7 @@ fn parse(args: Vec<String>) -> Result<Invocation> {
 fn run(args: Vec<String>) -> Result<()> {
     let invocation = parse(args)?;
     let root = repo_root()?;
+    let caller_dir = env::current_dir().unwrap_or_else(|_| root.clone());
     env::set_current_dir(&root).map_err(|e| {
         XtaskError(format!(
             "cannot enter the repository root {}: {e}",
@@ -221,6 +226,20 @@ fn run(args: Vec<String>) -> Result<()> {
             command.args(&invocation.rest);
             env.apply(&mut command);
             run_step("bench", &mut command).map(|_| ())
+        }
+        "heapmap" => {
+            // Paths on the command line are the caller's: run from the caller's directory.
+            let mut command = cargo();
+            command.current_dir(&caller_dir).args([
+                "run",
+                "--release",
+                "--quiet",
+                "--manifest-path",
+            ]);
+            command.arg(root.join("Cargo.toml"));
+            command.args(["-p", "vkalloc-heapmap", "--"]);
+            command.args(&invocation.rest);
+            run_step("heapmap", &mut command).map(|_| ())
         }
         other => fail(format!("unknown command {other:?}\n\n{USAGE}")),
     }

@@ -626,12 +626,12 @@ fn many_small(g: &mut Gen) {
         let r = small_buffer(g);
         live.push(g.alloc(r));
         made += 1;
-        if made % 10 == 0 {
+        if made.is_multiple_of(10) {
             let i = g.rng.gen_range(0..live.len());
             let id = live.swap_remove(i);
             g.free(id);
         }
-        if made % 5000 == 0 {
+        if made.is_multiple_of(5000) {
             g.frame();
         }
     }

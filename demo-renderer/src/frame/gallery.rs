@@ -556,4 +556,14 @@ impl ScenePass for GalleryPass {
         let textures = &self.textures;
         self.streamer.as_mut().map(|s| s.frame_done(mem, textures))
     }
+
+    fn texture_residency(&self) -> Vec<(String, u32, u64)> {
+        let t = &self.textures.textures;
+        t.iter()
+            .map(|t| {
+                let name = t.path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                (name.unwrap_or_default(), t.base_level, t.bytes)
+            })
+            .collect()
+    }
 }

@@ -62,6 +62,11 @@ pub trait ScenePass {
         None
     }
 
+    /// Each texture's name, finest resident mip and bytes (the overlay's streaming panel).
+    fn texture_residency(&self) -> Vec<(String, u32, u64)> {
+        Vec::new()
+    }
+
     /// Records the draws.
     ///
     /// # Safety
@@ -152,7 +157,7 @@ pub struct FrameTimes {
     pub gpu_ms: Vec<(String, f64)>,
 }
 
-const PASSES: [&str; 3] = ["scene", "tonemap", "readback"];
+const PASSES: [&str; 4] = ["scene", "tonemap", "overlay", "readback"];
 
 struct Tonemap {
     set_layout: vk::DescriptorSetLayout,
@@ -175,6 +180,8 @@ pub struct Renderer {
     timestamp_period: f64,
     /// Exposure applied before tone mapping.
     pub exposure: f32,
+    /// The debug overlay, drawn over the tone-mapped frame (`--overlay`, F1).
+    pub overlay: Option<crate::overlay::Overlay>,
 }
 
 impl Renderer {
@@ -227,6 +234,7 @@ impl Renderer {
             queries,
             timestamp_period: ctx.info.timestamp_period as f64,
             exposure: 1.0,
+            overlay: None,
         };
         r.write_tonemap_set(d);
         r.add_output_format(d, LDR_FORMAT)?;
@@ -538,11 +546,18 @@ impl Renderer {
                 &self.exposure.to_ne_bytes(),
             );
             d.cmd_draw(cmd, 3, 1, 0, 0);
-            d.cmd_end_rendering(cmd);
             stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            // Overlay, in the same rendering (no extra load, store or barrier).
+            stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            if let Some(overlay) = self.overlay.as_mut() {
+                let format = self.tonemap.pipelines[pipeline_index].0;
+                overlay.record(cmd, format, extent)?;
+            }
+            stamp(5, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            d.cmd_end_rendering(cmd);
 
             // Readback.
-            stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(6, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let after_layout = if copy {
                 vk::ImageLayout::TRANSFER_SRC_OPTIMAL
             } else {
@@ -614,7 +629,7 @@ impl Renderer {
                     transition(d, cmd, &[present]);
                 }
             }
-            stamp(5, vk::PipelineStageFlags2::ALL_COMMANDS);
+            stamp(7, vk::PipelineStageFlags2::ALL_COMMANDS);
             d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
         }
         let cpu_record_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -658,6 +673,9 @@ impl Renderer {
             };
             if ok.is_ok() {
                 for (i, name) in PASSES.iter().enumerate() {
+                    if *name == "overlay" && self.overlay.is_none() {
+                        continue;
+                    }
                     let ticks = stamps[2 * i + 1].saturating_sub(stamps[2 * i]);
                     gpu_ms.push((name.to_string(), ticks as f64 * self.timestamp_period / 1e6));
                 }
@@ -673,6 +691,9 @@ impl Renderer {
     /// Destroys everything; waits for the device first.
     pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
         ctx.wait_idle();
+        if let Some(mut overlay) = self.overlay.take() {
+            overlay.destroy(ctx);
+        }
         let d = &ctx.device;
         // SAFETY: the device is idle.
         unsafe {

@@ -5,7 +5,9 @@
 //! allocator errors into [`GpuError`]s naming the resource, and exposes only the
 //! allocator's public statistics to the report and the overlay.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use vkalloc::vk::{AshDevice, AshDeviceOptions};
@@ -135,9 +137,20 @@ fn alloc_err(tag: &str, e: vkalloc::Error) -> GpuError {
     }
 }
 
+/// Allocations and frees made through [`GpuMemory`] since it was created (the
+/// overlay's timeline), and where to write a dump when an allocation fails.
+#[derive(Debug, Default)]
+struct Ops {
+    allocations: AtomicU64,
+    frees: AtomicU64,
+    failure_dumps: AtomicU64,
+    dump_dir: Mutex<Option<PathBuf>>,
+}
+
 /// The allocator as the renderer uses it. Drop it before the device.
 pub struct GpuMemory {
     allocator: Arc<Allocator<AshDevice>>,
+    ops: Arc<Ops>,
 }
 
 impl GpuMemory {
@@ -160,7 +173,65 @@ impl GpuMemory {
         .map_err(|e| alloc_err("allocator", e))?;
         Ok(Self {
             allocator: Arc::new(allocator),
+            ops: Arc::default(),
         })
+    }
+
+    /// Another handle to the same allocator and counters (the overlay's renderer keeps one).
+    pub fn share(&self) -> GpuMemory {
+        GpuMemory {
+            allocator: self.allocator.clone(),
+            ops: self.ops.clone(),
+        }
+    }
+
+    /// Allocations and frees made through this door so far.
+    pub fn op_counts(&self) -> (u64, u64) {
+        (
+            self.ops.allocations.load(Ordering::Relaxed),
+            self.ops.frees.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Writes a JSON dump into `dir` whenever an allocation fails (the first few failures).
+    pub fn dump_on_failure(&self, dir: PathBuf) {
+        *self.ops.dump_dir.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir);
+    }
+
+    fn failed(&self, tag: &str, e: vkalloc::Error) -> GpuError {
+        let dir = self
+            .ops
+            .dump_dir
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let n = self.ops.failure_dumps.fetch_add(1, Ordering::Relaxed);
+        if let (Some(dir), true) = (dir, n < 4) {
+            let path = dir.join(format!("heap-alloc-failure-{n}.json"));
+            match std::fs::write(&path, self.allocator.to_json()) {
+                Ok(()) => eprintln!(
+                    "allocation of '{tag}' failed ({e}); heap dump in {}",
+                    path.display()
+                ),
+                Err(w) => log::error!("cannot write {}: {w}", path.display()),
+            }
+        }
+        alloc_err(tag, e)
+    }
+
+    fn counted<T>(&self, r: Result<T, vkalloc::Error>, tag: &str) -> Result<T, GpuError> {
+        match r {
+            Ok(v) => {
+                self.ops.allocations.fetch_add(1, Ordering::Relaxed);
+                Ok(v)
+            }
+            Err(e) => Err(self.failed(tag, e)),
+        }
+    }
+
+    /// Writes the allocator's JSON dump (schema version 2) to `path`.
+    pub fn write_dump(&self, path: &std::path::Path) -> std::io::Result<()> {
+        std::fs::write(path, self.allocator.to_json())
     }
 
     /// The allocator, for statistics.
@@ -205,9 +276,8 @@ impl GpuMemory {
         opts: &MemOptions<'_>,
     ) -> Result<(vk::Image, Memory), GpuError> {
         // SAFETY: the renderer builds valid create infos (the validation layer checks them).
-        let (image, a) = unsafe { self.allocator.create_image(info, &opts.to_vkalloc()) }
-            .map_err(|e| alloc_err(opts.tag, e))?
-            .into_raw_parts();
+        let r = unsafe { self.allocator.create_image(info, &opts.to_vkalloc()) };
+        let (image, a) = self.counted(r, opts.tag)?.into_raw_parts();
         Ok((image, Memory::Plain(a)))
     }
 
@@ -218,9 +288,8 @@ impl GpuMemory {
         opts: &MemOptions<'_>,
     ) -> Result<(vk::Buffer, Memory), GpuError> {
         // SAFETY: as in `create_image`.
-        let (buffer, a) = unsafe { self.allocator.create_buffer(info, &opts.to_vkalloc()) }
-            .map_err(|e| alloc_err(opts.tag, e))?
-            .into_raw_parts();
+        let r = unsafe { self.allocator.create_buffer(info, &opts.to_vkalloc()) };
+        let (buffer, a) = self.counted(r, opts.tag)?.into_raw_parts();
         Ok((buffer, Memory::Plain(a)))
     }
 
@@ -231,12 +300,11 @@ impl GpuMemory {
         opts: &MemOptions<'_>,
     ) -> Result<(vk::Buffer, Memory), GpuError> {
         // SAFETY: as in `create_image`.
-        let (buffer, m) = unsafe {
+        let r = unsafe {
             self.allocator
                 .create_buffer_mapped(info, &opts.to_vkalloc())
-        }
-        .map_err(|e| alloc_err(opts.tag, e))?
-        .into_raw_parts();
+        };
+        let (buffer, m) = self.counted(r, opts.tag)?.into_raw_parts();
         Ok((buffer, Memory::Mapped(m)))
     }
 
@@ -263,6 +331,7 @@ impl GpuMemory {
     /// # Safety
     /// The GPU must be done with the image.
     pub unsafe fn destroy_image(&self, image: vk::Image, m: Memory) {
+        self.ops.frees.fetch_add(1, Ordering::Relaxed);
         // SAFETY: per the contract above; the image was made by `create_image`
         // on this allocator's device.
         unsafe { self.allocator.device().raw().destroy_image(image, None) };
@@ -276,6 +345,7 @@ impl GpuMemory {
     /// # Safety
     /// The GPU must be done with the buffer.
     pub unsafe fn destroy_buffer(&self, buffer: vk::Buffer, m: Memory) {
+        self.ops.frees.fetch_add(1, Ordering::Relaxed);
         // SAFETY: per the contract above; the buffer was made by `create_buffer*`
         // on this allocator's device.
         unsafe { self.allocator.device().raw().destroy_buffer(buffer, None) };
@@ -309,6 +379,11 @@ impl GpuMemory {
     /// largest free range (`None` if the pool is gone).
     pub fn pool_pressure(&self, pool: PoolId) -> Option<vkalloc::PoolPressure> {
         self.allocator.pool_pressure(pool).ok()
+    }
+
+    /// A snapshot of every block and allocation (the overlay takes one per frame).
+    pub fn snapshot(&self) -> vkalloc::Snapshot {
+        self.allocator.snapshot()
     }
 
     /// The allocator's text summary.

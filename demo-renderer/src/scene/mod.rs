@@ -102,7 +102,7 @@ impl Gallery {
         keys.push(overview);
         for i in 0..materials {
             let p = centre(i);
-            let sphere = (i / COLS + i % COLS) % 2 == 0;
+            let sphere = (i / COLS + i % COLS).is_multiple_of(2);
             let angle = i as f32 * 0.7;
             objects.push(Object {
                 shape: if sphere {
@@ -117,7 +117,7 @@ impl Gallery {
         }
         // Visit the objects row by row, serpentine, from the front (+z) side.
         for r in (0..rows).rev() {
-            let cols: Vec<usize> = if (rows - 1 - r) % 2 == 0 {
+            let cols: Vec<usize> = if (rows - 1 - r).is_multiple_of(2) {
                 (0..COLS).collect()
             } else {
                 (0..COLS).rev().collect()

@@ -10,7 +10,7 @@ pub const IDENTICAL_DB: f64 = 100.0;
 /// PSNR in dB of `a` against `b` (tightly packed RGBA8, alpha ignored), at most
 /// [`IDENTICAL_DB`]; `None` if the sizes differ.
 pub fn psnr_rgba8(a: &[u8], b: &[u8]) -> Option<f64> {
-    if a.len() != b.len() || a.is_empty() || a.len() % 4 != 0 {
+    if a.len() != b.len() || a.is_empty() || !a.len().is_multiple_of(4) {
         return None;
     }
     let mut sum = 0u64;

@@ -1,0 +1,299 @@
+//! Snapshots: every heap, block list, block and allocation as plain data, for
+//! overlays, heap maps and the JSON dump.
+//!
+//! A [`Snapshot`] is what [`Allocator::snapshot`] returns and what
+//! [`Allocator::to_json`] writes (schema in [`crate::report`]). It is plain,
+//! serde-serialisable data, so a tool can read it back from a dump with
+//! `serde_json` and draw the same picture a live program draws.
+//!
+//! Cost: the snapshot walks each block list under that list's lock, one list
+//! at a time, so a thread allocating from another memory type or pool never
+//! waits for it, and one allocating from the same list waits at most for that
+//! list's walk. The overlay takes one per frame.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::{MemoryDevice, MemoryPropertyFlags};
+use crate::stats::{DetailedStatistics, Statistics};
+use crate::Allocator;
+
+/// The version of the snapshot's (and the JSON dump's) schema; bumped on any
+/// incompatible change.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// One live allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationRecord {
+    /// Offset in its block, in bytes.
+    pub offset: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Layout class: `linear` (buffers, linear images), `optimal` (optimal
+    /// images) or `unknown`.
+    pub kind: String,
+    /// Debugging tag, if one was given.
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// Whether the allocation is dedicated (owns its block).
+    #[serde(default)]
+    pub dedicated: bool,
+    /// Frames since it was made, where the allocator knows it.
+    #[serde(default)]
+    pub age_frames: Option<u64>,
+}
+
+/// One block (`VkDeviceMemory`) and what it holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlockSnapshot {
+    /// Bytes of device memory.
+    pub size: u64,
+    /// Whether it is a dedicated allocation.
+    pub dedicated: bool,
+    /// Whether it is persistently mapped.
+    #[serde(default)]
+    pub mapped: bool,
+    /// Live allocations.
+    pub allocation_count: u32,
+    /// Bytes of live allocations.
+    pub allocation_bytes: u64,
+    /// Free ranges.
+    pub free_range_count: u32,
+    /// The largest free range, in bytes.
+    pub largest_free: u64,
+    /// `1 - largest_free / total_free`; 0 when nothing or one range is free.
+    pub fragmentation: f64,
+    /// Live allocations in address order. Ranges may overlap where memory is aliased.
+    pub allocations: Vec<AllocationRecord>,
+    /// Free ranges in address order, as `[offset, size]`.
+    #[serde(default)]
+    pub free_ranges: Vec<[u64; 2]>,
+}
+
+impl BlockSnapshot {
+    /// Free bytes (the sum of the free ranges).
+    pub fn free_bytes(&self) -> u64 {
+        self.free_ranges.iter().map(|r| r[1]).sum()
+    }
+}
+
+/// The blocks of one memory type's default list or of one pool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListSnapshot {
+    /// The memory type.
+    pub memory_type: u32,
+    /// The memory type's heap.
+    #[serde(default)]
+    pub heap: u32,
+    /// The memory type's property flags.
+    #[serde(default)]
+    pub flags: MemoryPropertyFlags,
+    /// The pool's name, or `None` for the memory type's default blocks.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// The pool's hard budget, if any.
+    #[serde(default)]
+    pub pool_budget: Option<u64>,
+    /// Its blocks.
+    pub blocks: Vec<BlockSnapshot>,
+}
+
+/// Every heap, block list, block and allocation at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The caller's frame number when it was taken, if the caller set it.
+    #[serde(default)]
+    pub frame: Option<u64>,
+    /// The cheap counters: per heap (our usage, the driver's usage and
+    /// budget), per memory type and per pool.
+    pub statistics: Statistics,
+    /// Every block list that holds a block.
+    pub lists: Vec<ListSnapshot>,
+    /// The largest free range in any block.
+    pub largest_free: u64,
+    /// Free ranges in all blocks.
+    pub free_range_count: u64,
+    /// Free bytes in all blocks.
+    pub free_bytes: u64,
+}
+
+impl Snapshot {
+    /// Builds a snapshot from detailed statistics (moving, not copying, the tags).
+    pub fn from_details(details: DetailedStatistics) -> Self {
+        let stats = details.statistics;
+        let lists = details
+            .lists
+            .into_iter()
+            .map(|l| {
+                let ty = stats.types.iter().find(|t| t.index == l.memory_type);
+                let pool_budget = l.pool.as_ref().and_then(|name| {
+                    stats
+                        .pools
+                        .iter()
+                        .find(|p| &p.name == name && p.memory_type == l.memory_type)
+                        .and_then(|p| p.budget)
+                });
+                ListSnapshot {
+                    memory_type: l.memory_type,
+                    heap: ty.map_or(0, |t| t.heap),
+                    flags: ty.map_or(MemoryPropertyFlags::NONE, |t| t.flags),
+                    pool: l.pool,
+                    pool_budget,
+                    blocks: l
+                        .blocks
+                        .into_iter()
+                        .map(|b| BlockSnapshot {
+                            size: b.size,
+                            dedicated: b.dedicated,
+                            mapped: b.mapped,
+                            allocation_count: b.allocation_count,
+                            allocation_bytes: b.allocation_bytes,
+                            free_range_count: b.free_range_count,
+                            largest_free: b.largest_free,
+                            fragmentation: b.fragmentation,
+                            allocations: b
+                                .allocations
+                                .into_iter()
+                                .map(|a| AllocationRecord {
+                                    offset: a.offset,
+                                    size: a.size,
+                                    kind: a.kind,
+                                    tag: a.tag,
+                                    dedicated: b.dedicated,
+                                    age_frames: None,
+                                })
+                                .collect(),
+                            free_ranges: b.free_ranges,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Self {
+            frame: None,
+            statistics: stats,
+            lists,
+            largest_free: details.largest_free,
+            free_range_count: details.free_range_count,
+            free_bytes: details.free_bytes,
+        }
+    }
+
+    /// Live allocations over every block.
+    pub fn allocation_count(&self) -> u64 {
+        self.blocks().map(|b| b.allocations.len() as u64).sum()
+    }
+
+    /// Every block of every list.
+    pub fn blocks(&self) -> impl Iterator<Item = &BlockSnapshot> {
+        self.lists.iter().flat_map(|l| l.blocks.iter())
+    }
+}
+
+impl<D: MemoryDevice> Allocator<D> {
+    /// A snapshot of every heap, block and allocation (see [`crate::snapshot`]).
+    ///
+    /// Takes each block list's lock in turn, never two at once.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::from_details(self.detailed_statistics())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sim::{tables, SimDevice};
+    use crate::{
+        AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage, PoolDesc,
+        ResourceKind,
+    };
+
+    #[test]
+    fn snapshot_agrees_with_detailed_statistics_and_the_dump() {
+        let allocator =
+            Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default()).unwrap();
+        let pool = allocator
+            .create_pool(&PoolDesc {
+                usage: MemoryUsage::GpuOnly,
+                block_size: 1 << 20,
+                budget: Some(8 << 20),
+                ..PoolDesc::new("textures")
+            })
+            .unwrap();
+        let mut live = Vec::new();
+        for i in 0..40u64 {
+            let mut options = AllocationOptions::usage(if i % 3 == 0 {
+                MemoryUsage::Upload
+            } else {
+                MemoryUsage::GpuOnly
+            })
+            .tagged(if i % 2 == 0 { "even" } else { "odd" });
+            if i % 5 == 0 {
+                options.pool = Some(pool);
+            }
+            live.push(
+                allocator
+                    .allocate(&AllocationDesc {
+                        size: 4096 * (1 + i % 7),
+                        alignment: 256,
+                        kind: if i % 4 == 0 {
+                            ResourceKind::OptimalImage
+                        } else {
+                            ResourceKind::Buffer
+                        },
+                        options,
+                        ..AllocationDesc::default()
+                    })
+                    .unwrap(),
+            );
+        }
+        // Free every third to leave holes.
+        let mut kept = Vec::new();
+        for (i, a) in live.into_iter().enumerate() {
+            if i % 3 == 1 {
+                allocator.free(a).unwrap();
+            } else {
+                kept.push(a);
+            }
+        }
+        let details = allocator.detailed_statistics();
+        let snap = allocator.snapshot();
+        assert_eq!(snap.statistics, details.statistics);
+        assert_eq!(snap.lists.len(), details.lists.len());
+        assert_eq!(snap.allocation_count(), kept.len() as u64);
+        assert_eq!(
+            snap.allocation_count(),
+            details.statistics.total.allocation_count
+        );
+        assert_eq!(snap.free_bytes, details.free_bytes);
+        for (s, d) in snap.lists.iter().zip(&details.lists) {
+            assert_eq!(s.memory_type, d.memory_type);
+            assert_eq!(s.pool, d.pool);
+            assert_eq!(s.blocks.len(), d.blocks.len());
+            for (sb, db) in s.blocks.iter().zip(&d.blocks) {
+                assert_eq!(sb.size, db.size);
+                assert_eq!(sb.free_ranges, db.free_ranges);
+                assert_eq!(sb.allocation_bytes, db.allocation_bytes);
+                let ranges: Vec<_> = sb.allocations.iter().map(|a| (a.offset, a.size)).collect();
+                let expected: Vec<_> = db.allocations.iter().map(|a| (a.offset, a.size)).collect();
+                assert_eq!(ranges, expected);
+                assert!(sb.allocations.iter().all(|a| a.tag.is_some()));
+            }
+        }
+        let pooled = snap.lists.iter().find(|l| l.pool.is_some()).unwrap();
+        assert_eq!(pooled.pool_budget, Some(8 << 20));
+        // The dump carries the snapshot and reads back as one.
+        let json: serde_json::Value = serde_json::from_str(&allocator.to_json()).unwrap();
+        assert_eq!(json["schema_version"], super::SCHEMA_VERSION);
+        let back: super::Snapshot = serde_json::from_value(json).unwrap();
+        assert_eq!(back.statistics, snap.statistics);
+        assert_eq!(back.lists.len(), snap.lists.len());
+        for (b, s) in back.blocks().zip(snap.blocks()) {
+            assert_eq!(b.allocations, s.allocations);
+            assert_eq!(b.free_ranges, s.free_ranges);
+            assert!((b.fragmentation - s.fragmentation).abs() < 1e-9);
+        }
+        for a in kept {
+            allocator.free(a).unwrap();
+        }
+        allocator.destroy_pool(pool).unwrap();
+    }
+}

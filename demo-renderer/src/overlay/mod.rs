@@ -1,0 +1,388 @@
+//! The debug overlay: every heap, block and allocation, streaming and a frame
+//! timeline, drawn with egui (panels from `vkalloc-heapmap`, shared with the
+//! heap-map tool) and rendered by egui-ash-renderer into the tone-mapped frame.
+//! Its own buffers and font texture are allocated through vkalloc
+//! ([`memory::OverlayAllocator`]), so it shows itself.
+//!
+//! Each frame: [`Overlay::prepare`] takes a snapshot, lays out the panels and
+//! tessellates them (the CPU part); the renderer calls [`Overlay::record`]
+//! inside the tone-map pass (the GPU part, timed as the `overlay` pass).
+
+pub mod memory;
+
+use std::time::Instant;
+
+use ash::vk;
+use egui::epaint::ClippedPrimitive;
+use egui::TextureId;
+use egui_ash_renderer::{DynamicRendering, Options, RenderMode, Renderer as EguiRenderer};
+use vkalloc::Snapshot;
+use vkalloc_heapmap::{
+    draw_docked, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
+};
+
+use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use memory::OverlayAllocator;
+
+fn gpu_err(call: &'static str, e: egui_ash_renderer::RendererError) -> GpuError {
+    match e {
+        egui_ash_renderer::RendererError::Vulkan(result) => GpuError::Vk { call, result },
+        other => GpuError::Alloc {
+            what: "overlay".into(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// Frames the timeline keeps.
+pub const TIMELINE_FRAMES: usize = 300;
+
+/// The overlay's state and renderer.
+pub struct Overlay {
+    egui: egui::Context,
+    renderer: Option<EguiRenderer<OverlayAllocator>>,
+    format: vk::Format,
+    uploads: vk::CommandPool,
+    state: ViewState,
+    timeline: Timeline,
+    snapshot: Snapshot,
+    primitives: Vec<ClippedPrimitive>,
+    to_free: Vec<TextureId>,
+    pixels_per_point: f32,
+    last_ops: (u64, u64, u32),
+    /// Whether it is drawn (F1 toggles it in a window).
+    pub visible: bool,
+    /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and tessellation.
+    pub cpu_ms: f64,
+    /// Milliseconds of the last snapshot alone.
+    pub snapshot_ms: f64,
+}
+
+impl Overlay {
+    /// Creates the overlay for targets of `format` (its pipeline is rebuilt when
+    /// [`Overlay::record`] sees another format).
+    pub fn new(ctx: &Context, mem: &GpuMemory, format: vk::Format) -> Result<Self, GpuError> {
+        let renderer = EguiRenderer::with_allocator(
+            OverlayAllocator::new(mem.share()),
+            ctx.device.clone(),
+            Self::mode(format),
+            Options {
+                in_flight_frames: 1,
+                srgb_framebuffer: true,
+                ..Options::default()
+            },
+        )
+        .map_err(|e| gpu_err("egui_ash_renderer::Renderer::with_allocator", e))?;
+        let egui = egui::Context::default();
+        egui.set_visuals(egui::Visuals::dark());
+        // SAFETY: a valid create info on a live device; destroyed in `destroy`.
+        let uploads = unsafe {
+            ctx.device.create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(ctx.queue_family)
+                    .flags(vk::CommandPoolCreateFlags::TRANSIENT),
+                None,
+            )
+        }
+        .check("vkCreateCommandPool")?;
+        Ok(Self {
+            egui,
+            renderer: Some(renderer),
+            format,
+            uploads,
+            state: ViewState::default(),
+            timeline: Timeline::new(TIMELINE_FRAMES),
+            snapshot: Snapshot::default(),
+            primitives: Vec::new(),
+            to_free: Vec::new(),
+            pixels_per_point: 1.0,
+            last_ops: (0, 0, 0),
+            visible: true,
+            cpu_ms: 0.0,
+            snapshot_ms: 0.0,
+        })
+    }
+
+    fn mode(format: vk::Format) -> RenderMode {
+        RenderMode::DynamicRendering(DynamicRendering {
+            color_attachment_format: format,
+            depth_attachment_format: None,
+            stencil_attachment_format: None,
+        })
+    }
+
+    /// The egui context (the window feeds it input through egui-winit).
+    pub fn egui(&self) -> &egui::Context {
+        &self.egui
+    }
+
+    /// Records the frame that just finished in the timeline: its GPU time and
+    /// texture bytes, with allocation counts read from `mem`.
+    pub fn end_frame(&mut self, mem: &GpuMemory, gpu_ms: f64, texture_bytes: u64, budget: u64) {
+        let (allocations, frees) = mem.op_counts();
+        let objects = self.snapshot.statistics.device_memory_objects;
+        let (a0, f0, o0) = self.last_ops;
+        self.timeline.push(FrameSample {
+            gpu_ms,
+            allocations: allocations.saturating_sub(a0) as u32,
+            frees: frees.saturating_sub(f0) as u32,
+            device_allocations: objects.saturating_sub(o0),
+            texture_bytes,
+            texture_budget: budget,
+        });
+        self.last_ops = (allocations, frees, objects);
+    }
+
+    /// Takes a snapshot and lays out the panels for a target of `extent` pixels
+    /// with `input` (headless: none); uploads changed egui textures.
+    pub fn prepare(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        extent: vk::Extent2D,
+        pixels_per_point: f32,
+        streaming: Option<&StreamingInfo>,
+        mut input: egui::RawInput,
+    ) -> Result<(), GpuError> {
+        let started = Instant::now();
+        self.snapshot = mem.snapshot();
+        self.snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
+        if !self.visible {
+            self.primitives.clear();
+            self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
+            return Ok(());
+        }
+        let ppp = pixels_per_point.max(0.25);
+        input.screen_rect = Some(egui::Rect::from_min_size(
+            egui::Pos2::ZERO,
+            egui::vec2(extent.width as f32 / ppp, extent.height as f32 / ppp),
+        ));
+        input
+            .viewports
+            .entry(egui::ViewportId::ROOT)
+            .or_default()
+            .native_pixels_per_point = Some(ppp);
+        let (snapshot, timeline, state) = (&self.snapshot, &self.timeline, &mut self.state);
+        let mut output = self.egui.run_ui(input, |ui| {
+            let data = OverlayData {
+                snapshot: Some(snapshot),
+                streaming,
+                timeline: Some(timeline),
+                diff: None,
+            };
+            draw_docked(ui, &data, state);
+        });
+        self.pixels_per_point = output.pixels_per_point;
+        let renderer = self
+            .renderer
+            .as_mut()
+            .expect("renderer lives until destroy");
+        let mut deltas: Vec<_> = output.textures_delta.set.drain().collect();
+        deltas.sort_by_key(|(_, d)| !d.iter().any(|d| d.pos.is_none()));
+        self.to_free = output.textures_delta.free.drain().collect();
+        for (id, deltas) in &deltas {
+            for delta in deltas {
+                renderer
+                    .set_texture(ctx.queue, self.uploads, *id, delta)
+                    .map_err(|e| gpu_err("egui_ash_renderer::Renderer::set_texture", e))?;
+            }
+        }
+        self.primitives = self.egui.tessellate(output.shapes, output.pixels_per_point);
+        self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// Records the overlay's draws; rendering into a `format` target of `extent`
+    /// has begun.
+    ///
+    /// # Safety
+    /// `cmd` is recording inside dynamic rendering on `ctx`'s device; the frame's
+    /// fence is waited on before [`Overlay::prepare`] runs again.
+    pub unsafe fn record(
+        &mut self,
+        cmd: vk::CommandBuffer,
+        format: vk::Format,
+        extent: vk::Extent2D,
+    ) -> Result<(), GpuError> {
+        if !self.visible || self.primitives.is_empty() {
+            return Ok(());
+        }
+        let renderer = self
+            .renderer
+            .as_mut()
+            .expect("renderer lives until destroy");
+        if format != self.format {
+            renderer
+                .set_render_mode(Self::mode(format))
+                .map_err(|e| gpu_err("egui_ash_renderer::Renderer::set_render_mode", e))?;
+            self.format = format;
+        }
+        renderer
+            .cmd_draw(cmd, extent, self.pixels_per_point, &self.primitives)
+            .map_err(|e| gpu_err("egui_ash_renderer::Renderer::cmd_draw", e))
+    }
+
+    /// Frees textures egui no longer uses; call after the frame's fence.
+    pub fn after_frame(&mut self) {
+        if let Some(r) = self.renderer.as_mut() {
+            for id in self.to_free.drain(..) {
+                if let Err(e) = r.free_texture(id) {
+                    log::error!("overlay: free_texture: {e}");
+                }
+            }
+        }
+    }
+
+    /// Shows or hides the filter widgets (hidden in headless frames).
+    pub fn set_interactive(&mut self, interactive: bool) {
+        self.state.controls = interactive;
+    }
+
+    /// Shows or hides the panels (F1 in a window).
+    pub fn toggle(&mut self) {
+        self.visible = !self.visible;
+    }
+
+    /// Destroys the renderer and its memory; the device must be idle.
+    pub fn destroy(&mut self, ctx: &Context) {
+        drop(self.renderer.take());
+        // SAFETY: the device is idle; texture uploads waited for their queue.
+        unsafe { ctx.device.destroy_command_pool(self.uploads, None) };
+    }
+}
+
+/// What the overlay's streaming panel shows of a texture set before a streamer
+/// exists: the texture pool's usage against the budget and each texture's
+/// resident mip. The streamer fills the rest of [`StreamingInfo`] later.
+pub fn streaming_info(
+    stats: &vkalloc::stats::Statistics,
+    budget: u64,
+    textures: impl Iterator<Item = (String, u32, u64)>,
+) -> StreamingInfo {
+    let pool = stats.pools.iter().find(|p| p.name == "textures");
+    StreamingInfo {
+        pool_bytes: pool.map_or(0, |p| p.usage.allocation_bytes),
+        pool_committed: pool.map_or(0, |p| p.usage.block_bytes),
+        budget,
+        textures: textures
+            .map(|(name, resident_mip, resident_bytes)| TextureStream {
+                name,
+                resident_mip,
+                resident_bytes,
+                ..TextureStream::default()
+            })
+            .collect(),
+        ..StreamingInfo::default()
+    }
+}
+
+/// The overlay's scale on a target `height` pixels tall without a window: one
+/// point per pixel at 1080 lines.
+pub fn headless_scale(height: u32) -> f32 {
+    (height as f32 / 1080.0).clamp(0.5, 4.0)
+}
+
+/// Before a frame: lays out the overlay (if `renderer` has one) for `scene`.
+pub fn before_frame(
+    renderer: &mut crate::frame::Renderer,
+    ctx: &Context,
+    mem: &GpuMemory,
+    scene: &dyn crate::frame::ScenePass,
+    budget: u64,
+    pixels_per_point: f32,
+    input: egui::RawInput,
+) -> Result<(), GpuError> {
+    let extent = renderer.targets.extent;
+    let Some(overlay) = renderer.overlay.as_mut() else {
+        return Ok(());
+    };
+    let residency = scene.texture_residency();
+    let streaming = (!residency.is_empty())
+        .then(|| streaming_info(&mem.allocator().statistics(), budget, residency.into_iter()));
+    overlay.prepare(
+        ctx,
+        mem,
+        extent,
+        pixels_per_point,
+        streaming.as_ref(),
+        input,
+    )
+}
+
+/// After a frame's fence: frees textures, adds the frame to the timeline and
+/// the overlay's CPU time to `record`.
+pub fn after_frame(
+    renderer: &mut crate::frame::Renderer,
+    mem: &GpuMemory,
+    record: &mut crate::report::FrameRecord,
+) {
+    if let Some(overlay) = renderer.overlay.as_mut() {
+        overlay.after_frame();
+        overlay.end_frame(
+            mem,
+            record.gpu_total_ms,
+            record.texture_bytes,
+            record.texture_budget,
+        );
+        record.overlay_cpu_ms = Some(overlay.cpu_ms);
+    }
+}
+
+/// Headless set-up: `--extra-allocations` into `extra` (kept even on failure, for
+/// the caller to free) and, with `--overlay`, the overlay.
+pub fn setup(
+    renderer: &mut crate::frame::Renderer,
+    ctx: &Context,
+    mem: &GpuMemory,
+    settings: &crate::cli::Settings,
+    extra: &mut ExtraAllocations,
+) -> Result<(), GpuError> {
+    extra.fill(mem, settings.extra_allocations)?;
+    if settings.overlay {
+        let format = crate::frame::targets::LDR_FORMAT;
+        let mut overlay = Overlay::new(ctx, mem, format)?;
+        overlay.set_interactive(false);
+        renderer.overlay = Some(overlay);
+    }
+    Ok(())
+}
+
+/// `--extra-allocations`: small buffers that load the overlay.
+#[derive(Default)]
+pub struct ExtraAllocations(Vec<(vk::Buffer, crate::gpu::memory::Memory)>);
+
+impl ExtraAllocations {
+    /// Makes `count` more buffers of 4 KiB.
+    pub fn fill(&mut self, mem: &GpuMemory, count: u32) -> Result<(), GpuError> {
+        let info = vk::BufferCreateInfo::default()
+            .size(4096)
+            .usage(vk::BufferUsageFlags::UNIFORM_BUFFER)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let opts = crate::gpu::memory::MemOptions::new(
+            crate::gpu::memory::MemoryUsage::GpuOnly,
+            "extra uniform (overlay load)",
+        );
+        for _ in 0..count {
+            self.0.push(mem.create_buffer(&info, &opts)?);
+        }
+        Ok(())
+    }
+
+    /// Frees them; the GPU never uses them.
+    pub fn destroy(&mut self, mem: &GpuMemory) {
+        for (buffer, memory) in self.0.drain(..) {
+            // SAFETY: no command buffer references these buffers.
+            unsafe { mem.destroy_buffer(buffer, memory) };
+        }
+    }
+}
+
+/// Whether `event` is the overlay's toggle key (F1) going down.
+pub fn is_toggle_key(event: &winit::event::WindowEvent) -> bool {
+    use winit::keyboard::{Key, NamedKey};
+    matches!(
+        event,
+        winit::event::WindowEvent::KeyboardInput { event, .. }
+            if event.state.is_pressed() && !event.repeat && event.logical_key == Key::Named(NamedKey::F1)
+    )
+}

@@ -1,0 +1,191 @@
+//! The overlay's CPU cost with many live allocations, without a GPU: a simulated
+//! device holds `N` allocations (default 10,000) in default blocks and a pool;
+//! each frame takes a snapshot, lays out the overlay's panels at 4K and
+//! tessellates them (what the demo does per frame, minus the upload). A second
+//! thread allocates and frees meanwhile; its slowest call, with and without
+//! snapshots running, shows whether a snapshot stalls it.
+//!
+//! `cargo run --release -p vkalloc-heapmap --example overlay_cpu -- [N] [FRAMES]`
+//! prints one JSON object.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vkalloc::sim::{tables, SimDevice};
+use vkalloc::{
+    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage, PoolDesc,
+    ResourceKind,
+};
+use vkalloc_heapmap::{draw_overlay, FrameSample, OverlayData, Timeline, ViewState};
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// The other thread: allocate and free until told to stop; its slowest call.
+fn churn(allocator: Arc<Allocator<SimDevice>>, stop: Arc<AtomicBool>) -> Duration {
+    let mut worst = Duration::ZERO;
+    let desc = AllocationDesc {
+        size: 4096,
+        alignment: 256,
+        kind: ResourceKind::Buffer,
+        options: AllocationOptions::usage(MemoryUsage::GpuOnly).tagged("churn uniform"),
+        ..AllocationDesc::default()
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        let a = allocator.allocate(&desc).expect("churn allocate");
+        allocator.free(a).expect("churn free");
+        worst = worst.max(t.elapsed());
+    }
+    worst
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let frames: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    let allocator = Arc::new(
+        Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default()).unwrap(),
+    );
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::GpuOnly,
+            block_size: 64 << 20,
+            ..PoolDesc::new("textures")
+        })
+        .unwrap();
+    let tags = [
+        "sphere vertices",
+        "frame uniforms",
+        "staging",
+        "m00_albedo",
+        "hdr target",
+        "misc",
+    ];
+    let mut live = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut options =
+            AllocationOptions::usage(MemoryUsage::GpuOnly).tagged(tags[i % tags.len()]);
+        if i % 4 == 3 {
+            options.pool = Some(pool);
+        }
+        live.push(
+            allocator
+                .allocate(&AllocationDesc {
+                    size: 1024 * (1 + (i as u64 * 7919) % 61),
+                    alignment: 256,
+                    kind: if i % 4 == 3 {
+                        ResourceKind::OptimalImage
+                    } else {
+                        ResourceKind::Buffer
+                    },
+                    options,
+                    ..AllocationDesc::default()
+                })
+                .unwrap(),
+        );
+    }
+    let mut timeline = Timeline::default();
+    for i in 0..300 {
+        timeline.push(FrameSample {
+            gpu_ms: 4.0 + (i % 7) as f64 * 0.1,
+            allocations: (i % 5) as u32,
+            frees: (i % 3) as u32,
+            ..FrameSample::default()
+        });
+    }
+    let ctx = egui::Context::default();
+    let mut state = ViewState::default();
+    let ppp = 2.0;
+    let mut frame =
+        |snapshot_ms: &mut Vec<f64>, layout_ms: &mut Vec<f64>, total_ms: &mut Vec<f64>| {
+            let t0 = Instant::now();
+            let snapshot = allocator.snapshot();
+            let t1 = Instant::now();
+            let mut input = egui::RawInput {
+                screen_rect: Some(egui::Rect::from_min_size(
+                    egui::Pos2::ZERO,
+                    egui::vec2(3840.0 / ppp, 2160.0 / ppp),
+                )),
+                ..Default::default()
+            };
+            input
+                .viewports
+                .entry(egui::ViewportId::ROOT)
+                .or_default()
+                .native_pixels_per_point = Some(ppp);
+            let out = ctx.run_ui(input, |ui| {
+                egui::Panel::right("overlay")
+                    .exact_size(960.0)
+                    .show(ui, |ui| {
+                        egui::ScrollArea::vertical().show(ui, |ui| {
+                            draw_overlay(
+                                ui,
+                                &OverlayData {
+                                    snapshot: Some(&snapshot),
+                                    timeline: Some(&timeline),
+                                    ..OverlayData::default()
+                                },
+                                &mut state,
+                            )
+                        });
+                    });
+            });
+            let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
+            std::hint::black_box(prims);
+            let t2 = Instant::now();
+            snapshot_ms.push(ms(t1 - t0));
+            layout_ms.push(ms(t2 - t1));
+            total_ms.push(ms(t2 - t0));
+        };
+    // Warm up (fonts), then measure with another thread allocating meanwhile.
+    let (mut s, mut l, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        frame(&mut s, &mut l, &mut t);
+    }
+    let (mut s, mut l, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (a, st) = (allocator.clone(), stop.clone());
+        std::thread::spawn(move || churn(a, st))
+    };
+    for _ in 0..frames {
+        frame(&mut s, &mut l, &mut t);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let worst_with = worker.join().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (a, st) = (allocator.clone(), stop.clone());
+        std::thread::spawn(move || churn(a, st))
+    };
+    let busy = Instant::now();
+    while busy.elapsed() < Duration::from_millis(20 * frames as u64 / 10) {
+        std::hint::spin_loop();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let worst_without = worker.join().unwrap();
+    println!(
+        "{{\"live_allocations\": {}, \"frames\": {frames}, \"snapshot_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"layout_tessellate_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"total_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"other_thread_worst_call_ms\": {{\"with_snapshots\": {:.4}, \"without\": {:.4}}}}}",
+        allocator.statistics().total.allocation_count,
+        percentile(&mut s, 0.5),
+        percentile(&mut s, 0.99),
+        percentile(&mut l, 0.5),
+        percentile(&mut l, 0.99),
+        percentile(&mut t, 0.5),
+        percentile(&mut t, 0.99),
+        ms(worst_with),
+        ms(worst_without),
+    );
+    for a in live {
+        allocator.free(a).unwrap();
+    }
+    allocator.destroy_pool(pool).unwrap();
+}

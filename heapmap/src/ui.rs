@@ -1,0 +1,813 @@
+//! The overlay's four panels (heaps, blocks, streaming, timeline) and the diff
+//! legend, drawn with egui. The demo shows them live; [`crate::render_heap_map`]
+//! rasterizes the same calls into a heap-map PNG.
+
+use egui::{
+    pos2, vec2, Align2, Color32, FontId, Rect, Response, RichText, Sense, Shape, Stroke,
+    StrokeKind, Ui,
+};
+use vkalloc::snapshot::{AllocationRecord, BlockSnapshot, ListSnapshot, Snapshot};
+use vkalloc::stats::{format_bytes, HeapStatistics};
+
+use crate::model::{
+    Category, Diff, StreamingInfo, Timeline, ADDED_COLOR, BUDGET_COLOR, FREED_COLOR, FREE_COLOR,
+    WARN_COLOR,
+};
+
+/// Fraction of a budget past which the overlay warns.
+pub const WARN_FRACTION: f64 = 0.9;
+/// Height of a block strip, in points.
+pub const STRIP_HEIGHT: f32 = 14.0;
+/// Rows of the zoomed block view.
+pub const ZOOM_ROWS: u64 = 8;
+
+/// What the overlay draws.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OverlayData<'a> {
+    /// The allocator's state.
+    pub snapshot: Option<&'a Snapshot>,
+    /// Streaming numbers, where a texture set or streamer exists.
+    pub streaming: Option<&'a StreamingInfo>,
+    /// The last frames.
+    pub timeline: Option<&'a Timeline>,
+    /// A diff against an older dump (heap maps only).
+    pub diff: Option<&'a Diff>,
+}
+
+/// The overlay's interactive state: filters and the zoomed block.
+#[derive(Clone, Debug)]
+pub struct ViewState {
+    /// Categories drawn in colour (the others are dimmed), in [`Category::ALL`] order.
+    pub shown: [bool; 6],
+    /// Only allocations whose tag contains this (case-insensitive) are drawn in colour.
+    pub tag_filter: String,
+    /// The zoomed block: list and block index in the snapshot.
+    pub zoom: Option<(usize, usize)>,
+    /// Whether to show the filter widgets (off in heap-map PNGs).
+    pub controls: bool,
+    /// Categories of the tags seen so far, so a frame classifies each tag once.
+    categories: std::collections::HashMap<String, Category>,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        Self {
+            shown: [true; 6],
+            tag_filter: String::new(),
+            zoom: None,
+            controls: true,
+            categories: Default::default(),
+        }
+    }
+}
+
+impl ViewState {
+    /// A state without the filter widgets (heap-map PNGs, headless frames).
+    pub fn headless() -> Self {
+        Self {
+            controls: false,
+            ..Self::default()
+        }
+    }
+
+    /// The category of `a`, classifying each distinct tag once.
+    fn category(&mut self, a: &AllocationRecord) -> Category {
+        let Some(tag) = a.tag.as_deref() else {
+            return Category::classify(None, &a.kind);
+        };
+        if let Some(c) = self.categories.get(tag) {
+            return *c;
+        }
+        if self.categories.len() > 16_384 {
+            self.categories.clear();
+        }
+        let c = Category::of(a);
+        self.categories.insert(tag.to_owned(), c);
+        c
+    }
+
+    fn passes(&self, a: &AllocationRecord, category: Category) -> bool {
+        let i = Category::ALL
+            .iter()
+            .position(|c| *c == category)
+            .unwrap_or(5);
+        if !self.shown[i] {
+            return false;
+        }
+        if self.tag_filter.is_empty() {
+            return true;
+        }
+        let needle = self.tag_filter.to_ascii_lowercase();
+        a.tag
+            .as_deref()
+            .is_some_and(|t| t.to_ascii_lowercase().contains(&needle))
+    }
+}
+
+/// Draws every panel that has data, top to bottom.
+pub fn draw_overlay(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
+    if let Some(s) = data.snapshot {
+        section(ui, "Heaps", |ui| heaps_panel(ui, s));
+        section(ui, "Blocks", |ui| blocks_panel(ui, s, data.diff, state));
+    }
+    if let Some(diff) = data.diff {
+        section(ui, "Changes", |ui| diff_panel(ui, diff));
+    }
+    if let Some(st) = data.streaming {
+        section(ui, "Streaming", |ui| streaming_panel(ui, st));
+    }
+    if let Some(t) = data.timeline {
+        section(ui, "Timeline", |ui| timeline_panel(ui, t));
+    }
+}
+
+/// The overlay docked over a frame: blocks in a panel on the right, heaps,
+/// streaming and the timeline side by side in a panel at the bottom, all on a
+/// translucent background so the frame shows through. `ui` is the whole screen.
+pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
+    let fill = Color32::from_black_alpha(240);
+    let frame = egui::Frame::side_top_panel(ui.style())
+        .fill(fill)
+        .inner_margin(6.0);
+    let height = (ui.available_height() * 0.3).max(40.0);
+    egui::Panel::bottom("vkalloc_overlay_bottom")
+        .exact_size(height)
+        .resizable(false)
+        .frame(frame)
+        .show(ui, |ui| {
+            ui.columns(3, |cols| {
+                cols[0].strong("Heaps (F1 hides the overlay)");
+                if let Some(s) = data.snapshot {
+                    egui::ScrollArea::vertical()
+                        .id_salt("overlay_heaps")
+                        .show(&mut cols[0], |ui| heaps_panel(ui, s));
+                }
+                cols[1].strong("Streaming");
+                match data.streaming {
+                    Some(st) => streaming_panel(&mut cols[1], st),
+                    None => {
+                        cols[1].label("no textures");
+                    }
+                }
+                cols[2].strong("Timeline");
+                if let Some(t) = data.timeline {
+                    timeline_panel(&mut cols[2], t);
+                }
+            });
+        });
+    let width = (ui.available_width() * 0.45).max(80.0);
+    egui::Panel::right("vkalloc_overlay_blocks")
+        .exact_size(width)
+        .resizable(false)
+        .frame(frame)
+        .show(ui, |ui| {
+            ui.strong("Blocks");
+            egui::ScrollArea::vertical()
+                .id_salt("overlay_blocks")
+                .show(ui, |ui| {
+                    if let Some(s) = data.snapshot {
+                        blocks_panel(ui, s, data.diff, state);
+                    }
+                });
+        });
+}
+
+fn section(ui: &mut Ui, title: &str, add: impl FnOnce(&mut Ui)) {
+    egui::CollapsingHeader::new(RichText::new(title).strong())
+        .default_open(true)
+        .show(ui, add);
+}
+
+fn fraction(part: u64, whole: u64) -> f32 {
+    if whole == 0 {
+        0.0
+    } else {
+        (part as f64 / whole as f64).clamp(0.0, 1.0) as f32
+    }
+}
+
+fn sub_rect(r: Rect, from: f32, to: f32) -> Rect {
+    Rect::from_min_max(
+        pos2(r.min.x + r.width() * from, r.min.y),
+        pos2(r.min.x + r.width() * to, r.max.y),
+    )
+}
+
+/// A usage bar: `used` inside `committed` inside `total`, with a budget line.
+fn usage_bar(ui: &mut Ui, used: u64, committed: u64, other: u64, total: u64, budget: Option<u64>) {
+    let (rect, _) = ui.allocate_exact_size(vec2(ui.available_width(), 12.0), Sense::hover());
+    let p = ui.painter();
+    p.rect_filled(rect, 0.0, FREE_COLOR);
+    let scale = total.max(budget.unwrap_or(0)).max(committed).max(other);
+    p.rect_filled(
+        sub_rect(rect, 0.0, fraction(other, scale)),
+        0.0,
+        Color32::from_rgb(85, 90, 105),
+    );
+    p.rect_filled(
+        sub_rect(rect, 0.0, fraction(committed, scale)),
+        0.0,
+        Color32::from_rgb(60, 110, 170),
+    );
+    p.rect_filled(
+        sub_rect(rect, 0.0, fraction(used, scale)),
+        0.0,
+        Color32::from_rgb(110, 170, 240),
+    );
+    if let Some(b) = budget {
+        let over = other.max(committed) as f64 > b as f64 * WARN_FRACTION;
+        let x = rect.min.x + rect.width() * fraction(b, scale);
+        p.vline(
+            x,
+            rect.y_range().expand(2.0),
+            Stroke::new(2.0, if over { WARN_COLOR } else { BUDGET_COLOR }),
+        );
+    }
+}
+
+/// Heaps: our usage, the driver's usage and the budget per heap.
+pub fn heaps_panel(ui: &mut Ui, s: &Snapshot) {
+    for h in &s.statistics.heaps {
+        heap_row(ui, h);
+    }
+    ui.label(
+        RichText::new(
+            "bar: light = allocated, mid = our blocks, grey = whole process; line = budget",
+        )
+        .small()
+        .weak(),
+    );
+}
+
+fn heap_row(ui: &mut Ui, h: &HeapStatistics) {
+    let b = &h.budget;
+    let ours = h.usage.block_bytes;
+    let process = b.usage.max(ours);
+    let share = if b.budget == 0 {
+        0.0
+    } else {
+        process as f64 / b.budget as f64
+    };
+    ui.horizontal_wrapped(|ui| {
+        ui.label(
+            RichText::new(format!(
+                "heap {}{}: ours {} ({} allocated), process {}, budget {} ({}), size {}",
+                h.index,
+                if h.device_local { " device-local" } else { "" },
+                format_bytes(ours),
+                format_bytes(h.usage.allocation_bytes),
+                format_bytes(process),
+                format_bytes(b.budget),
+                if b.from_driver {
+                    "VK_EXT_memory_budget"
+                } else {
+                    "estimated"
+                },
+                format_bytes(h.size)
+            ))
+            .monospace(),
+        );
+        if share > WARN_FRACTION {
+            ui.label(
+                RichText::new(format!("WARNING {:.0}% of budget", share * 100.0))
+                    .color(WARN_COLOR)
+                    .strong(),
+            );
+        }
+    });
+    usage_bar(
+        ui,
+        h.usage.allocation_bytes,
+        ours,
+        process,
+        h.size,
+        Some(b.budget),
+    );
+}
+
+/// Draws the legend and, with `controls`, the filter widgets.
+fn legend(ui: &mut Ui, state: &mut ViewState) {
+    ui.horizontal_wrapped(|ui| {
+        for (i, c) in Category::ALL.iter().enumerate() {
+            let (r, _) = ui.allocate_exact_size(vec2(10.0, 10.0), Sense::hover());
+            ui.painter().rect_filled(r, 2.0, c.color());
+            if state.controls {
+                ui.checkbox(&mut state.shown[i], c.name());
+            } else {
+                ui.label(c.name());
+            }
+        }
+        let (r, _) = ui.allocate_exact_size(vec2(10.0, 10.0), Sense::hover());
+        ui.painter().rect_filled(r, 2.0, FREE_COLOR);
+        ui.label("free");
+        if state.controls {
+            ui.label("tag:");
+            ui.add(egui::TextEdit::singleline(&mut state.tag_filter).desired_width(90.0));
+        }
+    });
+}
+
+/// The allocations overlapping `offset` (more than one where memory is aliased).
+fn allocations_at(block: &BlockSnapshot, offset: u64) -> Vec<&AllocationRecord> {
+    let end = block.allocations.partition_point(|a| a.offset <= offset);
+    block.allocations[..end]
+        .iter()
+        .rev()
+        .filter(|a| a.offset + a.size > offset)
+        .take(4)
+        .collect()
+}
+
+/// Marks drawn over a strip by a diff: byte ranges and their colour.
+type Marks<'a> = &'a [(u64, u64, Color32)];
+
+/// Draws bytes `[start, end)` of `block` as a strip of `width` points; allocations by
+/// offset, coloured by category; free space dark; overlaps (aliasing) marked white on top.
+#[allow(clippy::too_many_arguments)]
+fn strip(
+    ui: &mut Ui,
+    block: &BlockSnapshot,
+    start: u64,
+    end: u64,
+    width: f32,
+    state: &mut ViewState,
+    marks: Marks<'_>,
+) -> Response {
+    let (rect, response) = ui.allocate_exact_size(vec2(width, STRIP_HEIGHT), Sense::click());
+    if !ui.is_rect_visible(rect) {
+        return response;
+    }
+    let span = end.saturating_sub(start).max(1) as f64;
+    let px = 1.0 / ui.ctx().pixels_per_point();
+    let x_of = |offset: u64| {
+        let f = (offset.saturating_sub(start).min(end - start) as f64 / span) as f32;
+        rect.min.x + rect.width() * f
+    };
+    let mut shapes = vec![Shape::rect_filled(rect, 0.0, FREE_COLOR)];
+    // Runs of one colour, merged where they touch at pixel size: a block with
+    // 10,000 allocations stays a few hundred rectangles.
+    let mut run: Option<(f32, f32, Color32)> = None;
+    let mut aliased: Vec<(f32, f32)> = Vec::new();
+    let mut max_end = 0u64;
+    let first = block
+        .allocations
+        .partition_point(|a| a.offset + a.size <= start);
+    for a in block.allocations[first..]
+        .iter()
+        .take_while(|a| a.offset < end)
+    {
+        let a_end = a.offset + a.size;
+        if a.offset < max_end {
+            aliased.push((x_of(a.offset), x_of(a_end.min(max_end))));
+        }
+        max_end = max_end.max(a_end);
+        let category = state.category(a);
+        let filtered = !state.tag_filter.is_empty() || state.shown.contains(&false);
+        let color = if !filtered || state.passes(a, category) {
+            category.color()
+        } else {
+            category.color().gamma_multiply(0.25)
+        };
+        let (x0, x1) = (x_of(a.offset), x_of(a_end).max(x_of(a.offset) + px));
+        match &mut run {
+            Some((_, rx1, rc)) if *rc == color && x0 <= *rx1 + px => *rx1 = rx1.max(x1),
+            _ => {
+                if let Some((rx0, rx1, rc)) = run.take() {
+                    shapes.push(Shape::rect_filled(
+                        Rect::from_x_y_ranges(rx0..=rx1, rect.y_range()),
+                        0.0,
+                        rc,
+                    ));
+                }
+                run = Some((x0, x1, color));
+            }
+        }
+        // Boundaries between allocations wide enough to show them.
+        if x1 - x0 > 4.0 {
+            shapes.push(Shape::vline(
+                x0,
+                rect.y_range(),
+                Stroke::new(px, Color32::from_black_alpha(160)),
+            ));
+        }
+    }
+    if let Some((rx0, rx1, rc)) = run {
+        shapes.push(Shape::rect_filled(
+            Rect::from_x_y_ranges(rx0..=rx1, rect.y_range()),
+            0.0,
+            rc,
+        ));
+    }
+    for (x0, x1) in aliased {
+        let r = Rect::from_x_y_ranges(x0..=x1.max(x0 + px), rect.min.y..=rect.min.y + 3.0);
+        shapes.push(Shape::rect_filled(r, 0.0, Color32::WHITE));
+    }
+    for &(o, s, c) in marks {
+        if o + s <= start || o >= end {
+            continue;
+        }
+        let r = Rect::from_x_y_ranges(x_of(o)..=x_of(o + s).max(x_of(o) + px), rect.y_range());
+        shapes.push(Shape::rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.5, c),
+            StrokeKind::Inside,
+        ));
+    }
+    let outline = if block.dedicated {
+        Stroke::new(2.0, Color32::from_rgb(255, 215, 0))
+    } else {
+        Stroke::new(px, Color32::from_gray(90))
+    };
+    shapes.push(Shape::rect_stroke(rect, 0.0, outline, StrokeKind::Outside));
+    ui.painter().extend(shapes);
+    response
+}
+
+fn hover_details(ui: &mut Ui, list: &ListSnapshot, block: &BlockSnapshot, offset: u64) {
+    let here = allocations_at(block, offset);
+    if here.is_empty() {
+        ui.label(format!("free at offset {offset}"));
+    }
+    for a in here {
+        ui.label(
+            RichText::new(format!(
+                "{} ({})\nsize {} at offset {:#x}\nmemory type {}{}\n{}{}",
+                a.tag.as_deref().unwrap_or("untagged"),
+                Category::of(a).name(),
+                format_bytes(a.size),
+                a.offset,
+                list.memory_type,
+                list.pool
+                    .as_deref()
+                    .map(|p| format!(", pool '{p}'"))
+                    .unwrap_or_default(),
+                if a.dedicated { "dedicated, " } else { "" },
+                a.age_frames
+                    .map(|f| format!("age {f} frames"))
+                    .unwrap_or_else(|| "age unknown".into()),
+            ))
+            .monospace(),
+        );
+    }
+}
+
+fn list_title(list: &ListSnapshot) -> String {
+    let mut flags = Vec::new();
+    use vkalloc::device::MemoryPropertyFlags as F;
+    for (bit, name) in [
+        (F::DEVICE_LOCAL, "device-local"),
+        (F::HOST_VISIBLE, "host-visible"),
+        (F::HOST_COHERENT, "coherent"),
+        (F::HOST_CACHED, "cached"),
+        (F::LAZILY_ALLOCATED, "lazy"),
+    ] {
+        if list.flags.contains(bit) {
+            flags.push(name);
+        }
+    }
+    let used: u64 = list.blocks.iter().map(|b| b.allocation_bytes).sum();
+    let committed: u64 = list.blocks.iter().map(|b| b.size).sum();
+    format!(
+        "{} - memory type {} [{}] heap {}: {} blocks, {} used of {}{}",
+        match &list.pool {
+            Some(p) => format!("pool '{p}'"),
+            None => "default blocks".to_owned(),
+        },
+        list.memory_type,
+        flags.join(" "),
+        list.heap,
+        list.blocks.len(),
+        format_bytes(used),
+        format_bytes(committed),
+        list.pool_budget
+            .map(|b| format!(", pool budget {}", format_bytes(b)))
+            .unwrap_or_default()
+    )
+}
+
+fn block_label(bi: usize, b: &BlockSnapshot) -> String {
+    format!(
+        "block {bi}: {}{}, {} allocations, used {}, free {}, largest free {}, fragmentation {:.2}",
+        format_bytes(b.size),
+        if b.dedicated { " dedicated" } else { "" },
+        b.allocations.len(),
+        format_bytes(b.allocation_bytes),
+        format_bytes(b.free_bytes()),
+        format_bytes(b.largest_free),
+        b.fragmentation
+    )
+}
+
+fn diff_marks(diff: Option<&Diff>, list: &ListSnapshot, bi: usize) -> Vec<(u64, u64, Color32)> {
+    let Some(diff) = diff else {
+        return Vec::new();
+    };
+    let same = |k: &crate::model::AllocationKey| {
+        k.memory_type == list.memory_type && k.pool == list.pool && k.block == bi
+    };
+    diff.added
+        .iter()
+        .filter(|(k, _)| same(k))
+        .map(|(k, _)| (k.offset, k.size, ADDED_COLOR))
+        .chain(
+            diff.freed
+                .iter()
+                .filter(|(k, _)| same(k))
+                .map(|(k, _)| (k.offset, k.size, FREED_COLOR)),
+        )
+        .collect()
+}
+
+/// Blocks: per memory type and pool, each block a strip drawn by offset; hover
+/// for details, click to zoom.
+pub fn blocks_panel(ui: &mut Ui, s: &Snapshot, diff: Option<&Diff>, state: &mut ViewState) {
+    legend(ui, state);
+    if s.lists.is_empty() {
+        ui.label("no blocks");
+    }
+    let font = FontId::monospace(10.0);
+    let mut clicked = None;
+    if let Some((li, bi)) = state.zoom {
+        match s
+            .lists
+            .get(li)
+            .and_then(|l| l.blocks.get(bi).map(|b| (l, b)))
+        {
+            Some((list, block)) => {
+                ui.horizontal(|ui| {
+                    ui.label(RichText::new(format!("zoom: {}", block_label(bi, block))).strong());
+                    if state.controls && ui.button("close").clicked() {
+                        clicked = Some(None);
+                    }
+                });
+                let marks = diff_marks(diff, list, bi);
+                let row = block.size.div_ceil(ZOOM_ROWS).max(1);
+                for r in 0..ZOOM_ROWS {
+                    let (start, end) = (r * row, ((r + 1) * row).min(block.size));
+                    if start >= end {
+                        break;
+                    }
+                    let resp = strip(ui, block, start, end, ui.available_width(), state, &marks);
+                    if let Some(p) = resp.hover_pos() {
+                        let f = ((p.x - resp.rect.min.x) / resp.rect.width()).clamp(0.0, 1.0);
+                        let offset = start + ((end - start) as f64 * f as f64) as u64;
+                        resp.on_hover_ui_at_pointer(|ui| hover_details(ui, list, block, offset));
+                    }
+                }
+                ui.separator();
+            }
+            None => clicked = Some(None),
+        }
+    }
+    for (li, list) in s.lists.iter().enumerate() {
+        ui.add_space(2.0);
+        ui.label(RichText::new(list_title(list)).monospace().strong());
+        for (bi, block) in list.blocks.iter().enumerate() {
+            let marks = diff_marks(diff, list, bi);
+            {
+                let (label_rect, _) = ui.allocate_exact_size(
+                    vec2(ui.available_width(), font.size + 2.0),
+                    Sense::hover(),
+                );
+                ui.painter().with_clip_rect(label_rect).text(
+                    label_rect.left_center(),
+                    Align2::LEFT_CENTER,
+                    block_label(bi, block),
+                    font.clone(),
+                    ui.visuals().text_color(),
+                );
+                let resp = strip(
+                    ui,
+                    block,
+                    0,
+                    block.size,
+                    ui.available_width(),
+                    state,
+                    &marks,
+                );
+                if let Some(p) = resp.hover_pos() {
+                    let f = ((p.x - resp.rect.min.x) / resp.rect.width()).clamp(0.0, 1.0);
+                    let offset = (block.size as f64 * f as f64) as u64;
+                    let resp = resp.on_hover_ui_at_pointer(|ui| {
+                        hover_details(ui, list, block, offset);
+                        ui.label(RichText::new("click to zoom").weak());
+                    });
+                    if resp.clicked() {
+                        clicked = Some(Some((li, bi)));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(z) = clicked {
+        state.zoom = z;
+    }
+}
+
+/// The diff's per-tag totals (the leak finder).
+pub fn diff_panel(ui: &mut Ui, diff: &Diff) {
+    ui.horizontal(|ui| {
+        ui.colored_label(
+            ADDED_COLOR,
+            format!(
+                "allocated: {} ({})",
+                diff.added.len(),
+                format_bytes(diff.added.iter().map(|(k, _)| k.size).sum())
+            ),
+        );
+        ui.colored_label(
+            FREED_COLOR,
+            format!(
+                "freed: {} ({})",
+                diff.freed.len(),
+                format_bytes(diff.freed.iter().map(|(k, _)| k.size).sum())
+            ),
+        );
+        ui.label(format!("in both: {}", diff.kept));
+    });
+    egui::Grid::new("diff_tags").striped(true).show(ui, |ui| {
+        ui.strong("tag");
+        ui.strong("allocated");
+        ui.strong("freed");
+        ui.strong("net");
+        ui.end_row();
+        for (tag, c) in &diff.by_tag {
+            ui.monospace(tag.as_deref().unwrap_or("untagged"));
+            ui.monospace(format!("{} ({})", c.added, format_bytes(c.added_bytes)));
+            ui.monospace(format!("{} ({})", c.freed, format_bytes(c.freed_bytes)));
+            let net = c.added_bytes as i128 - c.freed_bytes as i128;
+            let text = format!(
+                "{}{}",
+                if net < 0 { "-" } else { "+" },
+                format_bytes(net.unsigned_abs() as u64)
+            );
+            ui.colored_label(if net > 0 { ADDED_COLOR } else { FREED_COLOR }, text);
+            ui.end_row();
+        }
+    });
+}
+
+/// Streaming: the texture pool against its budget and each texture's mips.
+pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
+    let share = fraction(st.pool_bytes.max(st.pool_committed), st.budget) as f64;
+    ui.horizontal(|ui| {
+        ui.monospace(format!(
+            "texture pool: {} allocated, {} committed, budget {}",
+            format_bytes(st.pool_bytes),
+            format_bytes(st.pool_committed),
+            format_bytes(st.budget)
+        ));
+        if share > WARN_FRACTION {
+            ui.colored_label(WARN_COLOR, format!("WARNING {:.0}%", share * 100.0));
+        }
+    });
+    usage_bar(
+        ui,
+        st.pool_bytes,
+        st.pool_committed,
+        0,
+        st.budget,
+        Some(st.budget),
+    );
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    ui.monospace(format!(
+        "pending loads {}, upload {}/s, evictions {}",
+        opt(st.pending_loads.map(|p| p.to_string())),
+        opt(st.upload_bytes_per_s.map(|r| format_bytes(r as u64))),
+        opt(st.evictions.map(|e| e.to_string()))
+    ));
+    egui::ScrollArea::vertical()
+        .id_salt("streaming_textures")
+        .max_height(ui.available_height().max(60.0))
+        .show(ui, |ui| {
+            egui::Grid::new("streaming_grid")
+                .striped(true)
+                .show(ui, |ui| {
+                    ui.strong("texture");
+                    ui.strong("resident mip");
+                    ui.strong("wanted mip");
+                    ui.strong("resident");
+                    ui.strong("wanted");
+                    ui.end_row();
+                    for t in &st.textures {
+                        ui.monospace(&t.name);
+                        ui.monospace(t.resident_mip.to_string());
+                        ui.monospace(opt(t.wanted_mip.map(|m| m.to_string())));
+                        ui.monospace(format_bytes(t.resident_bytes));
+                        ui.monospace(opt(t.wanted_bytes.map(format_bytes)));
+                        ui.end_row();
+                    }
+                });
+        });
+}
+
+/// Timeline: GPU time, allocation traffic and resident texture bytes per frame.
+pub fn timeline_panel(ui: &mut Ui, t: &Timeline) {
+    let n = t.frames.len();
+    if n == 0 {
+        ui.label("no frames yet");
+        return;
+    }
+    let last = t.frames[n - 1];
+    let max_gpu = t.frames.iter().map(|f| f.gpu_ms).fold(0.0, f64::max);
+    ui.monospace(format!(
+        "{n} frames; GPU {:.2} ms (max {:.2}); last frame: {} allocations, {} frees, {} vkAllocateMemory; textures {} of {}",
+        last.gpu_ms,
+        max_gpu,
+        last.allocations,
+        last.frees,
+        last.device_allocations,
+        format_bytes(last.texture_bytes),
+        format_bytes(last.texture_budget)
+    ));
+    let (rect, _) = ui.allocate_exact_size(vec2(ui.available_width(), 70.0), Sense::hover());
+    let p = ui.painter_at(rect);
+    p.rect_filled(rect, 0.0, FREE_COLOR);
+    let step = rect.width() / t.capacity as f32;
+    let x_at = |i: usize| rect.min.x + (t.capacity - n + i) as f32 * step;
+    // Upper half: GPU time and texture bytes against budget.
+    let top = Rect::from_min_max(rect.min, pos2(rect.max.x, rect.center().y - 2.0));
+    let y_in = |r: Rect, f: f64| r.max.y - r.height() * f.clamp(0.0, 1.0) as f32;
+    let gpu: Vec<_> = t
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| pos2(x_at(i), y_in(top, f.gpu_ms / max_gpu.max(1e-9))))
+        .collect();
+    let tex_scale = t
+        .frames
+        .iter()
+        .map(|f| f.texture_bytes.max(f.texture_budget))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let tex: Vec<_> = t
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| pos2(x_at(i), y_in(top, f.texture_bytes as f64 / tex_scale)))
+        .collect();
+    let budget: Vec<_> = t
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| pos2(x_at(i), y_in(top, f.texture_budget as f64 / tex_scale)))
+        .collect();
+    p.add(Shape::line(budget, Stroke::new(1.0, BUDGET_COLOR)));
+    p.add(Shape::line(
+        tex,
+        Stroke::new(1.5, Category::Texture.color()),
+    ));
+    p.add(Shape::line(
+        gpu,
+        Stroke::new(1.5, Color32::from_rgb(255, 160, 60)),
+    ));
+    // Lower half: allocations (up), frees and new device memory (down).
+    let bottom = Rect::from_min_max(pos2(rect.min.x, rect.center().y + 2.0), rect.max);
+    let max_ops = t
+        .frames
+        .iter()
+        .map(|f| f.allocations.max(f.frees))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let mid = bottom.center().y;
+    let half = bottom.height() / 2.0;
+    let mut bars = Vec::new();
+    for (i, f) in t.frames.iter().enumerate() {
+        let x = x_at(i);
+        let w = step.max(1.0 / ui.ctx().pixels_per_point());
+        let up = half * (f.allocations as f64 / max_ops) as f32;
+        let down = half * (f.frees as f64 / max_ops) as f32;
+        if up > 0.0 {
+            bars.push(Shape::rect_filled(
+                Rect::from_x_y_ranges(x..=x + w, mid - up..=mid),
+                0.0,
+                ADDED_COLOR,
+            ));
+        }
+        if down > 0.0 {
+            bars.push(Shape::rect_filled(
+                Rect::from_x_y_ranges(x..=x + w, mid..=mid + down),
+                0.0,
+                FREED_COLOR,
+            ));
+        }
+        if f.device_allocations > 0 {
+            bars.push(Shape::rect_filled(
+                Rect::from_x_y_ranges(x..=x + w, bottom.min.y..=bottom.min.y + 4.0),
+                0.0,
+                Color32::WHITE,
+            ));
+        }
+    }
+    p.extend(bars);
+    ui.label(
+        RichText::new(
+            "orange: GPU ms; blue: texture bytes, white: budget; green: allocations, red: frees, white ticks: vkAllocateMemory",
+        )
+        .small()
+        .weak(),
+    );
+}
