@@ -364,3 +364,66 @@ fn huge_alignments_never_overflow() {
         check_clean(&sim, allocator);
     }
 }
+
+/// The heap-budget check is atomic: threads racing to create memory within
+/// budget on one heap never pass the budget together (before, each could
+/// pass the check and go over by a block; that window is too short to hit
+/// reliably here, so this checks the whole path under contention rather than
+/// reproducing the old failure).
+#[test]
+fn racing_threads_never_pass_the_heap_budget_together() {
+    const BUDGET: u64 = 64 * MIB;
+    for round in 0..20 {
+        let sim = Arc::new(
+            SimDevice::builder(tables::nvidia_discrete())
+                .memory_budget(true)
+                .heap_budget(0, BUDGET)
+                .build(),
+        );
+        let allocator =
+            Arc::new(Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let allocator = Arc::clone(&allocator);
+                std::thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let mut d = buffer(3 * MIB + t * 4096 + round, MemoryUsage::GpuOnly);
+                        d.options.within_budget = true;
+                        d.options.dedicated = DedicatedPolicy::Always;
+                        // Only the device-local type on heap 0, so nothing
+                        // falls back to system memory.
+                        d.memory_type_bits = 1 << 1;
+                        match allocator.allocate(&d) {
+                            Ok(a) => mine.push(a),
+                            Err(Error::OverBudget { .. } | Error::NoTypeWithinBudget { .. }) => {
+                                break mine
+                            }
+                            Err(e) => panic!("{e:?}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let live: Vec<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("thread"))
+            .collect();
+        let heap = &allocator.statistics().heaps[0];
+        assert!(
+            heap.budget.usage <= BUDGET,
+            "round {round}: {} B used of a {BUDGET} B budget",
+            heap.budget.usage
+        );
+        assert!(
+            sim.peak_bytes(0) <= BUDGET,
+            "round {round}: peak {}",
+            sim.peak_bytes(0)
+        );
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        let allocator = Arc::try_unwrap(allocator).expect("threads joined");
+        check_clean(&sim, allocator);
+    }
+}
