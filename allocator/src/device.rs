@@ -242,6 +242,11 @@ pub enum DedicatedResource {
 /// only be made with the `unsafe` [`DedicatedTo::new`]: safe code can pass
 /// one along, never invent one. The create-and-bind helpers in
 /// [`crate::vk`] make it for you.
+///
+/// ```compile_fail
+/// use vkalloc::{DedicatedResource, DedicatedTo};
+/// let forged = DedicatedTo::new(DedicatedResource::Image(0xdead)); // error: `unsafe` fn
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DedicatedTo(DedicatedResource);
 

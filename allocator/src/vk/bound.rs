@@ -1,7 +1,23 @@
 //! Bound resources: a buffer or an image together with the memory bound to
 //! it, created and destroyed through the allocator as one value. The type
 //! says which kind of resource the memory holds, so destroying a buffer with
-//! an image's memory does not compile.
+//! an image's memory does not compile:
+//!
+//! ```compile_fail
+//! # fn f(allocator: &vkalloc::Allocator<vkalloc::vk::AshDevice>, image: vkalloc::vk::Image) {
+//! // SAFETY: the device is done with the image.
+//! let _ = unsafe { allocator.destroy_buffer(image) }; // error: an `Image` is not a `Buffer`
+//! # }
+//! ```
+//!
+//! while the same call with `destroy_image` does:
+//!
+//! ```
+//! # fn f(allocator: &vkalloc::Allocator<vkalloc::vk::AshDevice>, image: vkalloc::vk::Image) {
+//! // SAFETY: the device is done with the image.
+//! let _ = unsafe { allocator.destroy_image(image) };
+//! # }
+//! ```
 
 use ash::vk;
 
