@@ -10,9 +10,9 @@ layout(location = 0) out vec4 o_color;
 const float PI = 3.14159265359;
 
 // Streaming feedback, 16 words per material: [0] the finest mip level the
-// sampler wanted (x16, fixed point; atomicMin), [1] how many sampled pixels it
-// covered, [2 + l] how many of them wanted level l (the last bin: l >= 13).
-// One pixel per 8x8 tile writes.
+// sampler wanted (x16, fixed point; atomicMin), [1] unused, [2 + l] how many
+// sampled pixels wanted level l (the last bin: l >= 13; their sum is the
+// material's coverage). One pixel per 8x8 tile writes.
 layout(set = 0, binding = 1, std430) buffer Feedback {
     uint words[];
 } u_feedback;
@@ -61,7 +61,6 @@ void main() {
         float lod = clamp(wanted_lod(tdx, tdy), 0.0, 31.0);
         uint base = pc.material.x * 16u;
         atomicMin(u_feedback.words[base], uint(lod * 16.0));
-        atomicAdd(u_feedback.words[base + 1u], 1u);
         atomicAdd(u_feedback.words[base + 2u + min(uint(lod), 13u)], 1u);
     }
     vec3 albedo = SAMPLE_MAP(0, v_uv).rgb;

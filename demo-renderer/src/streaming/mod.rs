@@ -121,7 +121,8 @@ pub struct StreamFrame {
 /// Levels the feedback's per-material histogram tells apart (finer levels of
 /// larger maps fold into the last bin).
 pub const FEEDBACK_LEVELS: usize = 14;
-/// 32-bit words of feedback per material: finest LOD x16, pixel count, histogram.
+/// 32-bit words of feedback per material: finest LOD x16, a spare word, and the
+/// histogram of wanted levels (whose sum is the pixel count).
 const FEEDBACK_WORDS: usize = 2 + FEEDBACK_LEVELS;
 
 /// One material's wanted level and coverage.
@@ -331,14 +332,15 @@ impl Streamer {
         let per_sample = 64.0 / self.pixels;
         fb.iter()
             .map(|w| {
-                (w[1] > 0).then(|| {
+                let count: u32 = w[2..].iter().sum();
+                (count > 0).then(|| {
                     let mut hist = [0f32; FEEDBACK_LEVELS];
                     for (h, &n) in hist.iter_mut().zip(&w[2..]) {
                         *h = (n as f32 * per_sample).min(1.0);
                     }
                     Want {
                         level_lod: w[0] as f32 / 16.0,
-                        coverage: (w[1] as f32 * per_sample).min(1.0),
+                        coverage: (count as f32 * per_sample).min(1.0),
                         hist: Some(hist),
                     }
                 })
