@@ -9,11 +9,12 @@ layout(location = 0) out vec4 o_color;
 
 const float PI = 3.14159265359;
 
-// Streaming feedback, per material: x the finest mip level the sampler wanted
-// (x16, fixed point; atomicMin), y how many sampled pixels it covered. One pixel
-// per 8x8 tile writes.
+// Streaming feedback, 16 words per material: [0] the finest mip level the
+// sampler wanted (x16, fixed point; atomicMin), [1] unused, [2 + l] how many
+// sampled pixels wanted level l (the last bin: l >= 13; their sum is the
+// material's coverage). One pixel per 8x8 tile writes.
 layout(set = 0, binding = 1, std430) buffer Feedback {
-    uvec2 wanted[];
+    uint words[];
 } u_feedback;
 
 // The level the sampler picks (Vulkan's LOD rule with anisotropy), from the
@@ -58,8 +59,9 @@ void main() {
     vec2 tdy = dFdy(texel);
     if (u_frame.stream.z != 0u && ((uint(gl_FragCoord.x) | uint(gl_FragCoord.y)) & 7u) == 0u) {
         float lod = clamp(wanted_lod(tdx, tdy), 0.0, 31.0);
-        atomicMin(u_feedback.wanted[pc.material.x].x, uint(lod * 16.0));
-        atomicAdd(u_feedback.wanted[pc.material.x].y, 1u);
+        uint base = pc.material.x * 16u;
+        atomicMin(u_feedback.words[base], uint(lod * 16.0));
+        atomicAdd(u_feedback.words[base + 2u + min(uint(lod), 13u)], 1u);
     }
     vec3 albedo = SAMPLE_MAP(0, v_uv).rgb;
     vec2 nxy = SAMPLE_MAP(1, v_uv).xy * 2.0 - 1.0;

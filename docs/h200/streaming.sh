@@ -4,25 +4,28 @@
 # Run from the repository root with a release demo binary at ./bin/demo-renderer:
 #
 #   OUT=/some/dir docs/h200/streaming.sh            # everything (about 20-30 min)
-#   OUT=/some/dir docs/h200/streaming.sh 256MiB     # only the parts whose name contains 256MiB
+#   OUT=/some/dir docs/h200/streaming.sh 256MiB     # only the runs whose name contains 256MiB
 #
 # Every run renders the gallery's 240-frame camera path (with its two camera cuts)
 # at 4K with 8K BC7/BC5 materials and writes $OUT/<run>/report.json and a log.
 # First a reference run with every mip resident (streaming off, a budget above the
-# whole set) writes its PNG frames; every other run compares each of its frames
-# with them (--compare: per-frame `psnr_db`, `streaming.min_psnr_db`). Then each
-# budget (256 MiB, 512 MiB, 1 GiB, unlimited) with streaming on and off, and
-# --materials 64 at 1 GiB (against its own reference). A last pair at 256 MiB
-# without --compare (no readback) gives the frame times to compare on and off.
+# whole set) writes its PNG frames, about 5 GB, into $WORK (default
+# /tmp/vkalloc-streaming, not $OUT; kept for later calls); every other run compares
+# each of its frames with them (--compare: per-frame `psnr_db`,
+# `streaming.min_psnr_db`). Then each budget (256 MiB, 512 MiB, 1 GiB, unlimited)
+# with streaming on and off, and --materials 64 at 1 GiB (against its own
+# reference). A last pair at 256 MiB without --compare (no readback) gives the
+# frame times to compare on and off.
 #
 # The summary at the end is one line per run: the report's summary line.
 set -euo pipefail
 
 BIN=${BIN:-./bin/demo-renderer}
 OUT=${OUT:?set OUT to the output directory}
+WORK=${WORK:-/tmp/vkalloc-streaming}
 FILTER=${1:-}
 COMMON=(--size 3840x2160 --texture-size 8192 --textures bc --frames 240)
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$WORK"
 
 run() {
     local name=$1
@@ -30,15 +33,23 @@ run() {
     if [[ -n "$FILTER" && "$name" != *"$FILTER"* && "$name" != reference* ]]; then
         return 0
     fi
-    if [[ "$name" == reference* && -f "$OUT/$name/report.json" ]]; then
-        echo "== $name: kept from an earlier run"
-        return 0
+    # References write every frame as a PNG: into $WORK; the report is copied to $OUT.
+    local dir="$OUT/$name"
+    if [[ "$name" == reference* ]]; then
+        dir="$WORK/$name"
+        if [[ -f "$dir/report.json" ]]; then
+            echo "== $name: kept from an earlier run in $dir"
+            return 0
+        fi
     fi
     echo "== $name: $BIN ${COMMON[*]} $*"
-    mkdir -p "$OUT/$name"
+    mkdir -p "$dir" "$OUT/$name"
     local status=0
-    "$BIN" "${COMMON[@]}" --out "$OUT/$name" "$@" >"$OUT/$name/log.txt" 2>&1 || status=$?
+    "$BIN" "${COMMON[@]}" --out "$dir" "$@" >"$OUT/$name/log.txt" 2>&1 || status=$?
     tail -n 3 "$OUT/$name/log.txt"
+    if [[ "$dir" != "$OUT/$name" && -f "$dir/report.json" ]]; then
+        cp "$dir/report.json" "$OUT/$name/report.json"
+    fi
     if [[ $status -ne 0 ]]; then
         echo "== $name FAILED (exit $status); see $OUT/$name/log.txt"
     fi
@@ -50,7 +61,7 @@ run reference --streaming off --texture-budget 16GiB --png-every 1
 for budget in 256MiB 512MiB 1GiB 16GiB; do
     for mode in on off; do
         run "budget_${budget}_${mode}" --streaming "$mode" --texture-budget "$budget" \
-            --png-every 0 --compare "$OUT/reference"
+            --png-every 0 --compare "$WORK/reference"
     done
 done
 
@@ -58,9 +69,9 @@ done
 if [[ -z "$FILTER" || "materials64" == *"$FILTER"* ]]; then
     run reference_materials64 --materials 64 --streaming off --texture-budget 24GiB --png-every 1
     run materials64_1GiB_on --materials 64 --streaming on --texture-budget 1GiB \
-        --png-every 0 --compare "$OUT/reference_materials64"
+        --png-every 0 --compare "$WORK/reference_materials64"
     run materials64_1GiB_off --materials 64 --streaming off --texture-budget 1GiB \
-        --png-every 0 --compare "$OUT/reference_materials64"
+        --png-every 0 --compare "$WORK/reference_materials64"
 fi
 
 # Frame times without any readback: streaming on against off at 256 MiB.

@@ -372,7 +372,16 @@ impl ScenePass for GalleryPass {
                 aspect: self.aspect,
                 height: self.height,
             };
-            let cut = self.gallery.path.is_cut(frame, frames);
+            let path = &self.gallery.path;
+            let cut = path.is_cut(frame, frames);
+            // The scripted camera's next cut, if one is near: a streaming hint.
+            let hint = (1..=crate::streaming::PREFETCH_FRAMES)
+                .map(|k| frame + k)
+                .find(|&f| f < frames && path.is_cut(f, frames))
+                .map(|f| View {
+                    pose: path.pose(f, frames),
+                    ..view
+                });
             s.prepare(
                 ctx,
                 mem,
@@ -380,6 +389,7 @@ impl ScenePass for GalleryPass {
                 &self.gallery.objects,
                 &view,
                 cut,
+                hint.as_ref(),
             )?;
             stream = s.uniform();
         }

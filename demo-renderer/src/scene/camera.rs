@@ -77,12 +77,21 @@ impl CameraPath {
         i > 0 && self.cut_at(i, frames) != self.cut_at(i - 1, frames)
     }
 
-    /// The pose at frame `i` of `frames`, cuts included.
+    /// The pose at frame `i` of `frames`, cuts included. The path does not move
+    /// on during a cut: it resumes where it was, so every key is still visited
+    /// (the path runs a little faster elsewhere).
     pub fn pose(&self, i: u32, frames: u32) -> Pose {
-        match self.cut_at(i, frames) {
-            Some(c) => self.cuts[c].pose,
-            None => self.path_pose(i, frames),
+        if let Some(c) = self.cut_at(i, frames) {
+            return self.cuts[c].pose;
         }
+        if frames <= 1 {
+            return self.keys[0];
+        }
+        let s = i as f32 / (frames - 1) as f32;
+        let overlap = |a: f32, b: f32, c: &Cut| (b.min(c.to) - a.max(c.from)).max(0.0);
+        let cut_before: f32 = self.cuts.iter().map(|c| overlap(0.0, s, c)).sum();
+        let cut_total: f32 = self.cuts.iter().map(|c| overlap(0.0, 1.0, c)).sum();
+        self.path_at(((s - cut_before) / (1.0 - cut_total).max(1e-3)).clamp(0.0, 1.0))
     }
 
     /// The keyframes.
@@ -93,11 +102,19 @@ impl CameraPath {
     /// The pose on the path at frame `i` of `frames`, ignoring cuts (frame 0 is the
     /// first key, the last frame the last key).
     pub fn path_pose(&self, i: u32, frames: u32) -> Pose {
-        let n = self.keys.len();
-        if n == 1 || frames <= 1 {
+        if frames <= 1 {
             return self.keys[0];
         }
-        let s = i as f32 / (frames - 1) as f32 * (n - 1) as f32;
+        self.path_at(i as f32 / (frames - 1) as f32)
+    }
+
+    /// The pose at fraction `f` (0..=1) of the path.
+    fn path_at(&self, f: f32) -> Pose {
+        let n = self.keys.len();
+        if n == 1 {
+            return self.keys[0];
+        }
+        let s = f * (n - 1) as f32;
         let k = (s.floor() as usize).min(n - 2);
         let t = s - k as f32;
         let key = |j: isize| self.keys[j.clamp(0, n as isize - 1) as usize];
@@ -163,6 +180,8 @@ mod tests {
         let cuts: Vec<u32> = (0..21).filter(|&i| path.is_cut(i, 21)).collect();
         assert_eq!(cuts, vec![10, 15]);
         assert_eq!(path.pose(12, 21), close);
-        assert_eq!(path.pose(15, 21), path.path_pose(15, 21));
+        // The path pauses during the cut and still ends on its last key.
+        assert!((path.pose(15, 21).eye - path.pose(9, 21).eye).length() < 0.2);
+        assert_eq!(path.pose(20, 21), path.path_pose(20, 21));
     }
 }

@@ -13,11 +13,17 @@
 //!
 //! The PBR pass writes, from one pixel per 8x8 tile, each material's finest
 //! wanted level (the sampler's LOD rule with anisotropy, from the texel-coordinate
-//! derivatives in the full-size map; `atomicMin`) and the number of such pixels
-//! into a small host-visible buffer. The three maps of a material share their
+//! derivatives in the full-size map; `atomicMin`), the number of such pixels and
+//! a histogram of their wanted levels (the policy's coverage per level) into a
+//! small host-visible buffer. The three maps of a material share their
 //! size and UV mapping, so one answer per material is exact for all three. The
 //! renderer waits for every frame's fence, so the buffer is read right after the
 //! frame, without a stall of its own; the next frame's decisions use it.
+//!
+//! The scripted camera also hints the streamer: during the few frames before a
+//! camera cut ([`PREFETCH_FRAMES`]), the estimate for the view after the cut
+//! joins the wants at half weight, so the close-up's levels are loading before
+//! the jump.
 //!
 //! The CPU estimate ([`estimate`]) is used instead: on the first frame (no
 //! feedback yet), on the frame of a camera cut (the feedback shows the old view),
@@ -80,6 +86,8 @@ pub struct StreamConfig {
 pub const TAIL_TEXELS: u32 = 16;
 /// Residency changes per frame, at most.
 pub const MAX_OPS: usize = 16;
+/// Frames before a camera cut during which the view after it is prefetched.
+pub const PREFETCH_FRAMES: u32 = 4;
 
 /// Streaming figures of one frame, as `report.json` lists them.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -110,11 +118,20 @@ pub struct StreamFrame {
     pub wanted_from: &'static str,
 }
 
+/// Levels the feedback's per-material histogram tells apart (finer levels of
+/// larger maps fold into the last bin).
+pub const FEEDBACK_LEVELS: usize = 14;
+/// 32-bit words of feedback per material: finest LOD x16, a spare word, and the
+/// histogram of wanted levels (whose sum is the pixel count).
+const FEEDBACK_WORDS: usize = 2 + FEEDBACK_LEVELS;
+
 /// One material's wanted level and coverage.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Want {
     level_lod: f32,
     coverage: f32,
+    /// Fraction of the frame wanting each level (feedback only).
+    hist: Option<[f32; FEEDBACK_LEVELS]>,
 }
 
 /// The streamer of one texture set.
@@ -130,7 +147,7 @@ pub struct Streamer {
     feedback_enabled: bool,
     /// The last feedback read, per material (min LOD x16, pixel count), and whether
     /// it is still unread for the frame just rendered.
-    last_feedback: Option<Vec<[u32; 2]>>,
+    last_feedback: Option<Vec<[u32; FEEDBACK_WORDS]>>,
     unread: bool,
     pixels: f32,
     started: Instant,
@@ -144,7 +161,7 @@ pub struct Streamer {
     /// Frames prepared so far.
     frames_prepared: u64,
     /// The feedback before `last_feedback`, for the trend.
-    prev_feedback: Option<Vec<[u32; 2]>>,
+    prev_feedback: Option<Vec<[u32; FEEDBACK_WORDS]>>,
 }
 
 impl Streamer {
@@ -191,7 +208,7 @@ impl Streamer {
             frames_prepared: 0,
             prev_feedback: None,
         };
-        let size = (materials.max(1) * 8) as u64;
+        let size = (materials.max(1) * FEEDBACK_WORDS * 4) as u64;
         let fb = mem.create_buffer_mapped(
             &vk::BufferCreateInfo::default()
                 .size(size)
@@ -267,7 +284,10 @@ impl Streamer {
 
     fn reset_feedback(&mut self, mem: &GpuMemory) {
         if let Some((_, m)) = self.feedback.as_mut() {
-            let words: Vec<u32> = (0..m.size() / 8).flat_map(|_| [u32::MAX, 0]).collect();
+            let mut words = vec![0u32; (m.size() / 4) as usize];
+            for w in words.chunks_exact_mut(FEEDBACK_WORDS) {
+                w[0] = u32::MAX;
+            }
             m.write(0, bytemuck::cast_slice(&words));
             mem.flush(m);
         }
@@ -287,24 +307,42 @@ impl Streamer {
         if let Some((_, m)) = self.feedback.as_ref() {
             mem.invalidate(m);
             let materials = self.map_sizes.len();
-            let mut bytes = vec![0u8; materials * 8];
+            let mut bytes = vec![0u8; materials * FEEDBACK_WORDS * 4];
             m.read(0, &mut bytes);
             let words: Vec<u32> = bytes
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
             self.prev_feedback = self.last_feedback.take();
-            self.last_feedback = Some(words.chunks_exact(2).map(|w| [w[0], w[1]]).collect());
+            self.last_feedback = Some(
+                words
+                    .chunks_exact(FEEDBACK_WORDS)
+                    .map(|w| {
+                        let mut a = [0u32; FEEDBACK_WORDS];
+                        a.copy_from_slice(w);
+                        a
+                    })
+                    .collect(),
+            );
         }
         self.reset_feedback(mem);
     }
 
-    fn feedback_wants(&self, fb: &[[u32; 2]]) -> Vec<Option<Want>> {
+    fn feedback_wants(&self, fb: &[[u32; FEEDBACK_WORDS]]) -> Vec<Option<Want>> {
+        let per_sample = 64.0 / self.pixels;
         fb.iter()
-            .map(|&[q, count]| {
-                (count > 0).then(|| Want {
-                    level_lod: q as f32 / 16.0,
-                    coverage: (count as f32 * 64.0 / self.pixels).min(1.0),
+            .map(|w| {
+                let count: u32 = w[2..].iter().sum();
+                (count > 0).then(|| {
+                    let mut hist = [0f32; FEEDBACK_LEVELS];
+                    for (h, &n) in hist.iter_mut().zip(&w[2..]) {
+                        *h = (n as f32 * per_sample).min(1.0);
+                    }
+                    Want {
+                        level_lod: w[0] as f32 / 16.0,
+                        coverage: (count as f32 * per_sample).min(1.0),
+                        hist: Some(hist),
+                    }
                 })
             })
             .collect()
@@ -340,6 +378,17 @@ impl Streamer {
                     pending: None,
                     wanted: want.map(|w| estimate::level_of(w.level_lod, info.levels)),
                     coverage: want.map_or(0.0, |w| w.coverage),
+                    level_coverage: match want.and_then(|w| w.hist) {
+                        Some(h) => {
+                            let n = info.levels as usize;
+                            let mut v: Vec<f32> = h.iter().take(n).copied().collect();
+                            if let Some(last) = v.last_mut() {
+                                *last += h.iter().skip(n).sum::<f32>();
+                            }
+                            v
+                        }
+                        None => Vec::new(),
+                    },
                     unseen_frames: self.unseen[i],
                 }
             })
@@ -357,6 +406,7 @@ impl Streamer {
         objects: &[Object],
         view: &View,
         camera_cut: bool,
+        hint: Option<&View>,
     ) -> Result<(), GpuError> {
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
         let time_ms = self.started.elapsed().as_secs_f64() * 1e3;
@@ -373,7 +423,7 @@ impl Streamer {
         // Wanted levels: the last frame's feedback, else the CPU estimate.
         let est = estimate::estimate(objects, view, &self.map_sizes);
         let small = 256.0 / self.pixels;
-        let wants: Vec<Option<Want>> = match self.last_feedback.as_ref() {
+        let mut wants: Vec<Option<Want>> = match self.last_feedback.as_ref() {
             Some(fb) if !camera_cut => {
                 frame.wanted_from = "feedback";
                 let mut fw = self.feedback_wants(fb);
@@ -395,6 +445,7 @@ impl Streamer {
                         (None, Some(e)) if e.coverage < small => Some(Want {
                             level_lod: e.lod,
                             coverage: e.coverage,
+                            hist: None,
                         }),
                         _ => None,
                     })
@@ -407,11 +458,34 @@ impl Streamer {
                         e.map(|e| Want {
                             level_lod: e.lod,
                             coverage: e.coverage,
+                            hist: None,
                         })
                     })
                     .collect()
             }
         };
+        // A camera cut coming: what its view will want joins this frame's wants at
+        // half weight (a streaming hint from the scripted camera).
+        if let Some(h) = hint {
+            for (w, e) in wants
+                .iter_mut()
+                .zip(estimate::estimate(objects, h, &self.map_sizes))
+            {
+                let Some(e) = e else { continue };
+                let extra = 0.5 * e.coverage;
+                let level = (e.lod.max(0.0) as usize).min(FEEDBACK_LEVELS - 1);
+                let w = w.get_or_insert(Want {
+                    level_lod: e.lod,
+                    coverage: 0.0,
+                    hist: Some([0.0; FEEDBACK_LEVELS]),
+                });
+                w.level_lod = w.level_lod.min(e.lod);
+                w.coverage += extra;
+                if let Some(hist) = w.hist.as_mut() {
+                    hist[level] += extra;
+                }
+            }
+        }
         for (i, u) in self.unseen.iter_mut().enumerate() {
             *u = if wants[i / 3].is_some() {
                 0

@@ -28,9 +28,13 @@
 //! # Choosing the target
 //!
 //! Every finer level a texture could get is a *step* with a key. Visible textures'
-//! steps towards their wanted level have key `coverage x deficit` (screen
-//! coverage times how many levels too coarse the texture would still be without
-//! the step); levels already resident get `keep_bonus` more (hysteresis: a level
+//! steps towards their wanted level have key `coverage x deficit` per byte: the
+//! fraction of the frame whose pixels the step brings one level closer to the
+//! level they want (so summed over a texture's steps, coverage times mip
+//! deficit), over the bytes the step adds. Per byte, a coarse step of a texture
+//! that covers little can rank above the finest step of one that covers much:
+//! the budget buys the most pixel-levels. Levels already resident get
+//! `keep_bonus` more (hysteresis: a level
 //! is displaced only by a clearly better one), and so does the one level finer
 //! than wanted when resident (a texture hovering between two levels keeps the
 //! finer one). Levels resident but not wanted (textures out of view) rank below
@@ -73,6 +77,9 @@ pub struct TextureInput {
     pub wanted: Option<u32>,
     /// Screen coverage weight (fraction of the frame's pixels, 0..=1).
     pub coverage: f32,
+    /// Fraction of the frame's pixels whose own finest wanted level is `l`, for `l`
+    /// in `0..levels` (sums to `coverage`); empty: all of `coverage` at `wanted`.
+    pub level_coverage: Vec<f32>,
     /// Frames since the texture was last visible (0 = visible now).
     pub unseen_frames: u32,
 }
@@ -93,6 +100,29 @@ impl TextureInput {
         self.tail_bytes
             + self.image_bytes(self.resident)
             + self.pending.map_or(0, |p| self.image_bytes(p))
+    }
+
+    /// Fraction of the frame that gains a level when `level` becomes resident: the
+    /// pixels that want `level` or finer.
+    pub fn gain(&self, level: u32) -> f32 {
+        let g = if self.level_coverage.is_empty() {
+            match self.wanted {
+                Some(w) if level >= w => self.coverage,
+                _ => 0.0,
+            }
+        } else {
+            self.level_coverage
+                .iter()
+                .take(level as usize + 1)
+                .sum::<f32>()
+        };
+        g.max(self.coverage * 1e-3).max(1e-9)
+    }
+
+    /// Bytes the step to `level` adds (from a main image of base `level + 1`, or
+    /// the tail alone).
+    pub fn step_bytes(&self, level: u32) -> u64 {
+        (self.image_bytes(level) - self.image_bytes(level + 1)).max(1)
     }
 
     /// File bytes read to go from `from` to the finer `to` (levels the old image lacks).
@@ -254,17 +284,19 @@ fn step_key(t: &TextureInput, i: usize, level: u32, keep_bonus: f32) -> Option<K
     let held = t.pending.unwrap_or(t.resident);
     let is_held = level >= held;
     let bonus = if is_held { 1.0 + keep_bonus } else { 1.0 };
+    // Per MiB, to keep the values in f32's comfortable range.
+    let per_mib = |gain: f32| gain * bonus * (1u64 << 20) as f32 / t.step_bytes(level) as f32;
     match t.wanted {
         Some(w) if level >= w => Some(Key {
             class: 2,
-            value: t.coverage.max(1e-6) * (level + 1 - w) as f32 * bonus,
+            value: per_mib(t.gain(level)),
             texture: i,
             level,
         }),
         // Hysteresis band: the level just finer than wanted, kept when held.
         Some(w) if is_held && level + 1 == w => Some(Key {
             class: 2,
-            value: t.coverage.max(1e-6) * 0.5 * bonus,
+            value: per_mib(0.25 * t.gain(w)),
             texture: i,
             level,
         }),
@@ -350,10 +382,13 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
         }
     }
     // 2. Shrinks: copy the levels kept into a smaller image when it fits beside
-    // everything; else wait for memory to free, or, when nothing will free by
-    // itself (no old image retiring, no drop this frame), drop to the tail (the
-    // grow back reads from the file).
+    // everything. Else drop to the tail (the grow back reads from the file) when a
+    // grow waits for room or nothing will free by itself (no old image retiring,
+    // no drop this frame); otherwise wait for memory to free.
     let frees_later = retiring > 0 || !changes.is_empty();
+    let grow_waits = textures.iter().enumerate().any(|(i, t)| {
+        !busy[i] && targets[i] < t.resident && total + t.image_bytes(t.resident - 1) > cfg.budget
+    });
     for (i, t) in textures.iter().enumerate() {
         if full(&changes) {
             break;
@@ -370,7 +405,7 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
                 from: t.resident,
                 to,
             });
-        } else if frees_later {
+        } else if frees_later && !grow_waits {
             continue;
         } else {
             changes.push(Change::Drop {
@@ -389,8 +424,9 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
         .enumerate()
         .filter(|&(i, t)| !busy[i] && targets[i] < t.resident)
         .map(|(i, t)| {
-            let deficit = t.wanted.map_or(0, |w| t.resident.saturating_sub(w).max(1)) as f32;
-            (t.coverage.max(1e-6) * deficit, i)
+            // Coverage x deficit: the pixel-levels the grow to the target wins.
+            let won: f32 = (targets[i]..t.resident).map(|l| t.gain(l)).sum();
+            (won, i)
         })
         .collect();
     grows.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -653,6 +689,17 @@ mod tests {
         }
     }
 
+    /// A per-level coverage: half at the wanted level, half one level coarser.
+    fn spread(t: &mut TextureInput) {
+        t.level_coverage.clear();
+        if let Some(w) = t.wanted {
+            let levels = t.level_bytes.len();
+            t.level_coverage = vec![0.0; levels];
+            t.level_coverage[(w as usize).min(levels - 1)] += t.coverage * 0.5;
+            t.level_coverage[(w as usize + 1).min(levels - 1)] += t.coverage * 0.5;
+        }
+    }
+
     fn arb_texture() -> impl Strategy<Value = TextureInput> {
         (
             4u32..=10,
@@ -666,6 +713,9 @@ mod tests {
                 t.wanted = wanted.map(|w| w.min(t.tail()));
                 t.coverage = if t.wanted.is_some() { coverage } else { 0.0 };
                 t.unseen_frames = if t.wanted.is_some() { 0 } else { unseen };
+                if log % 2 == 0 {
+                    spread(&mut t);
+                }
                 t
             })
     }
@@ -761,6 +811,9 @@ mod tests {
                     match w[i % w.len()] {
                         Some((lvl, cov)) => { t.wanted = Some(lvl.min(t.tail())); t.coverage = cov; t.unseen_frames = 0; }
                         None => { t.wanted = None; t.coverage = 0.0; t.unseen_frames += 1; }
+                    }
+                    if i % 2 == 0 {
+                        spread(t);
                     }
                 }
                 prop_assert!(sim.total() <= budget);

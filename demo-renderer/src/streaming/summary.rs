@@ -115,3 +115,47 @@ impl StreamingSummary {
         line
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::FrameTimes;
+    use crate::streaming::StreamFrame;
+
+    fn frame(i: u32, deficit: f64, cut: bool, resident: u64) -> FrameRecord {
+        let mut f = FrameRecord::new(i, &FrameTimes::default(), resident, 100);
+        f.streaming = Some(StreamFrame {
+            texture_resident_bytes: resident,
+            mip_deficit: deficit,
+            camera_cut: cut,
+            time_ms: i as f64 * 10.0,
+            upload_bytes: 1000,
+            upload_ms: 0.001,
+            ..StreamFrame::default()
+        });
+        f
+    }
+
+    #[test]
+    fn refill_over_budget_and_rates() {
+        let frames = vec![
+            frame(0, 0.0, false, 50),
+            frame(1, 1.5, true, 60),
+            frame(2, 0.5, false, 101),
+            frame(3, 0.05, false, 90),
+            frame(4, 2.0, true, 90),
+            frame(5, 1.0, false, 90),
+        ];
+        let s = StreamingSummary::from_frames(Mode::On, &frames).unwrap();
+        assert_eq!(s.frames_over_budget, 1);
+        // Cut at frame 1 refilled at frame 3 (20 ms later); the one at frame 4 never.
+        assert_eq!(s.refill_ms, vec![Some(20.0), None]);
+        assert_eq!(s.refill_frames, vec![Some(2), None]);
+        assert!((s.mean_mip_deficit - 5.05 / 6.0).abs() < 1e-9);
+        assert_eq!(s.p99_mip_deficit, 2.0);
+        assert_eq!(s.upload_bytes, 6000);
+        assert!((s.upload_gbps - 1.0).abs() < 1e-9); // 6000 B in 6 us
+        assert!(s.line().contains("refill after cuts [20 ms, never]"));
+        assert!(StreamingSummary::from_frames(Mode::On, &[]).is_none());
+    }
+}
