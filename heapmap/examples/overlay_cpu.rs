@@ -6,7 +6,8 @@
 //! snapshots running, shows whether a snapshot stalls it.
 //!
 //! `cargo run --release -p vkalloc-heapmap --example overlay_cpu -- [N] [FRAMES]`
-//! prints one JSON object.
+//! prints one JSON object (with `OVERLAY_CPU_ALONE=1`: only the median snapshot
+//! and layout milliseconds, without the second thread, for profiling).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
