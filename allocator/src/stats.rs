@@ -200,12 +200,17 @@ impl BlockInfo {
         block.for_each_free(&mut |offset, size| free_ranges.push([offset, size]));
         let total_free: u64 = free_ranges.iter().map(|r| r[1]).sum();
         let largest_free = free_ranges.iter().map(|r| r[1]).max().unwrap_or(0);
-        let mut allocations = Vec::new();
+        let mut allocations = Vec::with_capacity(block.allocation_count() as usize);
         block.for_each_allocation(&mut |offset, size, kind| {
             allocations.push(AllocationInfo {
                 offset,
                 size,
-                kind: format!("{kind:?}").to_lowercase(),
+                kind: match kind {
+                    crate::range::RangeKind::Linear => "linear",
+                    crate::range::RangeKind::Optimal => "optimal",
+                    crate::range::RangeKind::Unknown => "unknown",
+                }
+                .to_owned(),
                 tag: None,
             })
         });

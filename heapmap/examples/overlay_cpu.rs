@@ -6,7 +6,8 @@
 //! snapshots running, shows whether a snapshot stalls it.
 //!
 //! `cargo run --release -p vkalloc-heapmap --example overlay_cpu -- [N] [FRAMES]`
-//! prints one JSON object.
+//! prints one JSON object (with `OVERLAY_CPU_ALONE=1`: only the median snapshot
+//! and layout milliseconds, without the second thread, for profiling).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -145,19 +146,28 @@ fn main() {
             layout_ms.push(ms(t2 - t1));
             total_ms.push(ms(t2 - t0));
         };
-    // Warm up (fonts), then measure with another thread allocating meanwhile.
+    // Warm up (fonts), then measure alone; then again with another thread
+    // allocating and freeing meanwhile, for its slowest call.
     let (mut s, mut l, mut t) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         frame(&mut s, &mut l, &mut t);
     }
     let (mut s, mut l, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..frames {
+        frame(&mut s, &mut l, &mut t);
+    }
+    if std::env::var_os("OVERLAY_CPU_ALONE").is_some() {
+        println!("{:?}", (percentile(&mut s, 0.5), percentile(&mut l, 0.5)));
+        return;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {
         let (a, st) = (allocator.clone(), stop.clone());
         std::thread::spawn(move || churn(a, st))
     };
+    let (mut s2, mut l2, mut t2) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..frames {
-        frame(&mut s, &mut l, &mut t);
+        frame(&mut s2, &mut l2, &mut t2);
     }
     stop.store(true, Ordering::Relaxed);
     let worst_with = worker.join().unwrap();
@@ -173,8 +183,9 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     let worst_without = worker.join().unwrap();
     println!(
-        "{{\"live_allocations\": {}, \"frames\": {frames}, \"snapshot_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"layout_tessellate_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"total_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"other_thread_worst_call_ms\": {{\"with_snapshots\": {:.4}, \"without\": {:.4}}}}}",
+        "{{\"live_allocations\": {}, \"blocks\": {}, \"frames\": {frames}, \"snapshot_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"layout_tessellate_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"total_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"other_thread_worst_call_ms\": {{\"with_snapshots\": {:.4}, \"without\": {:.4}}}}}",
         allocator.statistics().total.allocation_count,
+        allocator.statistics().total.block_count,
         percentile(&mut s, 0.5),
         percentile(&mut s, 0.99),
         percentile(&mut l, 0.5),

@@ -21,6 +21,29 @@ pub const STRIP_HEIGHT: f32 = 14.0;
 /// Rows of the zoomed block view.
 pub const ZOOM_ROWS: u64 = 8;
 
+/// FNV-1a: tags are short, and the default hasher costs more than the lookup saves.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FastHash = std::hash::BuildHasherDefault<Fnv>;
+
 /// What the overlay draws.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OverlayData<'a> {
@@ -46,7 +69,7 @@ pub struct ViewState {
     /// Whether to show the filter widgets (off in heap-map PNGs).
     pub controls: bool,
     /// Categories of the tags seen so far, so a frame classifies each tag once.
-    categories: std::collections::HashMap<String, Category>,
+    categories: std::collections::HashMap<String, Category, FastHash>,
 }
 
 impl Default for ViewState {
@@ -318,6 +341,33 @@ fn allocations_at(block: &BlockSnapshot, offset: u64) -> Vec<&AllocationRecord> 
         .collect()
 }
 
+/// Runs of pixel columns of one colour slot (category * 2 + dimmed), in order.
+#[derive(Default)]
+struct Runs(Vec<(usize, usize, usize)>);
+
+impl Runs {
+    fn push(&mut self, c0: usize, c1: usize, slot: usize) {
+        if c1 <= c0 {
+            return;
+        }
+        match self.0.last_mut() {
+            Some(last) if last.2 == slot && last.1 >= c0 => last.1 = last.1.max(c1),
+            _ => self.0.push((c0, c1, slot)),
+        }
+    }
+
+    /// Ends column `column`: its colour is the slot with the most bytes.
+    fn flush(&mut self, column: Option<usize>, acc: &mut [f64; 12]) {
+        if let Some(c) = column {
+            let best = (0..12).max_by(|&a, &b| acc[a].total_cmp(&acc[b]));
+            if let Some(slot) = best.filter(|&s| acc[s] > 0.0) {
+                self.push(c, c + 1, slot);
+            }
+        }
+        *acc = [0.0; 12];
+    }
+}
+
 /// Marks drawn over a strip by a diff: byte ranges and their colour.
 type Marks<'a> = &'a [(u64, u64, Color32)];
 
@@ -338,15 +388,23 @@ fn strip(
         return response;
     }
     let span = end.saturating_sub(start).max(1) as f64;
-    let px = 1.0 / ui.ctx().pixels_per_point();
+    let ppp = ui.ctx().pixels_per_point();
+    let px = 1.0 / ppp;
     let x_of = |offset: u64| {
         let f = (offset.saturating_sub(start).min(end - start) as f64 / span) as f32;
         rect.min.x + rect.width() * f
     };
-    let mut shapes = vec![Shape::rect_filled(rect, 0.0, FREE_COLOR)];
-    // Runs of one colour, merged where they touch at pixel size: a block with
-    // 10,000 allocations stays a few hundred rectangles.
-    let mut run: Option<(f32, f32, Color32)> = None;
+    // One colour per pixel column at most: each allocation adds its bytes to the
+    // columns it covers, a column takes the colour of the kind with the most
+    // bytes in it, and equal neighbours merge. A block of 10,000 allocations
+    // stays at most a few hundred rectangles, in time linear in allocations.
+    let columns = ((rect.width() * ppp).round() as usize).clamp(1, 16384);
+    let bytes_per_column = span / columns as f64;
+    let filtered = !state.tag_filter.is_empty() || state.shown.contains(&false);
+    let mut runs = Runs::default();
+    let mut acc = [0.0f64; 12];
+    let mut acc_column: Option<usize> = None;
+    let mut boundaries: Vec<usize> = Vec::new();
     let mut aliased: Vec<(f32, f32)> = Vec::new();
     let mut max_end = 0u64;
     let first = block
@@ -356,46 +414,63 @@ fn strip(
         .iter()
         .take_while(|a| a.offset < end)
     {
-        let a_end = a.offset + a.size;
+        let a_end = a.offset.saturating_add(a.size);
         if a.offset < max_end {
             aliased.push((x_of(a.offset), x_of(a_end.min(max_end))));
         }
         max_end = max_end.max(a_end);
         let category = state.category(a);
-        let filtered = !state.tag_filter.is_empty() || state.shown.contains(&false);
-        let color = if !filtered || state.passes(a, category) {
-            category.color()
-        } else {
-            category.color().gamma_multiply(0.25)
-        };
-        let (x0, x1) = (x_of(a.offset), x_of(a_end).max(x_of(a.offset) + px));
-        match &mut run {
-            Some((_, rx1, rc)) if *rc == color && x0 <= *rx1 + px => *rx1 = rx1.max(x1),
+        let dim = filtered && !state.passes(a, category);
+        let slot = category as usize * 2 + dim as usize;
+        let lo = (a.offset.max(start) - start) as f64 / bytes_per_column;
+        let hi = (a_end.min(end) - start) as f64 / bytes_per_column;
+        let c0 = (lo.floor() as usize).min(columns - 1);
+        let c1 = (hi.ceil() as usize).clamp(c0 + 1, columns);
+        match acc_column {
+            Some(c) if c0 <= c => {}
             _ => {
-                if let Some((rx0, rx1, rc)) = run.take() {
-                    shapes.push(Shape::rect_filled(
-                        Rect::from_x_y_ranges(rx0..=rx1, rect.y_range()),
-                        0.0,
-                        rc,
-                    ));
-                }
-                run = Some((x0, x1, color));
+                runs.flush(acc_column, &mut acc);
+                acc_column = Some(c0);
             }
         }
-        // Boundaries between allocations wide enough to show them.
-        if x1 - x0 > 4.0 {
-            shapes.push(Shape::vline(
-                x0,
-                rect.y_range(),
-                Stroke::new(px, Color32::from_black_alpha(160)),
-            ));
+        if c1 - c0 <= 1 || acc_column != Some(c0) {
+            acc[slot] += (hi - lo).max(1e-9);
+            continue;
         }
+        if c1 - c0 >= 6 {
+            boundaries.push(c0);
+        }
+        acc[slot] += (c0 + 1) as f64 - lo;
+        runs.flush(acc_column, &mut acc);
+        runs.push(c0 + 1, c1 - 1, slot);
+        acc[slot] = (hi - (c1 - 1) as f64).max(1e-9);
+        acc_column = Some(c1 - 1);
     }
-    if let Some((rx0, rx1, rc)) = run {
-        shapes.push(Shape::rect_filled(
-            Rect::from_x_y_ranges(rx0..=rx1, rect.y_range()),
-            0.0,
-            rc,
+    runs.flush(acc_column, &mut acc);
+    let x_col = |c: usize| rect.min.x + rect.width() * c as f32 / columns as f32;
+    let mut shapes = Vec::with_capacity(runs.0.len() + boundaries.len() + 4);
+    shapes.push(Shape::rect_filled(rect, 0.0, FREE_COLOR));
+    // Pixel-aligned rectangles need no anti-aliasing: one plain mesh, four
+    // vertices each, instead of a tessellated shape per run.
+    let mut mesh = egui::Mesh::default();
+    mesh.reserve_triangles(runs.0.len() * 2);
+    mesh.reserve_vertices(runs.0.len() * 4);
+    for &(c0, c1, slot) in &runs.0 {
+        let base = Category::ALL[slot / 2].color();
+        let color = if slot % 2 == 1 {
+            base.gamma_multiply(0.25)
+        } else {
+            base
+        };
+        let r = Rect::from_x_y_ranges(x_col(c0)..=x_col(c1), rect.y_range());
+        mesh.add_colored_rect(r, color);
+    }
+    shapes.push(Shape::mesh(mesh));
+    for c in boundaries {
+        shapes.push(Shape::vline(
+            x_col(c),
+            rect.y_range(),
+            Stroke::new(px, Color32::from_black_alpha(160)),
         ));
     }
     for (x0, x1) in aliased {

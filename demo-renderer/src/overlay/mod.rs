@@ -37,6 +37,10 @@ fn gpu_err(call: &'static str, e: egui_ash_renderer::RendererError) -> GpuError 
 /// Frames the timeline keeps.
 pub const TIMELINE_FRAMES: usize = 300;
 
+/// Frames a snapshot of the blocks is kept while the allocator's counters stay
+/// the same (heaps and counters are read fresh every frame).
+pub const SNAPSHOT_MAX_AGE: u32 = 30;
+
 /// The overlay's state and renderer.
 pub struct Overlay {
     egui: egui::Context,
@@ -50,6 +54,7 @@ pub struct Overlay {
     to_free: Vec<TextureId>,
     pixels_per_point: f32,
     last_ops: (u64, u64, u32),
+    snapshot_age: u32,
     /// Whether it is drawn (F1 toggles it in a window).
     pub visible: bool,
     /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and tessellation.
@@ -97,6 +102,7 @@ impl Overlay {
             to_free: Vec::new(),
             pixels_per_point: 1.0,
             last_ops: (0, 0, 0),
+            snapshot_age: u32::MAX,
             visible: true,
             cpu_ms: 0.0,
             snapshot_ms: 0.0,
@@ -145,7 +151,18 @@ impl Overlay {
         mut input: egui::RawInput,
     ) -> Result<(), GpuError> {
         let started = Instant::now();
-        self.snapshot = mem.snapshot();
+        // The cheap counters take no lock; walk the blocks only when they moved
+        // (or the snapshot is old), so a steady frame costs no block walk.
+        let stats = mem.allocator().statistics();
+        let same = stats.types == self.snapshot.statistics.types
+            && stats.pools == self.snapshot.statistics.pools;
+        if same && self.snapshot_age < SNAPSHOT_MAX_AGE {
+            self.snapshot.statistics = stats;
+            self.snapshot_age += 1;
+        } else {
+            self.snapshot = mem.snapshot();
+            self.snapshot_age = 0;
+        }
         self.snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
         if !self.visible {
             self.primitives.clear();
