@@ -38,9 +38,9 @@ fn allocate_and_free(allocator: &Allocator<SimDevice>, desc: &AllocationDesc<'_>
 /// `AllocatorDesc::debug_margin` is not checked: a margin near `u64::MAX`
 /// makes `range_request` (allocator.rs) overflow computing
 /// `lead(margin, alignment) + margin` for any shared host-visible
-/// allocation ("attempt to add with overflow"; wraps in release builds, so
-/// the range asked for is far too small for the margins that are then
-/// written: memory corruption through `corruption::fill`).
+/// allocation ("attempt to add with overflow" with overflow checks on;
+/// without them the sum wraps and the range asked for is smaller than the
+/// margins placed in it; what that leads to was not followed further).
 #[test]
 #[ignore = "finding: a huge debug_margin overflows range_request (allocator.rs)"]
 fn huge_debug_margin_does_not_overflow() {
@@ -101,4 +101,43 @@ fn huge_block_size_does_not_overflow() {
         request.options.usage = MemoryUsage::GpuOnly;
         allocate_and_free(&allocator, &request);
     }
+}
+
+/// `reset_pool` is a safe function, yet the `MappedAllocation`s of the pool
+/// it frees stay usable: safe code then holds two mutable views of the same
+/// bytes (the stale handle's and the next allocation's), and a write through
+/// the stale one changes the live one. Found while writing the fuzz target
+/// (which therefore never writes through a handle a reset freed); the
+/// planned `unsafe fn reset_pool` puts the obligation on the caller.
+#[test]
+#[ignore = "finding: safe reset_pool leaves mapped handles that alias later allocations (allocator.rs)"]
+fn reset_pool_does_not_leave_aliasing_mapped_handles() {
+    use vkalloc::{LinearMode, PoolAlgorithm, PoolDesc};
+    let allocator =
+        Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default()).unwrap();
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::Upload,
+            block_size: 1 << 20,
+            max_blocks: 1,
+            algorithm: PoolAlgorithm::Linear(LinearMode::Ring),
+            ..PoolDesc::new("frame")
+        })
+        .unwrap();
+    let mut desc = upload(256, DedicatedPolicy::Auto);
+    desc.options.pool = Some(pool);
+    let mut stale = allocator.allocate_mapped(&desc).unwrap();
+    allocator.reset_pool(pool).unwrap();
+    let mut live = allocator.allocate_mapped(&desc).unwrap();
+    live.write(0, &[1; 16]).unwrap();
+    stale.write(0, &[2; 16]).unwrap();
+    let mut read = [0; 16];
+    live.read(0, &mut read).unwrap();
+    allocator.free(live).unwrap();
+    allocator.free(stale).unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    assert_eq!(
+        read, [1; 16],
+        "a write through a freed handle changed a live allocation"
+    );
 }
