@@ -60,6 +60,7 @@ fn allocate_mapped(
 
 /// Frees; on an error, the allocation comes back when the API hands it back
 /// (today it does not: a refused allocation is dropped, so leaked).
+#[allow(clippy::result_large_err)] // The shape of the planned `free`.
 fn free(allocator: &Alloc, allocation: Allocation) -> Result<(), (Error, Option<Allocation>)> {
     allocator.free(allocation).map_err(|e| (e, None))
 }
