@@ -5,6 +5,7 @@
 //! cargo xtask demo  [--driver ...] [-- ] [demo args...]
 //! cargo xtask bench [--driver ...] [-- ] [bench args...]
 //! cargo xtask setup
+//! cargo xtask fuzz
 //! ```
 //!
 //! Every command first makes sure the system packages the project needs are
@@ -92,6 +93,7 @@ commands:
   bench   install what is missing, then run the benchmarks (release build);
           arguments go to the bench binary
   setup   only install what is missing and print the Vulkan environment
+  fuzz    only the test command's fuzz step (installs cargo-fuzz if missing)
 
 --driver lavapipe   (default) use Mesa's CPU driver, whatever GPUs the machine has
 --driver system     use whatever drivers the Vulkan loader finds (real GPUs)
@@ -195,6 +197,7 @@ fn run(args: Vec<String>) -> Result<()> {
             let options = parse_test_options(&invocation.rest)?;
             test(&invocation.driver, &options)
         }
+        "fuzz" => fuzz_step(),
         "demo" => {
             let env = prepare(&invocation.driver)?;
             env.print();
@@ -456,7 +459,14 @@ fn fuzz_step() -> Result<()> {
             .map_err(|e| XtaskError(format!("cannot create {}: {e}", scratch.display())))?;
         let mut command = cargo();
         command
-            .args(["fuzz", "run", "-s", "none", "--target-dir", "fuzz/target/none"])
+            .args([
+                "fuzz",
+                "run",
+                "-s",
+                "none",
+                "--target-dir",
+                "fuzz/target/none",
+            ])
             .arg(target)
             .arg(&scratch)
             .arg(Path::new("fuzz/corpus").join(target))
