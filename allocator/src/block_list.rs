@@ -103,7 +103,7 @@ impl BlockList {
             let mut size = (full >> shift).max(MIN_BLOCK_SIZE).min(full);
             // Leave room for a few more allocations of this size.
             while size < needed.saturating_mul(2) && size < full {
-                size *= 2;
+                size = size.saturating_mul(2);
             }
             (size.max(needed), needed)
         };

@@ -5,6 +5,7 @@
 //! cargo xtask demo  [--driver ...] [-- ] [demo args...]
 //! cargo xtask bench [--driver ...] [-- ] [bench args...]
 //! cargo xtask setup
+//! cargo xtask fuzz
 //! ```
 //!
 //! Every command first makes sure the system packages the project needs are
@@ -96,6 +97,7 @@ commands:
           vkalloc-heapmap; no GPU needed):
             cargo xtask heapmap DUMP.json --out heap.png [--width PIXELS]
             cargo xtask heapmap --diff OLD.json NEW.json --out diff.png
+  fuzz    only the test command's fuzz step (installs cargo-fuzz if missing)
 
 --driver lavapipe   (default) use Mesa's CPU driver, whatever GPUs the machine has
 --driver system     use whatever drivers the Vulkan loader finds (real GPUs)
@@ -200,6 +202,7 @@ fn run(args: Vec<String>) -> Result<()> {
             let options = parse_test_options(&invocation.rest)?;
             test(&invocation.driver, &options)
         }
+        "fuzz" => fuzz_step(),
         "demo" => {
             let env = prepare(&invocation.driver)?;
             env.print();
@@ -421,9 +424,21 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
             }
         }
     }
+    let start = Instant::now();
+    match fuzz_step() {
+        Ok(()) => timings.push(format!("fuzz {}", seconds(start.elapsed()))),
+        Err(err) => {
+            let err = hint(err, "see RELIABILITY.md for reproducing a fuzz crash");
+            if !options.keep_going {
+                return Err(err);
+            }
+            timings.push(format!("fuzz FAILED {}", seconds(start.elapsed())));
+            failures.push(err.to_string());
+        }
+    }
     if failures.is_empty() {
         println!(
-            "\nxtask test: OK: fmt, clippy, doc and tests all passed in {} ({})",
+            "\nxtask test: OK: fmt, clippy, doc, tests and fuzzing all passed in {} ({})",
             seconds(total.elapsed()),
             timings.join(", ")
         );
@@ -437,6 +452,61 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
             failures.join("\n  ")
         ))
     }
+}
+
+/// The fuzz targets in `fuzz/` (a crate outside the workspace), each run for
+/// this many seconds over its committed corpus in `fuzz/corpus/`.
+const FUZZ_TARGETS: &[&str] = &["range_tlsf", "range_linear", "allocator_sim"];
+const FUZZ_SECONDS: u32 = 20;
+
+/// Time-boxed fuzzing: installs cargo-fuzz when missing, checks the fuzz
+/// crate's formatting, then runs each target for [`FUZZ_SECONDS`]; a crash
+/// fails the step. `-s none` builds on the stable toolchain (a sanitizer
+/// needs nightly flags); debug assertions and overflow checks stay on. New
+/// inputs go to `fuzz/target/xtask-corpus/`, so the committed corpus stays
+/// as it is.
+fn fuzz_step() -> Result<()> {
+    let installed = cargo()
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        println!(
+            "\nxtask: cargo-fuzz is missing: installing it with `cargo install cargo-fuzz --locked` \
+             (about 2 minutes on two cores, once)"
+        );
+        run_step(
+            "install cargo-fuzz",
+            cargo().args(["install", "cargo-fuzz", "--locked"]),
+        )?;
+    }
+    run_step(
+        "fuzz fmt",
+        cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]),
+    )?;
+    for target in FUZZ_TARGETS {
+        let scratch = Path::new("fuzz/target/xtask-corpus").join(target);
+        std::fs::create_dir_all(&scratch)
+            .map_err(|e| XtaskError(format!("cannot create {}: {e}", scratch.display())))?;
+        let mut command = cargo();
+        command
+            .args([
+                "fuzz",
+                "run",
+                "-s",
+                "none",
+                "--target-dir",
+                "fuzz/target/none",
+            ])
+            .arg(target)
+            .arg(&scratch)
+            .arg(Path::new("fuzz/corpus").join(target))
+            .args(["--", "-len_control=0"])
+            .arg(format!("-max_total_time={FUZZ_SECONDS}"));
+        command.env("VKALLOC_FUZZ_STATS", "1");
+        run_step(&format!("fuzz {target}"), &mut command)?;
+    }
+    Ok(())
 }
 
 /// `-D warnings` added to whatever RUSTDOCFLAGS the user has.

@@ -139,6 +139,9 @@ impl AllocatorDesc {
     }
 }
 
+/// The smallest block size a memory type gets.
+const MIN_BLOCK_SIZE: u64 = 1 << 20;
+
 /// Heaps up to this size get blocks of 1/8 of the heap.
 const SMALL_HEAP_MAX: u64 = 1 << 30;
 
@@ -245,11 +248,14 @@ impl<D: MemoryDevice> Allocator<D> {
             .enumerate()
             .map(|(index, t)| {
                 let heap_size = props.heaps[t.heap_index as usize].size;
+                // At least 1 MiB (a block size of 0 would ask the driver for
+                // empty memory), at most what one allocation may be.
                 let block_size = if heap_size <= SMALL_HEAP_MAX {
-                    (heap_size / 8).max(1 << 20)
+                    heap_size / 8
                 } else {
                     desc.block_size
                 }
+                .max(MIN_BLOCK_SIZE)
                 .min(limits.max_memory_allocation_size)
                 .max(1);
                 let host_visible = t.flags.contains(MemoryPropertyFlags::HOST_VISIBLE);

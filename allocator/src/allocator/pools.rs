@@ -173,6 +173,14 @@ impl<D: MemoryDevice> Allocator<D> {
     /// or free them. (The device, too, must be done with the memory, as for
     /// any free.)
     ///
+    /// Safe code can't call it, so it can't leave aliasing handles behind:
+    ///
+    /// ```compile_fail
+    /// # fn f(a: &vkalloc::Allocator<vkalloc::sim::SimDevice>, pool: vkalloc::PoolId) {
+    /// a.reset_pool(pool).unwrap(); // error: call to unsafe function
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::UnknownPool`] for a stale id.
     pub unsafe fn reset_pool(&self, id: PoolId) -> Result<(), Error> {

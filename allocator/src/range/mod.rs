@@ -9,8 +9,11 @@
 #![forbid(unsafe_code)]
 
 pub mod linear;
-#[cfg(test)]
-mod shadow;
+/// The shadow model the property tests and the fuzz targets check the
+/// algorithms against; built for tests and under `cfg(fuzzing)` only.
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod shadow;
 pub mod tlsf;
 
 pub use linear::{LinearAllocator, LinearMode};

@@ -1,10 +1,19 @@
 //! A shadow model for tests: the live ranges of a range allocator kept in a
-//! `BTreeMap`, and a driver that runs random operations on an allocator and
-//! checks it against the model after each one.
+//! `BTreeMap`, and a driver that runs operations on an allocator and checks
+//! it against the model after each one.
+//!
+//! The operations are steps with explicit arguments ([`Driver::allocate`],
+//! [`Driver::free_id`], [`Driver::stale_free`], [`Driver::clear`],
+//! [`Driver::drain`]), so that the fuzz targets in `fuzz/` can drive them
+//! from their input; the unit tests pick them at random ([`run_suite`]).
+//! Compiled for tests and under `cfg(fuzzing)` (set by `cargo fuzz`); not
+//! part of the crate's API.
 
 use std::collections::{BTreeMap, HashMap};
 
+#[cfg(test)]
 use rand::{Rng, SeedableRng};
+#[cfg(test)]
 use rand_chacha::ChaCha8Rng;
 
 use super::{Range, RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest};
@@ -14,7 +23,7 @@ use super::{Range, RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest}
 /// `max(alignment, granularity) - 1`, plus `granularity - 1` when a live
 /// allocation follows the gap (granularity terms only above 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Policy {
+pub enum Policy {
     /// TLSF: anywhere; refused only when no free range has `w + w / 32` bytes.
     GoodFit,
     /// Linear stack: after the newest allocation; refused only when the
@@ -27,6 +36,7 @@ pub(crate) enum Policy {
 
 /// The parameter sets every algorithm runs with: capacity, granularity and
 /// the number of operations. They add up to more than 140,000 operations.
+#[cfg(test)]
 pub(crate) const SUITE: [(u64, u64, usize); 10] = [
     (0, 1, 300),
     (1, 1, 1_500),
@@ -41,10 +51,12 @@ pub(crate) const SUITE: [(u64, u64, usize); 10] = [
 ];
 
 /// How often the driver checks everything (validate, both walks).
+#[cfg(test)]
 const FULL_CHECK_EVERY: usize = 97;
 
 /// Runs [`SUITE`] on allocators from `make(capacity, granularity)` and
 /// returns the number of operations run.
+#[cfg(test)]
 pub(crate) fn run_suite(
     policy: Policy,
     make: impl Fn(u64, u64) -> Box<dyn RangeAllocator>,
@@ -135,6 +147,16 @@ impl Shadow {
         };
     }
 
+    fn oldest(&self) -> Option<RangeId> {
+        let (_, offset) = self.by_seq.first_key_value()?;
+        Some(self.by_offset[offset].id)
+    }
+
+    fn newest(&self) -> Option<RangeId> {
+        let (_, offset) = self.by_seq.last_key_value()?;
+        Some(self.by_offset[offset].id)
+    }
+
     fn end_of(&self, offset: u64) -> u64 {
         offset + self.by_offset[&offset].size
     }
@@ -172,8 +194,8 @@ impl Shadow {
     }
 }
 
-/// Runs random operations on one allocator against a [`Shadow`].
-struct Driver<'a> {
+/// Runs operations on one allocator against a [`Shadow`].
+pub struct Driver<'a> {
     allocator: &'a mut dyn RangeAllocator,
     policy: Policy,
     granularity: u64,
@@ -190,7 +212,9 @@ struct Driver<'a> {
 }
 
 impl<'a> Driver<'a> {
-    fn new(
+    /// A driver for an allocator with nothing live; `granularity` is the one
+    /// it was made with, `context` names the run in failure messages.
+    pub fn new(
         allocator: &'a mut dyn RangeAllocator,
         policy: Policy,
         granularity: u64,
@@ -211,6 +235,157 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// Live allocations in the model.
+    pub fn live_count(&self) -> usize {
+        self.shadow.ids.len()
+    }
+
+    /// Operations run so far (allocations, refused ones included, frees,
+    /// stale frees and clears).
+    pub fn ops(&self) -> usize {
+        self.ops
+    }
+
+    /// The live allocation at `index` (below [`Self::live_count`]) in an
+    /// arbitrary but deterministic order.
+    pub fn live_id(&self, index: usize) -> Option<RangeId> {
+        self.shadow.ids.get(index).copied()
+    }
+
+    /// The oldest live allocation.
+    pub fn oldest(&self) -> Option<RangeId> {
+        self.shadow.oldest()
+    }
+
+    /// The newest live allocation.
+    pub fn newest(&self) -> Option<RangeId> {
+        self.shadow.newest()
+    }
+
+    /// A recently freed id (one of the last 64), by `index` modulo their
+    /// number; `None` when nothing was freed yet.
+    pub fn dead_id(&self, index: usize) -> Option<RangeId> {
+        match self.dead.len() {
+            0 => None,
+            n => Some(self.dead[index % n]),
+        }
+    }
+
+    /// Checks the cheap counters after an operation; [`Self::full_check`]
+    /// checks everything.
+    pub fn check_counts(&self) {
+        assert_eq!(
+            self.allocator.allocation_count() as usize,
+            self.shadow.ids.len(),
+            "{}",
+            self.context
+        );
+        assert_eq!(
+            self.allocator.allocated_bytes(),
+            self.shadow.bytes,
+            "{}",
+            self.context
+        );
+    }
+
+    /// Allocates `request` (`size` non-zero, `alignment` a power of two,
+    /// as the trait asks), with [`RangeAllocator::allocate`] or with `find`
+    /// twice (checking it is pure) then `commit`; checks the placement or
+    /// the refusal against the model.
+    pub fn allocate(&mut self, request: &RangeRequest, via_find: bool) -> Option<Range> {
+        self.ops += 1;
+        let range = if !via_find {
+            self.allocator.allocate(request)
+        } else {
+            let placement = self.allocator.find(request);
+            assert_eq!(
+                placement,
+                self.allocator.find(request),
+                "{}: find is not pure",
+                self.context
+            );
+            placement.map(|placement| {
+                let range = self.allocator.commit(placement, request.kind);
+                assert_eq!(range.offset, placement.offset, "{}", self.context);
+                range
+            })
+        };
+        match range {
+            Some(range) => {
+                self.wraps += usize::from(self.check_placed(request, &range));
+                self.shadow.insert(range, request.kind);
+            }
+            None => {
+                self.refusals += 1;
+                self.check_refusal(request);
+            }
+        }
+        range
+    }
+
+    /// Frees a live allocation and expects success.
+    pub fn free_id(&mut self, id: RangeId) {
+        self.ops += 1;
+        assert_eq!(self.allocator.free(id), Ok(()), "{}", self.context);
+        self.shadow.remove(id);
+        if self.dead.len() < 64 {
+            self.dead.push(id);
+        } else {
+            let slot = (self.ops * 7) % 64;
+            self.dead[slot] = id;
+        }
+    }
+
+    /// Frees an id that is not live (a dead one or a made-up one) and
+    /// expects a refusal; does nothing when `id` is live.
+    pub fn stale_free(&mut self, id: RangeId) {
+        if self.shadow.index_of.contains_key(&id) {
+            return; // The slot came back at the same generation: the id is live again.
+        }
+        self.ops += 1;
+        assert_eq!(
+            self.allocator.free(id),
+            Err(RangeError::UnknownId(id)),
+            "{}",
+            self.context
+        );
+    }
+
+    /// Frees every allocation at once and checks the allocator is empty.
+    pub fn clear(&mut self) {
+        self.allocator.clear();
+        self.shadow.clear();
+        self.ops += 1;
+        self.check_empty();
+    }
+
+    /// Frees every live range one by one: `order % 3` is 0 for a
+    /// pseudo-random order seeded by `order`, 1 for oldest first, 2 for
+    /// newest first; then checks the allocator is empty.
+    pub fn drain(&mut self, order: u64) {
+        let mut state = order;
+        self.drain_with(|shadow| match order % 3 {
+            0 => {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                shadow.ids[(state >> 33) as usize % shadow.ids.len()]
+            }
+            1 => shadow.oldest().expect("not empty"),
+            _ => shadow.newest().expect("not empty"),
+        });
+    }
+
+    fn drain_with(&mut self, mut next: impl FnMut(&Shadow) -> RangeId) {
+        while !self.shadow.ids.is_empty() {
+            let id = next(&self.shadow);
+            self.free_id(id);
+        }
+        self.check_empty();
+    }
+
+    /// Random operations, checked as they go.
+    #[cfg(test)]
     fn run(&mut self, seed: u64, ops: usize) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut filling = true;
@@ -220,40 +395,24 @@ impl<'a> Driver<'a> {
                 filling = !filling;
             }
             match rng.gen_range(0..1000) {
-                0 => {
-                    self.allocator.clear();
-                    self.shadow.clear();
-                    self.ops += 1;
-                    self.check_empty();
-                }
-                1..=2 => self.drain(&mut rng),
-                3..=22 => self.stale_free(&mut rng),
+                0 => self.clear(),
+                1..=2 => self.random_drain(&mut rng),
+                3..=22 => self.random_stale_free(&mut rng),
                 _ if self.shadow.ids.is_empty()
                     || rng.gen_bool(if filling { 0.7 } else { 0.3 }) =>
                 {
-                    self.allocate(&mut rng)
+                    self.random_allocate(&mut rng)
                 }
-                _ => self.free(&mut rng),
+                _ => self.random_free(&mut rng),
             }
-            assert_eq!(
-                self.allocator.allocation_count() as usize,
-                self.shadow.ids.len(),
-                "{}",
-                self.context
-            );
-            assert_eq!(
-                self.allocator.allocated_bytes(),
-                self.shadow.bytes,
-                "{}",
-                self.context
-            );
+            self.check_counts();
             if self.ops >= next_check {
                 self.full_check();
                 next_check = self.ops + FULL_CHECK_EVERY;
             }
         }
         self.full_check();
-        self.drain(&mut rng);
+        self.random_drain(&mut rng);
         let allocations = self.shadow.next_seq as usize;
         let ring_stuck = self.policy == Policy::Ring && self.capacity >= 1000 && self.wraps == 0;
         let vacuous = allocations < ops / 10 || self.refusals == 0 || ring_stuck;
@@ -264,6 +423,7 @@ impl<'a> Driver<'a> {
         );
     }
 
+    #[cfg(test)]
     fn random_request(&self, rng: &mut ChaCha8Rng) -> RangeRequest {
         let capacity = self.capacity.max(1);
         let size = match rng.gen_range(0..100) {
@@ -296,92 +456,42 @@ impl<'a> Driver<'a> {
         }
     }
 
-    fn allocate(&mut self, rng: &mut ChaCha8Rng) {
+    #[cfg(test)]
+    fn random_allocate(&mut self, rng: &mut ChaCha8Rng) {
         let request = self.random_request(rng);
-        self.ops += 1;
-        let range = if rng.gen_bool(0.5) {
-            self.allocator.allocate(&request)
-        } else {
-            let placement = self.allocator.find(&request);
-            assert_eq!(
-                placement,
-                self.allocator.find(&request),
-                "{}: find is not pure",
-                self.context
-            );
-            placement.map(|placement| {
-                let range = self.allocator.commit(placement, request.kind);
-                assert_eq!(range.offset, placement.offset, "{}", self.context);
-                range
-            })
-        };
-        match range {
-            Some(range) => {
-                self.wraps += usize::from(self.check_placed(&request, &range));
-                self.shadow.insert(range, request.kind);
-            }
-            None => {
-                self.refusals += 1;
-                self.check_refusal(&request);
-            }
-        }
+        let via_find = rng.gen_bool(0.5);
+        self.allocate(&request, via_find);
     }
 
-    fn free(&mut self, rng: &mut ChaCha8Rng) {
+    #[cfg(test)]
+    fn random_free(&mut self, rng: &mut ChaCha8Rng) {
         let id = match self.policy {
-            Policy::Stack if rng.gen_bool(0.5) => {
-                self.shadow.by_offset[self.shadow.by_seq.last_key_value().unwrap().1].id
-            }
-            Policy::Ring if rng.gen_bool(0.5) => {
-                self.shadow.by_offset[self.shadow.by_seq.first_key_value().unwrap().1].id
-            }
+            Policy::Stack if rng.gen_bool(0.5) => self.shadow.newest().unwrap(),
+            Policy::Ring if rng.gen_bool(0.5) => self.shadow.oldest().unwrap(),
             _ => self.shadow.ids[rng.gen_range(0..self.shadow.ids.len())],
         };
         self.free_id(id);
     }
 
-    fn free_id(&mut self, id: RangeId) {
-        self.ops += 1;
-        assert_eq!(self.allocator.free(id), Ok(()), "{}", self.context);
-        self.shadow.remove(id);
-        if self.dead.len() < 64 {
-            self.dead.push(id);
-        } else {
-            let slot = (self.ops * 7) % 64;
-            self.dead[slot] = id;
-        }
-    }
-
     /// Frees a dead id (or a made-up one) and expects a refusal.
-    fn stale_free(&mut self, rng: &mut ChaCha8Rng) {
+    #[cfg(test)]
+    fn random_stale_free(&mut self, rng: &mut ChaCha8Rng) {
         let id = match self.dead.len() {
             0 => RangeId(rng.gen()),
             n => self.dead[rng.gen_range(0..n)],
         };
-        if self.shadow.index_of.contains_key(&id) {
-            return; // The slot came back at the same generation: the id is live again.
-        }
-        self.ops += 1;
-        assert_eq!(
-            self.allocator.free(id),
-            Err(RangeError::UnknownId(id)),
-            "{}",
-            self.context
-        );
+        self.stale_free(id);
     }
 
     /// Frees every live range, in random order or in the mode's own order.
-    fn drain(&mut self, rng: &mut ChaCha8Rng) {
+    #[cfg(test)]
+    fn random_drain(&mut self, rng: &mut ChaCha8Rng) {
         let order = rng.gen_range(0..3);
-        while !self.shadow.ids.is_empty() {
-            let id = match order {
-                0 => self.shadow.ids[rng.gen_range(0..self.shadow.ids.len())],
-                1 => self.shadow.by_offset[self.shadow.by_seq.first_key_value().unwrap().1].id,
-                _ => self.shadow.by_offset[self.shadow.by_seq.last_key_value().unwrap().1].id,
-            };
-            self.free_id(id);
-        }
-        self.check_empty();
+        self.drain_with(|shadow| match order {
+            0 => shadow.ids[rng.gen_range(0..shadow.ids.len())],
+            1 => shadow.oldest().unwrap(),
+            _ => shadow.newest().unwrap(),
+        });
     }
 
     /// The worst case of `request`, with or without a live range after it.
@@ -493,8 +603,9 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Compares everything the allocator reports with the model.
-    fn full_check(&self) {
+    /// Compares everything the allocator reports with the model:
+    /// `validate`, both walks, the largest free range.
+    pub fn full_check(&self) {
         let context = &self.context;
         if let Err(error) = self.allocator.validate() {
             panic!("{context}: {error}");

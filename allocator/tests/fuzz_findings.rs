@@ -1,0 +1,158 @@
+//! Findings of the fuzz targets in `fuzz/` (see RELIABILITY.md), each as
+//! the smallest reproducer found, kept as a regression test now that it is
+//! fixed.
+//!
+//! Each test asserts the behaviour that is right: no panic, and an error
+//! rather than an allocation where the request can't be met.
+//!
+//! A seventh finding, "safe `reset_pool` leaves mapped handles that alias
+//! later allocations", was fixed by making `reset_pool` an `unsafe fn`: the
+//! reproducer no longer compiles in safe code, and its contract forbids
+//! touching those handles.
+
+use vkalloc::device::MemoryPropertyFlags;
+use vkalloc::sim::{tables, SimDevice};
+use vkalloc::{
+    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy, MemoryUsage,
+    ResourceKind,
+};
+
+fn upload(size: u64, dedicated: DedicatedPolicy) -> AllocationDesc<'static> {
+    AllocationDesc {
+        size,
+        alignment: 1,
+        kind: ResourceKind::Buffer,
+        options: AllocationOptions {
+            dedicated,
+            ..AllocationOptions::usage(MemoryUsage::Upload)
+        },
+        ..AllocationDesc::default()
+    }
+}
+
+/// Allocates and frees `desc`; an error is fine, a panic is the finding.
+fn allocate_and_free(allocator: &Allocator<SimDevice>, desc: &AllocationDesc<'_>) {
+    if let Ok(allocation) = allocator.allocate(desc) {
+        allocator.free(allocation).unwrap();
+    }
+    allocator.validate().unwrap();
+}
+
+/// `AllocatorDesc::debug_margin` is not checked: a margin near `u64::MAX`
+/// makes `range_request` (allocator.rs) overflow computing
+/// `lead(margin, alignment) + margin` for any shared host-visible
+/// allocation ("attempt to add with overflow" with overflow checks on;
+/// without them the sum wraps and the range asked for is smaller than the
+/// margins placed in it; what that leads to was not followed further).
+#[test]
+fn huge_debug_margin_does_not_overflow() {
+    let desc = AllocatorDesc::default().with_debug_margin(u64::MAX / 2 + 1);
+    let Ok(allocator) = Allocator::new(SimDevice::new(tables::lavapipe()), desc) else {
+        return; // Refusing the margin up front is a fix too.
+    };
+    allocate_and_free(&allocator, &upload(4096, DedicatedPolicy::Auto));
+}
+
+/// A size near `u64::MAX` that must share a block (`DedicatedPolicy::Never`)
+/// in host-visible memory with corruption margins on overflows in
+/// `range_request` adding the margins to the size, instead of failing with
+/// an error (`TooLarge` / out of memory).
+#[test]
+fn size_near_max_with_margins_does_not_overflow() {
+    let desc = AllocatorDesc::default().with_debug_margin(16);
+    let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), desc).unwrap();
+    allocate_and_free(&allocator, &upload(u64::MAX - 8, DedicatedPolicy::Never));
+}
+
+/// The same in non-coherent memory without margins: rounding the size up to
+/// whole `nonCoherentAtomSize` atoms (`size.div_ceil(atom) * atom` in
+/// `range_request`) overflows.
+#[test]
+fn size_near_max_in_non_coherent_memory_does_not_overflow() {
+    let mut table = tables::lavapipe();
+    for ty in &mut table.memory_properties.types {
+        ty.flags = MemoryPropertyFlags(ty.flags.0 & !MemoryPropertyFlags::HOST_COHERENT.0);
+    }
+    let allocator = Allocator::new(SimDevice::new(table), AllocatorDesc::default()).unwrap();
+    allocate_and_free(&allocator, &upload(u64::MAX - 8, DedicatedPolicy::Never));
+}
+
+/// `AllocatorDesc::block_size` is not checked: above `2^63` (with a heap
+/// larger than 1 GiB and a large `maxMemoryAllocationSize`), growing a new
+/// block for a request of more than `2^62` bytes doubles the candidate size
+/// past `u64::MAX` in `BlockList::next_block_sizes` (block_list.rs, "attempt
+/// to multiply with overflow").
+#[test]
+fn huge_block_size_does_not_overflow() {
+    let desc = AllocatorDesc::default().with_block_size(u64::MAX - 41);
+    for table in tables::all_tables() {
+        let allocator = Allocator::new(SimDevice::new(table), desc).unwrap();
+        let mut request = upload((1 << 63) + 1, DedicatedPolicy::Never);
+        request.options.usage = MemoryUsage::GpuOnly;
+        allocate_and_free(&allocator, &request);
+    }
+}
+
+/// Freeing a handle that `reset_pool` freed already is documented as a
+/// no-op, but with corruption margins on, `free` checks the margins (reading
+/// the block's mapped memory) before it looks at the pool's reset epoch or
+/// whether the pool still exists. Once the block is gone (the pool
+/// destroyed, or its empty block trimmed) that read is a use after free in
+/// safe code: AddressSanitizer reports a heap-use-after-free in
+/// `corruption::intact` from `Allocator::free`; without it, this test dies of
+/// SIGSEGV (the 1 MiB block's memory was unmapped).
+#[test]
+fn freeing_a_handle_freed_by_reset_pool_reads_no_freed_memory() {
+    use vkalloc::{Error, LinearMode, PoolAlgorithm, PoolDesc};
+    let desc = AllocatorDesc::default().with_debug_margin(16);
+    let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), desc).unwrap();
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::Upload,
+            block_size: 1 << 20,
+            max_blocks: 1,
+            algorithm: PoolAlgorithm::Linear(LinearMode::Ring),
+            ..PoolDesc::new("frame")
+        })
+        .unwrap();
+    let mut request = upload(256, DedicatedPolicy::Auto);
+    request.options.pool = Some(pool);
+    let stale = allocator.allocate(&request).unwrap();
+    // SAFETY: `stale` is only freed after the reset, never read or written.
+    unsafe { allocator.reset_pool(pool) }.unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    match allocator.free(stale) {
+        Ok(()) => {}
+        Err(refused) => assert!(
+            matches!(refused.error(), Error::UnknownPool(_)),
+            "{refused:?}"
+        ),
+    }
+}
+
+/// `AllocatorDesc::block_size` of 0 is not refused: on a heap larger than
+/// 1 GiB the memory type's block size becomes 0, and a pool that asks for
+/// the type's default block size (`PoolDesc::block_size` 0) calls
+/// `vkAllocateMemory` with `allocationSize` 0, which Vulkan forbids (the
+/// simulated device records `Violation::BadAllocateInfo`).
+#[test]
+fn zero_block_size_allocates_no_empty_memory() {
+    use std::sync::Arc;
+    use vkalloc::PoolDesc;
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let desc = AllocatorDesc::default().with_block_size(0);
+    let Ok(allocator) = Allocator::new(Arc::clone(&sim), desc) else {
+        return; // Refusing the block size up front is a fix too.
+    };
+    let pool = allocator.create_pool(&PoolDesc {
+        usage: MemoryUsage::GpuOnly,
+        block_size: 0,
+        min_blocks: 1,
+        max_blocks: 1,
+        ..PoolDesc::new("default-sized")
+    });
+    if let Ok(pool) = pool {
+        allocator.destroy_pool(pool).unwrap();
+    }
+    assert_eq!(sim.violations(), 0, "{:?}", sim.violation_log());
+}
