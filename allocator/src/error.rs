@@ -182,6 +182,12 @@ pub enum Error {
     #[error("invalid pool description: {0}")]
     InvalidPool(&'static str),
 
+    /// An alias group's members are inconsistent.
+    ///
+    /// Recover: fix the member named in the message.
+    #[error("invalid alias group: {0}")]
+    InvalidAlias(&'static str),
+
     /// The allocation belongs to another allocator.
     ///
     /// Recover: free it with the allocator that made it.
