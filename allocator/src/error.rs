@@ -188,6 +188,14 @@ pub enum Error {
     #[error("invalid alias group: {0}")]
     InvalidAlias(&'static str),
 
+    /// A defragmentation move can't be performed as asked.
+    ///
+    /// Recover: pair each move with its own resource (same id and place),
+    /// create moved resources with `TRANSFER_SRC | TRANSFER_DST` usage, or
+    /// cancel the move.
+    #[error("invalid move: {0}")]
+    InvalidMove(&'static str),
+
     /// The allocation belongs to another allocator.
     ///
     /// Recover: free it with the allocator that made it.
