@@ -164,6 +164,18 @@ impl Block {
         }
     }
 
+    /// Places `request` at the lowest offset below `below` that fits (TLSF
+    /// blocks only; for compaction).
+    pub fn allocate_lowest(&mut self, request: &RangeRequest, below: u64) -> Option<Range> {
+        match &mut self.algo {
+            Algo::Tlsf(t) => {
+                let placement = t.find_lowest(request, below)?;
+                Some(t.commit(placement, request.kind))
+            }
+            _ => None,
+        }
+    }
+
     /// Frees the range `id` at `offset` of this block.
     pub fn free(&mut self, id: RangeId, offset: u64) -> Result<(), RangeError> {
         let result = match &mut self.algo {

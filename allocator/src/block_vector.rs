@@ -571,14 +571,15 @@ impl BlockVector {
                     let Some(block) = list.block_mut(dest) else {
                         continue;
                     };
-                    let Some(range) = block.allocate(&request) else {
+                    let range = if dest == src {
+                        // Compaction inside the block: only lower.
+                        block.allocate_lowest(&request, meta.range.offset)
+                    } else {
+                        block.allocate(&request)
+                    };
+                    let Some(range) = range else {
                         continue;
                     };
-                    if dest == src && range.offset >= meta.range.offset {
-                        // Not lower: give the range back (it was free).
-                        let _ = block.free(range.id, range.offset);
-                        continue;
-                    }
                     placed = Some((dest, range));
                     break;
                 }
@@ -686,17 +687,12 @@ impl BlockVector {
             .map(change)
     }
 
-    /// Frees every empty shared block above `min_blocks`; returns how many
-    /// blocks and bytes were released.
-    pub fn release_empty(&self, env: Env<'_>) -> (u64, u64) {
+    /// Frees every empty shared block above `min_blocks`.
+    pub fn release_empty(&self, env: Env<'_>) {
         let blocks = self.list.lock().take_empty();
-        let mut bytes = 0;
-        let count = blocks.len() as u64;
         for block in blocks {
-            bytes += block.size;
             self.destroy_block(env, block);
         }
-        (count, bytes)
     }
 
     /// Calls `visit` with the list, under its lock.

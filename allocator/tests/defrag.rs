@@ -196,6 +196,10 @@ fn full_compaction_meets_the_goal_on_a_fragmented_workload() {
             after.defragmentation.blocks_freed,
             goal / MIB,
         );
+        assert_eq!(
+            after.defragmentation.bytes_freed,
+            before.block_bytes - after.total.block_bytes
+        );
         assert!(
             after.total.block_bytes < before.block_bytes,
             "{name}: committed memory shrinks"

@@ -321,6 +321,17 @@ impl Defragmentation {
             }
         }
         let moves = records.len() as u64;
+        // Blocks freed: what the touched vectors held before the frees, less
+        // what they hold after (frees release surplus empty blocks too).
+        let held = |touched: &[ListRef]| {
+            touched.iter().fold((0u64, 0u64), |(n, b), &list| {
+                let usage = allocator
+                    .with_vector(list, |v| v.counters.snapshot())
+                    .unwrap_or_default();
+                (n + u64::from(usage.block_count), b + usage.block_bytes)
+            })
+        };
+        let (blocks_before, bytes_before) = held(&touched);
         for r in records {
             let doomed = match (r.old, r.dest) {
                 (Some(old), _) => {
@@ -342,12 +353,12 @@ impl Defragmentation {
             }
         }
         let env = allocator.env();
-        for list in touched {
-            if let Some((blocks, bytes)) = allocator.with_vector(list, |v| v.release_empty(env)) {
-                stats.blocks_freed += blocks;
-                stats.bytes_freed += bytes;
-            }
+        for &list in &touched {
+            allocator.with_vector(list, |v| v.release_empty(env));
         }
+        let (blocks_after, bytes_after) = held(&touched);
+        stats.blocks_freed = blocks_before.saturating_sub(blocks_after);
+        stats.bytes_freed = bytes_before.saturating_sub(bytes_after);
         self.stats.add(&stats);
         allocator.add_defrag_totals(&stats);
         Ok(PassReport {

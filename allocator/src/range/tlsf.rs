@@ -388,6 +388,31 @@ impl TlsfAllocator {
         None
     }
 
+    /// The lowest place for `request` that starts below `below`, walking the
+    /// ranges in address order (O(ranges): for compaction, not the hot
+    /// path). Changes nothing; commit the result with
+    /// [`RangeAllocator::commit`].
+    pub fn find_lowest(&self, request: &RangeRequest, below: u64) -> Option<Placement> {
+        let alignment = checked_alignment(request.alignment)?;
+        if request.size == 0 || self.live_nodes() + 2 > RangeId::MAX_SLOTS {
+            return None;
+        }
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if node.offset >= below {
+                return None;
+            }
+            if node.state == State::Free && node.size >= request.size {
+                if let Some(offset) = self.fit(index, request.size, alignment, request.kind) {
+                    return (offset < below).then(|| self.placement(index, offset, request));
+                }
+            }
+            index = node.next;
+        }
+        None
+    }
+
     /// The size of a range that holds `size` bytes at any offset, whatever
     /// the neighbours.
     fn worst_case_size(&self, size: u64, alignment: u64) -> Option<u64> {
