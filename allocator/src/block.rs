@@ -291,6 +291,22 @@ impl Block {
     }
 
     pub fn validate(&self) -> Result<(), RangeError> {
+        let records = self.live_metas().count() as u32;
+        if records != self.allocation_count() {
+            return Err(RangeError::Invariant(format!(
+                "{records} allocation records for {} live allocations",
+                self.allocation_count()
+            )));
+        }
+        if let Some(m) = self
+            .live_metas()
+            .find(|m| m.range.offset.saturating_add(m.range.size) > self.size)
+        {
+            return Err(RangeError::Invariant(format!(
+                "allocation record at {} of {} bytes passes the block's end",
+                m.range.offset, m.range.size
+            )));
+        }
         match self.ranges() {
             Some(r) => {
                 r.validate()?;
