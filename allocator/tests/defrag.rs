@@ -701,3 +701,45 @@ fn alias_groups_show_in_statistics_and_the_dump() {
     assert_eq!(allocator.detailed_statistics().alias_member_count, 0);
     free_all(allocator, &sim, HashMap::new());
 }
+
+/// A trace recorded across passes stays consistent: each destination is
+/// recorded as an allocation, and every free names a recorded one.
+#[test]
+fn a_trace_recorded_across_passes_is_consistent() {
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let (sim, allocator) = one_pool_allocator();
+    let out = Shared::default();
+    allocator
+        .start_recording(Box::new(out.clone()), "defrag")
+        .unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let mut live = fragment(&allocator, &mut rng, 300, 256 * KIB);
+    run_passes(
+        &allocator,
+        &DefragDesc::default().with_algorithm(DefragAlgorithm::Full),
+        &mut live,
+        20,
+        &mut rng,
+    );
+    for (_, a) in live.drain() {
+        allocator.free(a).unwrap();
+    }
+    allocator.stop_recording().unwrap().unwrap();
+    let bytes = out.0.lock().unwrap().clone();
+    let trace = vkalloc::trace::format::Trace::read(&bytes[..]).unwrap();
+    let summary = trace.validate().unwrap();
+    assert!(summary.allocs > 300, "destinations are recorded");
+    assert_eq!(summary.allocs, summary.frees);
+    assert_eq!(summary.live_at_end, 0);
+    free_all(allocator, &sim, HashMap::new());
+}

@@ -210,6 +210,19 @@ impl Defragmentation {
                 });
             }
         });
+        // A recorded trace sees each destination as an allocation, so the
+        // frees that follow (of the old range, or the cancelled destination)
+        // name allocations it knows.
+        #[cfg(feature = "trace")]
+        for d in records.iter().filter_map(|r| r.dest.as_ref()) {
+            let desc = AllocationDesc {
+                size: d.size,
+                memory_type_bits: 1 << d.memory_type,
+                kind: d.kind,
+                ..AllocationDesc::default()
+            };
+            allocator.record(|r| r.alloc(&desc, d.memory, d.offset));
+        }
         let moves = records
             .iter()
             .enumerate()

@@ -977,4 +977,56 @@ mod tests {
         });
         assert!(ops >= 100_000, "{ops} operations");
     }
+
+    #[test]
+    fn find_lowest_takes_the_lowest_fitting_free_range() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for granularity in [1u64, 1024] {
+            let mut t = TlsfAllocator::new(1 << 20, granularity);
+            let mut live = Vec::new();
+            for _ in 0..400 {
+                if rng.gen_bool(0.6) || live.is_empty() {
+                    let request = RangeRequest {
+                        size: rng.gen_range(1..5000),
+                        alignment: 1 << rng.gen_range(0..8),
+                        kind: [RangeKind::Linear, RangeKind::Optimal][rng.gen_range(0..2)],
+                    };
+                    if let Some(r) = t.allocate(&request) {
+                        live.push(r);
+                    }
+                } else {
+                    let r = live.swap_remove(rng.gen_range(0..live.len()));
+                    t.free(r.id).unwrap();
+                }
+                let request = RangeRequest {
+                    size: rng.gen_range(1..3000),
+                    alignment: 1 << rng.gen_range(0..6),
+                    kind: RangeKind::Linear,
+                };
+                let below = rng.gen_range(0..1u64 << 20);
+                let found = t.find_lowest(&request, below);
+                // Brute force: the lowest free range that `fit` accepts.
+                let mut expected = None;
+                let mut index = t.first;
+                while index != NIL {
+                    let node = &t.nodes[index as usize];
+                    if node.state == State::Free {
+                        if let Some(o) = t.fit(index, request.size, request.alignment, request.kind)
+                        {
+                            expected = Some(o).filter(|&o| o < below);
+                            break;
+                        }
+                    }
+                    index = node.next;
+                }
+                assert_eq!(found.map(|p| p.offset), expected);
+                if let Some(p) = found {
+                    let r = t.commit(p, request.kind);
+                    t.validate().unwrap();
+                    t.free(r.id).unwrap();
+                }
+            }
+        }
+    }
 }
