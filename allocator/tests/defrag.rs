@@ -86,6 +86,7 @@ fn run_passes(
         let report = defrag.end_pass(allocator).unwrap();
         passes += 1;
         allocator.validate().expect("validate after every pass");
+        assert_eq!(allocator.check_corruption(), 0, "margins moved intact");
         check_no_overlap(live);
         let committed = allocator.statistics().total.block_bytes;
         if desc.algorithm == DefragAlgorithm::Full || report.stats.moves_cancelled == 0 {
@@ -204,6 +205,7 @@ fn full_compaction_meets_the_goal_on_a_fragmented_workload() {
             after.total.block_bytes < before.block_bytes,
             "{name}: committed memory shrinks"
         );
+        assert!(allocator.summary().contains("defragmentation:"));
         assert!(
             after.total.block_bytes <= goal,
             "{name}: {} > {goal}",
