@@ -12,6 +12,45 @@
 //! that became empty, and frees the destinations of moves not committed.
 //! Repeat until a pass reports [`PassReport::complete`].
 //!
+//! ```
+//! use vkalloc::sim::{tables, SimDevice};
+//! use vkalloc::{
+//!     AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DefragAlgorithm, DefragDesc,
+//!     MemoryUsage,
+//! };
+//!
+//! let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+//! let desc = AllocationDesc {
+//!     size: 64 << 10,
+//!     options: AllocationOptions::usage(MemoryUsage::GpuOnly),
+//!     ..AllocationDesc::default()
+//! };
+//! let all = (0..64).map(|_| allocator.allocate(&desc)).collect::<Result<Vec<_>, _>>()?;
+//! let mut kept = Vec::new();
+//! for (i, a) in all.into_iter().enumerate() {
+//!     if i % 2 == 0 { allocator.free(a)?; } else { kept.push(a); } // holes
+//! }
+//! let full = DefragDesc::default().with_algorithm(DefragAlgorithm::Full);
+//! let mut defrag = allocator.begin_defragmentation(&full)?;
+//! loop {
+//!     for mv in defrag.begin_pass(&allocator)? {
+//!         let i = kept.iter().position(|a| a.id() == mv.id()).expect("a live allocation");
+//!         let old = kept.swap_remove(i);
+//!         // Copy `mv.source()` to `mv.destination()` and bind a new resource there.
+//!         kept.push(defrag.commit(&allocator, mv, old)?);
+//!     }
+//!     if defrag.end_pass(&allocator)?.complete {
+//!         break;
+//!     }
+//! }
+//! let stats = defrag.end(&allocator)?;
+//! assert!(stats.allocations_moved > 0); // compacted toward offset 0
+//! for a in kept {
+//!     allocator.free(a)?;
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Typed so misuse does not compile or is refused:
 //! - a [`Move`] is consumed by `commit` (or [`Defragmentation::cancel`]), so
 //!   it can't be committed twice;
@@ -20,6 +59,18 @@
 //! - a commit with another allocation than the move's source is refused
 //!   with a [`CommitError`] handing both back;
 //! - `end_pass` with no pass begun is [`DefragError::NoPassBegun`].
+//!
+//! A second commit of one move does not compile (the move was consumed):
+//!
+//! ```compile_fail
+//! # use vkalloc::{Allocation, Allocator, Defragmentation, Move};
+//! # fn twice<D: vkalloc::device::MemoryDevice>(
+//! #     allocator: &Allocator<D>, defrag: &mut Defragmentation, mv: Move, a: Allocation, b: Allocation,
+//! # ) {
+//! let _ = defrag.commit(allocator, mv, a);
+//! let _ = defrag.commit(allocator, mv, b);
+//! # }
+//! ```
 //!
 //! What is never moved: dedicated allocations, linear pools (skipped; naming
 //! one in [`DefragDesc::pools`] is [`DefragError::LinearPool`]), alias
