@@ -67,6 +67,8 @@ fn run_passes(
     let mut committed_before = allocator.statistics().total.block_bytes;
     loop {
         let moves = defrag.begin_pass(allocator).unwrap();
+        assert!(moves.len() as u64 <= u64::from(desc.max_allocations_per_pass));
+        assert!(moves.iter().map(|m| m.size()).sum::<u64>() <= desc.max_bytes_per_pass);
         for mv in moves {
             assert!(!defrag.is_cancelled(allocator, &mv));
             // Now and then the caller gives a move up.
