@@ -30,6 +30,12 @@ pub(crate) struct Location {
     pub epoch: u32,
 }
 
+/// An allocation's stable identity: unique among an allocator's live
+/// allocations, and kept when defragmentation moves the allocation, so a
+/// caller can map it to its own resource handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct AllocationId(pub u64);
+
 /// A range of device memory owned by the caller until it is given back with
 /// [`crate::Allocator::free`].
 ///
@@ -48,9 +54,16 @@ pub struct Allocation {
     pub(crate) host_address: usize,
     pub(crate) dedicated: bool,
     pub(crate) location: Location,
+    pub(crate) id: u64,
 }
 
 impl Allocation {
+    /// The allocation's stable id, kept across defragmentation moves (the
+    /// allocation a move hands back has the same id as the one it replaces).
+    pub fn id(&self) -> AllocationId {
+        AllocationId(self.id)
+    }
+
     /// The `VkDeviceMemory` to bind to (its raw handle).
     pub fn memory(&self) -> DeviceMemory {
         self.memory

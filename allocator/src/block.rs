@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use crate::desc::ResourceKind;
 use crate::device::DeviceMemory;
 use crate::range::{
     LinearAllocator, LinearMode, Range, RangeAllocator, RangeError, RangeId, RangeKind,
@@ -52,6 +53,39 @@ pub(crate) struct Block {
     /// Whether the memory was made without `VkMemoryDedicatedAllocateInfo`,
     /// so a later allocation may reuse it.
     pub recyclable: bool,
+    /// What the allocator knows of each live allocation, indexed by its
+    /// range's slot (see [`Meta`]).
+    pub meta: Vec<Meta>,
+}
+
+/// What a block knows of one of its allocations beyond its range: enough to
+/// place it again elsewhere (defragmentation) and to find it by id.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Meta {
+    /// Whether the slot holds a live allocation.
+    pub live: bool,
+    /// The allocation's stable id (kept across defragmentation moves).
+    pub id: u64,
+    /// The committed range (margins and padding included).
+    pub range: Range,
+    /// The alignment the range was placed with.
+    pub alignment: u64,
+    /// Bytes from the range's start to the allocation.
+    pub lead: u64,
+    /// The corruption margin around it (0: none).
+    pub margin: u64,
+    /// The bytes asked for.
+    pub size: u64,
+    /// The resource kind.
+    pub kind: ResourceKind,
+    /// Not to be moved by defragmentation.
+    pub pinned: bool,
+    /// The source of a defragmentation move not yet resolved.
+    pub moving: bool,
+    /// A defragmentation move's destination, not yet handed to the caller.
+    pub reserved: bool,
+    /// Alias members declared on this allocation.
+    pub aliases: Vec<crate::alias::AliasInfo>,
 }
 
 /// The `RangeId` of a dedicated block's single range.
@@ -79,6 +113,7 @@ impl Block {
             algo,
             tags: HashMap::new(),
             recyclable: false,
+            meta: Vec::new(),
         }
     }
 
@@ -98,6 +133,7 @@ impl Block {
             algo: Algo::Dedicated { kind, live: true },
             tags: HashMap::new(),
             recyclable,
+            meta: Vec::new(),
         }
     }
 
@@ -128,6 +164,18 @@ impl Block {
         }
     }
 
+    /// Places `request` at the lowest offset below `below` that fits (TLSF
+    /// blocks only; for compaction).
+    pub fn allocate_lowest(&mut self, request: &RangeRequest, below: u64) -> Option<Range> {
+        match &mut self.algo {
+            Algo::Tlsf(t) => {
+                let placement = t.find_lowest(request, below)?;
+                Some(t.commit(placement, request.kind))
+            }
+            _ => None,
+        }
+    }
+
     /// Frees the range `id` at `offset` of this block.
     pub fn free(&mut self, id: RangeId, offset: u64) -> Result<(), RangeError> {
         let result = match &mut self.algo {
@@ -139,8 +187,14 @@ impl Block {
             }
             Algo::Dedicated { .. } => Err(RangeError::UnknownId(id)),
         };
-        if result.is_ok() && !self.tags.is_empty() {
-            self.tags.remove(&offset);
+        if result.is_ok() {
+            if !self.tags.is_empty() {
+                self.tags.remove(&offset);
+            }
+            if let Some(meta) = self.meta.get_mut(id.slot() as usize) {
+                meta.live = false;
+                meta.aliases = Vec::new();
+            }
         }
         result
     }
@@ -148,11 +202,38 @@ impl Block {
     /// Frees every allocation (linear pools' free-at-once).
     pub fn clear(&mut self) {
         self.tags.clear();
+        self.meta.clear();
         match &mut self.algo {
             Algo::Tlsf(t) => t.clear(),
             Algo::Linear(l) => l.clear(),
             Algo::Dedicated { live, .. } => *live = false,
         }
+    }
+
+    /// Records what is known of the live allocation in `meta.range`.
+    pub fn set_meta(&mut self, meta: Meta) {
+        let slot = meta.range.id.slot() as usize;
+        if self.meta.len() <= slot {
+            self.meta.resize(slot + 1, Meta::default());
+        }
+        self.meta[slot] = meta;
+    }
+
+    /// The live allocation with range `id`, if its id is `alloc_id`.
+    pub fn live_meta_mut(&mut self, id: RangeId, alloc_id: u64) -> Option<&mut Meta> {
+        self.meta
+            .get_mut(id.slot() as usize)
+            .filter(|m| m.live && m.id == alloc_id && m.range.id == id)
+    }
+
+    /// The live allocations' records.
+    pub fn live_metas(&self) -> impl Iterator<Item = &Meta> {
+        self.meta.iter().filter(|m| m.live)
+    }
+
+    /// Whether the block places with TLSF (the one algorithm defragmentation moves from and into).
+    pub fn is_tlsf(&self) -> bool {
+        matches!(self.algo, Algo::Tlsf(_))
     }
 
     fn ranges(&self) -> Option<&dyn RangeAllocator> {
@@ -219,6 +300,22 @@ impl Block {
     }
 
     pub fn validate(&self) -> Result<(), RangeError> {
+        let records = self.live_metas().count() as u32;
+        if records != self.allocation_count() {
+            return Err(RangeError::Invariant(format!(
+                "{records} allocation records for {} live allocations",
+                self.allocation_count()
+            )));
+        }
+        if let Some(m) = self
+            .live_metas()
+            .find(|m| m.range.offset.saturating_add(m.range.size) > self.size)
+        {
+            return Err(RangeError::Invariant(format!(
+                "allocation record at {} of {} bytes passes the block's end",
+                m.range.offset, m.range.size
+            )));
+        }
         match self.ranges() {
             Some(r) => {
                 r.validate()?;

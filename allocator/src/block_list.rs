@@ -34,6 +34,9 @@ pub(crate) struct BlockList {
     shared: Vec<u32>,
     /// The block that took the last allocation, tried first.
     hint: u32,
+    /// Ids of allocations freed while a defragmentation move of theirs was
+    /// pending; cleared when the move's pass ends.
+    pub cancelled: std::collections::HashSet<u64>,
 }
 
 /// Block sizes to try, halving from the first down to a smallest one.
@@ -61,6 +64,7 @@ impl BlockList {
             free_slots: Vec::new(),
             shared: Vec::new(),
             hint: u32::MAX,
+            cancelled: std::collections::HashSet::new(),
         }
     }
 

@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::Mutex;
 
 use crate::allocation::{Allocation, ListRef, Location};
-use crate::block::{Block, PoolAlgorithm};
+use crate::block::{Block, Meta, PoolAlgorithm};
 use crate::block_list::{BlockList, ListConfig};
 use crate::corruption;
+use crate::defrag::DefragAlgorithm;
 use crate::desc::AllocationDesc;
 use crate::device::DedicatedTo;
 use crate::error::Error;
@@ -35,6 +36,8 @@ pub(crate) struct Env<'a> {
     pub allocator: u32,
     /// `bufferImageGranularity`.
     pub granularity: u64,
+    /// Where new allocations' ids come from.
+    pub next_id: &'a std::sync::atomic::AtomicU64,
 }
 
 /// How a vector's blocks are configured.
@@ -74,6 +77,124 @@ pub(crate) struct DedicatedPlacement {
     /// Whether the memory may be reused for another allocation once freed
     /// (only memory that names no resource).
     pub recyclable: bool,
+}
+
+/// How many bytes and allocations a pass may still move.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MoveBudget {
+    pub bytes: u64,
+    pub allocations: u32,
+}
+
+/// A move planned by [`BlockVector::plan_moves`]: the source's place and
+/// id, and the reserved destination.
+#[derive(Debug)]
+pub(crate) struct PlannedMove {
+    pub source: Location,
+    pub id: u64,
+    /// The bytes asked for.
+    pub size: u64,
+    pub source_memory: crate::device::DeviceMemory,
+    pub source_offset: u64,
+    pub dest: Allocation,
+}
+
+/// One step of a plan: move what `source` holds into `dests`, tried in
+/// order (a destination equal to the source only at a lower offset).
+struct Step {
+    source: u32,
+    dests: Vec<u32>,
+    /// Only if every allocation of the block may move (`Fast`).
+    whole: bool,
+}
+
+/// The order in which a pass empties and fills a list's TLSF blocks.
+///
+/// `Fast`: blocks fullest first; each block, emptiest first, into the
+/// fuller ones. `Full`: a *keep set* is chosen, the blocks holding a pinned
+/// allocation and then the largest blocks (fullest first among equals)
+/// until they can hold the live bytes plus 1/16; every other block is
+/// emptied into the keep set, emptiest first, and each kept block is
+/// compacted toward its lowest offsets.
+fn plan_steps(list: &BlockList, algorithm: DefragAlgorithm) -> Vec<Step> {
+    struct B {
+        index: u32,
+        size: u64,
+        allocated: u64,
+        pinned: bool,
+    }
+    let mut blocks: Vec<B> = list
+        .iter()
+        .filter(|(_, b)| b.is_tlsf())
+        .map(|(index, b)| B {
+            index,
+            size: b.size,
+            allocated: b.allocated_bytes(),
+            pinned: b.live_metas().any(|m| m.pinned),
+        })
+        .collect();
+    blocks.sort_by(|a, b| b.allocated.cmp(&a.allocated).then(a.index.cmp(&b.index)));
+    match algorithm {
+        DefragAlgorithm::Fast => (0..blocks.len())
+            .rev()
+            .map(|pos| Step {
+                source: blocks[pos].index,
+                dests: blocks[..pos].iter().map(|b| b.index).collect(),
+                whole: true,
+            })
+            .collect(),
+        DefragAlgorithm::Full => {
+            let live: u64 = blocks.iter().map(|b| b.allocated).sum();
+            let target = live.saturating_add(live / 16);
+            let mut keep: Vec<u32> = Vec::new();
+            let mut capacity = 0u64;
+            for b in blocks.iter().filter(|b| b.pinned) {
+                capacity = capacity.saturating_add(b.size);
+                keep.push(b.index);
+            }
+            // Then the largest blocks while more than one is needed, and to
+            // finish, the smallest block that covers what is left (fullest
+            // among equals).
+            while capacity < target {
+                let need = target - capacity;
+                let rest = blocks.iter().filter(|b| !keep.contains(&b.index));
+                let covering = rest
+                    .clone()
+                    .filter(|b| b.size >= need)
+                    .min_by(|a, b| a.size.cmp(&b.size).then(b.allocated.cmp(&a.allocated)));
+                let pick = covering.or_else(|| {
+                    rest.max_by(|a, b| a.size.cmp(&b.size).then(a.allocated.cmp(&b.allocated)))
+                });
+                let Some(b) = pick else {
+                    break;
+                };
+                capacity = capacity.saturating_add(b.size);
+                keep.push(b.index);
+            }
+            // `blocks` is fullest first: keep that order for destinations.
+            let dests: Vec<u32> = blocks
+                .iter()
+                .map(|b| b.index)
+                .filter(|i| keep.contains(i))
+                .collect();
+            let mut steps: Vec<Step> = blocks
+                .iter()
+                .rev()
+                .filter(|b| !keep.contains(&b.index))
+                .map(|b| Step {
+                    source: b.index,
+                    dests: dests.clone(),
+                    whole: false,
+                })
+                .collect();
+            steps.extend(dests.iter().rev().map(|&i| Step {
+                source: i,
+                dests: vec![i],
+                whole: false,
+            }));
+            steps
+        }
+    }
 }
 
 /// What freeing found.
@@ -145,7 +266,8 @@ impl BlockVector {
         let sizes: Vec<u64> = {
             let mut list = self.list.lock();
             if let Some((block, range)) = list.allocate(&placement.request) {
-                return Ok(self.finish(env, &mut list, block, range, placement, desc));
+                let id = env.next_id.fetch_add(1, Ordering::Relaxed);
+                return Ok(self.finish(env, &mut list, block, range, placement, desc, id));
             }
             list.next_block_sizes(placement.request.size).collect()
         };
@@ -170,7 +292,8 @@ impl BlockVector {
                 .and_then(|b| b.allocate(&placement.request));
             match range {
                 Some(range) => {
-                    return Ok(self.finish(env, &mut list, index, range, placement, desc))
+                    let id = env.next_id.fetch_add(1, Ordering::Relaxed);
+                    return Ok(self.finish(env, &mut list, index, range, placement, desc, id));
                 }
                 None => {
                     // Alignment or granularity padding made the request larger
@@ -245,7 +368,8 @@ impl BlockVector {
             lead: 0,
             margin: 0,
         };
-        Ok(self.finish(env, &mut list, index, range, &whole, desc))
+        let id = env.next_id.fetch_add(1, Ordering::Relaxed);
+        Ok(self.finish(env, &mut list, index, range, &whole, desc, id))
     }
 
     /// Frees `location`'s range. The corruption margins are checked under
@@ -269,6 +393,11 @@ impl BlockVector {
             let block = list.block(location.block).ok_or_else(|| {
                 Error::Invariant(format!("free: block {} does not exist", location.block))
             })?;
+            let moving = block
+                .meta
+                .get(location.range.id.slot() as usize)
+                .filter(|m| m.live && m.moving && m.range.id == location.range.id)
+                .map(|m| m.id);
             let corrupted = margin > 0
                 && block.host_address != 0
                 && !block.is_dedicated()
@@ -277,6 +406,9 @@ impl BlockVector {
                 .free(location.block, location.range.id, location.range.offset)
                 .map_err(|e| Error::Invariant(e.to_string()))?;
             self.counters.remove_allocations(1, location.range.size);
+            if let Some(id) = moving {
+                list.cancelled.insert(id);
+            }
             (doomed, corrupted)
         };
         if let Some(block) = doomed {
@@ -384,6 +516,198 @@ impl BlockVector {
         })
     }
 
+    /// Which list this is.
+    pub fn list_ref(&self) -> ListRef {
+        self.list_ref
+    }
+
+    /// Plans defragmentation moves out of this vector's TLSF blocks within
+    /// `budget`, reserving each destination: the source is marked moving, the
+    /// destination reserved (neither is planned again until the pass ends).
+    /// Linear vectors and dedicated blocks are skipped.
+    ///
+    /// Blocks are ordered fullest first; sources are taken from the
+    /// emptiest, and go only into fuller blocks (and, for `Full`, to a lower
+    /// offset of their own block). `Fast` skips a block that holds a pinned
+    /// allocation (it can't be emptied). Planning stops at a block that
+    /// received a destination in this pass.
+    pub fn plan_moves(
+        &self,
+        env: Env<'_>,
+        algorithm: DefragAlgorithm,
+        budget: &mut MoveBudget,
+    ) -> Vec<PlannedMove> {
+        if self.is_linear() {
+            return Vec::new();
+        }
+        let mut list = self.list.lock();
+        let steps = plan_steps(&list, algorithm);
+        let mut received = std::collections::HashSet::new();
+        let mut moves = Vec::new();
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        for step in steps {
+            let src = step.source;
+            if algorithm == DefragAlgorithm::Fast && received.contains(&src) {
+                break;
+            }
+            let Some(block) = list.block(src) else {
+                continue;
+            };
+            let busy = |m: &Meta| m.pinned || m.moving || m.reserved;
+            if step.whole && block.live_metas().any(busy) {
+                continue;
+            }
+            let mut candidates: Vec<Meta> =
+                block.live_metas().filter(|m| !busy(m)).cloned().collect();
+            match algorithm {
+                DefragAlgorithm::Fast => {
+                    candidates.sort_by_key(|m| std::cmp::Reverse(m.range.size))
+                }
+                DefragAlgorithm::Full => {
+                    candidates.sort_by_key(|m| std::cmp::Reverse(m.range.offset))
+                }
+            }
+            for meta in candidates {
+                if budget.allocations == 0 {
+                    return moves;
+                }
+                if meta.range.size > budget.bytes {
+                    continue;
+                }
+                let request = RangeRequest {
+                    size: meta.range.size,
+                    alignment: meta.alignment.max(1),
+                    kind: meta.kind.range_kind(),
+                };
+                let mut placed = None;
+                for &dest in &step.dests {
+                    let Some(block) = list.block_mut(dest) else {
+                        continue;
+                    };
+                    let range = if dest == src {
+                        // Compaction inside the block: only lower.
+                        block.allocate_lowest(&request, meta.range.offset)
+                    } else {
+                        block.allocate(&request)
+                    };
+                    let Some(range) = range else {
+                        continue;
+                    };
+                    placed = Some((dest, range));
+                    break;
+                }
+                let Some((dest, range)) = placed else {
+                    continue;
+                };
+                if dest != src {
+                    received.insert(dest);
+                }
+                let tag: String = list
+                    .block(src)
+                    .and_then(|b| b.tags.get(&meta.range.offset))
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                let placement = SharedPlacement {
+                    request,
+                    lead: meta.lead,
+                    margin: meta.margin,
+                };
+                let desc = AllocationDesc {
+                    size: meta.size,
+                    alignment: meta.alignment,
+                    kind: meta.kind,
+                    options: crate::desc::AllocationOptions::default().tagged(&tag),
+                    ..AllocationDesc::default()
+                };
+                let dest_allocation =
+                    self.finish(env, &mut list, dest, range, &placement, &desc, meta.id);
+                if let Some(m) = list
+                    .block_mut(dest)
+                    .and_then(|b| b.live_meta_mut(range.id, meta.id))
+                {
+                    m.reserved = true;
+                }
+                if let Some(m) = list
+                    .block_mut(src)
+                    .and_then(|b| b.live_meta_mut(meta.range.id, meta.id))
+                {
+                    m.moving = true;
+                }
+                budget.bytes -= meta.range.size;
+                budget.allocations -= 1;
+                moves.push(PlannedMove {
+                    source: Location {
+                        allocator: env.allocator,
+                        list: self.list_ref,
+                        block: src,
+                        range: meta.range,
+                        epoch,
+                    },
+                    id: meta.id,
+                    size: meta.size,
+                    source_memory: list
+                        .block(src)
+                        .map_or(crate::device::DeviceMemory(0), |b| b.memory),
+                    source_offset: meta.range.offset + meta.lead,
+                    dest: dest_allocation,
+                });
+            }
+        }
+        moves
+    }
+
+    /// Clears a planned move's marks: the source is no longer moving, a
+    /// committed destination no longer reserved, and a cancellation noted
+    /// for it forgotten.
+    pub fn resolve_move(&self, source: &Location, id: u64, dest: Option<&Location>) {
+        let mut list = self.list.lock();
+        list.cancelled.remove(&id);
+        if let Some(m) = list
+            .block_mut(source.block)
+            .and_then(|b| b.live_meta_mut(source.range.id, id))
+        {
+            m.moving = false;
+        }
+        if let Some(dest) = dest {
+            if let Some(m) = list
+                .block_mut(dest.block)
+                .and_then(|b| b.live_meta_mut(dest.range.id, id))
+            {
+                m.reserved = false;
+            }
+        }
+    }
+
+    /// Whether the allocation `id`, source of a pending move, was freed.
+    pub fn source_freed(&self, id: u64) -> bool {
+        self.list.lock().cancelled.contains(&id)
+    }
+
+    /// Calls `change` with the record of the live allocation at `location`
+    /// with id `id`; `None` when there is none (a reset pool's stale handle).
+    pub fn with_meta<R>(
+        &self,
+        location: &Location,
+        id: u64,
+        change: impl FnOnce(&mut Meta) -> R,
+    ) -> Option<R> {
+        let mut list = self.list.lock();
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return None;
+        }
+        list.block_mut(location.block)
+            .and_then(|b| b.live_meta_mut(location.range.id, id))
+            .map(change)
+    }
+
+    /// Frees every empty shared block above `min_blocks`.
+    pub fn release_empty(&self, env: Env<'_>) {
+        let blocks = self.list.lock().take_empty();
+        for block in blocks {
+            self.destroy_block(env, block);
+        }
+    }
+
     /// Calls `visit` with the list, under its lock.
     pub fn with_list<R>(&self, visit: impl FnOnce(&BlockList) -> R) -> R {
         visit(&self.list.lock())
@@ -483,7 +807,8 @@ impl BlockVector {
         );
     }
 
-    /// Records a committed range as a handed-out allocation.
+    /// Records a committed range as a handed-out allocation with id `id`.
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         env: Env<'_>,
@@ -492,6 +817,7 @@ impl BlockVector {
         range: Range,
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
+        id: u64,
     ) -> Allocation {
         let block = list
             .block_mut(block_index)
@@ -505,8 +831,20 @@ impl BlockVector {
         if !desc.options.tag.is_empty() {
             block.tags.insert(range.offset, desc.options.tag.into());
         }
+        block.set_meta(Meta {
+            live: true,
+            id,
+            range,
+            alignment: placement.request.alignment,
+            lead: placement.lead,
+            margin: placement.margin,
+            size: desc.size,
+            kind: desc.kind,
+            ..Meta::default()
+        });
         self.counters.add_allocation(range.size);
         Allocation {
+            id,
             memory: block.memory,
             offset,
             size: desc.size,

@@ -182,6 +182,20 @@ pub enum Error {
     #[error("invalid pool description: {0}")]
     InvalidPool(&'static str),
 
+    /// An alias group's members are inconsistent.
+    ///
+    /// Recover: fix the member named in the message.
+    #[error("invalid alias group: {0}")]
+    InvalidAlias(&'static str),
+
+    /// A defragmentation move can't be performed as asked.
+    ///
+    /// Recover: pair each move with its own resource (same id and place),
+    /// create moved resources with `TRANSFER_SRC | TRANSFER_DST` usage, or
+    /// cancel the move.
+    #[error("invalid move: {0}")]
+    InvalidMove(&'static str),
+
     /// The allocation belongs to another allocator.
     ///
     /// Recover: free it with the allocator that made it.

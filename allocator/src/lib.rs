@@ -43,6 +43,9 @@
 //! - *Statistics and debugging*: [`stats`], [`Allocator::to_json`],
 //!   [`Allocator::summary`], [`Allocator::leaks`], [`Allocator::validate`].
 //! - *Finding memory corruption*: [`corruption`], [`Allocator::check_corruption`].
+//! - *Defragmentation*: [`defrag`], [`Allocator::begin_defragmentation`],
+//!   [`Allocator::set_movable`]; GPU copies in `vk::defrag`.
+//! - *Aliasing transient resources*: [`alias`], [`Allocator::allocate_alias_group`].
 //! - *Recording a trace*: [`trace`], [`Allocator::start_recording`].
 //! - *Creating resources*: [`vk`] (`create_buffer`, `create_image`: a
 //!   resource and its memory as one typed value).
@@ -53,6 +56,7 @@
 //! - `trace`: recording allocation traces.
 #![warn(missing_docs)]
 
+pub mod alias;
 mod allocation;
 mod allocator;
 mod block;
@@ -61,6 +65,7 @@ mod block_vector;
 pub mod budget;
 pub mod corruption;
 mod deferred;
+pub mod defrag;
 mod desc;
 pub mod device;
 mod error;
@@ -82,10 +87,15 @@ mod type_cache;
 #[cfg(feature = "ash")]
 pub mod vk;
 
-pub use allocation::{Allocation, MappedAllocation};
+pub use alias::{AliasGroup, AliasRequirement, PassInterval};
+pub use allocation::{Allocation, AllocationId, MappedAllocation};
 pub use allocator::{Allocator, AllocatorDesc, Leak, LeakReport};
 pub use block::PoolAlgorithm;
 pub use deferred::{Collected, FreeQueue};
+pub use defrag::{
+    CommitError, CommitErrorKind, DefragAlgorithm, DefragDesc, DefragError, Defragmentation, Move,
+    PassReport,
+};
 pub use desc::{AllocationDesc, AllocationOptions, DedicatedPolicy, DriverDedicated, ResourceKind};
 pub use device::{DedicatedResource, DedicatedTo};
 pub use error::{Error, FreeError};

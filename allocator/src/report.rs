@@ -123,5 +123,18 @@ pub fn summary(stats: &Statistics) -> String {
                 .unwrap_or_default()
         );
     }
+    let d = &stats.defragmentation;
+    if d.passes > 0 {
+        let _ = writeln!(
+            out,
+            "  defragmentation: {} passes, {} moved in {} moves ({} cancelled), {} blocks ({}) freed",
+            d.passes,
+            format_bytes(d.bytes_moved),
+            d.allocations_moved,
+            d.moves_cancelled,
+            d.blocks_freed,
+            format_bytes(d.bytes_freed)
+        );
+    }
     out
 }

@@ -40,6 +40,10 @@ pub struct AllocationRecord {
     /// Frames since it was made, where the allocator knows it.
     #[serde(default)]
     pub age_frames: Option<u64>,
+    /// Resources aliased on this allocation (an alias group's members),
+    /// each with its offset inside the allocation and its lifetime.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<crate::alias::AliasInfo>,
 }
 
 /// One block (`VkDeviceMemory`) and what it holds.
@@ -114,6 +118,12 @@ pub struct Snapshot {
     pub free_range_count: u64,
     /// Free bytes in all blocks.
     pub free_bytes: u64,
+    /// Resources aliased on shared allocations (alias group members).
+    #[serde(default)]
+    pub alias_member_count: u64,
+    /// Bytes aliasing saves: the members' sizes minus the allocations'.
+    #[serde(default)]
+    pub aliased_bytes_saved: u64,
 }
 
 impl Snapshot {
@@ -160,6 +170,7 @@ impl Snapshot {
                                     tag: a.tag,
                                     dedicated: b.dedicated,
                                     age_frames: None,
+                                    aliases: a.aliases,
                                 })
                                 .collect(),
                             free_ranges: b.free_ranges,
@@ -175,6 +186,8 @@ impl Snapshot {
             largest_free: details.largest_free,
             free_range_count: details.free_range_count,
             free_bytes: details.free_bytes,
+            alias_member_count: details.alias_member_count,
+            aliased_bytes_saved: details.aliased_bytes_saved,
         }
     }
 

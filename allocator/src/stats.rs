@@ -6,6 +6,12 @@
 //!
 //! The JSON dump (`Allocator::to_json`) writes a [`crate::Snapshot`]; its
 //! versioned schema is documented in [`crate::report`].
+//!
+//! An allocation holding an alias group lists its members under `aliases`
+//! (`offset` inside the allocation, `size`, `kind`, `first_pass`,
+//! `last_pass`, `tag`); `alias_member_count` and `aliased_bytes_saved` sum
+//! them up, and `statistics.defragmentation` holds the defragmentation
+//! totals.
 
 #![forbid(unsafe_code)]
 
@@ -154,6 +160,41 @@ pub struct Statistics {
     /// Allocations freed with a damaged corruption margin (see
     /// [`crate::AllocatorDesc::debug_margin`]).
     pub corruptions_detected: u64,
+    /// Defragmentation totals over every session so far.
+    #[serde(default)]
+    pub defragmentation: DefragStats,
+}
+
+/// What defragmentation did: per pass ([`crate::PassReport::stats`]), per
+/// session ([`crate::Defragmentation::statistics`]) or over the allocator's
+/// life ([`Statistics::defragmentation`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefragStats {
+    /// Passes ended.
+    pub passes: u64,
+    /// Bytes of allocations moved (committed moves, sizes as asked).
+    pub bytes_moved: u64,
+    /// Allocations moved (committed moves).
+    pub allocations_moved: u64,
+    /// Moves handed out but not committed (dropped, cancelled, or their
+    /// source freed during the pass).
+    pub moves_cancelled: u64,
+    /// Blocks released because they became empty.
+    pub blocks_freed: u64,
+    /// Bytes of those blocks.
+    pub bytes_freed: u64,
+}
+
+impl DefragStats {
+    /// Adds another set of counters.
+    pub fn add(&mut self, other: &DefragStats) {
+        self.passes += other.passes;
+        self.bytes_moved += other.bytes_moved;
+        self.allocations_moved += other.allocations_moved;
+        self.moves_cancelled += other.moves_cancelled;
+        self.blocks_freed += other.blocks_freed;
+        self.bytes_freed += other.bytes_freed;
+    }
 }
 
 /// One allocation in a detailed dump.
@@ -167,6 +208,10 @@ pub struct AllocationInfo {
     pub kind: String,
     /// Debugging tag, if given.
     pub tag: Option<String>,
+    /// Resources aliased on this allocation (see [`crate::AliasGroup`]),
+    /// each with its offset inside the allocation and its lifetime.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<crate::alias::AliasInfo>,
 }
 
 /// One block in detailed statistics.
@@ -212,8 +257,16 @@ impl BlockInfo {
                 }
                 .to_owned(),
                 tag: None,
+                aliases: Vec::new(),
             })
         });
+        if block.live_metas().any(|m| !m.aliases.is_empty()) {
+            for a in &mut allocations {
+                if let Some(meta) = block.live_metas().find(|m| m.range.offset == a.offset) {
+                    a.aliases = meta.aliases.clone();
+                }
+            }
+        }
         if with_tags && !block.tags.is_empty() {
             for a in &mut allocations {
                 a.tag = block.tags.get(&a.offset).map(|t| t.to_string());
@@ -263,6 +316,13 @@ pub struct DetailedStatistics {
     pub free_range_count: u64,
     /// Free bytes in all blocks.
     pub free_bytes: u64,
+    /// Resources aliased on shared allocations (alias group members).
+    #[serde(default)]
+    pub alias_member_count: u64,
+    /// Bytes aliasing saves: the sum of alias members' sizes minus the sizes
+    /// of the allocations they share.
+    #[serde(default)]
+    pub aliased_bytes_saved: u64,
 }
 
 /// Formats a byte count for people: `1.50 GiB`.

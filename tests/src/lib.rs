@@ -576,6 +576,14 @@ impl GpuContext {
         self.queue_family
     }
 
+    /// Calls `use_queue` with the queue and its family, holding the lock
+    /// that [`GpuContext::one_shot`] takes (the queue needs external
+    /// synchronization).
+    pub fn with_queue<R>(&self, use_queue: impl FnOnce(vk::Queue, u32) -> R) -> R {
+        let submit = self.submit.lock();
+        use_queue(submit.queue, self.queue_family)
+    }
+
     /// What the harness learnt about the device.
     pub fn info(&self) -> &DeviceInfo {
         &self.info

@@ -10,9 +10,11 @@
 //! resource's memory requirements.
 
 use ash::vk;
-use vkalloc::vk::{Buffer, Image, MappedBuffer, MappedImage};
+use vkalloc::stats::DefragStats;
+use vkalloc::vk::{Buffer, Image, MappedBuffer, MappedImage, Movable};
 use vkalloc::{
-    Allocation, AllocationDesc, AllocationOptions, MappedAllocation, MemoryUsage, ResourceKind,
+    Allocation, AllocationDesc, AllocationOptions, DefragDesc, MappedAllocation, MemoryUsage,
+    ResourceKind,
 };
 
 use crate::commands::LayoutTransition;
@@ -636,6 +638,104 @@ impl<'a> ResourceSet<'a> {
             .iter()
             .map(|s| (s.label.as_str(), s.held.allocation()))
             .collect()
+    }
+
+    /// Runs defragmentation passes (at most `max_passes`, until one is
+    /// complete), moving the set's unmapped buffers and optimal images on
+    /// the GPU with [`vkalloc::Allocator::perform_moves`]; other moves are
+    /// dropped (so cancelled). Checks `validate()` after every pass. Returns
+    /// the session's statistics.
+    ///
+    /// # Panics
+    /// If a step fails.
+    pub fn defragment(&mut self, desc: &DefragDesc, max_passes: u32) -> DefragStats {
+        let ctx = self.ctx;
+        let allocator = ctx.allocator();
+        let mut defrag = allocator
+            .begin_defragmentation(desc)
+            .expect("begin_defragmentation");
+        for _ in 0..max_passes {
+            let mut moves: std::collections::HashMap<vkalloc::AllocationId, vkalloc::Move> = defrag
+                .begin_pass(allocator)
+                .expect("begin_pass")
+                .into_iter()
+                .map(|m| (m.id(), m))
+                .collect();
+            let none = moves.is_empty();
+            let mut kept = Vec::new();
+            let mut moving = Vec::new();
+            let mut items = Vec::new();
+            for s in std::mem::take(&mut self.subjects) {
+                let mv = moves.remove(&s.held.allocation().id());
+                let Subject {
+                    label,
+                    kind,
+                    held,
+                    seed,
+                    write,
+                    requirements,
+                } = s;
+                let rebuild = move |held| Subject {
+                    label,
+                    kind,
+                    held,
+                    seed,
+                    write,
+                    requirements,
+                };
+                match (mv, held) {
+                    (Some(mv), Held::Buffer(b)) => {
+                        items.push((mv, Movable::Buffer(b)));
+                        moving.push(Box::new(rebuild) as Box<dyn FnOnce(Held) -> Subject>);
+                    }
+                    (Some(mv), Held::Image(image)) => {
+                        items.push((
+                            mv,
+                            Movable::Image {
+                                image,
+                                layout: vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                            },
+                        ));
+                        moving.push(Box::new(rebuild));
+                    }
+                    (_, held) => kept.push(rebuild(held)),
+                }
+            }
+            drop(moves);
+            // SAFETY: the queue is held for the call; every earlier
+            // submission was waited for (one_shot waits), so the resources
+            // are idle.
+            let moved = ctx
+                .with_queue(|queue, family| unsafe {
+                    allocator.perform_moves(&mut defrag, queue, family, items)
+                })
+                .unwrap_or_else(|(e, _)| panic!("perform_moves failed: {e}"));
+            for (rebuild, m) in moving.into_iter().zip(moved) {
+                let mut s = match m {
+                    Movable::Buffer(b) => rebuild(Held::Buffer(b)),
+                    Movable::Image { image, .. } => rebuild(Held::Image(image)),
+                };
+                s.kind = match (s.kind, &s.held) {
+                    (SubjectKind::Buffer(_, size), Held::Buffer(b)) => {
+                        SubjectKind::Buffer(b.raw(), size)
+                    }
+                    (SubjectKind::OptimalImage(_, extent), Held::Image(i)) => {
+                        SubjectKind::OptimalImage(i.raw(), extent)
+                    }
+                    (kind, _) => kind,
+                };
+                kept.push(s);
+            }
+            self.subjects = kept;
+            let report = defrag.end_pass(allocator).expect("end_pass");
+            if let Err(e) = allocator.validate() {
+                panic!("validate after a pass: {e}\n{}", allocator.summary());
+            }
+            if none || report.complete {
+                break;
+            }
+        }
+        defrag.end(allocator).expect("end")
     }
 
     /// Destroys the subjects for which `doomed` is true and keeps the rest

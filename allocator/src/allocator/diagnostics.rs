@@ -124,6 +124,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 .collect(),
             device_memory_objects: self.objects.get(),
             corruptions_detected: self.corruptions.load(Ordering::Relaxed),
+            defragmentation: self.defrag_totals(),
             ..Statistics::default()
         };
         // A type's usage: its default blocks and every pool of the type.
@@ -194,6 +195,13 @@ impl<D: MemoryDevice> Allocator<D> {
                 return;
             }
             for b in &blocks {
+                for a in &b.allocations {
+                    if !a.aliases.is_empty() {
+                        details.alias_member_count += a.aliases.len() as u64;
+                        let sum: u64 = a.aliases.iter().map(|m| m.size).sum();
+                        details.aliased_bytes_saved += sum.saturating_sub(a.size);
+                    }
+                }
                 details.largest_free = details.largest_free.max(b.largest_free);
                 details.free_range_count += b.free_range_count as u64;
                 details.free_bytes += b.free_ranges.iter().map(|r| r[1]).sum::<u64>();

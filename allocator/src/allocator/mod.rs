@@ -16,6 +16,7 @@
 //! allocations, frees and statistics, and for writing only to add or remove
 //! a pool, never across a driver call.
 
+mod defrag;
 mod diagnostics;
 mod placement;
 mod pools;
@@ -198,6 +199,10 @@ pub struct Allocator<D: MemoryDevice> {
     type_cache: TypeCache,
     corruptions: AtomicU64,
     frame: AtomicU64,
+    /// The next allocation id.
+    next_id: AtomicU64,
+    /// Defragmentation totals over every session.
+    defrag_totals: parking_lot::Mutex<crate::stats::DefragStats>,
     /// Whether `recorder` holds a recorder: checked without locking.
     #[cfg(feature = "trace")]
     recording: AtomicBool,
@@ -294,6 +299,8 @@ impl<D: MemoryDevice> Allocator<D> {
             type_cache: TypeCache::new(),
             corruptions: AtomicU64::new(0),
             frame: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
+            defrag_totals: parking_lot::Mutex::new(crate::stats::DefragStats::default()),
             #[cfg(feature = "trace")]
             recording: AtomicBool::new(false),
             #[cfg(feature = "trace")]
@@ -370,6 +377,7 @@ impl<D: MemoryDevice> Allocator<D> {
             },
             allocator: self.id,
             granularity: self.device.limits().buffer_image_granularity,
+            next_id: &self.next_id,
         }
     }
 

@@ -67,11 +67,11 @@ pub struct Placement {
 }
 
 /// A live allocation's handle inside one range allocator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RangeId(pub u32);
 
 /// A committed allocation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Range {
     /// The handle to free it with.
     pub id: RangeId,

@@ -388,6 +388,31 @@ impl TlsfAllocator {
         None
     }
 
+    /// The lowest place for `request` that starts below `below`, walking the
+    /// ranges in address order (O(ranges): for compaction, not the hot
+    /// path). Changes nothing; commit the result with
+    /// [`RangeAllocator::commit`].
+    pub fn find_lowest(&self, request: &RangeRequest, below: u64) -> Option<Placement> {
+        let alignment = checked_alignment(request.alignment)?;
+        if request.size == 0 || self.live_nodes() + 2 > RangeId::MAX_SLOTS {
+            return None;
+        }
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if node.offset >= below {
+                return None;
+            }
+            if node.state == State::Free && node.size >= request.size {
+                if let Some(offset) = self.fit(index, request.size, alignment, request.kind) {
+                    return (offset < below).then(|| self.placement(index, offset, request));
+                }
+            }
+            index = node.next;
+        }
+        None
+    }
+
     /// The size of a range that holds `size` bytes at any offset, whatever
     /// the neighbours.
     fn worst_case_size(&self, size: u64, alignment: u64) -> Option<u64> {
@@ -951,5 +976,57 @@ mod tests {
             Box::new(TlsfAllocator::new(capacity, granularity))
         });
         assert!(ops >= 100_000, "{ops} operations");
+    }
+
+    #[test]
+    fn find_lowest_takes_the_lowest_fitting_free_range() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for granularity in [1u64, 1024] {
+            let mut t = TlsfAllocator::new(1 << 20, granularity);
+            let mut live = Vec::new();
+            for _ in 0..400 {
+                if rng.gen_bool(0.6) || live.is_empty() {
+                    let request = RangeRequest {
+                        size: rng.gen_range(1..5000),
+                        alignment: 1 << rng.gen_range(0..8),
+                        kind: [RangeKind::Linear, RangeKind::Optimal][rng.gen_range(0..2)],
+                    };
+                    if let Some(r) = t.allocate(&request) {
+                        live.push(r);
+                    }
+                } else {
+                    let r = live.swap_remove(rng.gen_range(0..live.len()));
+                    t.free(r.id).unwrap();
+                }
+                let request = RangeRequest {
+                    size: rng.gen_range(1..3000),
+                    alignment: 1 << rng.gen_range(0..6),
+                    kind: RangeKind::Linear,
+                };
+                let below = rng.gen_range(0..1u64 << 20);
+                let found = t.find_lowest(&request, below);
+                // Brute force: the lowest free range that `fit` accepts.
+                let mut expected = None;
+                let mut index = t.first;
+                while index != NIL {
+                    let node = &t.nodes[index as usize];
+                    if node.state == State::Free {
+                        if let Some(o) = t.fit(index, request.size, request.alignment, request.kind)
+                        {
+                            expected = Some(o).filter(|&o| o < below);
+                            break;
+                        }
+                    }
+                    index = node.next;
+                }
+                assert_eq!(found.map(|p| p.offset), expected);
+                if let Some(p) = found {
+                    let r = t.commit(p, request.kind);
+                    t.validate().unwrap();
+                    t.free(r.id).unwrap();
+                }
+            }
+        }
     }
 }

@@ -34,6 +34,9 @@ pub struct Buffer<A = Allocation> {
     raw: vk::Buffer,
     allocation: A,
     size: u64,
+    /// The create info's usage, when known (needed to re-create the buffer
+    /// for a defragmentation move).
+    usage: Option<vk::BufferUsageFlags>,
 }
 
 /// A buffer in host-visible memory, mapped for its whole life.
@@ -45,7 +48,22 @@ impl<A> Buffer<A> {
             raw,
             allocation,
             size,
+            usage: None,
         }
+    }
+
+    pub(crate) fn with_usage(self, usage: vk::BufferUsageFlags) -> Self {
+        Self {
+            usage: Some(usage),
+            ..self
+        }
+    }
+
+    /// The usage it was created with, when the allocator created it (a
+    /// buffer from [`Self::from_raw_parts`] has none): what a moved copy is
+    /// created with.
+    pub fn usage(&self) -> Option<vk::BufferUsageFlags> {
+        self.usage
     }
 
     /// The `VkBuffer`, to record commands with.

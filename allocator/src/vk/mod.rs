@@ -7,10 +7,12 @@
 
 mod bound;
 mod device;
+mod moves;
 mod resources;
 
 pub use bound::{Buffer, DestroyError, Image, ImageInfo, MappedBuffer, MappedImage};
 pub use device::{AshDevice, AshDeviceOptions};
+pub use moves::{Aliased, Movable, MoveError, PreparedMove};
 
 use ash::vk;
 

@@ -175,7 +175,7 @@ impl Allocator<AshDevice> {
             let _ = self.free(allocation);
             return Err(vulkan("vkBindBufferMemory")(e));
         }
-        Ok(Buffer::new(buffer, allocation, info.size))
+        Ok(Buffer::new(buffer, allocation, info.size).with_usage(info.usage))
     }
 
     /// Creates an image, allocates memory for it and binds it.
