@@ -17,7 +17,9 @@ use std::sync::{Arc, OnceLock};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use vkalloc::device::{DedicatedResource, DedicatedTo, DeviceError, DeviceMemory, MemoryPropertyFlags};
+use vkalloc::device::{
+    DedicatedResource, DedicatedTo, DeviceError, DeviceMemory, MemoryPropertyFlags,
+};
 use vkalloc::select::TypeFlags;
 use vkalloc::sim::{self, FailurePlan, GpuTable, SimDevice};
 use vkalloc::{
