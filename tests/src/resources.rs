@@ -782,19 +782,19 @@ impl<'a> ResourceSet<'a> {
 
 fn destroy_subject(ctx: &GpuContext, s: Subject) {
     let allocator = ctx.allocator();
-    let label = s.label;
-    let failed = |e: vkalloc::Error| panic!("{label}: destroying failed: {e}");
     // SAFETY: every submission using the resource was waited for (one_shot
     // waits); each resource travels with its own memory.
-    unsafe {
+    let destroyed: Result<(), vkalloc::Error> = unsafe {
         match s.held {
-            Held::Buffer(b) => allocator.destroy_buffer(b).map_err(|e| failed(e.into())),
-            Held::MappedBuffer(b) => allocator.destroy_buffer(b).map_err(|e| failed(e.into())),
-            Held::Image(i) => allocator.destroy_image(i).map_err(|e| failed(e.into())),
-            Held::MappedImage(i) => allocator.destroy_image(i).map_err(|e| failed(e.into())),
+            Held::Buffer(b) => allocator.destroy_buffer(b).map_err(Into::into),
+            Held::MappedBuffer(b) => allocator.destroy_buffer(b).map_err(Into::into),
+            Held::Image(i) => allocator.destroy_image(i).map_err(Into::into),
+            Held::MappedImage(i) => allocator.destroy_image(i).map_err(Into::into),
         }
+    };
+    if let Err(e) = destroyed {
+        panic!("{}: destroying failed: {e}", s.label);
     }
-    .unwrap_or(());
 }
 
 /// The create info of a single-mip 2D test image usable as a copy source

@@ -313,10 +313,7 @@ impl<D: MemoryDevice> Allocator<D> {
         offset: u64,
         size: u64,
     ) -> Result<(), Error> {
-        match self.mapped_range(allocation, offset, size)? {
-            Some(range) => memory::flush(&self.device, &range),
-            None => Ok(()),
-        }
+        self.sync_mapped(allocation, offset, size, memory::flush)
     }
 
     /// Makes device writes to `allocation[offset..offset + size]` visible to
@@ -330,8 +327,20 @@ impl<D: MemoryDevice> Allocator<D> {
         offset: u64,
         size: u64,
     ) -> Result<(), Error> {
+        self.sync_mapped(allocation, offset, size, memory::invalidate)
+    }
+
+    /// Flushes or invalidates (`op`) the atom-aligned range, if the memory
+    /// is not coherent.
+    fn sync_mapped(
+        &self,
+        allocation: &MappedAllocation,
+        offset: u64,
+        size: u64,
+        op: fn(&dyn MemoryDevice, &MappedRange) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         match self.mapped_range(allocation, offset, size)? {
-            Some(range) => memory::invalidate(&self.device, &range),
+            Some(range) => op(&self.device, &range),
             None => Ok(()),
         }
     }
