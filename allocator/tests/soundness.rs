@@ -427,3 +427,29 @@ fn racing_threads_never_pass_the_heap_budget_together() {
         check_clean(&sim, allocator);
     }
 }
+
+/// A simulated heap larger than the host's memory, mapped at once: the map
+/// fails (`MapFailed`, the allocation refused) instead of the process
+/// aborting on a failed host allocation.
+#[test]
+fn a_map_larger_than_the_host_fails_cleanly() {
+    let sim = Arc::new(
+        SimDevice::builder(tables::mobile_tiler())
+            .heap_capacity(0, u64::MAX)
+            .build(),
+    );
+    let allocator = Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap();
+    let mut d = buffer(1 << 62, MemoryUsage::Upload);
+    d.options.dedicated = DedicatedPolicy::Always;
+    match allocator.allocate_mapped(&d) {
+        Ok(m) => panic!("mapped {} bytes", m.size()),
+        Err(e) => assert!(
+            matches!(
+                e,
+                Error::MapFailed | Error::OutOfDeviceMemory { .. } | Error::OutOfHostMemory
+            ),
+            "{e:?}"
+        ),
+    }
+    check_clean(&sim, allocator);
+}

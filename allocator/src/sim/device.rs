@@ -792,12 +792,10 @@ impl MemoryDevice for SimDevice {
             .objects
             .get_mut(&memory.0)
             .expect("the object was found above under the same lock");
-        if object.backing.is_empty() {
+        if object.backing.is_empty() && object.info.size > 0 {
             let size =
                 usize::try_from(object.info.size).map_err(|_| DeviceError::OutOfHostMemory)?;
-            // Zeroed allocation: the operating system hands out zero pages
-            // lazily, so only the pages a test touches cost memory.
-            object.backing = vec![0; size];
+            object.backing = zeroed_backing(size).ok_or(DeviceError::MemoryMapFailed)?;
         }
         // `Vec::as_mut_ptr` creates no reference to the contents, so the
         // pointer stays valid across later `as_mut_ptr` calls and moves of
@@ -829,6 +827,26 @@ impl MemoryDevice for SimDevice {
         self.check_ranges(ranges);
         Ok(())
     }
+}
+
+/// `size` zeroed bytes of host memory, or `None` when the host can't give
+/// them (a huge simulated heap mapped at once): the map then fails as a
+/// driver's would, instead of aborting the process. The operating system
+/// hands out zero pages lazily, so only the pages a test touches cost memory.
+fn zeroed_backing(size: usize) -> Option<Vec<u8>> {
+    let layout = std::alloc::Layout::array::<u8>(size).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size (checked above).
+    let pointer = unsafe { std::alloc::alloc_zeroed(layout) };
+    if pointer.is_null() {
+        return None;
+    }
+    // SAFETY: `pointer` was allocated by the global allocator with the layout
+    // of `size` bytes of alignment 1 (a `Vec<u8>`'s own), and all `size`
+    // bytes are initialised (zeroed).
+    Some(unsafe { Vec::from_raw_parts(pointer, size, size) })
 }
 
 #[cfg(test)]
