@@ -18,6 +18,9 @@ use crate::select::MemoryUsage;
 pub struct PoolId {
     pub(crate) index: u32,
     pub(crate) generation: u32,
+    /// The allocator that made it, so another allocator's pool id is refused
+    /// (`UnknownPool`) rather than taken for one of its own.
+    pub(crate) allocator: u32,
 }
 
 impl PoolId {

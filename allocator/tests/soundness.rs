@@ -453,3 +453,25 @@ fn a_map_larger_than_the_host_fails_cleanly() {
     }
     check_clean(&sim, allocator);
 }
+
+/// A pool id belongs to its allocator: another allocator refuses it
+/// (`UnknownPool`) instead of taking it for its own pool of the same slot.
+#[test]
+fn another_allocators_pool_id_is_refused() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let a = Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap();
+    let b = Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap();
+    let pa = ring_pool(&a);
+    let pb = ring_pool(&b);
+    let d = AllocationDesc {
+        options: AllocationOptions::usage(MemoryUsage::Upload).in_pool(pa),
+        ..buffer(64, MemoryUsage::Upload)
+    };
+    assert_eq!(b.allocate(&d).unwrap_err(), Error::UnknownPool(pa));
+    assert_eq!(b.destroy_pool(pa), Err(Error::UnknownPool(pa)));
+    assert!(matches!(b.pool_pressure(pa), Err(Error::UnknownPool(_))));
+    b.destroy_pool(pb).unwrap();
+    a.destroy_pool(pa).unwrap();
+    check_clean(&sim, a);
+    check_clean(&sim, b);
+}

@@ -385,7 +385,7 @@ impl<D: MemoryDevice> Allocator<D> {
         self.pools
             .read()
             .get(id.index as usize)
-            .filter(|s| s.generation == id.generation)
+            .filter(|s| s.generation == id.generation && id.allocator == self.id)
             .and_then(|s| s.pool.clone())
             .ok_or(Error::UnknownPool(id))
     }

@@ -88,6 +88,7 @@ impl<D: MemoryDevice> Allocator<D> {
             PoolId {
                 index: index as u32,
                 generation: slots[index].generation,
+                allocator: self.id,
             }
         };
         let pool = Arc::new(PoolState {
@@ -141,7 +142,7 @@ impl<D: MemoryDevice> Allocator<D> {
             let mut slots = self.pools.write();
             let slot = slots
                 .get_mut(id.index as usize)
-                .filter(|s| s.generation == id.generation)
+                .filter(|s| s.generation == id.generation && id.allocator == self.id)
                 .ok_or(Error::UnknownPool(id))?;
             let live = match &slot.pool {
                 Some(pool) => pool.vector.counters.snapshot().allocation_count,
