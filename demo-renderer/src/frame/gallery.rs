@@ -8,7 +8,9 @@ use glam::Vec4;
 use super::pipelines::{create_layout, create_pipeline, PipelineDesc};
 use super::targets::{DEPTH_FORMAT, HDR_FORMAT};
 use super::ScenePass;
-use crate::gpu::memory::{LinearMode, MemOptions, Memory, MemoryUsage, PoolAlgorithm, PoolId};
+use crate::gpu::memory::{
+    Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
+};
 use crate::gpu::util::OneShot;
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::TextureSet;
@@ -71,11 +73,11 @@ pub struct GalleryPass {
     layout: vk::PipelineLayout,
     pipeline: vk::Pipeline,
     sky: vk::Pipeline,
-    vertices: (vk::Buffer, Option<Memory>),
-    indices: (vk::Buffer, Option<Memory>),
+    vertices: Option<Buffer>,
+    indices: Option<Buffer>,
     meshes: Vec<MeshRange>,
     uniform_pool: Option<PoolId>,
-    uniforms: Option<(vk::Buffer, Memory)>,
+    uniforms: Option<MappedBuffer>,
     aspect: f32,
     height: u32,
     stream_config: StreamConfig,
@@ -103,8 +105,8 @@ impl GalleryPass {
             layout: vk::PipelineLayout::null(),
             pipeline: vk::Pipeline::null(),
             sky: vk::Pipeline::null(),
-            vertices: (vk::Buffer::null(), None),
-            indices: (vk::Buffer::null(), None),
+            vertices: None,
+            indices: None,
             meshes: Vec::new(),
             uniform_pool: None,
             uniforms: None,
@@ -151,22 +153,22 @@ impl GalleryPass {
         }
         let vbytes: &[u8] = bytemuck::cast_slice(&vertices);
         let ibytes: &[u8] = bytemuck::cast_slice(&indices);
-        let (vb, vm) = upload_buffer(
+        let vb = upload_buffer(
             ctx,
             mem,
             vbytes,
             vk::BufferUsageFlags::VERTEX_BUFFER,
             "vertices",
         )?;
-        self.vertices = (vb, Some(vm));
-        let (ib, im) = upload_buffer(
+        self.vertices = Some(vb);
+        let ib = upload_buffer(
             ctx,
             mem,
             ibytes,
             vk::BufferUsageFlags::INDEX_BUFFER,
             "indices",
         )?;
-        self.indices = (ib, Some(im));
+        self.indices = Some(ib);
         self.uniform_pool = Some(mem.create_pool(
             "frame uniforms",
             MemoryUsage::Upload,
@@ -306,31 +308,34 @@ fn upload_buffer(
     bytes: &[u8],
     usage: vk::BufferUsageFlags,
     tag: &str,
-) -> Result<(vk::Buffer, Memory), GpuError> {
+) -> Result<Buffer, GpuError> {
     let size = bytes.len() as u64;
-    let (staging, mut staging_mem) = mem.create_buffer_mapped(
+    let mut staging = mem.create_buffer_mapped(
         &vk::BufferCreateInfo::default()
             .size(size)
             .usage(vk::BufferUsageFlags::TRANSFER_SRC),
         &MemOptions::new(MemoryUsage::Upload, "geometry staging"),
     )?;
-    staging_mem.write(0, bytes);
-    mem.flush(&staging_mem);
+    staging
+        .mapped_mut()
+        .write(0, bytes)
+        .expect("write inside the allocation");
+    mem.flush(staging.allocation());
     let result = mem.create_buffer(
         &vk::BufferCreateInfo::default()
             .size(size)
             .usage(usage | vk::BufferUsageFlags::TRANSFER_DST),
         &MemOptions::new(MemoryUsage::GpuOnly, tag),
     );
-    let copied = result.and_then(|(buffer, m)| {
+    let copied = result.and_then(|buffer| {
         let one = OneShot::new(ctx)?;
         let r = one.run(ctx, |cmd| {
             // SAFETY: recording; both buffers are live and large enough.
             unsafe {
                 ctx.device.cmd_copy_buffer(
                     cmd,
-                    staging,
-                    buffer,
+                    staging.raw(),
+                    buffer.raw(),
                     &[vk::BufferCopy {
                         src_offset: 0,
                         dst_offset: 0,
@@ -340,10 +345,10 @@ fn upload_buffer(
             };
         });
         one.destroy(&ctx.device);
-        r.map(|()| (buffer, m))
+        r.map(|()| buffer)
     });
     // SAFETY: the copy finished (OneShot waits) or never ran.
-    unsafe { mem.destroy_buffer(staging, staging_mem) };
+    unsafe { mem.destroy_buffer(staging) };
     copied
 }
 
@@ -358,9 +363,9 @@ impl ScenePass for GalleryPass {
         let d = &ctx.device;
         // The previous frame is done (the renderer waits for each frame): free its
         // uniforms first, so the ring frees in allocation order.
-        if let Some((b, m)) = self.uniforms.take() {
+        if let Some(b) = self.uniforms.take() {
             // SAFETY: the previous frame finished.
-            unsafe { mem.destroy_buffer(b, m) };
+            unsafe { mem.destroy_buffer(b) };
         }
         let pose = self.gallery.path.pose(frame, frames);
         let fov_y = FOV_Y_DEGREES.to_radians();
@@ -413,17 +418,20 @@ impl ScenePass for GalleryPass {
             stream,
         };
         let bytes = bytemuck::bytes_of(&u);
-        let (buffer, mut memory) = mem.create_buffer_mapped(
+        let mut buffer = mem.create_buffer_mapped(
             &vk::BufferCreateInfo::default()
                 .size(bytes.len() as u64)
                 .usage(vk::BufferUsageFlags::UNIFORM_BUFFER),
             &MemOptions::new(MemoryUsage::Upload, "frame uniforms")
                 .in_pool(self.uniform_pool.expect("built")),
         )?;
-        memory.write(0, bytes);
-        mem.flush(&memory);
+        buffer
+            .mapped_mut()
+            .write(0, bytes)
+            .expect("write inside the allocation");
+        mem.flush(buffer.allocation());
         let info = [vk::DescriptorBufferInfo {
-            buffer,
+            buffer: buffer.raw(),
             offset: 0,
             range: bytes.len() as u64,
         }];
@@ -434,7 +442,7 @@ impl ScenePass for GalleryPass {
             .buffer_info(&info);
         // SAFETY: the set is not in use (the previous frame finished).
         unsafe { d.update_descriptor_sets(&[write], &[]) };
-        self.uniforms = Some((buffer, memory));
+        self.uniforms = Some(buffer);
         Ok(())
     }
 
@@ -450,8 +458,16 @@ impl ScenePass for GalleryPass {
                 &[self.frame_set],
                 &[],
             );
-            d.cmd_bind_vertex_buffers(cmd, 0, &[self.vertices.0], &[0]);
-            d.cmd_bind_index_buffer(cmd, self.indices.0, 0, vk::IndexType::UINT32);
+            let vertices = self
+                .vertices
+                .as_ref()
+                .map_or(vk::Buffer::null(), Buffer::raw);
+            let indices = self
+                .indices
+                .as_ref()
+                .map_or(vk::Buffer::null(), Buffer::raw);
+            d.cmd_bind_vertex_buffers(cmd, 0, &[vertices], &[0]);
+            d.cmd_bind_index_buffer(cmd, indices, 0, vk::IndexType::UINT32);
             let bindless = self.textures.bindless;
             if bindless {
                 // One set for every material; the draw's material index is pushed.
@@ -515,14 +531,14 @@ impl ScenePass for GalleryPass {
         let d = &ctx.device;
         // SAFETY: the device is idle.
         unsafe {
-            if let Some((b, m)) = self.uniforms.take() {
-                mem.destroy_buffer(b, m);
+            if let Some(b) = self.uniforms.take() {
+                mem.destroy_buffer(b);
             }
-            if let Some(m) = self.vertices.1.take() {
-                mem.destroy_buffer(self.vertices.0, m);
+            if let Some(b) = self.vertices.take() {
+                mem.destroy_buffer(b);
             }
-            if let Some(m) = self.indices.1.take() {
-                mem.destroy_buffer(self.indices.0, m);
+            if let Some(b) = self.indices.take() {
+                mem.destroy_buffer(b);
             }
             d.destroy_pipeline(self.pipeline, None);
             d.destroy_pipeline(self.sky, None);

@@ -387,7 +387,7 @@ impl Renderer {
         };
         let (out_image, out_view, pipeline_index, copy) = match output {
             Output::Headless { readback } => {
-                (self.targets.ldr.image, self.targets.ldr.view, 0, readback)
+                (self.targets.ldr.image(), self.targets.ldr.view, 0, readback)
             }
             Output::Swapchain {
                 image,
@@ -425,7 +425,7 @@ impl Renderer {
             // Scene pass.
             stamp(0, vk::PipelineStageFlags2::TOP_OF_PIPE);
             let color_in = ImageTransition::color(
-                self.targets.hdr.image,
+                self.targets.hdr.image(),
                 vk::ImageLayout::UNDEFINED,
                 vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
             )
@@ -436,7 +436,7 @@ impl Renderer {
                 vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
             );
             let mut depth_in = ImageTransition::color(
-                self.targets.depth.image,
+                self.targets.depth.image(),
                 vk::ImageLayout::UNDEFINED,
                 vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
             )
@@ -491,7 +491,7 @@ impl Renderer {
             // Tone-map pass.
             stamp(2, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let hdr_read = ImageTransition::color(
-                self.targets.hdr.image,
+                self.targets.hdr.image(),
                 vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
                 vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
             )
@@ -605,7 +605,7 @@ impl Renderer {
                     cmd,
                     out_image,
                     vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                    self.targets.readback,
+                    self.targets.readback(),
                     &[region],
                 );
                 let host = [vk::MemoryBarrier2::default()

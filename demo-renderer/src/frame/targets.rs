@@ -3,7 +3,7 @@
 
 use ash::vk;
 
-use crate::gpu::memory::{MemOptions, Memory, MemoryUsage};
+use crate::gpu::memory::{Image, MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::{GpuError, GpuMemory, VkCheck};
 
 /// The HDR colour format.
@@ -15,14 +15,18 @@ pub const LDR_FORMAT: vk::Format = vk::Format::R8G8B8A8_SRGB;
 
 /// One image with its view and memory.
 pub struct Target {
-    /// The image.
-    pub image: vk::Image,
     /// A view of mip 0.
     pub view: vk::ImageView,
-    memory: Option<Memory>,
+    /// The image and its memory (`None` once destroyed).
+    image: Option<Image>,
 }
 
 impl Target {
+    /// The image (null once destroyed).
+    pub fn image(&self) -> vk::Image {
+        self.image.as_ref().map_or(vk::Image::null(), Image::raw)
+    }
+
     fn new(
         device: &ash::Device,
         mem: &GpuMemory,
@@ -46,12 +50,12 @@ impl Target {
             .tiling(vk::ImageTiling::OPTIMAL)
             .usage(usage)
             .initial_layout(vk::ImageLayout::UNDEFINED);
-        let (image, memory) = mem.create_image(
+        let image = mem.create_image(
             &info,
             &MemOptions::new(MemoryUsage::GpuOnly, tag).dedicated(),
         )?;
         let view_info = vk::ImageViewCreateInfo::default()
-            .image(image)
+            .image(image.raw())
             .view_type(vk::ImageViewType::TYPE_2D)
             .format(format)
             .subresource_range(vk::ImageSubresourceRange {
@@ -65,18 +69,17 @@ impl Target {
         let view =
             unsafe { device.create_image_view(&view_info, None) }.check("vkCreateImageView")?;
         Ok(Self {
-            image,
             view,
-            memory: Some(memory),
+            image: Some(image),
         })
     }
 
     fn destroy(&mut self, device: &ash::Device, mem: &GpuMemory) {
-        if let Some(m) = self.memory.take() {
+        if let Some(image) = self.image.take() {
             // SAFETY: the renderer waits for the device before destroying targets.
             unsafe {
                 device.destroy_image_view(self.view, None);
-                mem.destroy_image(self.image, m);
+                mem.destroy_image(image);
             }
         }
     }
@@ -92,13 +95,18 @@ pub struct Targets {
     pub depth: Target,
     /// Tone-mapped sRGB colour.
     pub ldr: Target,
-    /// Host-visible copy of `ldr`.
-    pub readback: vk::Buffer,
-    /// Its memory.
-    pub readback_memory: Option<Memory>,
+    /// Host-visible copy of `ldr`, with its memory (`None` once destroyed).
+    readback: Option<MappedBuffer>,
 }
 
 impl Targets {
+    /// The host-visible copy of `ldr` (null once destroyed).
+    pub fn readback(&self) -> vk::Buffer {
+        self.readback
+            .as_ref()
+            .map_or(vk::Buffer::null(), MappedBuffer::raw)
+    }
+
     /// Creates the targets at `extent`.
     pub fn new(
         device: &ash::Device,
@@ -136,7 +144,7 @@ impl Targets {
         let info = vk::BufferCreateInfo::default()
             .size(size)
             .usage(vk::BufferUsageFlags::TRANSFER_DST);
-        let (readback, readback_memory) = mem.create_buffer_mapped(
+        let readback = mem.create_buffer_mapped(
             &info,
             &MemOptions::new(MemoryUsage::Readback, "frame-readback").dedicated(),
         )?;
@@ -145,17 +153,16 @@ impl Targets {
             hdr,
             depth,
             ldr,
-            readback,
-            readback_memory: Some(readback_memory),
+            readback: Some(readback),
         })
     }
 
     /// Copies the read-back frame (tightly packed RGBA8, sRGB) out of the buffer.
     pub fn read_pixels(&self, mem: &GpuMemory) -> Vec<u8> {
-        let m = self.readback_memory.as_ref().expect("live targets");
+        let m = self.readback.as_ref().expect("live targets").allocation();
         mem.invalidate(m);
         let mut out = vec![0u8; self.extent.width as usize * self.extent.height as usize * 4];
-        m.read(0, &mut out);
+        m.read(0, &mut out).expect("read inside the allocation");
         out
     }
 
@@ -164,9 +171,9 @@ impl Targets {
         self.hdr.destroy(device, mem);
         self.depth.destroy(device, mem);
         self.ldr.destroy(device, mem);
-        if let Some(m) = self.readback_memory.take() {
+        if let Some(readback) = self.readback.take() {
             // SAFETY: the device is idle.
-            unsafe { mem.destroy_buffer(self.readback, m) };
+            unsafe { mem.destroy_buffer(readback) };
         }
     }
 }

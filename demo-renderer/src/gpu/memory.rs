@@ -16,6 +16,14 @@ use vkalloc::{
     PoolDesc,
 };
 
+/// A buffer and its memory, as the allocator hands it out; give it back through
+/// [`GpuMemory::destroy_buffer`].
+pub use vkalloc::vk::Buffer;
+/// An image and its memory; give it back through [`GpuMemory::destroy_image`].
+pub use vkalloc::vk::Image;
+/// A buffer in persistently mapped host-visible memory.
+pub use vkalloc::vk::MappedBuffer;
+
 pub use vkalloc::{LinearMode, MemoryUsage, PoolAlgorithm, PoolId};
 
 use super::{Context, GpuError};
@@ -68,64 +76,6 @@ impl<'a> MemOptions<'a> {
             },
             tag: self.tag,
             within_budget: self.within_budget,
-        }
-    }
-}
-
-/// The memory behind one resource; give it back through [`GpuMemory`] to free it.
-#[derive(Debug)]
-pub enum Memory {
-    /// Device memory the CPU does not touch.
-    Plain(Allocation),
-    /// Persistently mapped host-visible memory.
-    Mapped(MappedAllocation),
-}
-
-impl Memory {
-    /// The allocation.
-    pub fn allocation(&self) -> &Allocation {
-        match self {
-            Memory::Plain(a) => a,
-            Memory::Mapped(m) => m,
-        }
-    }
-
-    /// Bytes of the allocation.
-    pub fn size(&self) -> u64 {
-        self.allocation().size()
-    }
-
-    /// Copies `bytes` into the mapped allocation at `offset`.
-    ///
-    /// Panics when the allocation is not mapped or the range is out of bounds:
-    /// both are programming errors.
-    pub fn write(&mut self, offset: u64, bytes: &[u8]) {
-        match self {
-            Memory::Mapped(m) => m.write(offset, bytes).expect("write inside the allocation"),
-            Memory::Plain(_) => panic!("write to an unmapped allocation"),
-        }
-    }
-
-    /// The mapped bytes, to write in place (e.g. a file read straight into staging).
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        match self {
-            Memory::Mapped(m) => m.as_mut_slice(),
-            Memory::Plain(_) => panic!("slice of an unmapped allocation"),
-        }
-    }
-
-    /// Copies from the mapped allocation at `offset` into `out`.
-    pub fn read(&self, offset: u64, out: &mut [u8]) {
-        match self {
-            Memory::Mapped(m) => m.read(offset, out).expect("read inside the allocation"),
-            Memory::Plain(_) => panic!("read from an unmapped allocation"),
-        }
-    }
-
-    fn into_allocation(self) -> Allocation {
-        match self {
-            Memory::Plain(a) => a,
-            Memory::Mapped(m) => m.into(),
         }
     }
 }
@@ -274,11 +224,10 @@ impl GpuMemory {
         &self,
         info: &vk::ImageCreateInfo<'_>,
         opts: &MemOptions<'_>,
-    ) -> Result<(vk::Image, Memory), GpuError> {
+    ) -> Result<Image, GpuError> {
         // SAFETY: the renderer builds valid create infos (the validation layer checks them).
         let r = unsafe { self.allocator.create_image(info, &opts.to_vkalloc()) };
-        let (image, a) = self.counted(r, opts.tag)?.into_raw_parts();
-        Ok((image, Memory::Plain(a)))
+        self.counted(r, opts.tag)
     }
 
     /// Creates a buffer and binds memory to it.
@@ -286,11 +235,10 @@ impl GpuMemory {
         &self,
         info: &vk::BufferCreateInfo<'_>,
         opts: &MemOptions<'_>,
-    ) -> Result<(vk::Buffer, Memory), GpuError> {
+    ) -> Result<Buffer, GpuError> {
         // SAFETY: as in `create_image`.
         let r = unsafe { self.allocator.create_buffer(info, &opts.to_vkalloc()) };
-        let (buffer, a) = self.counted(r, opts.tag)?.into_raw_parts();
-        Ok((buffer, Memory::Plain(a)))
+        self.counted(r, opts.tag)
     }
 
     /// Creates a persistently mapped buffer (usage `Upload` or `Readback`).
@@ -298,31 +246,26 @@ impl GpuMemory {
         &self,
         info: &vk::BufferCreateInfo<'_>,
         opts: &MemOptions<'_>,
-    ) -> Result<(vk::Buffer, Memory), GpuError> {
+    ) -> Result<MappedBuffer, GpuError> {
         // SAFETY: as in `create_image`.
         let r = unsafe {
             self.allocator
                 .create_buffer_mapped(info, &opts.to_vkalloc())
         };
-        let (buffer, m) = self.counted(r, opts.tag)?.into_raw_parts();
-        Ok((buffer, Memory::Mapped(m)))
+        self.counted(r, opts.tag)
     }
 
     /// Makes the CPU's reads of a readback allocation see the GPU's writes.
-    pub fn invalidate(&self, m: &Memory) {
-        if let Memory::Mapped(m) = m {
-            if let Err(e) = self.allocator.invalidate(m, 0, m.size()) {
-                log::error!("invalidate: {e}");
-            }
+    pub fn invalidate(&self, m: &MappedAllocation) {
+        if let Err(e) = self.allocator.invalidate(m, 0, m.size()) {
+            log::error!("invalidate: {e}");
         }
     }
 
     /// Makes the GPU see the CPU's writes to an upload allocation.
-    pub fn flush(&self, m: &Memory) {
-        if let Memory::Mapped(m) = m {
-            if let Err(e) = self.allocator.flush(m, 0, m.size()) {
-                log::error!("flush: {e}");
-            }
+    pub fn flush(&self, m: &MappedAllocation) {
+        if let Err(e) = self.allocator.flush(m, 0, m.size()) {
+            log::error!("flush: {e}");
         }
     }
 
@@ -330,26 +273,27 @@ impl GpuMemory {
     ///
     /// # Safety
     /// The GPU must be done with the image.
-    pub unsafe fn destroy_image(&self, image: vk::Image, m: Memory) {
+    pub unsafe fn destroy_image(&self, image: Image) {
         self.ops.frees.fetch_add(1, Ordering::Relaxed);
         // SAFETY: per the contract above; the image was made by `create_image`
-        // on this allocator's device.
-        unsafe { self.allocator.device().raw().destroy_image(image, None) };
-        if let Err(e) = self.allocator.free(m.into_allocation()) {
+        // on this allocator.
+        if let Err(e) = unsafe { self.allocator.destroy_image(image) } {
             log::error!("destroy_image: {e}");
         }
     }
 
-    /// Destroys a buffer and frees its memory.
+    /// Destroys a buffer (mapped or not) and frees its memory.
     ///
     /// # Safety
     /// The GPU must be done with the buffer.
-    pub unsafe fn destroy_buffer(&self, buffer: vk::Buffer, m: Memory) {
+    pub unsafe fn destroy_buffer<A>(&self, buffer: Buffer<A>)
+    where
+        A: Into<Allocation> + AsRef<Allocation> + std::fmt::Debug,
+    {
         self.ops.frees.fetch_add(1, Ordering::Relaxed);
         // SAFETY: per the contract above; the buffer was made by `create_buffer*`
-        // on this allocator's device.
-        unsafe { self.allocator.device().raw().destroy_buffer(buffer, None) };
-        if let Err(e) = self.allocator.free(m.into_allocation()) {
+        // on this allocator.
+        if let Err(e) = unsafe { self.allocator.destroy_buffer(buffer) } {
             log::error!("destroy_buffer: {e}");
         }
     }

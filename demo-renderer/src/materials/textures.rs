@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use ash::vk;
 use material_baker::ktx2::{Format, Reader};
 
-use crate::gpu::memory::{LinearMode, MemOptions, Memory, MemoryUsage, PoolAlgorithm, PoolId};
+use crate::gpu::memory::{
+    Image, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
+};
 use crate::gpu::util::{transition, ImageTransition, OneShot};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 
@@ -32,11 +34,10 @@ fn vk_format(f: Format) -> vk::Format {
 pub struct Texture {
     /// The file it comes from.
     pub path: PathBuf,
-    /// The image (resident levels only).
-    pub image: vk::Image,
     /// A view of every resident level.
     pub view: vk::ImageView,
-    pub(crate) memory: Option<Memory>,
+    /// The image (resident levels only) and its memory.
+    pub(crate) image: Image,
     /// The image's format.
     pub format: vk::Format,
     /// Level 0's side in the file, in texels.
@@ -50,9 +51,14 @@ pub struct Texture {
 }
 
 impl Texture {
+    /// The image (resident levels only).
+    pub fn image(&self) -> vk::Image {
+        self.image.raw()
+    }
+
     /// Bytes of its memory (the allocation's size, alignment included).
     pub fn allocation_bytes(&self) -> u64 {
-        self.memory.as_ref().map_or(0, Memory::size)
+        self.image.allocation().size()
     }
 }
 
@@ -82,9 +88,9 @@ pub struct TextureSet {
     pub finest_level: u32,
 }
 
+/// A staging buffer holding one level, waiting for its copy.
 struct Pending {
-    buffer: vk::Buffer,
-    memory: Memory,
+    buffer: MappedBuffer,
 }
 
 /// How [`TextureSet::load_with`] picks each texture's resident levels.
@@ -444,13 +450,11 @@ impl TextureSet {
     }
 
     /// Destroys a texture's view and image; the GPU must be done with it.
-    pub fn free_texture(d: &ash::Device, mem: &GpuMemory, mut t: Texture) {
-        if let Some(m) = t.memory.take() {
-            // SAFETY: the device no longer uses the texture (callers wait for idle).
-            unsafe {
-                d.destroy_image_view(t.view, None);
-                mem.destroy_image(t.image, m);
-            }
+    pub fn free_texture(d: &ash::Device, mem: &GpuMemory, t: Texture) {
+        // SAFETY: the device no longer uses the texture (callers wait for idle).
+        unsafe {
+            d.destroy_image_view(t.view, None);
+            mem.destroy_image(t.image);
         }
     }
 
@@ -494,7 +498,7 @@ impl TextureSet {
             .unwrap_or("texture");
         let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(self.texture_pool);
         opts.within_budget = true;
-        let (image, memory) = mem.create_image(&info, &opts)?;
+        let image = mem.create_image(&info, &opts)?;
         let range = vk::ImageSubresourceRange {
             aspect_mask: vk::ImageAspectFlags::COLOR,
             base_mip_level: 0,
@@ -503,7 +507,7 @@ impl TextureSet {
             layer_count: 1,
         };
         let view_info = vk::ImageViewCreateInfo::default()
-            .image(image)
+            .image(image.raw())
             .view_type(vk::ImageViewType::TYPE_2D)
             .format(format)
             .subresource_range(range);
@@ -513,15 +517,14 @@ impl TextureSet {
             Ok(v) => v,
             Err(e) => {
                 // SAFETY: unused image.
-                unsafe { mem.destroy_image(image, memory) };
+                unsafe { mem.destroy_image(image) };
                 return Err(e);
             }
         };
         let texture = Texture {
             path: path.to_owned(),
-            image,
             view,
-            memory: Some(memory),
+            image,
             format,
             file_size: reader.width,
             base_level: base,
@@ -553,7 +556,7 @@ impl TextureSet {
         levels: u32,
     ) -> Result<(), GpuError> {
         let d = &ctx.device;
-        let image = texture.image;
+        let image = texture.image();
         let mut pending: Vec<(Pending, u32)> = Vec::new();
         let mut first_batch = true;
         let flush =
@@ -597,7 +600,7 @@ impl TextureSet {
                             };
                             d.cmd_copy_buffer_to_image(
                                 cmd,
-                                p.buffer,
+                                p.buffer.raw(),
                                 image,
                                 vk::ImageLayout::TRANSFER_DST_OPTIMAL,
                                 &[region],
@@ -622,7 +625,7 @@ impl TextureSet {
                 });
                 for (p, _) in pending.drain(..) {
                     // SAFETY: `run` waited for the copies.
-                    unsafe { mem.destroy_buffer(p.buffer, p.memory) };
+                    unsafe { mem.destroy_buffer(p.buffer) };
                 }
                 r
             };
@@ -636,7 +639,7 @@ impl TextureSet {
                 .size(len)
                 .usage(vk::BufferUsageFlags::TRANSFER_SRC);
             let opts = MemOptions::new(MemoryUsage::Upload, "staging").in_pool(self.staging_pool);
-            let (buffer, mut memory) = match mem.create_buffer_mapped(&info, &opts) {
+            let mut buffer = match mem.create_buffer_mapped(&info, &opts) {
                 Ok(x) => x,
                 Err(_) if !pending.is_empty() => {
                     // The ring is full: finish what is queued, then retry once.
@@ -646,10 +649,12 @@ impl TextureSet {
                 }
                 Err(e) => return Err(e),
             };
-            let read =
-                reader.read_level_into(level as usize, &mut memory.as_mut_slice()[..len as usize]);
-            mem.flush(&memory);
-            pending.push((Pending { buffer, memory }, level));
+            let read = reader.read_level_into(
+                level as usize,
+                &mut buffer.mapped_mut().as_mut_slice()[..len as usize],
+            );
+            mem.flush(buffer.allocation());
+            pending.push((Pending { buffer }, level));
             read.map_err(|e| GpuError::Other(e.to_string()))?;
         }
         flush(&mut pending, first_batch, true)

@@ -5,7 +5,7 @@
 use ash::{vk, Device};
 use egui_ash_renderer::{RendererError, RendererResult};
 
-use crate::gpu::memory::{MemOptions, Memory, MemoryUsage};
+use crate::gpu::memory::{Image, MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::GpuMemory;
 
 /// egui-ash-renderer's [`egui_ash_renderer::allocator::Allocator`] on [`GpuMemory`].
@@ -24,15 +24,29 @@ fn err(e: crate::gpu::GpuError) -> RendererError {
     RendererError::Init(e.to_string())
 }
 
+/// What egui-ash-renderer holds beside each handle: the typed resource itself
+/// (its trait has one allocation type for buffers and images).
+#[derive(Debug)]
+pub enum OverlayResource {
+    /// A mapped vertex, index or staging buffer.
+    Buffer(MappedBuffer),
+    /// The font atlas (or another egui texture).
+    Image(Image),
+}
+
+fn mismatch(what: &str) -> RendererError {
+    RendererError::Init(format!("overlay: {what}"))
+}
+
 impl egui_ash_renderer::allocator::Allocator for OverlayAllocator {
-    type Allocation = Memory;
+    type Allocation = OverlayResource;
 
     fn create_buffer(
         &mut self,
         _device: &Device,
         size: usize,
         usage: vk::BufferUsageFlags,
-    ) -> RendererResult<(vk::Buffer, Memory)> {
+    ) -> RendererResult<(vk::Buffer, OverlayResource)> {
         let tag = if usage.contains(vk::BufferUsageFlags::VERTEX_BUFFER) {
             "overlay vertices"
         } else if usage.contains(vk::BufferUsageFlags::INDEX_BUFFER) {
@@ -44,9 +58,11 @@ impl egui_ash_renderer::allocator::Allocator for OverlayAllocator {
             .size(size.max(4) as u64)
             .usage(usage)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        self.mem
+        let buffer = self
+            .mem
             .create_buffer_mapped(&info, &MemOptions::new(MemoryUsage::Upload, tag))
-            .map_err(err)
+            .map_err(err)?;
+        Ok((buffer.raw(), OverlayResource::Buffer(buffer)))
     }
 
     fn create_image(
@@ -54,7 +70,7 @@ impl egui_ash_renderer::allocator::Allocator for OverlayAllocator {
         _device: &Device,
         width: u32,
         height: u32,
-    ) -> RendererResult<(vk::Image, Memory)> {
+    ) -> RendererResult<(vk::Image, OverlayResource)> {
         let info = vk::ImageCreateInfo::default()
             .image_type(vk::ImageType::TYPE_2D)
             .extent(vk::Extent3D {
@@ -70,24 +86,30 @@ impl egui_ash_renderer::allocator::Allocator for OverlayAllocator {
             .usage(vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::SAMPLED)
             .sharing_mode(vk::SharingMode::EXCLUSIVE)
             .samples(vk::SampleCountFlags::TYPE_1);
-        self.mem
+        let image = self
+            .mem
             .create_image(
                 &info,
                 &MemOptions::new(MemoryUsage::GpuOnly, "overlay font atlas"),
             )
-            .map_err(err)
+            .map_err(err)?;
+        Ok((image.raw(), OverlayResource::Image(image)))
     }
 
     fn destroy_buffer(
         &mut self,
         _device: &Device,
         buffer: vk::Buffer,
-        memory: Memory,
+        memory: OverlayResource,
     ) -> RendererResult<()> {
+        let OverlayResource::Buffer(b) = memory else {
+            return Err(mismatch("destroy_buffer given an image"));
+        };
+        debug_assert_eq!(b.raw(), buffer);
         // SAFETY: egui-ash-renderer destroys a buffer only once the GPU is done with it:
         // staging after its one-time submission waited, vertex and index buffers when they
         // grow or at drop, and the demo waits for each frame's fence before the next.
-        unsafe { self.mem.destroy_buffer(buffer, memory) };
+        unsafe { self.mem.destroy_buffer(b) };
         Ok(())
     }
 
@@ -95,19 +117,27 @@ impl egui_ash_renderer::allocator::Allocator for OverlayAllocator {
         &mut self,
         _device: &Device,
         image: vk::Image,
-        memory: Memory,
+        memory: OverlayResource,
     ) -> RendererResult<()> {
+        let OverlayResource::Image(i) = memory else {
+            return Err(mismatch("destroy_image given a buffer"));
+        };
+        debug_assert_eq!(i.raw(), image);
         // SAFETY: as for buffers: textures are freed after the frames using them finished.
-        unsafe { self.mem.destroy_image(image, memory) };
+        unsafe { self.mem.destroy_image(i) };
         Ok(())
     }
 
     fn update_buffer<T: Copy>(
         &mut self,
         _device: &Device,
-        memory: &mut Memory,
+        memory: &mut OverlayResource,
         data: &[T],
     ) -> RendererResult<()> {
+        let OverlayResource::Buffer(buffer) = memory else {
+            return Err(mismatch("update_buffer given an image"));
+        };
+        let memory = buffer.mapped_mut();
         // SAFETY: egui-ash-renderer passes slices of egui vertices (f32 and u8 fields, no
         // padding), u32 indices and u8 texels: every byte is initialised, and the byte
         // view covers exactly the slice's memory for its lifetime.
@@ -121,7 +151,7 @@ impl egui_ash_renderer::allocator::Allocator for OverlayAllocator {
                 bytes.len()
             )));
         }
-        memory.write(0, bytes);
+        memory.write(0, bytes).expect("write inside the allocation");
         self.mem.flush(memory);
         Ok(())
     }

@@ -366,7 +366,7 @@ pub fn setup(
 
 /// `--extra-allocations`: small buffers that load the overlay.
 #[derive(Default)]
-pub struct ExtraAllocations(Vec<(vk::Buffer, crate::gpu::memory::Memory)>);
+pub struct ExtraAllocations(Vec<crate::gpu::memory::Buffer>);
 
 impl ExtraAllocations {
     /// Makes `count` more buffers of 4 KiB.
@@ -387,9 +387,9 @@ impl ExtraAllocations {
 
     /// Frees them; the GPU never uses them.
     pub fn destroy(&mut self, mem: &GpuMemory) {
-        for (buffer, memory) in self.0.drain(..) {
+        for buffer in self.0.drain(..) {
             // SAFETY: no command buffer references these buffers.
-            unsafe { mem.destroy_buffer(buffer, memory) };
+            unsafe { mem.destroy_buffer(buffer) };
         }
     }
 }

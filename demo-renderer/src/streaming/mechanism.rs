@@ -24,7 +24,7 @@ use std::time::Instant;
 use ash::vk;
 use material_baker::ktx2::Reader;
 
-use crate::gpu::memory::{MemOptions, Memory, MemoryUsage};
+use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::util::{transition, ImageTransition};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::{Texture, TextureSet};
@@ -112,7 +112,7 @@ pub struct Op {
 struct Batch {
     /// Old images, freed when the batch (and the frame after it) completed.
     retired: Vec<Texture>,
-    staging: Vec<(vk::Buffer, Memory)>,
+    staging: Vec<MappedBuffer>,
 }
 
 struct Slot {
@@ -264,9 +264,9 @@ impl Mechanism {
             // SAFETY: the batch finished; its fence is reset before reuse.
             unsafe { d.reset_fences(&[slot.fence]).check("vkResetFences")? };
             if let Some(batch) = slot.batch.take() {
-                for (b, m) in batch.staging {
+                for b in batch.staging {
                     // SAFETY: the copies reading it finished.
-                    unsafe { mem.destroy_buffer(b, m) };
+                    unsafe { mem.destroy_buffer(b) };
                 }
                 for t in batch.retired {
                     // The copies and the frames that read it are done.
@@ -309,7 +309,7 @@ impl Mechanism {
             ok: bool,
         }
         let mut planned: Vec<Planned> = Vec::new();
-        let mut staging: Vec<(vk::Buffer, Memory)> = Vec::new();
+        let mut staging: Vec<MappedBuffer> = Vec::new();
         let mut ring_full = false;
         for &(t, from, to) in replaces {
             let info = &infos[t];
@@ -370,7 +370,7 @@ impl Mechanism {
             let mut jobs: Vec<Job<'_>> = Vec::new();
             let mut slices: Vec<Option<&mut [u8]>> = staging
                 .iter_mut()
-                .map(|(_, m)| Some(m.as_mut_slice()))
+                .map(|b| Some(b.mapped_mut().as_mut_slice()))
                 .collect();
             for (k, p) in planned.iter().enumerate() {
                 for &(level, si) in &p.uploads {
@@ -397,8 +397,8 @@ impl Mechanism {
             }
         }
         result.read_seconds = started.elapsed().as_secs_f64();
-        for (_, m) in &staging {
-            mem.flush(m);
+        for b in &staging {
+            mem.flush(b.allocation());
         }
         let mut ops = Vec::new();
         for p in planned {
@@ -444,7 +444,7 @@ impl Mechanism {
                 let info = &infos[p.texture];
                 let (src, src_base) = source(p);
                 let mut n = ImageTransition::color(
-                    p.new.image,
+                    p.new.image(),
                     vk::ImageLayout::UNDEFINED,
                     vk::ImageLayout::TRANSFER_DST_OPTIMAL,
                 )
@@ -457,7 +457,7 @@ impl Mechanism {
                 n.mips = (0, info.levels - p.to);
                 before.push(n);
                 let mut s = ImageTransition::color(
-                    src.image,
+                    src.image(),
                     vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
                     vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
                 )
@@ -470,7 +470,7 @@ impl Mechanism {
                 s.mips = (0, info.levels - src_base);
                 before.push(s);
                 let mut n = ImageTransition::color(
-                    p.new.image,
+                    p.new.image(),
                     vk::ImageLayout::TRANSFER_DST_OPTIMAL,
                     vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
                 )
@@ -483,7 +483,7 @@ impl Mechanism {
                 n.mips = (0, info.levels - p.to);
                 after.push(n);
                 let mut s = ImageTransition::color(
-                    src.image,
+                    src.image(),
                     vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
                     vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
                 )
@@ -524,9 +524,9 @@ impl Mechanism {
                 if !copies.is_empty() {
                     d.cmd_copy_image(
                         cmd,
-                        src.image,
+                        src.image(),
                         vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                        p.new.image,
+                        p.new.image(),
                         vk::ImageLayout::TRANSFER_DST_OPTIMAL,
                         &copies,
                     );
@@ -542,8 +542,8 @@ impl Mechanism {
                     };
                     d.cmd_copy_buffer_to_image(
                         cmd,
-                        staging[si].0,
-                        p.new.image,
+                        staging[si].raw(),
+                        p.new.image(),
                         vk::ImageLayout::TRANSFER_DST_OPTIMAL,
                         &[region],
                     );
@@ -610,9 +610,9 @@ fn create_main(
         .unwrap_or("texture");
     let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(set.texture_pool);
     opts.within_budget = true;
-    let (image, memory) = mem.create_image(&create, &opts)?;
+    let image = mem.create_image(&create, &opts)?;
     let view_info = vk::ImageViewCreateInfo::default()
-        .image(image)
+        .image(image.raw())
         .view_type(vk::ImageViewType::TYPE_2D)
         .format(info.format)
         .subresource_range(vk::ImageSubresourceRange {
@@ -627,15 +627,14 @@ fn create_main(
         Ok(v) => v,
         Err(e) => {
             // SAFETY: the image was never used.
-            unsafe { mem.destroy_image(image, memory) };
+            unsafe { mem.destroy_image(image) };
             return Err(e);
         }
     };
     Ok(Texture {
         path: info.path.clone(),
-        image,
         view,
-        memory: Some(memory),
+        image,
         format: info.format,
         file_size: info.size,
         base_level: base,

@@ -47,7 +47,7 @@ use std::time::Instant;
 
 use ash::vk;
 
-use crate::gpu::memory::{MemOptions, Memory, MemoryUsage};
+use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::{Texture, TextureSet};
 use crate::scene::Object;
@@ -142,7 +142,7 @@ pub struct Streamer {
     failed: Vec<bool>,
     unseen: Vec<u32>,
     mechanism: Option<Mechanism>,
-    feedback: Option<(vk::Buffer, Memory)>,
+    feedback: Option<MappedBuffer>,
     /// Whether the shader writes feedback (the device can).
     feedback_enabled: bool,
     /// The last feedback read, per material (min LOD x16, pixel count), and whether
@@ -226,9 +226,9 @@ impl Streamer {
 
     /// The feedback buffer (set 0, binding 1 of the PBR pass).
     pub fn feedback_buffer(&self) -> (vk::Buffer, u64) {
-        self.feedback
-            .as_ref()
-            .map_or((vk::Buffer::null(), 0), |(b, m)| (*b, m.size()))
+        self.feedback.as_ref().map_or((vk::Buffer::null(), 0), |b| {
+            (b.raw(), b.allocation().size())
+        })
     }
 
     /// Whether the shader should write feedback.
@@ -283,12 +283,14 @@ impl Streamer {
     }
 
     fn reset_feedback(&mut self, mem: &GpuMemory) {
-        if let Some((_, m)) = self.feedback.as_mut() {
+        if let Some(b) = self.feedback.as_mut() {
+            let m = b.mapped_mut();
             let mut words = vec![0u32; (m.size() / 4) as usize];
             for w in words.chunks_exact_mut(FEEDBACK_WORDS) {
                 w[0] = u32::MAX;
             }
-            m.write(0, bytemuck::cast_slice(&words));
+            m.write(0, bytemuck::cast_slice(&words))
+                .expect("write inside the allocation");
             mem.flush(m);
         }
     }
@@ -304,11 +306,12 @@ impl Streamer {
             self.last_feedback = None;
             return;
         }
-        if let Some((_, m)) = self.feedback.as_ref() {
+        if let Some(b) = self.feedback.as_ref() {
+            let m = b.allocation();
             mem.invalidate(m);
             let materials = self.map_sizes.len();
             let mut bytes = vec![0u8; materials * FEEDBACK_WORDS * 4];
-            m.read(0, &mut bytes);
+            m.read(0, &mut bytes).expect("read inside the allocation");
             let words: Vec<u32> = bytes
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -657,9 +660,9 @@ impl Streamer {
         for t in self.mains.iter_mut().filter_map(Option::take) {
             TextureSet::free_texture(&ctx.device, mem, t);
         }
-        if let Some((b, m)) = self.feedback.take() {
+        if let Some(b) = self.feedback.take() {
             // SAFETY: the device is idle.
-            unsafe { mem.destroy_buffer(b, m) };
+            unsafe { mem.destroy_buffer(b) };
         }
     }
 }
