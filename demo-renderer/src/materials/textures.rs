@@ -19,6 +19,34 @@ use crate::gpu::memory::{
 use crate::gpu::util::{transition, ImageTransition, OneShot};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 
+/// The create info of a texture image with `levels` mips from `size` texels:
+/// sampled, written by copies, and a copy source (the streamer copies the
+/// levels that stay into a new image).
+pub(crate) fn texture_image_info(
+    format: vk::Format,
+    size: u32,
+    levels: u32,
+) -> vk::ImageCreateInfo<'static> {
+    vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(format)
+        .extent(vk::Extent3D {
+            width: size.max(1),
+            height: size.max(1),
+            depth: 1,
+        })
+        .mip_levels(levels)
+        .array_layers(1)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .tiling(vk::ImageTiling::OPTIMAL)
+        .usage(
+            vk::ImageUsageFlags::SAMPLED
+                | vk::ImageUsageFlags::TRANSFER_DST
+                | vk::ImageUsageFlags::TRANSFER_SRC,
+        )
+        .initial_layout(vk::ImageLayout::UNDEFINED)
+}
+
 fn vk_format(f: Format) -> vk::Format {
     match f {
         Format::Rgba8Srgb => vk::Format::R8G8B8A8_SRGB,
@@ -473,25 +501,7 @@ impl TextureSet {
         let levels = file_levels - base;
         let size = reader.levels[base as usize].width;
         let format = vk_format(reader.format);
-        let info = vk::ImageCreateInfo::default()
-            .image_type(vk::ImageType::TYPE_2D)
-            .format(format)
-            .extent(vk::Extent3D {
-                width: size,
-                height: size,
-                depth: 1,
-            })
-            .mip_levels(levels)
-            .array_layers(1)
-            .samples(vk::SampleCountFlags::TYPE_1)
-            .tiling(vk::ImageTiling::OPTIMAL)
-            // TRANSFER_SRC: the streamer copies the levels that stay into a new image.
-            .usage(
-                vk::ImageUsageFlags::SAMPLED
-                    | vk::ImageUsageFlags::TRANSFER_DST
-                    | vk::ImageUsageFlags::TRANSFER_SRC,
-            )
-            .initial_layout(vk::ImageLayout::UNDEFINED);
+        let info = texture_image_info(format, size, levels);
         let tag = path
             .file_stem()
             .and_then(|s| s.to_str())

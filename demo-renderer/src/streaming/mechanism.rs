@@ -27,7 +27,7 @@ use material_baker::ktx2::Reader;
 use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::util::{transition, ImageTransition};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
-use crate::materials::textures::{Texture, TextureSet};
+use crate::materials::textures::{texture_image_info, Texture, TextureSet};
 
 /// Sizes of one texture's file and images.
 #[derive(Clone, Debug)]
@@ -48,27 +48,6 @@ pub struct TexInfo {
     pub main_bytes: Vec<u64>,
 }
 
-fn image_info(format: vk::Format, size: u32, levels: u32) -> vk::ImageCreateInfo<'static> {
-    vk::ImageCreateInfo::default()
-        .image_type(vk::ImageType::TYPE_2D)
-        .format(format)
-        .extent(vk::Extent3D {
-            width: size.max(1),
-            height: size.max(1),
-            depth: 1,
-        })
-        .mip_levels(levels)
-        .array_layers(1)
-        .samples(vk::SampleCountFlags::TYPE_1)
-        .tiling(vk::ImageTiling::OPTIMAL)
-        .usage(
-            vk::ImageUsageFlags::SAMPLED
-                | vk::ImageUsageFlags::TRANSFER_DST
-                | vk::ImageUsageFlags::TRANSFER_SRC,
-        )
-        .initial_layout(vk::ImageLayout::UNDEFINED)
-}
-
 impl TexInfo {
     /// Reads `t`'s file header and asks the device for every main image's size.
     pub fn new(d: &ash::Device, t: &Texture, tail: u32) -> Result<Self, GpuError> {
@@ -77,7 +56,7 @@ impl TexInfo {
         let level_bytes: Vec<u64> = r.levels.iter().map(|l| l.length).collect();
         let main_bytes = (0..tail.min(levels))
             .map(|b| {
-                let info = image_info(t.format, (r.width >> b).max(1), levels - b);
+                let info = texture_image_info(t.format, (r.width >> b).max(1), levels - b);
                 let req = vk::DeviceImageMemoryRequirements::default().create_info(&info);
                 let mut out = vk::MemoryRequirements2::default();
                 // SAFETY: a valid create info; a plain query (Vulkan 1.3 core).
@@ -602,7 +581,7 @@ fn create_main(
 ) -> Result<Texture, GpuError> {
     let d = &ctx.device;
     let levels = info.levels - base;
-    let create = image_info(info.format, (info.size >> base).max(1), levels);
+    let create = texture_image_info(info.format, (info.size >> base).max(1), levels);
     let tag = info
         .path
         .file_stem()
