@@ -217,7 +217,9 @@ impl<D: MemoryDevice> Allocator<D> {
 
     /// The detailed statistics as JSON (schema in [`crate::stats`]).
     pub fn to_json(&self) -> String {
-        crate::report::to_json(&self.detailed_statistics())
+        // The snapshot takes the detailed statistics by value: no copy of
+        // every allocation's record on the way to the dump.
+        crate::report::snapshot_to_json(&self.snapshot())
     }
 
     /// A text summary a person can read: heaps against budget, then each
