@@ -7,6 +7,12 @@ layout(location = 2) in vec4 v_tangent;
 layout(location = 3) in vec2 v_uv;
 layout(location = 0) out vec4 o_color;
 
+// The feedback writes below are side effects: without this, the driver must run
+// the shader for fragments the depth test would reject (late Z), shading every
+// occluded layer and counting it as coverage. Nothing here writes depth or
+// discards, so testing depth first changes no pixel.
+layout(early_fragment_tests) in;
+
 const float PI = 3.14159265359;
 
 // Streaming feedback, 16 words per material: [0] the finest mip level the
