@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::desc::ResourceKind;
 use crate::device::DeviceMemory;
@@ -48,14 +50,60 @@ pub(crate) struct Block {
     /// Host address of the block's first byte if it is mapped, else 0.
     pub host_address: usize,
     pub algo: Algo,
-    /// Debugging tags of the live allocations that have one, by offset.
-    pub tags: HashMap<u64, Box<str>>,
+    /// Debugging tags of the live allocations that have one, by offset
+    /// (shared with snapshots, which clone a pointer, not the text).
+    pub tags: HashMap<u64, Arc<str>, OffsetHash>,
     /// Whether the memory was made without `VkMemoryDedicatedAllocateInfo`,
     /// so a later allocation may reuse it.
     pub recyclable: bool,
     /// What the allocator knows of each live allocation, indexed by its
     /// range's slot (see [`Meta`]).
     pub meta: Vec<Meta>,
+    /// Unique among every block this process makes (never reused, unlike a
+    /// `VkDeviceMemory` handle): with `generation`, the key that lets a
+    /// snapshot reuse what it saw of an unchanged block.
+    pub uid: u64,
+    /// Bumped by every change a snapshot can see (allocate, free, clear,
+    /// an allocation's record); a block's own counter, so the hot path
+    /// touches no shared cache line.
+    pub generation: u64,
+}
+
+/// Hashes a block offset with one multiply: offsets are distinct integers,
+/// so SipHash's protection against chosen keys buys nothing here and costs
+/// most of a lookup (on the allocate and free paths, and per record in a
+/// snapshot).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OffsetHasher(u64);
+
+impl std::hash::Hasher for OffsetHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        let h = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Fold the high bits down: hashbrown picks buckets with the low bits
+        // and tags with the top seven.
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+/// The hasher of [`Block::tags`].
+pub(crate) type OffsetHash = std::hash::BuildHasherDefault<OffsetHasher>;
+
+/// Block uids; taken once per block made (a `vkAllocateMemory`), never on
+/// the allocation path.
+static NEXT_BLOCK_UID: AtomicU64 = AtomicU64::new(1);
+
+fn next_uid() -> u64 {
+    NEXT_BLOCK_UID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// What a block knows of one of its allocations beyond its range: enough to
@@ -111,9 +159,11 @@ impl Block {
             size,
             host_address,
             algo,
-            tags: HashMap::new(),
+            tags: HashMap::default(),
             recyclable: false,
             meta: Vec::new(),
+            uid: next_uid(),
+            generation: 0,
         }
     }
 
@@ -131,14 +181,17 @@ impl Block {
             size,
             host_address,
             algo: Algo::Dedicated { kind, live: true },
-            tags: HashMap::new(),
+            tags: HashMap::default(),
             recyclable,
             meta: Vec::new(),
+            uid: next_uid(),
+            generation: 0,
         }
     }
 
     /// Gives an empty dedicated block a new allocation of `kind`.
     pub fn reuse_dedicated(&mut self, kind: RangeKind) {
+        self.generation += 1;
         self.algo = Algo::Dedicated { kind, live: true };
     }
 
@@ -157,11 +210,13 @@ impl Block {
 
     /// Places `request` in this block, if it fits.
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
-        match &mut self.algo {
+        let range = match &mut self.algo {
             Algo::Tlsf(t) => t.allocate(request),
             Algo::Linear(l) => l.allocate(request),
             Algo::Dedicated { .. } => None,
-        }
+        };
+        self.generation += u64::from(range.is_some());
+        range
     }
 
     /// Places `request` at the lowest offset below `below` that fits (TLSF
@@ -170,6 +225,7 @@ impl Block {
         match &mut self.algo {
             Algo::Tlsf(t) => {
                 let placement = t.find_lowest(request, below)?;
+                self.generation += 1;
                 Some(t.commit(placement, request.kind))
             }
             _ => None,
@@ -188,6 +244,7 @@ impl Block {
             Algo::Dedicated { .. } => Err(RangeError::UnknownId(id)),
         };
         if result.is_ok() {
+            self.generation += 1;
             if !self.tags.is_empty() {
                 self.tags.remove(&offset);
             }
@@ -201,6 +258,7 @@ impl Block {
 
     /// Frees every allocation (linear pools' free-at-once).
     pub fn clear(&mut self) {
+        self.generation += 1;
         self.tags.clear();
         self.meta.clear();
         match &mut self.algo {
@@ -212,6 +270,7 @@ impl Block {
 
     /// Records what is known of the live allocation in `meta.range`.
     pub fn set_meta(&mut self, meta: Meta) {
+        self.generation += 1;
         let slot = meta.range.id.slot() as usize;
         if self.meta.len() <= slot {
             self.meta.resize(slot + 1, Meta::default());
@@ -219,8 +278,10 @@ impl Block {
         self.meta[slot] = meta;
     }
 
-    /// The live allocation with range `id`, if its id is `alloc_id`.
+    /// The live allocation with range `id`, if its id is `alloc_id` (counted
+    /// as a change: the caller may edit what a snapshot shows, its aliases).
     pub fn live_meta_mut(&mut self, id: RangeId, alloc_id: u64) -> Option<&mut Meta> {
+        self.generation += 1;
         self.meta
             .get_mut(id.slot() as usize)
             .filter(|m| m.live && m.id == alloc_id && m.range.id == id)

@@ -9,11 +9,25 @@
 //! Cost: the snapshot walks each block list under that list's lock, one list
 //! at a time, so a thread allocating from another memory type or pool never
 //! waits for it, and one allocating from the same list waits at most for that
-//! list's walk. The overlay takes one per frame.
+//! list's walk. Records share the allocator's tag strings (an [`Arc`] clone,
+//! not a copy) and name their layout class with a static string, so a record
+//! costs no heap allocation of its own.
+//!
+//! Per frame, [`Allocator::refresh_snapshot`] updates an earlier snapshot in
+//! place: a block that has not changed since (same [`BlockSnapshot::id`] and
+//! [`BlockSnapshot::generation`]) keeps its records and is not walked, so a
+//! frame that touched a few blocks pays for those blocks only, whatever the
+//! number of live allocations elsewhere. The overlay takes one per frame.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::block::Block;
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
+use crate::range::RangeKind;
 use crate::stats::{DetailedStatistics, Statistics};
 use crate::Allocator;
 
@@ -30,10 +44,10 @@ pub struct AllocationRecord {
     pub size: u64,
     /// Layout class: `linear` (buffers, linear images), `optimal` (optimal
     /// images) or `unknown`.
-    pub kind: String,
-    /// Debugging tag, if one was given.
+    pub kind: Cow<'static, str>,
+    /// Debugging tag, if one was given (shared with the allocator).
     #[serde(default)]
-    pub tag: Option<String>,
+    pub tag: Option<Arc<str>>,
     /// Whether the allocation is dedicated (owns its block).
     #[serde(default)]
     pub dedicated: bool,
@@ -49,6 +63,14 @@ pub struct AllocationRecord {
 /// One block (`VkDeviceMemory`) and what it holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BlockSnapshot {
+    /// The block's id, unique in this process for its lifetime and never
+    /// reused (0 in dumps from before schema 2 had it).
+    #[serde(default)]
+    pub id: u64,
+    /// How many changes the block had seen when this was taken: equal ids and
+    /// generations mean equal contents.
+    #[serde(default)]
+    pub generation: u64,
     /// Bytes of device memory.
     pub size: u64,
     /// Whether it is a dedicated allocation.
@@ -73,7 +95,69 @@ pub struct BlockSnapshot {
     pub free_ranges: Vec<[u64; 2]>,
 }
 
+/// The name of a layout class in records and dumps.
+fn kind_name(kind: RangeKind) -> &'static str {
+    match kind {
+        RangeKind::Linear => "linear",
+        RangeKind::Optimal => "optimal",
+        RangeKind::Unknown => "unknown",
+    }
+}
+
 impl BlockSnapshot {
+    /// What `block` holds now; the caller holds its list's lock.
+    pub(crate) fn of(block: &Block) -> Self {
+        let mut free_ranges = Vec::new();
+        block.for_each_free(&mut |offset, size| free_ranges.push([offset, size]));
+        let total_free: u64 = free_ranges.iter().map(|r| r[1]).sum();
+        let largest_free = free_ranges.iter().map(|r| r[1]).max().unwrap_or(0);
+        let dedicated = block.is_dedicated();
+        let mut allocations = Vec::with_capacity(block.allocation_count() as usize);
+        let tagged = !block.tags.is_empty();
+        block.for_each_allocation(&mut |offset, size, kind| {
+            allocations.push(AllocationRecord {
+                offset,
+                size,
+                kind: Cow::Borrowed(kind_name(kind)),
+                tag: if tagged {
+                    block.tags.get(&offset).cloned()
+                } else {
+                    None
+                },
+                dedicated,
+                age_frames: None,
+                aliases: Vec::new(),
+            })
+        });
+        for meta in block.live_metas().filter(|m| !m.aliases.is_empty()) {
+            let at = allocations.partition_point(|a| a.offset < meta.range.offset);
+            if let Some(a) = allocations
+                .get_mut(at)
+                .filter(|a| a.offset == meta.range.offset)
+            {
+                a.aliases = meta.aliases.clone();
+            }
+        }
+        Self {
+            id: block.uid,
+            generation: block.generation,
+            size: block.size,
+            dedicated,
+            mapped: block.host_address != 0,
+            allocation_count: block.allocation_count(),
+            allocation_bytes: block.allocated_bytes(),
+            free_range_count: free_ranges.len() as u32,
+            largest_free,
+            fragmentation: if total_free == 0 {
+                0.0
+            } else {
+                1.0 - largest_free as f64 / total_free as f64
+            },
+            allocations,
+            free_ranges,
+        }
+    }
+
     /// Free bytes (the sum of the free ranges).
     pub fn free_bytes(&self) -> u64 {
         self.free_ranges.iter().map(|r| r[1]).sum()
@@ -152,6 +236,8 @@ impl Snapshot {
                         .blocks
                         .into_iter()
                         .map(|b| BlockSnapshot {
+                            id: 0,
+                            generation: 0,
                             size: b.size,
                             dedicated: b.dedicated,
                             mapped: b.mapped,
@@ -166,8 +252,8 @@ impl Snapshot {
                                 .map(|a| AllocationRecord {
                                     offset: a.offset,
                                     size: a.size,
-                                    kind: a.kind,
-                                    tag: a.tag,
+                                    kind: Cow::Owned(a.kind),
+                                    tag: a.tag.map(Arc::from),
                                     dedicated: b.dedicated,
                                     age_frames: None,
                                     aliases: a.aliases,
@@ -200,6 +286,26 @@ impl Snapshot {
     pub fn blocks(&self) -> impl Iterator<Item = &BlockSnapshot> {
         self.lists.iter().flat_map(|l| l.blocks.iter())
     }
+
+    /// Recomputes the totals over every block (free ranges, aliasing).
+    fn total_up(&mut self) {
+        let (mut largest, mut ranges, mut bytes, mut members, mut saved) = (0, 0, 0, 0, 0);
+        for b in self.lists.iter().flat_map(|l| l.blocks.iter()) {
+            largest = b.largest_free.max(largest);
+            ranges += b.free_range_count as u64;
+            bytes += b.free_bytes();
+            for a in b.allocations.iter().filter(|a| !a.aliases.is_empty()) {
+                members += a.aliases.len() as u64;
+                let sum: u64 = a.aliases.iter().map(|m| m.size).sum();
+                saved += sum.saturating_sub(a.size);
+            }
+        }
+        self.largest_free = largest;
+        self.free_range_count = ranges;
+        self.free_bytes = bytes;
+        self.alias_member_count = members;
+        self.aliased_bytes_saved = saved;
+    }
 }
 
 impl<D: MemoryDevice> Allocator<D> {
@@ -207,7 +313,70 @@ impl<D: MemoryDevice> Allocator<D> {
     ///
     /// Takes each block list's lock in turn, never two at once.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::from_details(self.detailed_statistics())
+        let mut snapshot = Snapshot::default();
+        self.refresh_snapshot(&mut snapshot);
+        snapshot
+    }
+
+    /// Brings `snapshot` (one this allocator took earlier, or an empty one) up
+    /// to date: fresh counters, and each block walked again only if it changed
+    /// since; unchanged blocks keep their records. Locks as
+    /// [`Allocator::snapshot`] does. `snapshot.frame` is left as it was.
+    ///
+    /// ```
+    /// # use vkalloc::{sim::{tables, SimDevice}, Allocator, AllocatorDesc, Snapshot};
+    /// let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+    /// let mut snapshot = Snapshot::default();
+    /// for _frame in 0..3 {
+    ///     allocator.refresh_snapshot(&mut snapshot); // cheap when little changed
+    /// }
+    /// assert_eq!(snapshot.allocation_count(), 0);
+    /// # Ok::<(), vkalloc::Error>(())
+    /// ```
+    pub fn refresh_snapshot(&self, snapshot: &mut Snapshot) {
+        let statistics = self.statistics();
+        let mut seen: HashMap<(u64, u64), BlockSnapshot> = snapshot
+            .lists
+            .drain(..)
+            .flat_map(|l| l.blocks)
+            .filter(|b| b.id != 0)
+            .map(|b| ((b.id, b.generation), b))
+            .collect();
+        let mut lists = Vec::new();
+        self.for_each_vector(|vector, pool| {
+            let blocks: Vec<BlockSnapshot> = vector.with_list(|list| {
+                list.iter()
+                    .map(|(_, b)| {
+                        seen.remove(&(b.uid, b.generation))
+                            .unwrap_or_else(|| BlockSnapshot::of(b))
+                    })
+                    .collect()
+            });
+            if blocks.is_empty() {
+                return;
+            }
+            let memory_type = vector.memory_type;
+            let ty = statistics.types.iter().find(|t| t.index == memory_type);
+            let pool_name = pool.map(|p| p.name.clone());
+            let pool_budget = pool_name.as_ref().and_then(|name| {
+                statistics
+                    .pools
+                    .iter()
+                    .find(|p| &p.name == name && p.memory_type == memory_type)
+                    .and_then(|p| p.budget)
+            });
+            lists.push(ListSnapshot {
+                memory_type,
+                heap: ty.map_or(0, |t| t.heap),
+                flags: ty.map_or(MemoryPropertyFlags::NONE, |t| t.flags),
+                pool: pool_name,
+                pool_budget,
+                blocks,
+            });
+        });
+        snapshot.statistics = statistics;
+        snapshot.lists = lists;
+        snapshot.total_up();
     }
 }
 
@@ -304,6 +473,62 @@ mod tests {
             assert_eq!(b.free_ranges, s.free_ranges);
             assert!((b.fragmentation - s.fragmentation).abs() < 1e-9);
         }
+        for a in kept {
+            allocator.free(a).unwrap();
+        }
+        allocator.destroy_pool(pool).unwrap();
+    }
+
+    #[test]
+    fn a_refreshed_snapshot_equals_a_fresh_one() {
+        let allocator =
+            Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default()).unwrap();
+        let pool = allocator
+            .create_pool(&PoolDesc {
+                usage: MemoryUsage::GpuOnly,
+                block_size: 1 << 20,
+                ..PoolDesc::new("pool")
+            })
+            .unwrap();
+        let mut kept = Vec::new();
+        let mut snapshot = super::Snapshot::default();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..400u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            if seed.is_multiple_of(3) && !kept.is_empty() {
+                let i = (seed as usize / 3) % kept.len();
+                allocator.free(kept.swap_remove(i)).unwrap();
+            } else {
+                let mut options = AllocationOptions::usage(MemoryUsage::GpuOnly).tagged("t");
+                if seed.is_multiple_of(5) {
+                    options.pool = Some(pool);
+                }
+                kept.push(
+                    allocator
+                        .allocate(&AllocationDesc {
+                            size: 256 * (1 + seed % 64),
+                            alignment: 256,
+                            kind: ResourceKind::Buffer,
+                            options,
+                            ..AllocationDesc::default()
+                        })
+                        .unwrap(),
+                );
+            }
+            if step.is_multiple_of(7) {
+                allocator.refresh_snapshot(&mut snapshot);
+                assert_eq!(snapshot, allocator.snapshot(), "step {step}");
+            }
+        }
+        // Unchanged blocks are carried over: a refresh with nothing changed
+        // keeps every record.
+        allocator.refresh_snapshot(&mut snapshot);
+        let before = snapshot.clone();
+        allocator.refresh_snapshot(&mut snapshot);
+        assert_eq!(snapshot, before);
+        assert_eq!(snapshot.allocation_count(), kept.len() as u64);
         for a in kept {
             allocator.free(a).unwrap();
         }

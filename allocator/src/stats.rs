@@ -269,7 +269,7 @@ impl BlockInfo {
         }
         if with_tags && !block.tags.is_empty() {
             for a in &mut allocations {
-                a.tag = block.tags.get(&a.offset).map(|t| t.to_string());
+                a.tag = block.tags.get(&a.offset).map(|t| String::from(&**t));
             }
         }
         Self {

@@ -49,7 +49,7 @@ fn overlay_matches_reference_and_writes_heap_json() {
         .flat_map(|b| b.allocations.iter().filter_map(|a| a.tag.clone()))
         .collect();
     assert!(
-        tags.iter().any(|t| t == "overlay font atlas"),
+        tags.iter().any(|t| &**t == "overlay font atlas"),
         "the overlay's own memory is in the dump: {tags:?}"
     );
 

@@ -1,9 +1,11 @@
 //! The overlay's CPU cost with many live allocations, without a GPU: a simulated
 //! device holds `N` allocations (default 10,000) in default blocks and a pool;
-//! each frame takes a snapshot, lays out the overlay's panels at 4K and
-//! tessellates them (what the demo does per frame, minus the upload). A second
-//! thread allocates and frees meanwhile; its slowest call, with and without
-//! snapshots running, shows whether a snapshot stalls it.
+//! each frame replaces 4 of them (as a streamer would), refreshes the
+//! snapshot, lays out the overlay's panels at 4K and tessellates them (what the
+//! demo does per frame, minus the upload). `cold` figures take a new snapshot
+//! and lay out every strip again each frame (the worst case: every block
+//! changed). A second thread allocates and frees meanwhile; its slowest call,
+//! with and without snapshots running, shows whether a snapshot stalls it.
 //!
 //! `cargo run --release -p vkalloc-heapmap --example overlay_cpu -- [N] [FRAMES]`
 //! prints one JSON object (with `OVERLAY_CPU_ALONE=1`: only the median snapshot
@@ -104,60 +106,97 @@ fn main() {
     }
     let ctx = egui::Context::default();
     let mut state = ViewState::default();
+    let mut snapshot = vkalloc::Snapshot::default();
     let ppp = 2.0;
-    let mut frame =
-        |snapshot_ms: &mut Vec<f64>, layout_ms: &mut Vec<f64>, total_ms: &mut Vec<f64>| {
-            let t0 = Instant::now();
-            let snapshot = allocator.snapshot();
-            let t1 = Instant::now();
-            let mut input = egui::RawInput {
-                screen_rect: Some(egui::Rect::from_min_size(
-                    egui::Pos2::ZERO,
-                    egui::vec2(3840.0 / ppp, 2160.0 / ppp),
-                )),
-                ..Default::default()
-            };
-            input
-                .viewports
-                .entry(egui::ViewportId::ROOT)
-                .or_default()
-                .native_pixels_per_point = Some(ppp);
-            let out = ctx.run_ui(input, |ui| {
-                egui::Panel::right("overlay")
-                    .exact_size(960.0)
-                    .show(ui, |ui| {
-                        egui::ScrollArea::vertical().show(ui, |ui| {
-                            draw_overlay(
-                                ui,
-                                &OverlayData {
-                                    snapshot: Some(&snapshot),
-                                    timeline: Some(&timeline),
-                                    ..OverlayData::default()
-                                },
-                                &mut state,
-                            )
-                        });
-                    });
-            });
-            let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
-            std::hint::black_box(prims);
-            let t2 = Instant::now();
-            snapshot_ms.push(ms(t1 - t0));
-            layout_ms.push(ms(t2 - t1));
-            total_ms.push(ms(t2 - t0));
+    let mut step = 0usize;
+    let mut frame = |cold: bool,
+                     snapshot_ms: &mut Vec<f64>,
+                     layout_ms: &mut Vec<f64>,
+                     total_ms: &mut Vec<f64>| {
+        // Replace 4 allocations, as a streaming frame does.
+        for _ in 0..4 {
+            step += 1;
+            let i = (step * 7919) % live.len();
+            let old = std::mem::replace(
+                &mut live[i],
+                allocator
+                    .allocate(&AllocationDesc {
+                        size: 1024 * (1 + (step as u64 * 31) % 61),
+                        alignment: 256,
+                        kind: ResourceKind::Buffer,
+                        options: AllocationOptions::usage(MemoryUsage::GpuOnly)
+                            .tagged(tags[step % tags.len()]),
+                        ..AllocationDesc::default()
+                    })
+                    .unwrap(),
+            );
+            allocator.free(old).unwrap();
+        }
+        if cold {
+            snapshot = vkalloc::Snapshot::default();
+            state = ViewState::default();
+        }
+        let t0 = Instant::now();
+        allocator.refresh_snapshot(&mut snapshot);
+        let t1 = Instant::now();
+        let mut input = egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(
+                egui::Pos2::ZERO,
+                egui::vec2(3840.0 / ppp, 2160.0 / ppp),
+            )),
+            ..Default::default()
         };
+        input
+            .viewports
+            .entry(egui::ViewportId::ROOT)
+            .or_default()
+            .native_pixels_per_point = Some(ppp);
+        let out = ctx.run_ui(input, |ui| {
+            egui::Panel::right("overlay")
+                .exact_size(960.0)
+                .show(ui, |ui| {
+                    egui::ScrollArea::vertical().show(ui, |ui| {
+                        draw_overlay(
+                            ui,
+                            &OverlayData {
+                                snapshot: Some(&snapshot),
+                                timeline: Some(&timeline),
+                                ..OverlayData::default()
+                            },
+                            &mut state,
+                        )
+                    });
+                });
+        });
+        let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
+        std::hint::black_box(prims);
+        let t2 = Instant::now();
+        snapshot_ms.push(ms(t1 - t0));
+        layout_ms.push(ms(t2 - t1));
+        total_ms.push(ms(t2 - t0));
+    };
     // Warm up (fonts), then measure alone; then again with another thread
     // allocating and freeing meanwhile, for its slowest call.
     let (mut s, mut l, mut t) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
-        frame(&mut s, &mut l, &mut t);
+        frame(false, &mut s, &mut l, &mut t);
     }
     let (mut s, mut l, mut t) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..frames {
-        frame(&mut s, &mut l, &mut t);
+        frame(false, &mut s, &mut l, &mut t);
+    }
+    let (mut cs, mut cl, mut ct) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..frames.div_ceil(4) {
+        frame(true, &mut cs, &mut cl, &mut ct);
     }
     if std::env::var_os("OVERLAY_CPU_ALONE").is_some() {
-        println!("{:?}", (percentile(&mut s, 0.5), percentile(&mut l, 0.5)));
+        println!(
+            "incremental snapshot {:.3} ms, layout {:.3} ms; cold snapshot {:.3} ms, layout {:.3} ms",
+            percentile(&mut s, 0.5),
+            percentile(&mut l, 0.5),
+            percentile(&mut cs, 0.5),
+            percentile(&mut cl, 0.5)
+        );
         return;
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -167,7 +206,7 @@ fn main() {
     };
     let (mut s2, mut l2, mut t2) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..frames {
-        frame(&mut s2, &mut l2, &mut t2);
+        frame(false, &mut s2, &mut l2, &mut t2);
     }
     stop.store(true, Ordering::Relaxed);
     let worst_with = worker.join().unwrap();
@@ -183,7 +222,7 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     let worst_without = worker.join().unwrap();
     println!(
-        "{{\"live_allocations\": {}, \"blocks\": {}, \"frames\": {frames}, \"snapshot_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"layout_tessellate_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"total_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"other_thread_worst_call_ms\": {{\"with_snapshots\": {:.4}, \"without\": {:.4}}}}}",
+        "{{\"live_allocations\": {}, \"blocks\": {}, \"frames\": {frames}, \"snapshot_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"layout_tessellate_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"total_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"cold_total_ms\": {{\"median\": {:.4}, \"p99\": {:.4}}}, \"other_thread_worst_call_ms\": {{\"with_snapshots\": {:.4}, \"without\": {:.4}}}}}",
         allocator.statistics().total.allocation_count,
         allocator.statistics().total.block_count,
         percentile(&mut s, 0.5),
@@ -192,6 +231,8 @@ fn main() {
         percentile(&mut l, 0.99),
         percentile(&mut t, 0.5),
         percentile(&mut t, 0.99),
+        percentile(&mut ct, 0.5),
+        percentile(&mut ct, 0.99),
         ms(worst_with),
         ms(worst_without),
     );

@@ -17,7 +17,9 @@ pub mod ui;
 pub use model::{
     read_dump, Category, Diff, DumpError, FrameSample, StreamingInfo, TextureStream, Timeline,
 };
-pub use ui::{draw_docked, draw_overlay, OverlayData, ViewState};
+pub use ui::{
+    draw_docked, draw_docked_on, draw_overlay, OverlayData, ViewState, PANEL_BACKGROUND_ALPHA,
+};
 
 use image::RgbaImage;
 use vkalloc::Snapshot;

@@ -313,7 +313,7 @@ fn keys(s: &Snapshot) -> HashMap<AllocationKey, Category> {
                         block: bi,
                         offset: a.offset,
                         size: a.size,
-                        tag: a.tag.clone(),
+                        tag: a.tag.as_deref().map(str::to_owned),
                     },
                     Category::of(a),
                 );

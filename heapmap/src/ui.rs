@@ -70,6 +70,16 @@ pub struct ViewState {
     pub controls: bool,
     /// Categories of the tags seen so far, so a frame classifies each tag once.
     categories: std::collections::HashMap<String, Category, FastHash>,
+    /// The same by the tag's shared string (a live program's records share
+    /// the allocator's tag strings): the address is the key, and the entry
+    /// holds a reference, so the address can't be reused while it is cached.
+    by_address: std::collections::HashMap<usize, (std::sync::Arc<str>, Category), FastHash>,
+    /// Strips laid out this frame, and those of the last frame (reused when
+    /// their block did not change); see [`blocks_panel`].
+    strips: std::collections::HashMap<StripKey, StripLayout>,
+    strips_prev: std::collections::HashMap<StripKey, StripLayout>,
+    /// The filters the cached strips were laid out with.
+    strips_filter: ([bool; 6], String),
 }
 
 impl Default for ViewState {
@@ -80,6 +90,10 @@ impl Default for ViewState {
             zoom: None,
             controls: true,
             categories: Default::default(),
+            by_address: Default::default(),
+            strips: Default::default(),
+            strips_prev: Default::default(),
+            strips_filter: ([true; 6], String::new()),
         }
     }
 }
@@ -95,17 +109,29 @@ impl ViewState {
 
     /// The category of `a`, classifying each distinct tag once.
     fn category(&mut self, a: &AllocationRecord) -> Category {
-        let Some(tag) = a.tag.as_deref() else {
+        let Some(shared) = a.tag.as_ref() else {
             return Category::classify(None, &a.kind);
         };
-        if let Some(c) = self.categories.get(tag) {
+        let address = std::sync::Arc::as_ptr(shared) as *const u8 as usize;
+        if let Some((_, c)) = self.by_address.get(&address) {
             return *c;
         }
-        if self.categories.len() > 16_384 {
-            self.categories.clear();
+        let tag: &str = shared;
+        let c = match self.categories.get(tag) {
+            Some(c) => *c,
+            None => {
+                if self.categories.len() > 16_384 {
+                    self.categories.clear();
+                }
+                let c = Category::of(a);
+                self.categories.insert(tag.to_owned(), c);
+                c
+            }
+        };
+        if self.by_address.len() > 16_384 {
+            self.by_address.clear();
         }
-        let c = Category::of(a);
-        self.categories.insert(tag.to_owned(), c);
+        self.by_address.insert(address, (shared.clone(), c));
         c
     }
 
@@ -144,15 +170,37 @@ pub fn draw_overlay(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) 
     }
 }
 
+/// The alpha of the docked panels' black background.
+pub const PANEL_BACKGROUND_ALPHA: u8 = 240;
+
 /// The overlay docked over a frame: blocks in a panel on the right, heaps,
 /// streaming and the timeline side by side in a panel at the bottom, all on a
 /// translucent background so the frame shows through. `ui` is the whole screen.
-pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
-    let fill = Color32::from_black_alpha(240);
+/// Returns the two panels' rectangles (bottom, right), in points.
+pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) -> [Rect; 2] {
+    draw_docked_on(
+        ui,
+        data,
+        state,
+        Color32::from_black_alpha(PANEL_BACKGROUND_ALPHA),
+    )
+}
+
+/// [`draw_docked`] with the panels' background `fill`: a renderer that darkens
+/// the returned rectangles itself (in a pass that writes those pixels anyway)
+/// passes [`Color32::TRANSPARENT`] and saves blending a layer over them.
+pub fn draw_docked_on(
+    ui: &mut Ui,
+    data: &OverlayData<'_>,
+    state: &mut ViewState,
+    fill: Color32,
+) -> [Rect; 2] {
     let frame = egui::Frame::side_top_panel(ui.style())
         .fill(fill)
         .inner_margin(6.0);
     let height = (ui.available_height() * 0.3).max(40.0);
+    let area = ui.available_rect_before_wrap();
+    let bottom = Rect::from_min_max(egui::pos2(area.min.x, area.max.y - height), area.max);
     egui::Panel::bottom("vkalloc_overlay_bottom")
         .exact_size(height)
         .resizable(false)
@@ -179,6 +227,8 @@ pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
             });
         });
     let width = (ui.available_width() * 0.45).max(80.0);
+    let area = ui.available_rect_before_wrap();
+    let right = Rect::from_min_max(egui::pos2(area.max.x - width, area.min.y), area.max);
     egui::Panel::right("vkalloc_overlay_blocks")
         .exact_size(width)
         .resizable(false)
@@ -193,6 +243,7 @@ pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
                     }
                 });
         });
+    [bottom, right]
 }
 
 fn section(ui: &mut Ui, title: &str, add: impl FnOnce(&mut Ui)) {
@@ -359,8 +410,15 @@ impl Runs {
     /// Ends column `column`: its colour is the slot with the most bytes.
     fn flush(&mut self, column: Option<usize>, acc: &mut [f64; 12]) {
         if let Some(c) = column {
-            let best = (0..12).max_by(|&a, &b| acc[a].total_cmp(&acc[b]));
-            if let Some(slot) = best.filter(|&s| acc[s] > 0.0) {
+            // The first slot with the most bytes (a plain loop: this runs once
+            // per allocation in a dense block).
+            let (mut slot, mut most) = (0, 0.0);
+            for (s, &bytes) in acc.iter().enumerate() {
+                if bytes > most {
+                    (slot, most) = (s, bytes);
+                }
+            }
+            if most > 0.0 {
                 self.push(c, c + 1, slot);
             }
         }
@@ -394,18 +452,121 @@ fn strip(
         let f = (offset.saturating_sub(start).min(end - start) as f64 / span) as f32;
         rect.min.x + rect.width() * f
     };
+    let columns = ((rect.width() * ppp).round() as usize).clamp(1, 16384);
+    // A block that has not changed since the last frame (same id and
+    // generation, same span and width) keeps its columns: a frame walks only
+    // the blocks that changed. Dumps carry no ids (0): always laid out.
+    let key = StripKey {
+        block: block.id,
+        generation: block.generation,
+        start,
+        end,
+        columns,
+    };
+    let layout = match state.strips_prev.remove(&key).filter(|_| block.id != 0) {
+        Some(layout) => layout,
+        None => layout_strip(block, start, end, columns, state),
+    };
+    let StripLayout {
+        runs,
+        boundaries,
+        aliased,
+    } = &layout;
+    let x_col = |c: usize| rect.min.x + rect.width() * c as f32 / columns as f32;
+    let mut shapes = Vec::with_capacity(runs.len() + boundaries.len() + 4);
+    shapes.push(Shape::rect_filled(rect, 0.0, FREE_COLOR));
+    // Pixel-aligned rectangles need no anti-aliasing: one plain mesh, four
+    // vertices each, instead of a tessellated shape per run.
+    let mut mesh = egui::Mesh::default();
+    mesh.reserve_triangles(runs.len() * 2);
+    mesh.reserve_vertices(runs.len() * 4);
+    for &(c0, c1, slot) in runs {
+        let base = Category::ALL[slot / 2].color();
+        let color = if slot % 2 == 1 {
+            base.gamma_multiply(0.25)
+        } else {
+            base
+        };
+        let r = Rect::from_x_y_ranges(x_col(c0)..=x_col(c1), rect.y_range());
+        mesh.add_colored_rect(r, color);
+    }
+    shapes.push(Shape::mesh(mesh));
+    for &c in boundaries {
+        shapes.push(Shape::vline(
+            x_col(c),
+            rect.y_range(),
+            Stroke::new(px, Color32::from_black_alpha(160)),
+        ));
+    }
+    for &(o0, o1) in aliased {
+        let (x0, x1) = (x_of(o0), x_of(o1));
+        let r = Rect::from_x_y_ranges(x0..=x1.max(x0 + px), rect.min.y..=rect.min.y + 3.0);
+        shapes.push(Shape::rect_filled(r, 0.0, Color32::WHITE));
+    }
+    for &(o, s, c) in marks {
+        if o + s <= start || o >= end {
+            continue;
+        }
+        let r = Rect::from_x_y_ranges(x_of(o)..=x_of(o + s).max(x_of(o) + px), rect.y_range());
+        shapes.push(Shape::rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.5, c),
+            StrokeKind::Inside,
+        ));
+    }
+    let outline = if block.dedicated {
+        Stroke::new(2.0, Color32::from_rgb(255, 215, 0))
+    } else {
+        Stroke::new(px, Color32::from_gray(90))
+    };
+    shapes.push(Shape::rect_stroke(rect, 0.0, outline, StrokeKind::Outside));
+    ui.painter().extend(shapes);
+    if block.id != 0 {
+        state.strips.insert(key, layout);
+    }
+    response
+}
+
+/// Which strip a [`StripLayout`] was computed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StripKey {
+    block: u64,
+    generation: u64,
+    start: u64,
+    end: u64,
+    columns: usize,
+}
+
+/// A strip's pixel columns: coloured runs, allocation boundaries and aliased
+/// byte ranges.
+#[derive(Clone, Debug, Default)]
+struct StripLayout {
+    runs: Vec<(usize, usize, usize)>,
+    boundaries: Vec<usize>,
+    aliased: Vec<(u64, u64)>,
+}
+
+/// Lays out bytes `[start, end)` of `block` in `columns` pixel columns.
+fn layout_strip(
+    block: &BlockSnapshot,
+    start: u64,
+    end: u64,
+    columns: usize,
+    state: &mut ViewState,
+) -> StripLayout {
+    let span = end.saturating_sub(start).max(1) as f64;
     // One colour per pixel column at most: each allocation adds its bytes to the
     // columns it covers, a column takes the colour of the kind with the most
     // bytes in it, and equal neighbours merge. A block of 10,000 allocations
     // stays at most a few hundred rectangles, in time linear in allocations.
-    let columns = ((rect.width() * ppp).round() as usize).clamp(1, 16384);
     let bytes_per_column = span / columns as f64;
     let filtered = !state.tag_filter.is_empty() || state.shown.contains(&false);
     let mut runs = Runs::default();
     let mut acc = [0.0f64; 12];
     let mut acc_column: Option<usize> = None;
     let mut boundaries: Vec<usize> = Vec::new();
-    let mut aliased: Vec<(f32, f32)> = Vec::new();
+    let mut aliased: Vec<(u64, u64)> = Vec::new();
     let mut max_end = 0u64;
     let first = block
         .allocations
@@ -416,7 +577,7 @@ fn strip(
     {
         let a_end = a.offset.saturating_add(a.size);
         if a.offset < max_end {
-            aliased.push((x_of(a.offset), x_of(a_end.min(max_end))));
+            aliased.push((a.offset, a_end.min(max_end)));
         }
         max_end = max_end.max(a_end);
         let category = state.category(a);
@@ -447,56 +608,11 @@ fn strip(
         acc_column = Some(c1 - 1);
     }
     runs.flush(acc_column, &mut acc);
-    let x_col = |c: usize| rect.min.x + rect.width() * c as f32 / columns as f32;
-    let mut shapes = Vec::with_capacity(runs.0.len() + boundaries.len() + 4);
-    shapes.push(Shape::rect_filled(rect, 0.0, FREE_COLOR));
-    // Pixel-aligned rectangles need no anti-aliasing: one plain mesh, four
-    // vertices each, instead of a tessellated shape per run.
-    let mut mesh = egui::Mesh::default();
-    mesh.reserve_triangles(runs.0.len() * 2);
-    mesh.reserve_vertices(runs.0.len() * 4);
-    for &(c0, c1, slot) in &runs.0 {
-        let base = Category::ALL[slot / 2].color();
-        let color = if slot % 2 == 1 {
-            base.gamma_multiply(0.25)
-        } else {
-            base
-        };
-        let r = Rect::from_x_y_ranges(x_col(c0)..=x_col(c1), rect.y_range());
-        mesh.add_colored_rect(r, color);
+    StripLayout {
+        runs: runs.0,
+        boundaries,
+        aliased,
     }
-    shapes.push(Shape::mesh(mesh));
-    for c in boundaries {
-        shapes.push(Shape::vline(
-            x_col(c),
-            rect.y_range(),
-            Stroke::new(px, Color32::from_black_alpha(160)),
-        ));
-    }
-    for (x0, x1) in aliased {
-        let r = Rect::from_x_y_ranges(x0..=x1.max(x0 + px), rect.min.y..=rect.min.y + 3.0);
-        shapes.push(Shape::rect_filled(r, 0.0, Color32::WHITE));
-    }
-    for &(o, s, c) in marks {
-        if o + s <= start || o >= end {
-            continue;
-        }
-        let r = Rect::from_x_y_ranges(x_of(o)..=x_of(o + s).max(x_of(o) + px), rect.y_range());
-        shapes.push(Shape::rect_stroke(
-            r,
-            0.0,
-            Stroke::new(1.5, c),
-            StrokeKind::Inside,
-        ));
-    }
-    let outline = if block.dedicated {
-        Stroke::new(2.0, Color32::from_rgb(255, 215, 0))
-    } else {
-        Stroke::new(px, Color32::from_gray(90))
-    };
-    shapes.push(Shape::rect_stroke(rect, 0.0, outline, StrokeKind::Outside));
-    ui.painter().extend(shapes);
-    response
 }
 
 fn hover_details(ui: &mut Ui, list: &ListSnapshot, block: &BlockSnapshot, offset: u64) {
@@ -598,6 +714,13 @@ fn diff_marks(diff: Option<&Diff>, list: &ListSnapshot, bi: usize) -> Vec<(u64, 
 /// for details, click to zoom.
 pub fn blocks_panel(ui: &mut Ui, s: &Snapshot, diff: Option<&Diff>, state: &mut ViewState) {
     legend(ui, state);
+    // Last frame's strips become the reusable ones; a strip not drawn this
+    // frame is dropped with them. A filter change invalidates them all.
+    state.strips_prev = std::mem::take(&mut state.strips);
+    if state.strips_filter.0 != state.shown || state.strips_filter.1 != state.tag_filter {
+        state.strips_prev.clear();
+        state.strips_filter = (state.shown, state.tag_filter.clone());
+    }
     if s.lists.is_empty() {
         ui.label("no blocks");
     }

@@ -400,7 +400,7 @@ impl<D: MemoryDevice> Allocator<D> {
 
     /// Calls `visit` for every block vector: each memory type's default
     /// blocks, then each live pool's (with its description).
-    fn for_each_vector(&self, mut visit: impl FnMut(&BlockVector, Option<&PoolDesc>)) {
+    pub(crate) fn for_each_vector(&self, mut visit: impl FnMut(&BlockVector, Option<&PoolDesc>)) {
         for ts in &self.types {
             visit(&ts.vector, None);
         }

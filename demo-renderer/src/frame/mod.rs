@@ -159,6 +159,22 @@ pub struct FrameTimes {
 
 const PASSES: [&str; 4] = ["scene", "tonemap", "overlay", "readback"];
 
+/// The tone-map pass's push constants (`shaders/tonemap.frag`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct TonemapPush {
+    /// Exposure multiplier.
+    pub exposure: f32,
+    /// Colour scale inside `panels` (1: none).
+    pub dim: f32,
+    /// Padding to the vec4 alignment.
+    pub pad: [f32; 2],
+    /// Pixel rectangles (x0, y0, x1, y1) the overlay's panels cover.
+    pub panels: [[f32; 4]; 2],
+}
+
+const TONEMAP_PUSH_BYTES: u32 = std::mem::size_of::<TonemapPush>() as u32;
+
 struct Tonemap {
     set_layout: vk::DescriptorSetLayout,
     pool: vk::DescriptorPool,
@@ -286,7 +302,7 @@ impl Renderer {
                     None,
                 )
                 .check("vkCreateSampler")?;
-            let layout = create_layout(d, &[set_layout], 4)?;
+            let layout = create_layout(d, &[set_layout], TONEMAP_PUSH_BYTES)?;
             Ok(Tonemap {
                 set_layout,
                 pool,
@@ -538,12 +554,22 @@ impl Renderer {
                 &[self.tonemap.set],
                 &[],
             );
+            let push = TonemapPush {
+                exposure: self.exposure,
+                dim: 1.0,
+                pad: [0.0; 2],
+                panels: [[0.0; 4]; 2],
+            };
+            let push = match self.overlay.as_ref() {
+                Some(o) => o.tonemap_panels(push),
+                None => push,
+            };
             d.cmd_push_constants(
                 cmd,
                 self.tonemap.layout,
                 vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
                 0,
-                &self.exposure.to_ne_bytes(),
+                bytemuck::bytes_of(&push),
             );
             d.cmd_draw(cmd, 3, 1, 0, 0);
             stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);

@@ -18,7 +18,7 @@ use egui::TextureId;
 use egui_ash_renderer::{DynamicRendering, Options, RenderMode, Renderer as EguiRenderer};
 use vkalloc::Snapshot;
 use vkalloc_heapmap::{
-    draw_docked, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
+    draw_docked_on, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
 };
 
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
@@ -37,10 +37,6 @@ fn gpu_err(call: &'static str, e: egui_ash_renderer::RendererError) -> GpuError 
 /// Frames the timeline keeps.
 pub const TIMELINE_FRAMES: usize = 300;
 
-/// Frames a snapshot of the blocks is kept while the allocator's counters stay
-/// the same (heaps and counters are read fresh every frame).
-pub const SNAPSHOT_MAX_AGE: u32 = 30;
-
 /// The overlay's state and renderer.
 pub struct Overlay {
     egui: egui::Context,
@@ -53,8 +49,9 @@ pub struct Overlay {
     primitives: Vec<ClippedPrimitive>,
     to_free: Vec<TextureId>,
     pixels_per_point: f32,
+    /// The panels' pixel rectangles, which the tone-map pass darkens.
+    panels: [[f32; 4]; 2],
     last_ops: (u64, u64, u32),
-    snapshot_age: u32,
     /// Whether it is drawn (F1 toggles it in a window).
     pub visible: bool,
     /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and tessellation.
@@ -101,8 +98,8 @@ impl Overlay {
             primitives: Vec::new(),
             to_free: Vec::new(),
             pixels_per_point: 1.0,
+            panels: [[0.0; 4]; 2],
             last_ops: (0, 0, 0),
-            snapshot_age: u32::MAX,
             visible: true,
             cpu_ms: 0.0,
             snapshot_ms: 0.0,
@@ -151,18 +148,9 @@ impl Overlay {
         mut input: egui::RawInput,
     ) -> Result<(), GpuError> {
         let started = Instant::now();
-        // The cheap counters take no lock; walk the blocks only when they moved
-        // (or the snapshot is old), so a steady frame costs no block walk.
-        let stats = mem.allocator().statistics();
-        let same = stats.types == self.snapshot.statistics.types
-            && stats.pools == self.snapshot.statistics.pools;
-        if same && self.snapshot_age < SNAPSHOT_MAX_AGE {
-            self.snapshot.statistics = stats;
-            self.snapshot_age += 1;
-        } else {
-            self.snapshot = mem.snapshot();
-            self.snapshot_age = 0;
-        }
+        // Counters every frame; a block's records only when it changed (see
+        // `Allocator::refresh_snapshot`).
+        mem.allocator().refresh_snapshot(&mut self.snapshot);
         self.snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
         if !self.visible {
             self.primitives.clear();
@@ -180,6 +168,8 @@ impl Overlay {
             .or_default()
             .native_pixels_per_point = Some(ppp);
         let (snapshot, timeline, state) = (&self.snapshot, &self.timeline, &mut self.state);
+        let mut panel_points = [egui::Rect::NOTHING; 2];
+        let panels = &mut panel_points;
         let mut output = self.egui.run_ui(input, |ui| {
             let data = OverlayData {
                 snapshot: Some(snapshot),
@@ -187,9 +177,18 @@ impl Overlay {
                 timeline: Some(timeline),
                 diff: None,
             };
-            draw_docked(ui, &data, state);
+            *panels = draw_docked_on(ui, &data, state, egui::Color32::TRANSPARENT);
         });
         self.pixels_per_point = output.pixels_per_point;
+        self.panels = panel_points.map(|r| {
+            let r = r.intersect(egui::Rect::EVERYTHING);
+            let p = output.pixels_per_point;
+            if r.is_positive() {
+                [r.min.x * p, r.min.y * p, r.max.x * p, r.max.y * p]
+            } else {
+                [0.0; 4]
+            }
+        });
         let renderer = self
             .renderer
             .as_mut()
@@ -207,6 +206,20 @@ impl Overlay {
         self.primitives = self.egui.tessellate(output.shapes, output.pixels_per_point);
         self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(())
+    }
+
+    /// `push` with the panels' background: the tone-map pass scales the colour
+    /// under them as egui's translucent black would (the overlay draws no
+    /// background of its own), so the frame's pixels are written once.
+    pub fn tonemap_panels(&self, push: crate::frame::TonemapPush) -> crate::frame::TonemapPush {
+        if !self.visible || self.primitives.is_empty() {
+            return push;
+        }
+        crate::frame::TonemapPush {
+            dim: 1.0 - f32::from(vkalloc_heapmap::PANEL_BACKGROUND_ALPHA) / 255.0,
+            panels: self.panels,
+            ..push
+        }
     }
 
     /// Records the overlay's draws; rendering into a `format` target of `extent`
