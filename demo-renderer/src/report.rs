@@ -31,6 +31,10 @@ pub struct FrameRecord {
     /// CPU milliseconds of the overlay (snapshot, layout, tessellation), with `--overlay`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlay_cpu_ms: Option<f64>,
+    /// Whether the overlay laid its panels out this frame (it does at most
+    /// every 50 ms without input, and draws the last layout in between).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay_laid_out: Option<bool>,
 }
 
 impl FrameRecord {
@@ -48,6 +52,7 @@ impl FrameRecord {
             streaming: None,
             psnr_db: None,
             overlay_cpu_ms: None,
+            overlay_laid_out: None,
         }
     }
 }

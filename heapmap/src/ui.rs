@@ -474,13 +474,19 @@ fn strip(
     } = &layout;
     let x_col = |c: usize| rect.min.x + rect.width() * c as f32 / columns as f32;
     let mut shapes = Vec::with_capacity(runs.len() + boundaries.len() + 4);
-    shapes.push(Shape::rect_filled(rect, 0.0, FREE_COLOR));
     // Pixel-aligned rectangles need no anti-aliasing: one plain mesh, four
-    // vertices each, instead of a tessellated shape per run.
+    // vertices each, instead of a tessellated shape per run. Free columns get
+    // their own rectangles rather than a background under the runs, so each
+    // pixel of the strip is drawn once (fill is what an overlay costs a GPU).
     let mut mesh = egui::Mesh::default();
-    mesh.reserve_triangles(runs.len() * 2);
-    mesh.reserve_vertices(runs.len() * 4);
+    mesh.reserve_triangles(runs.len() * 4 + 2);
+    mesh.reserve_vertices(runs.len() * 8 + 4);
+    let mut next = 0;
     for &(c0, c1, slot) in runs {
+        if c0 > next {
+            let r = Rect::from_x_y_ranges(x_col(next)..=x_col(c0), rect.y_range());
+            mesh.add_colored_rect(r, FREE_COLOR);
+        }
         let base = Category::ALL[slot / 2].color();
         let color = if slot % 2 == 1 {
             base.gamma_multiply(0.25)
@@ -489,6 +495,11 @@ fn strip(
         };
         let r = Rect::from_x_y_ranges(x_col(c0)..=x_col(c1), rect.y_range());
         mesh.add_colored_rect(r, color);
+        next = next.max(c1);
+    }
+    if next < columns {
+        let r = Rect::from_x_y_ranges(x_col(next)..=x_col(columns), rect.y_range());
+        mesh.add_colored_rect(r, FREE_COLOR);
     }
     shapes.push(Shape::mesh(mesh));
     for &c in boundaries {

@@ -37,6 +37,13 @@ fn gpu_err(call: &'static str, e: egui_ash_renderer::RendererError) -> GpuError 
 /// Frames the timeline keeps.
 pub const TIMELINE_FRAMES: usize = 300;
 
+/// How often the panels are laid out again, at most, without input: a debug
+/// HUD read by a person needs no more than 20 updates a second, and between
+/// them the last frame's meshes are drawn again for nothing on the CPU. Any
+/// input (a window's mouse or keys) lays out at once; the timeline records
+/// every frame regardless.
+pub const LAYOUT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The overlay's state and renderer.
 pub struct Overlay {
     egui: egui::Context,
@@ -54,8 +61,12 @@ pub struct Overlay {
     last_ops: (u64, u64, u32),
     /// Whether it is drawn (F1 toggles it in a window).
     pub visible: bool,
-    /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and tessellation.
+    /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and
+    /// tessellation on frames that lay out, next to nothing on the others.
     pub cpu_ms: f64,
+    /// Whether the last [`Overlay::prepare`] laid the panels out.
+    pub laid_out: bool,
+    last_layout: Option<Instant>,
     /// Milliseconds of the last snapshot alone.
     pub snapshot_ms: f64,
 }
@@ -102,6 +113,8 @@ impl Overlay {
             last_ops: (0, 0, 0),
             visible: true,
             cpu_ms: 0.0,
+            laid_out: false,
+            last_layout: None,
             snapshot_ms: 0.0,
         })
     }
@@ -123,7 +136,7 @@ impl Overlay {
     /// texture bytes, with allocation counts read from `mem`.
     pub fn end_frame(&mut self, mem: &GpuMemory, gpu_ms: f64, texture_bytes: u64, budget: u64) {
         let (allocations, frees) = mem.op_counts();
-        let objects = self.snapshot.statistics.device_memory_objects;
+        let objects = mem.allocator().statistics().device_memory_objects;
         let (a0, f0, o0) = self.last_ops;
         self.timeline.push(FrameSample {
             gpu_ms,
@@ -148,15 +161,24 @@ impl Overlay {
         mut input: egui::RawInput,
     ) -> Result<(), GpuError> {
         let started = Instant::now();
-        // Counters every frame; a block's records only when it changed (see
-        // `Allocator::refresh_snapshot`).
-        mem.allocator().refresh_snapshot(&mut self.snapshot);
-        self.snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
-        if !self.visible {
-            self.primitives.clear();
+        let quiet = input.events.is_empty();
+        let due = self
+            .last_layout
+            .is_none_or(|t| started.duration_since(t) >= LAYOUT_INTERVAL);
+        let reuse = quiet && !due && !self.primitives.is_empty();
+        self.laid_out = self.visible && !reuse;
+        if !self.laid_out {
+            if !self.visible {
+                self.primitives.clear();
+            }
             self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
             return Ok(());
         }
+        self.last_layout = Some(started);
+        // Counters fresh; a block's records only when it changed (see
+        // `Allocator::refresh_snapshot`).
+        mem.allocator().refresh_snapshot(&mut self.snapshot);
+        self.snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
         let ppp = pixels_per_point.max(0.25);
         input.screen_rect = Some(egui::Rect::from_min_size(
             egui::Pos2::ZERO,
@@ -355,6 +377,7 @@ pub fn after_frame(
             record.texture_budget,
         );
         record.overlay_cpu_ms = Some(overlay.cpu_ms);
+        record.overlay_laid_out = Some(overlay.laid_out);
     }
 }
 
