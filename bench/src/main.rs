@@ -257,6 +257,29 @@ fn run_range(a: &Args, out_dir: &Path) -> Result<(), String> {
             }));
         }
     }
+    // Fragmentation: the smallest block each general-purpose algorithm runs
+    // the random sequence in, against the peak of live bytes.
+    if let Some(seq) = seqs.iter().find(|s| s.name == "tlsf-random") {
+        let live = range_bench::peak_live(seq);
+        let tlsf = range_bench::capacity_needed(|c| vkalloc::range::TlsfAllocator::new(c, 1), seq);
+        let buddy =
+            range_bench::capacity_needed(|c| vkalloc::range::BuddyAllocator::new(c, 1), seq);
+        println!(
+            "\n{}: peak live {:.1} MiB; the smallest block that runs it without a failure: \
+             ours-tlsf {:.1} MiB ({:.2}x live), ours-buddy {:.1} MiB ({:.2}x live)",
+            seq.name,
+            live as f64 / 1048576.0,
+            tlsf as f64 / 1048576.0,
+            tlsf as f64 / live as f64,
+            buddy as f64 / 1048576.0,
+            buddy as f64 / live as f64,
+        );
+        json.push(serde_json::json!({
+            "sequence": seq.name,
+            "peak_live_bytes": live,
+            "capacity_needed_bytes": { "ours-tlsf": tlsf, "ours-buddy": buddy },
+        }));
+    }
     let path = out_dir.join("range.json");
     fs::write(
         &path,

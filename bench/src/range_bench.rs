@@ -12,7 +12,8 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use vkalloc::range::{
-    LinearAllocator, LinearMode, RangeAllocator, RangeId, RangeKind, RangeRequest, TlsfAllocator,
+    BuddyAllocator, LinearAllocator, LinearMode, RangeAllocator, RangeId, RangeKind, RangeRequest,
+    TlsfAllocator,
 };
 
 /// A range allocator under test.
@@ -364,6 +365,10 @@ pub fn run_all(seq: &Sequence) -> Vec<(&'static str, RangeRun)> {
                 run(&mut OursRange(TlsfAllocator::new(cap, 1)), seq),
             ));
             out.push((
+                "ours-buddy",
+                run(&mut OursRange(BuddyAllocator::new(cap, 1)), seq),
+            ));
+            out.push((
                 "vma-virtual-tlsf",
                 run(&mut VmaVirtual::new(cap, false), seq),
             ));
@@ -412,4 +417,52 @@ pub fn run_all(seq: &Sequence) -> Vec<(&'static str, RangeRun)> {
         }
     }
     out
+}
+
+/// Bytes live at the sequence's peak (sizes as asked).
+pub fn peak_live(seq: &Sequence) -> u64 {
+    let mut sizes = vec![0u64; seq.slots];
+    let (mut live, mut peak) = (0u64, 0u64);
+    for step in &seq.steps {
+        match *step {
+            Step::Alloc { slot, size, .. } => {
+                sizes[slot as usize] = size;
+                live += size;
+                peak = peak.max(live);
+            }
+            Step::Free { slot } => live -= std::mem::take(&mut sizes[slot as usize]),
+            Step::Clear => {
+                sizes.iter_mut().for_each(|s| *s = 0);
+                live = 0;
+            }
+            Step::Mark => {}
+        }
+    }
+    peak
+}
+
+/// The smallest capacity (to 1/64 of the peak live bytes) at which `make`'s
+/// allocator runs `seq` without a failed allocation: external and internal
+/// fragmentation in one number, whatever the algorithm's placement rule.
+pub fn capacity_needed<A: RangeAllocator>(make: impl Fn(u64) -> A, seq: &Sequence) -> u64 {
+    let live = peak_live(seq).max(1);
+    let step = (live / 64).max(1);
+    let fits = |capacity: u64| run(&mut OursRange(make(capacity)), seq).failures == 0;
+    let (mut lo, mut hi) = (live, live);
+    while !fits(hi) {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+        if hi == u64::MAX {
+            return hi;
+        }
+    }
+    while hi - lo > step {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod buddy;
 pub mod linear;
 /// The shadow model the property tests and the fuzz targets check the
 /// algorithms against; built for tests and under `cfg(fuzzing)` only.
@@ -16,6 +17,7 @@ pub mod linear;
 pub mod shadow;
 pub mod tlsf;
 
+pub use buddy::BuddyAllocator;
 pub use linear::{LinearAllocator, LinearMode};
 pub use tlsf::TlsfAllocator;
 

@@ -32,6 +32,10 @@ pub enum Policy {
     /// Linear ring: after the newest allocation, else before the oldest by
     /// wrapping around; refused only when both spaces are below `w`.
     Ring,
+    /// Buddy: each range takes an aligned power-of-two block of
+    /// `max(size, alignment, granularity)` rounded up; refused only when no
+    /// aligned block of that size is free of every live range's block.
+    Buddy,
 }
 
 /// The parameter sets every algorithm runs with: capacity, granularity and
@@ -93,6 +97,8 @@ fn same_page(end: u64, start: u64, granularity: u64) -> bool {
 struct Live {
     id: RangeId,
     size: u64,
+    /// The power-of-two block it holds under [`Policy::Buddy`].
+    block: u64,
     kind: RangeKind,
     /// The order it was allocated in.
     seq: u64,
@@ -113,10 +119,11 @@ struct Shadow {
 }
 
 impl Shadow {
-    fn insert(&mut self, range: Range, kind: RangeKind) {
+    fn insert(&mut self, range: Range, kind: RangeKind, block: u64) {
         let live = Live {
             id: range.id,
             size: range.size,
+            block,
             kind,
             seq: self.next_seq,
         };
@@ -159,6 +166,40 @@ impl Shadow {
 
     fn end_of(&self, offset: u64) -> u64 {
         offset + self.by_offset[&offset].size
+    }
+
+    /// The largest aligned power-of-two block of at least `min_block` bytes
+    /// outside every live range's block (0 if none): what a buddy allocator
+    /// with eager merging must be able to hand out.
+    fn largest_buddy_block(&self, capacity: u64, min_block: u64) -> u64 {
+        let largest_in = |start: u64, end: u64| {
+            (0..64)
+                .rev()
+                .map(|order| 1u64 << order)
+                .find(|&size| {
+                    start
+                        .checked_next_multiple_of(size)
+                        .and_then(|o| o.checked_add(size))
+                        .is_some_and(|block_end| block_end <= end)
+                })
+                .unwrap_or(0)
+        };
+        let mut best = 0;
+        let mut at = 0u64;
+        for (&start, live) in &self.by_offset {
+            if start > at {
+                best = best.max(largest_in(at, start));
+            }
+            at = start + live.block;
+        }
+        if capacity > at {
+            best = best.max(largest_in(at, capacity));
+        }
+        if best < min_block {
+            0
+        } else {
+            best
+        }
     }
 
     /// The free ranges: everything outside live ranges, in address order.
@@ -313,7 +354,8 @@ impl<'a> Driver<'a> {
         match range {
             Some(range) => {
                 self.wraps += usize::from(self.check_placed(request, &range));
-                self.shadow.insert(range, request.kind);
+                let block = self.buddy_block(request).unwrap_or(0);
+                self.shadow.insert(range, request.kind, block);
             }
             None => {
                 self.refusals += 1;
@@ -494,6 +536,25 @@ impl<'a> Driver<'a> {
         });
     }
 
+    /// The smallest buddy block at or above `granularity` that holds
+    /// `request` (`None`: beyond 2^63).
+    fn buddy_block(&self, request: &RangeRequest) -> Option<u64> {
+        let min_block = self.granularity.max(1).checked_next_power_of_two()?;
+        request
+            .size
+            .max(request.alignment)
+            .max(min_block)
+            .checked_next_power_of_two()
+    }
+
+    /// The smallest block a buddy allocator of this granularity makes.
+    fn min_buddy_block(&self) -> u64 {
+        self.granularity
+            .max(1)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 63)
+    }
+
     /// The worst case of `request`, with or without a live range after it.
     fn worst_case(&self, request: &RangeRequest, followed: bool) -> Option<u64> {
         let g = self.granularity;
@@ -544,6 +605,30 @@ impl<'a> Driver<'a> {
                 "{context}: {range:?}"
             );
         }
+        if self.policy == Policy::Buddy {
+            let block = self
+                .buddy_block(request)
+                .expect("placed, so it had a block");
+            assert_eq!(
+                range.offset % block,
+                0,
+                "{context}: {range:?} not on its block"
+            );
+            if let Some((&offset, before)) = self.shadow.by_offset.range(..range.offset).next_back()
+            {
+                assert!(
+                    offset + before.block <= range.offset,
+                    "{context}: {range:?} in {before:?}'s block"
+                );
+            }
+            if let Some((&offset, _)) = self.shadow.by_offset.range(range.offset..).next() {
+                assert!(
+                    range.offset + block <= offset,
+                    "{context}: {range:?}'s block overlaps"
+                );
+            }
+            return false;
+        }
         if self.shadow.ids.is_empty() {
             assert_eq!(range.offset, 0, "{context}: the first range is not at 0");
         }
@@ -568,6 +653,18 @@ impl<'a> Driver<'a> {
 
     fn check_refusal(&self, request: &RangeRequest) {
         let context = &self.context;
+        if self.policy == Policy::Buddy {
+            if let Some(block) = self.buddy_block(request) {
+                let largest = self
+                    .shadow
+                    .largest_buddy_block(self.capacity, self.min_buddy_block());
+                assert!(
+                    largest < block,
+                    "{context}: refused {request:?} with a free block of {largest}"
+                );
+            }
+            return;
+        }
         if self.shadow.ids.is_empty() {
             assert!(
                 request.size > self.capacity,
@@ -626,6 +723,10 @@ impl<'a> Driver<'a> {
         assert_eq!(free, self.shadow.gaps(self.capacity), "{context}");
         let largest = match self.policy {
             Policy::GoodFit => free.iter().map(|gap| gap.1).max(),
+            Policy::Buddy => Some(
+                self.shadow
+                    .largest_buddy_block(self.capacity, self.min_buddy_block()),
+            ),
             _ => self
                 .shadow
                 .linear_gaps(self.capacity, self.policy)
@@ -654,12 +755,22 @@ impl<'a> Driver<'a> {
             vec![]
         };
         assert_eq!(free, whole, "{}", self.context);
-        assert_eq!(
-            self.allocator.largest_free(),
-            self.capacity,
-            "{}",
-            self.context
-        );
+        let largest = if self.policy == Policy::Buddy {
+            // The largest root: the top binary digit of the capacity.
+            let top = if self.capacity == 0 {
+                0
+            } else {
+                1u64 << (63 - self.capacity.leading_zeros())
+            };
+            if top < self.min_buddy_block() {
+                0
+            } else {
+                top
+            }
+        } else {
+            self.capacity
+        };
+        assert_eq!(self.allocator.largest_free(), largest, "{}", self.context);
         if let Err(error) = self.allocator.validate() {
             panic!("{}: {error}", self.context);
         }
