@@ -1,17 +1,4 @@
 #version 460
-// HDR -> display: exposure, ACES fitted curve (Narkowicz), output to an sRGB target
-// (the hardware applies the sRGB transfer function on store).
-layout(set = 0, binding = 0) uniform sampler2D u_hdr;
-layout(push_constant) uniform Push { float exposure; } pc;
-layout(location = 0) in vec2 v_uv;
-layout(location = 0) out vec4 o_color;
-
-vec3 aces(vec3 x) {
-    const float a = 2.51, b = 0.03, c = 2.43, d = 0.59, e = 0.14;
-    return clamp((x * (a * x + b)) / (x * (c * x + d) + e), 0.0, 1.0);
-}
-
-void main() {
-    vec3 hdr = texture(u_hdr, v_uv).rgb * pc.exposure;
-    o_color = vec4(aces(hdr), 1.0);
-}
+// The tone map without bloom (the demo's effects off); see tonemap.glsl.
+#extension GL_GOOGLE_include_directive : require
+#include "tonemap.glsl"
