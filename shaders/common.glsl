@@ -15,6 +15,7 @@ layout(set = 0, binding = 0) uniform Frame {
     Light lights[MAX_LIGHTS];
     uvec4 light_count;   // x
     uvec4 stream;        // x: max anisotropy; y: --show-mips; z: write streaming feedback
+    mat4 light_view_proj; // world -> the sun's shadow map (clip space, depth 0..1)
 } u_frame;
 
 layout(push_constant) uniform Push {

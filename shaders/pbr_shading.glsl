@@ -15,6 +15,32 @@ layout(early_fragment_tests) in;
 
 const float PI = 3.14159265359;
 
+#ifdef SHADOWS
+// The sun's shadow map (depth from light 0, compared on sampling: 1 lit, 0 shadowed).
+layout(set = 0, binding = 2) uniform sampler2DShadow u_shadow;
+
+// How much of the sun (light 0, directional) reaches v_world: 3x3 percentage-closer
+// filtering, the point pushed out along the geometric normal against acne.
+float sun_visibility(vec3 n_geo, vec3 l) {
+    float n_l = clamp(dot(n_geo, l), 0.0, 1.0);
+    vec3 p_world = v_world + n_geo * (0.02 + 0.05 * (1.0 - n_l));
+    vec4 p = u_frame.light_view_proj * vec4(p_world, 1.0);
+    vec3 s = p.xyz / p.w;
+    vec2 uv = s.xy * 0.5 + 0.5;
+    if (any(lessThan(uv, vec2(0.0))) || any(greaterThan(uv, vec2(1.0))) || s.z >= 1.0) {
+        return 1.0;
+    }
+    vec2 texel = 1.0 / vec2(textureSize(u_shadow, 0));
+    float lit = 0.0;
+    for (int y = -1; y <= 1; ++y) {
+        for (int x = -1; x <= 1; ++x) {
+            lit += texture(u_shadow, vec3(uv + vec2(x, y) * texel, s.z - 0.002));
+        }
+    }
+    return lit / 9.0;
+}
+#endif
+
 // Streaming feedback, 16 words per material: [0] the finest mip level the
 // sampler wanted (x16, fixed point; atomicMin), [1] unused, [2 + l] how many
 // sampled pixels wanted level l (the last bin: l >= 13; their sum is the
@@ -105,6 +131,11 @@ void main() {
         vec3 h = normalize(v + l);
         float n_l = clamp(dot(n, l), 0.0, 1.0);
         if (n_l <= 0.0) continue;
+#ifdef SHADOWS
+        if (i == 0u && light.position.w == 0.0) {
+            radiance *= sun_visibility(n_geo, l);
+        }
+#endif
         float n_h = clamp(dot(n, h), 0.0, 1.0);
         float v_h = clamp(dot(v, h), 0.0, 1.0);
         vec3 f = f_schlick(v_h, f0);

@@ -89,7 +89,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         height: settings.height,
     };
     mem.dump_on_failure(settings.out.clone());
-    let mut renderer = Renderer::new(ctx, &mem, extent)?;
+    let mut renderer = Renderer::new(ctx, &mem, extent, settings.effects)?;
     let (mut scene, bake_seconds, load_seconds) = match make_scene(ctx, &mem, settings, extent) {
         Ok(x) => x,
         Err(e) => {
@@ -169,7 +169,8 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
+    let mut report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
+    report.set_aliasing(renderer.aliasing_report());
     ctx.wait_idle();
     let heap = settings.out.join("heap.json");
     if let Err(e) = mem.write_dump(&heap) {
@@ -261,7 +262,8 @@ pub fn make_scene(
                 show_mips: settings.show_mips,
                 anisotropy: settings.anisotropy,
             };
-            let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream)?;
+            let shadows = settings.effects;
+            let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream, shadows)?;
             Ok((Box::new(pass), bake_seconds, load_seconds))
         }
     }
@@ -292,6 +294,7 @@ pub fn build_report(
         peak_texture_bytes: 0,
         validation_errors: ctx.error_count(),
         allocator: mem.statistics_json(),
+        aliasing: Default::default(),
         streaming: None,
         summary: String::new(),
     };

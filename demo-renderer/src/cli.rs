@@ -79,6 +79,8 @@ pub struct Flags {
     pub overlay: bool,
     /// `--extra-allocations N`.
     pub extra_allocations: Option<u32>,
+    /// `--effects on|off`.
+    pub effects: Option<bool>,
     /// `--help`.
     pub help: bool,
 }
@@ -118,6 +120,8 @@ USAGE: demo-renderer [FLAGS]
   --overlay              draw the heap overlay into the frames (in a window: shown at start;
                          F1 toggles it either way)
   --extra-allocations N  make N more small buffers (4 KiB each) to load the overlay
+  --effects on|off       the sun's shadow map and bloom, two transient targets aliased
+                         on one allocation (on, the default), or neither (off)
   --help                 this text
 ";
 
@@ -265,6 +269,13 @@ impl Flags {
                 "--extra-allocations" => {
                     f.extra_allocations = Some(parse_num(&name, &value(&mut it)?)?)
                 }
+                "--effects" => {
+                    f.effects = Some(match value(&mut it)?.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        v => return Err(FlagError(format!("--effects: '{v}' is not on or off"))),
+                    })
+                }
                 "--help" | "-h" => f.help = true,
                 _ => return Err(FlagError(format!("unknown flag '{arg}'"))),
             }
@@ -321,6 +332,8 @@ pub struct Settings {
     pub overlay: bool,
     /// Extra small buffers made to load the overlay.
     pub extra_allocations: u32,
+    /// The shadow map and bloom (aliased transient targets).
+    pub effects: bool,
 }
 
 /// The default material cache: `$XDG_CACHE_HOME/vkalloc-demo` or `~/.cache/vkalloc-demo`.
@@ -372,6 +385,7 @@ impl Settings {
             compare: f.compare.clone(),
             overlay: f.overlay,
             extra_allocations: f.extra_allocations.unwrap_or(0),
+            effects: f.effects.unwrap_or(true),
         }
     }
 }
@@ -414,5 +428,8 @@ mod tests {
         assert!(f.show_mips);
         assert!(parse("--streaming maybe").is_err());
         assert!(parse("--upload-budget lots").is_err());
+        assert_eq!(parse("--effects off").unwrap().effects, Some(false));
+        assert_eq!(parse("--effects=on").unwrap().effects, Some(true));
+        assert!(parse("--effects maybe").is_err());
     }
 }

@@ -106,6 +106,8 @@ pub struct Report {
     pub validation_errors: u32,
     /// The allocator's statistics at the last frame.
     pub allocator: serde_json::Value,
+    /// The renderer's aliased transient targets: bytes saved, the groups.
+    pub aliasing: crate::frame::targets::AliasingReport,
     /// Texture streaming over the run (gallery scene).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streaming: Option<crate::streaming::summary::StreamingSummary>,
@@ -146,6 +148,22 @@ impl Report {
         if let Some(s) = &self.streaming {
             self.summary.push_str(&format!("; {}", s.line()));
         }
+    }
+}
+
+impl Report {
+    /// Sets `aliasing` and adds it to the summary.
+    pub fn set_aliasing(&mut self, aliasing: crate::frame::targets::AliasingReport) {
+        if let Some(g) = aliasing.groups.first() {
+            let names: Vec<&str> = g.members.iter().map(|m| m.name.as_str()).collect();
+            self.summary.push_str(&format!(
+                "; aliasing saved {:.2} MiB ({} on one {:.2} MiB allocation)",
+                aliasing.bytes_saved as f64 / (1 << 20) as f64,
+                names.join(" + "),
+                g.allocation_bytes as f64 / (1 << 20) as f64
+            ));
+        }
+        self.aliasing = aliasing;
     }
 }
 

@@ -140,7 +140,7 @@ impl App {
             Swapchain::new(&ctx, surface, (size.width.max(1), size.height.max(1)), true)?;
         settings.width = swapchain.extent.width;
         settings.height = swapchain.extent.height;
-        let mut renderer = Renderer::new(&ctx, &mem, swapchain.extent)?;
+        let mut renderer = Renderer::new(&ctx, &mem, swapchain.extent, settings.effects)?;
         let format_index = renderer.add_output_format(&ctx.device, swapchain.format)?;
         let mut overlay = crate::overlay::Overlay::new(&ctx, &mem, swapchain.format)?;
         overlay.visible = self.flags.overlay;
@@ -279,7 +279,7 @@ impl App {
         };
         live.ctx.wait_idle();
         live.settings.frames = self.frames.len() as u32;
-        let report = build_report(
+        let mut report = build_report(
             &live.ctx,
             &live.mem,
             &live.settings,
@@ -287,6 +287,7 @@ impl App {
             live.bake_seconds,
             live.load_seconds,
         );
+        report.set_aliasing(live.renderer.aliasing_report());
         if self.flags.out.is_some() {
             let heap = live.settings.out.join("heap.json");
             if let Err(e) = live.mem.write_dump(&heap) {

@@ -3,10 +3,10 @@
 //! ring pool, freed in order once the frame is done.
 
 use ash::vk;
-use glam::Vec4;
+use glam::{Mat4, Vec3, Vec4};
 
 use super::pipelines::{create_layout, create_pipeline, PipelineDesc};
-use super::targets::{DEPTH_FORMAT, HDR_FORMAT};
+use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT};
 use super::ScenePass;
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
@@ -45,6 +45,7 @@ struct FrameUniforms {
     lights: [LightUniform; MAX_LIGHTS],
     light_count: [u32; 4],
     stream: [u32; 4],
+    light_view_proj: [f32; 16],
 }
 
 #[repr(C)]
@@ -73,6 +74,10 @@ pub struct GalleryPass {
     layout: vk::PipelineLayout,
     pipeline: vk::Pipeline,
     sky: vk::Pipeline,
+    /// Draws the sun's shadow map (null without shadows).
+    shadow_pipeline: vk::Pipeline,
+    /// Whether the pass samples the sun's shadow map (the renderer's effects on).
+    shadows: bool,
     vertices: Option<Buffer>,
     indices: Option<Buffer>,
     meshes: Vec<MeshRange>,
@@ -87,7 +92,9 @@ pub struct GalleryPass {
 
 impl GalleryPass {
     /// Uploads the meshes and creates the pipelines; `textures` has one set per
-    /// material. On failure everything made so far, `textures` included, is destroyed.
+    /// material; with `shadows` the pass draws and samples the sun's shadow map (the
+    /// renderer must have been made with its effects on). On failure everything made
+    /// so far, `textures` included, is destroyed.
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
@@ -95,6 +102,7 @@ impl GalleryPass {
         textures: TextureSet,
         extent: vk::Extent2D,
         stream_config: StreamConfig,
+        shadows: bool,
     ) -> Result<Self, GpuError> {
         let mut pass = Self {
             gallery,
@@ -105,6 +113,8 @@ impl GalleryPass {
             layout: vk::PipelineLayout::null(),
             pipeline: vk::Pipeline::null(),
             sky: vk::Pipeline::null(),
+            shadow_pipeline: vk::Pipeline::null(),
+            shadows,
             vertices: None,
             indices: None,
             meshes: Vec::new(),
@@ -181,7 +191,7 @@ impl GalleryPass {
         // SAFETY: valid create infos on a live device; each handle is stored at once so
         // that `destroy` frees it if a later step fails.
         unsafe {
-            let bindings = [
+            let all_bindings = [
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(0)
                     .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
@@ -193,14 +203,25 @@ impl GalleryPass {
                     .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::FRAGMENT),
+                // The sun's shadow map (with shadows).
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(2)
+                    .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::FRAGMENT),
             ];
+            let bindings = &all_bindings[..if self.shadows { 3 } else { 2 }];
             self.frame_set_layout = d
                 .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(bindings),
                     None,
                 )
                 .check("vkCreateDescriptorSetLayout")?;
             let sizes = [
+                vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                    descriptor_count: 1,
+                },
                 vk::DescriptorPoolSize {
                     ty: vk::DescriptorType::UNIFORM_BUFFER,
                     descriptor_count: 1,
@@ -267,10 +288,11 @@ impl GalleryPass {
             d,
             &PipelineDesc {
                 vertex: shaders::PBR_VERT,
-                fragment: if self.textures.bindless {
-                    shaders::PBR_BINDLESS_FRAG
-                } else {
-                    shaders::PBR_FRAG
+                fragment: match (self.textures.bindless, self.shadows) {
+                    (true, true) => shaders::PBR_BINDLESS_SHADOW_FRAG,
+                    (true, false) => shaders::PBR_BINDLESS_FRAG,
+                    (false, true) => shaders::PBR_SHADOW_FRAG,
+                    (false, false) => shaders::PBR_FRAG,
                 },
                 layout: self.layout,
                 color_format: HDR_FORMAT,
@@ -297,7 +319,141 @@ impl GalleryPass {
                 depth_write: false,
             },
         )?;
+        if self.shadows {
+            self.shadow_pipeline = create_pipeline(
+                d,
+                &PipelineDesc {
+                    vertex: shaders::SHADOW_VERT,
+                    fragment: &[],
+                    layout: self.layout,
+                    color_format: vk::Format::UNDEFINED,
+                    depth_format: Some(SHADOW_FORMAT),
+                    bindings: &bindings,
+                    attributes: &attributes[..1],
+                    cull_back: false,
+                    depth_compare: vk::CompareOp::LESS,
+                    depth_write: true,
+                },
+            )?;
+        }
         Ok(())
+    }
+
+    /// The sun's (light 0's) view-projection: an orthographic box around the
+    /// objects (the floor aside), depth 0 nearest the sun.
+    fn sun_view_proj(&self) -> Mat4 {
+        let sun = self
+            .gallery
+            .lights
+            .first()
+            .filter(|l| l.position.w == 0.0)
+            .map(|l| l.position.truncate().normalize_or(Vec3::Y))
+            .unwrap_or(Vec3::Y);
+        let centres: Vec<Vec3> = self
+            .gallery
+            .objects
+            .iter()
+            .filter(|o| o.shape != Shape::Floor)
+            .map(|o| o.model.w_axis.truncate())
+            .collect();
+        let centre = centres.iter().copied().sum::<Vec3>() / centres.len().max(1) as f32;
+        // Each object is within 1.2 of its centre; a margin for the shadows they cast.
+        let radius = centres
+            .iter()
+            .map(|c| c.distance(centre))
+            .fold(0.0f32, f32::max)
+            + 2.5;
+        let eye = centre + sun * radius * 2.0;
+        let up = if sun.y.abs() > 0.99 { Vec3::Z } else { Vec3::Y };
+        let view = Mat4::look_at_rh(eye, centre, up);
+        let proj = Mat4::orthographic_rh(-radius, radius, -radius, radius, radius, radius * 3.0);
+        proj * view
+    }
+
+    /// Records the objects' draws with the pipeline bound (`depth_only`: positions only).
+    ///
+    /// # Safety
+    /// `cmd` is recording inside a render pass of a live device, a pipeline of
+    /// `self.layout` bound.
+    unsafe fn record_objects(&self, d: &ash::Device, cmd: vk::CommandBuffer, depth_only: bool) {
+        // SAFETY: per the contract; every handle is live until the frame's fence.
+        unsafe {
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::GRAPHICS,
+                self.layout,
+                0,
+                &[self.frame_set],
+                &[],
+            );
+            let vertices = self
+                .vertices
+                .as_ref()
+                .map_or(vk::Buffer::null(), Buffer::raw);
+            let indices = self
+                .indices
+                .as_ref()
+                .map_or(vk::Buffer::null(), Buffer::raw);
+            d.cmd_bind_vertex_buffers(cmd, 0, &[vertices], &[0]);
+            d.cmd_bind_index_buffer(cmd, indices, 0, vk::IndexType::UINT32);
+            let bindless = self.textures.bindless;
+            if bindless && !depth_only {
+                // One set for every material; the draw's material index is pushed.
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::GRAPHICS,
+                    self.layout,
+                    1,
+                    &[self.textures.sets[0]],
+                    &[],
+                );
+            }
+            for o in &self.gallery.objects {
+                if depth_only && o.shape == Shape::Floor {
+                    // The floor casts no shadow (nothing is below it).
+                    continue;
+                }
+                let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
+                let push = Push {
+                    model: o.model.to_cols_array(),
+                    uv_scale: o.uv_scale.to_array(),
+                    material: match self.streamer.as_ref() {
+                        Some(s) => [
+                            o.material as u32,
+                            s.map_size(o.material),
+                            s.drawn_level(o.material),
+                            0,
+                        ],
+                        None => [o.material as u32, 1, 0, 0],
+                    },
+                };
+                if !bindless && !depth_only {
+                    d.cmd_bind_descriptor_sets(
+                        cmd,
+                        vk::PipelineBindPoint::GRAPHICS,
+                        self.layout,
+                        1,
+                        &[self.textures.sets[o.material]],
+                        &[],
+                    );
+                }
+                d.cmd_push_constants(
+                    cmd,
+                    self.layout,
+                    vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+                    0,
+                    bytemuck::bytes_of(&push),
+                );
+                d.cmd_draw_indexed(
+                    cmd,
+                    mesh.index_count,
+                    1,
+                    mesh.first_index,
+                    mesh.vertex_offset,
+                    0,
+                );
+            }
+        }
     }
 }
 
@@ -416,6 +572,7 @@ impl ScenePass for GalleryPass {
             lights,
             light_count: [self.gallery.lights.len().min(MAX_LIGHTS) as u32, 0, 0, 0],
             stream,
+            light_view_proj: self.sun_view_proj().to_cols_array(),
         };
         let bytes = bytemuck::bytes_of(&u);
         let mut buffer = mem.create_buffer_mapped(
@@ -450,80 +607,43 @@ impl ScenePass for GalleryPass {
         // SAFETY: per the trait's contract; every handle is live until the frame's fence.
         unsafe {
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline);
-            d.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::GRAPHICS,
-                self.layout,
-                0,
-                &[self.frame_set],
-                &[],
-            );
-            let vertices = self
-                .vertices
-                .as_ref()
-                .map_or(vk::Buffer::null(), Buffer::raw);
-            let indices = self
-                .indices
-                .as_ref()
-                .map_or(vk::Buffer::null(), Buffer::raw);
-            d.cmd_bind_vertex_buffers(cmd, 0, &[vertices], &[0]);
-            d.cmd_bind_index_buffer(cmd, indices, 0, vk::IndexType::UINT32);
-            let bindless = self.textures.bindless;
-            if bindless {
-                // One set for every material; the draw's material index is pushed.
-                d.cmd_bind_descriptor_sets(
-                    cmd,
-                    vk::PipelineBindPoint::GRAPHICS,
-                    self.layout,
-                    1,
-                    &[self.textures.sets[0]],
-                    &[],
-                );
-            }
-            for o in &self.gallery.objects {
-                let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
-                let push = Push {
-                    model: o.model.to_cols_array(),
-                    uv_scale: o.uv_scale.to_array(),
-                    material: match self.streamer.as_ref() {
-                        Some(s) => [
-                            o.material as u32,
-                            s.map_size(o.material),
-                            s.drawn_level(o.material),
-                            0,
-                        ],
-                        None => [o.material as u32, 1, 0, 0],
-                    },
-                };
-                if !bindless {
-                    d.cmd_bind_descriptor_sets(
-                        cmd,
-                        vk::PipelineBindPoint::GRAPHICS,
-                        self.layout,
-                        1,
-                        &[self.textures.sets[o.material]],
-                        &[],
-                    );
-                }
-                d.cmd_push_constants(
-                    cmd,
-                    self.layout,
-                    vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
-                    0,
-                    bytemuck::bytes_of(&push),
-                );
-                d.cmd_draw_indexed(
-                    cmd,
-                    mesh.index_count,
-                    1,
-                    mesh.first_index,
-                    mesh.vertex_offset,
-                    0,
-                );
-            }
+            self.record_objects(d, cmd, false);
             // The sky last: only pixels no object covered pass its depth test.
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.sky);
             d.cmd_draw(cmd, 3, 1, 0, 0);
+        }
+    }
+
+    unsafe fn record_shadow(
+        &self,
+        d: &ash::Device,
+        cmd: vk::CommandBuffer,
+        shadow_map: vk::ImageView,
+        sampler: vk::Sampler,
+    ) {
+        if !self.shadows {
+            return;
+        }
+        // Written every frame: the view changes when the targets are recreated
+        // (a resize), and a new view may reuse the old handle's value.
+        let info = [vk::DescriptorImageInfo {
+            sampler,
+            image_view: shadow_map,
+            image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+        }];
+        let write = vk::WriteDescriptorSet::default()
+            .dst_set(self.frame_set)
+            .dst_binding(2)
+            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+            .image_info(&info);
+        // SAFETY: the previous frame finished (the renderer waits for each frame's
+        // fence) and this command buffer has not bound the set yet (the shadow pass is
+        // recorded first).
+        unsafe { d.update_descriptor_sets(&[write], &[]) };
+        // SAFETY: per the trait's contract.
+        unsafe {
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.shadow_pipeline);
+            self.record_objects(d, cmd, true);
         }
     }
 
@@ -542,6 +662,7 @@ impl ScenePass for GalleryPass {
             }
             d.destroy_pipeline(self.pipeline, None);
             d.destroy_pipeline(self.sky, None);
+            d.destroy_pipeline(self.shadow_pipeline, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_pool(self.frame_pool, None);
             d.destroy_descriptor_set_layout(self.frame_set_layout, None);

@@ -1,5 +1,7 @@
-//! Frames: the passes (scene into HDR colour + depth, tone map into an sRGB
-//! target, readback), their barriers and GPU timestamps.
+//! Frames: the passes (with the effects on, the sun's shadow map; the scene into
+//! HDR colour + depth; with the effects on, bloom; the tone map into an sRGB target;
+//! readback), their barriers and GPU timestamps. The shadow map and the bloom image
+//! are transients sharing one alias group (see [`targets::Transients`]).
 
 pub mod gallery;
 pub mod pipelines;
@@ -11,7 +13,7 @@ use crate::gpu::util::{transition, ImageTransition};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::shaders;
 use pipelines::{create_layout, create_pipeline, PipelineDesc};
-use targets::{Targets, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
+use targets::{Targets, BLOOM_FORMAT, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
 
 /// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
 /// already begun, viewport and scissor set).
@@ -72,6 +74,24 @@ pub trait ScenePass {
     /// # Safety
     /// `cmd` is recording inside the scene pass of a live device.
     unsafe fn record(&self, device: &ash::Device, cmd: vk::CommandBuffer, extent: vk::Extent2D);
+
+    /// Records the sun's shadow map (with the effects on): called before the scene
+    /// pass, inside a depth-only rendering of `shadow_map` (viewport and scissor set).
+    /// The scene pass then samples `shadow_map` (in `SHADER_READ_ONLY_OPTIMAL`) with
+    /// `sampler`, a depth-compare sampler. The default draws nothing.
+    ///
+    /// # Safety
+    /// `cmd` is recording inside that rendering, before the scene pass, on a live
+    /// device; the previous frame is done.
+    unsafe fn record_shadow(
+        &self,
+        device: &ash::Device,
+        cmd: vk::CommandBuffer,
+        shadow_map: vk::ImageView,
+        sampler: vk::Sampler,
+    ) {
+        let _ = (device, cmd, shadow_map, sampler);
+    }
 
     /// Destroys the pass's objects; the device must be idle.
     fn destroy(&mut self, ctx: &Context, mem: &GpuMemory);
@@ -157,7 +177,8 @@ pub struct FrameTimes {
     pub gpu_ms: Vec<(String, f64)>,
 }
 
-const PASSES: [&str; 4] = ["scene", "tonemap", "overlay", "readback"];
+/// The timed passes, in recording order; pass `i` writes timestamps `2i` and `2i + 1`.
+const PASSES: [&str; 6] = ["shadow", "scene", "bloom", "tonemap", "overlay", "readback"];
 
 /// The tone-map pass's push constants (`shaders/tonemap.frag`).
 #[repr(C)]
@@ -184,11 +205,24 @@ struct Tonemap {
     pipelines: Vec<(vk::Format, vk::Pipeline)>,
 }
 
+/// The effects' fixed objects: the shadow map's sampler and the bloom pass.
+struct Effects {
+    /// Depth compare, bilinear (2x2 percentage-closer), border lit.
+    shadow_sampler: vk::Sampler,
+    /// Bilinear, clamped: the HDR frame into bloom, bloom into the tone map.
+    linear: vk::Sampler,
+    bloom_set_layout: vk::DescriptorSetLayout,
+    bloom_set: vk::DescriptorSet,
+    bloom_layout: vk::PipelineLayout,
+    bloom_pipeline: vk::Pipeline,
+}
+
 /// Records and submits frames.
 pub struct Renderer {
     /// Per-resolution targets.
     pub targets: Targets,
     tonemap: Tonemap,
+    effects: Option<Effects>,
     command_pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
     fence: vk::Fence,
@@ -201,10 +235,16 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    /// Creates targets of `extent` and the fixed passes.
-    pub fn new(ctx: &Context, mem: &GpuMemory, extent: vk::Extent2D) -> Result<Self, GpuError> {
+    /// Creates targets of `extent` and the fixed passes; with `effects`, the sun's
+    /// shadow map and bloom (their images aliased on one allocation).
+    pub fn new(
+        ctx: &Context,
+        mem: &GpuMemory,
+        extent: vk::Extent2D,
+        effects: bool,
+    ) -> Result<Self, GpuError> {
         let d = &ctx.device;
-        let targets = Targets::new(d, mem, extent)?;
+        let targets = Targets::new(d, mem, extent, effects)?;
         // SAFETY: valid create infos on a live device.
         let (command_pool, cmd, fence, queries) = unsafe {
             let command_pool = d
@@ -240,10 +280,16 @@ impl Renderer {
             };
             (command_pool, cmd, fence, queries)
         };
-        let tonemap = Self::create_tonemap(d)?;
+        let tonemap = Self::create_tonemap(d, effects)?;
+        let effects = if effects {
+            Some(Self::create_effects(d, &tonemap)?)
+        } else {
+            None
+        };
         let mut r = Self {
             targets,
             tonemap,
+            effects,
             command_pool,
             cmd,
             fence,
@@ -257,28 +303,34 @@ impl Renderer {
         Ok(r)
     }
 
-    fn create_tonemap(d: &ash::Device) -> Result<Tonemap, GpuError> {
-        let bindings = [vk::DescriptorSetLayoutBinding::default()
-            .binding(0)
-            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+    /// The tone map's set: binding 0 the HDR frame, with `bloom` binding 1 the bloom
+    /// image. Its pool has room for the bloom pass's set too.
+    fn create_tonemap(d: &ash::Device, bloom: bool) -> Result<Tonemap, GpuError> {
+        let binding = |i| {
+            vk::DescriptorSetLayoutBinding::default()
+                .binding(i)
+                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::FRAGMENT)
+        };
+        let all_bindings = [binding(0), binding(1)];
+        let bindings = &all_bindings[..if bloom { 2 } else { 1 }];
         // SAFETY: valid create infos on a live device; the set is written with live objects.
         unsafe {
             let set_layout = d
                 .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(bindings),
                     None,
                 )
                 .check("vkCreateDescriptorSetLayout")?;
             let sizes = [vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
-                descriptor_count: 1,
+                descriptor_count: 3,
             }];
             let pool = d
                 .create_descriptor_pool(
                     &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
+                        .max_sets(2)
                         .pool_sizes(&sizes),
                     None,
                 )
@@ -314,6 +366,103 @@ impl Renderer {
         }
     }
 
+    /// The samplers, the bloom pass's set (from the tone map's pool) and pipeline.
+    fn create_effects(d: &ash::Device, tonemap: &Tonemap) -> Result<Effects, GpuError> {
+        let mut e = Effects {
+            shadow_sampler: vk::Sampler::null(),
+            linear: vk::Sampler::null(),
+            bloom_set_layout: vk::DescriptorSetLayout::null(),
+            bloom_set: vk::DescriptorSet::null(),
+            bloom_layout: vk::PipelineLayout::null(),
+            bloom_pipeline: vk::Pipeline::null(),
+        };
+        let result = (|| {
+            let clamp = vk::SamplerCreateInfo::default()
+                .mag_filter(vk::Filter::LINEAR)
+                .min_filter(vk::Filter::LINEAR)
+                .address_mode_u(vk::SamplerAddressMode::CLAMP_TO_EDGE)
+                .address_mode_v(vk::SamplerAddressMode::CLAMP_TO_EDGE)
+                .address_mode_w(vk::SamplerAddressMode::CLAMP_TO_EDGE);
+            let shadow = clamp
+                .address_mode_u(vk::SamplerAddressMode::CLAMP_TO_BORDER)
+                .address_mode_v(vk::SamplerAddressMode::CLAMP_TO_BORDER)
+                .address_mode_w(vk::SamplerAddressMode::CLAMP_TO_BORDER)
+                .border_color(vk::BorderColor::FLOAT_OPAQUE_WHITE)
+                .compare_enable(true)
+                .compare_op(vk::CompareOp::LESS_OR_EQUAL);
+            let binding = [vk::DescriptorSetLayoutBinding::default()
+                .binding(0)
+                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+            // SAFETY: valid create infos on a live device; each handle is stored at once
+            // so that a failure destroys what was made.
+            unsafe {
+                e.linear = d.create_sampler(&clamp, None).check("vkCreateSampler")?;
+                e.shadow_sampler = d.create_sampler(&shadow, None).check("vkCreateSampler")?;
+                e.bloom_set_layout = d
+                    .create_descriptor_set_layout(
+                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding),
+                        None,
+                    )
+                    .check("vkCreateDescriptorSetLayout")?;
+                let layouts = [e.bloom_set_layout];
+                e.bloom_set = d
+                    .allocate_descriptor_sets(
+                        &vk::DescriptorSetAllocateInfo::default()
+                            .descriptor_pool(tonemap.pool)
+                            .set_layouts(&layouts),
+                    )
+                    .check("vkAllocateDescriptorSets")?[0];
+            }
+            e.bloom_layout = create_layout(d, &[e.bloom_set_layout], 0)?;
+            e.bloom_pipeline = create_pipeline(
+                d,
+                &PipelineDesc {
+                    vertex: shaders::FULLSCREEN_VERT,
+                    fragment: shaders::BLOOM_FRAG,
+                    layout: e.bloom_layout,
+                    color_format: BLOOM_FORMAT,
+                    depth_format: None,
+                    bindings: &[],
+                    attributes: &[],
+                    cull_back: false,
+                    depth_compare: vk::CompareOp::GREATER,
+                    depth_write: false,
+                },
+            )?;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(e),
+            Err(err) => {
+                Self::destroy_effects(d, &e);
+                Err(err)
+            }
+        }
+    }
+
+    fn destroy_effects(d: &ash::Device, e: &Effects) {
+        // SAFETY: the device is idle (or the objects were never used); null handles
+        // are ignored; the set goes with the tone map's pool.
+        unsafe {
+            d.destroy_pipeline(e.bloom_pipeline, None);
+            d.destroy_pipeline_layout(e.bloom_layout, None);
+            d.destroy_descriptor_set_layout(e.bloom_set_layout, None);
+            d.destroy_sampler(e.shadow_sampler, None);
+            d.destroy_sampler(e.linear, None);
+        }
+    }
+
+    /// What the renderer's alias groups saved (`report.json`'s `aliasing`).
+    pub fn aliasing_report(&self) -> targets::AliasingReport {
+        self.targets
+            .transients
+            .as_ref()
+            .map(targets::Transients::report)
+            .unwrap_or_default()
+    }
+
     /// Recreates the targets at `extent` (window resize); waits for the device.
     pub fn resize(
         &mut self,
@@ -323,24 +472,37 @@ impl Renderer {
     ) -> Result<(), GpuError> {
         ctx.wait_idle();
         self.targets.destroy(&ctx.device, mem);
-        self.targets = Targets::new(&ctx.device, mem, extent)?;
+        self.targets = Targets::new(&ctx.device, mem, extent, self.effects.is_some())?;
         self.write_tonemap_set(&ctx.device);
         Ok(())
     }
 
     fn write_tonemap_set(&self, d: &ash::Device) {
-        let image_info = [vk::DescriptorImageInfo {
-            sampler: self.tonemap.sampler,
-            image_view: self.targets.hdr.view,
-            image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-        }];
-        let write = vk::WriteDescriptorSet::default()
-            .dst_set(self.tonemap.set)
-            .dst_binding(0)
-            .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
-            .image_info(&image_info);
-        // SAFETY: the set is not in use (the device is idle or the set is fresh).
-        unsafe { d.update_descriptor_sets(&[write], &[]) };
+        let image = |sampler, image_view| {
+            [vk::DescriptorImageInfo {
+                sampler,
+                image_view,
+                image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+            }]
+        };
+        let hdr = image(self.tonemap.sampler, self.targets.hdr.view);
+        let write = |set, binding, info| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(binding)
+                .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                .image_info(info)
+        };
+        let mut writes = vec![write(self.tonemap.set, 0, &hdr)];
+        let (bloom, hdr_linear);
+        if let (Some(e), Some(t)) = (&self.effects, &self.targets.transients) {
+            bloom = image(e.linear, t.bloom.view);
+            hdr_linear = image(e.linear, self.targets.hdr.view);
+            writes.push(write(self.tonemap.set, 1, &bloom));
+            writes.push(write(e.bloom_set, 0, &hdr_linear));
+        }
+        // SAFETY: the sets are not in use (the device is idle or the sets are fresh).
+        unsafe { d.update_descriptor_sets(&writes, &[]) };
     }
 
     /// Adds a tone-map pipeline writing `format`; returns its index for [`Output::Swapchain`].
@@ -361,7 +523,11 @@ impl Renderer {
             device,
             &PipelineDesc {
                 vertex: shaders::FULLSCREEN_VERT,
-                fragment: shaders::TONEMAP_FRAG,
+                fragment: if self.effects.is_some() {
+                    shaders::TONEMAP_BLOOM_FRAG
+                } else {
+                    shaders::TONEMAP_FRAG
+                },
                 layout: self.tonemap.layout,
                 color_format: format,
                 depth_format: None,
@@ -438,8 +604,80 @@ impl Renderer {
                 d.cmd_reset_query_pool(cmd, q, 0, PASSES.len() as u32 * 2);
             }
 
-            // Scene pass.
+            // The sun's shadow map (pass 0 of the transients' lifetimes). Its memory
+            // is the bloom image's too: the barrier waits for the bloom image's last
+            // uses (written in the previous frame's bloom pass, read in its tone map)
+            // and discards the contents (from UNDEFINED).
             stamp(0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+            let transients = self.targets.transients.as_ref();
+            if let (Some(t), Some(e)) = (transients, self.effects.as_ref()) {
+                let mut shadow_in = ImageTransition::color(
+                    t.shadow.image(),
+                    vk::ImageLayout::UNDEFINED,
+                    vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT
+                        | vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
+                        | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
+                    vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE
+                        | vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_READ,
+                );
+                shadow_in.aspect = vk::ImageAspectFlags::DEPTH;
+                transition(d, cmd, &[shadow_in]);
+                let shadow_area = vk::Rect2D {
+                    offset: vk::Offset2D::default(),
+                    extent: t.shadow.extent,
+                };
+                let depth_att = vk::RenderingAttachmentInfo::default()
+                    .image_view(t.shadow.view)
+                    .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
+                    .load_op(vk::AttachmentLoadOp::CLEAR)
+                    .store_op(vk::AttachmentStoreOp::STORE)
+                    .clear_value(vk::ClearValue {
+                        depth_stencil: vk::ClearDepthStencilValue {
+                            depth: 1.0,
+                            stencil: 0,
+                        },
+                    });
+                let info = vk::RenderingInfo::default()
+                    .render_area(shadow_area)
+                    .layer_count(1)
+                    .depth_attachment(&depth_att);
+                d.cmd_begin_rendering(cmd, &info);
+                d.cmd_set_viewport(
+                    cmd,
+                    0,
+                    &[vk::Viewport {
+                        width: t.shadow.extent.width as f32,
+                        height: t.shadow.extent.height as f32,
+                        ..viewport
+                    }],
+                );
+                d.cmd_set_scissor(cmd, 0, &[shadow_area]);
+                scene.record_shadow(d, cmd, t.shadow.view, e.shadow_sampler);
+                d.cmd_end_rendering(cmd);
+                let mut shadow_read = ImageTransition::color(
+                    t.shadow.image(),
+                    vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
+                        | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
+                    vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE,
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::SHADER_SAMPLED_READ,
+                );
+                shadow_read.aspect = vk::ImageAspectFlags::DEPTH;
+                transition(d, cmd, &[shadow_read]);
+            }
+            stamp(1, vk::PipelineStageFlags2::ALL_COMMANDS);
+
+            // Scene pass.
+            stamp(2, vk::PipelineStageFlags2::TOP_OF_PIPE);
             let color_in = ImageTransition::color(
                 self.targets.hdr.image(),
                 vk::ImageLayout::UNDEFINED,
@@ -502,10 +740,8 @@ impl Renderer {
             scene.record(d, cmd, extent);
             d.cmd_end_rendering(cmd);
             scene.record_after_pass(d, cmd);
-            stamp(1, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
 
-            // Tone-map pass.
-            stamp(2, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let hdr_read = ImageTransition::color(
                 self.targets.hdr.image(),
                 vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
@@ -517,6 +753,79 @@ impl Renderer {
                 vk::PipelineStageFlags2::FRAGMENT_SHADER,
                 vk::AccessFlags2::SHADER_SAMPLED_READ,
             );
+            transition(d, cmd, &[hdr_read]);
+
+            // Bloom (pass 2 of the transients' lifetimes), on the shadow map's memory:
+            // the barrier waits for the shadow map's last uses (written in the shadow
+            // pass, read in the scene pass) and discards the contents.
+            stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            if let (Some(t), Some(e)) = (transients, self.effects.as_ref()) {
+                let bloom_in = ImageTransition::color(
+                    t.bloom.image(),
+                    vk::ImageLayout::UNDEFINED,
+                    vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
+                        | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS
+                        | vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE,
+                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                );
+                transition(d, cmd, &[bloom_in]);
+                let bloom_area = vk::Rect2D {
+                    offset: vk::Offset2D::default(),
+                    extent: t.bloom.extent,
+                };
+                let att = [vk::RenderingAttachmentInfo::default()
+                    .image_view(t.bloom.view)
+                    .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+                    .load_op(vk::AttachmentLoadOp::DONT_CARE)
+                    .store_op(vk::AttachmentStoreOp::STORE)];
+                let info = vk::RenderingInfo::default()
+                    .render_area(bloom_area)
+                    .layer_count(1)
+                    .color_attachments(&att);
+                d.cmd_begin_rendering(cmd, &info);
+                d.cmd_set_viewport(
+                    cmd,
+                    0,
+                    &[vk::Viewport {
+                        width: t.bloom.extent.width as f32,
+                        height: t.bloom.extent.height as f32,
+                        ..viewport
+                    }],
+                );
+                d.cmd_set_scissor(cmd, 0, &[bloom_area]);
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, e.bloom_pipeline);
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::GRAPHICS,
+                    e.bloom_layout,
+                    0,
+                    &[e.bloom_set],
+                    &[],
+                );
+                d.cmd_draw(cmd, 3, 1, 0, 0);
+                d.cmd_end_rendering(cmd);
+                let bloom_read = ImageTransition::color(
+                    t.bloom.image(),
+                    vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::SHADER_SAMPLED_READ,
+                );
+                transition(d, cmd, &[bloom_read]);
+            }
+            stamp(5, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+
+            // Tone-map pass.
+            stamp(6, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let out_in = ImageTransition::color(
                 out_image,
                 vk::ImageLayout::UNDEFINED,
@@ -528,7 +837,7 @@ impl Renderer {
                 vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
                 vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
             );
-            transition(d, cmd, &[hdr_read, out_in]);
+            transition(d, cmd, &[out_in]);
             let out_att = [vk::RenderingAttachmentInfo::default()
                 .image_view(out_view)
                 .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
@@ -572,18 +881,18 @@ impl Renderer {
                 bytemuck::bytes_of(&push),
             );
             d.cmd_draw(cmd, 3, 1, 0, 0);
-            stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(7, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             // Overlay, in the same rendering (no extra load, store or barrier).
-            stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(8, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             if let Some(overlay) = self.overlay.as_mut() {
                 let format = self.tonemap.pipelines[pipeline_index].0;
                 overlay.record(cmd, format, extent)?;
             }
-            stamp(5, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(9, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             d.cmd_end_rendering(cmd);
 
             // Readback.
-            stamp(6, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(10, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let after_layout = if copy {
                 vk::ImageLayout::TRANSFER_SRC_OPTIMAL
             } else {
@@ -655,7 +964,7 @@ impl Renderer {
                     transition(d, cmd, &[present]);
                 }
             }
-            stamp(7, vk::PipelineStageFlags2::ALL_COMMANDS);
+            stamp(11, vk::PipelineStageFlags2::ALL_COMMANDS);
             d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
         }
         let cpu_record_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -702,6 +1011,9 @@ impl Renderer {
                     if *name == "overlay" && self.overlay.is_none() {
                         continue;
                     }
+                    if (*name == "shadow" || *name == "bloom") && self.effects.is_none() {
+                        continue;
+                    }
                     let ticks = stamps[2 * i + 1].saturating_sub(stamps[2 * i]);
                     gpu_ms.push((name.to_string(), ticks as f64 * self.timestamp_period / 1e6));
                 }
@@ -727,6 +1039,9 @@ impl Renderer {
                 d.destroy_pipeline(p, None);
             }
             d.destroy_pipeline_layout(self.tonemap.layout, None);
+            if let Some(e) = self.effects.take() {
+                Self::destroy_effects(d, &e);
+            }
             d.destroy_sampler(self.tonemap.sampler, None);
             d.destroy_descriptor_pool(self.tonemap.pool, None);
             d.destroy_descriptor_set_layout(self.tonemap.set_layout, None);

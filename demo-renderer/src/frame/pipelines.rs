@@ -9,11 +9,11 @@ use crate::gpu::{GpuError, VkCheck};
 pub struct PipelineDesc<'a> {
     /// Vertex SPIR-V.
     pub vertex: &'a [u8],
-    /// Fragment SPIR-V.
+    /// Fragment SPIR-V; empty for a depth-only pipeline.
     pub fragment: &'a [u8],
     /// The layout.
     pub layout: vk::PipelineLayout,
-    /// The colour attachment's format.
+    /// The colour attachment's format; `UNDEFINED` for none (depth only).
     pub color_format: vk::Format,
     /// The depth attachment's format, if depth-tested.
     pub depth_format: Option<vk::Format>,
@@ -35,8 +35,19 @@ pub fn create_pipeline(
     desc: &PipelineDesc<'_>,
 ) -> Result<vk::Pipeline, GpuError> {
     let vs = shader_module(device, desc.vertex)?;
-    let fs = shader_module(device, desc.fragment)?;
-    let stages = [
+    let fs = if desc.fragment.is_empty() {
+        vk::ShaderModule::null()
+    } else {
+        match shader_module(device, desc.fragment) {
+            Ok(fs) => fs,
+            Err(e) => {
+                // SAFETY: the module is not used by anything.
+                unsafe { device.destroy_shader_module(vs, None) };
+                return Err(e);
+            }
+        }
+    };
+    let all_stages = [
         vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::VERTEX)
             .module(vs)
@@ -46,6 +57,11 @@ pub fn create_pipeline(
             .module(fs)
             .name(c"main"),
     ];
+    let stages = if desc.fragment.is_empty() {
+        &all_stages[..1]
+    } else {
+        &all_stages[..]
+    };
     let vertex_input = vk::PipelineVertexInputStateCreateInfo::default()
         .vertex_binding_descriptions(desc.bindings)
         .vertex_attribute_descriptions(desc.attributes);
@@ -71,15 +87,20 @@ pub fn create_pipeline(
         .depth_compare_op(desc.depth_compare);
     let attachments = [vk::PipelineColorBlendAttachmentState::default()
         .color_write_mask(vk::ColorComponentFlags::RGBA)];
-    let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&attachments);
+    let has_color = desc.color_format != vk::Format::UNDEFINED;
+    let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(if has_color {
+        &attachments
+    } else {
+        &[]
+    });
     let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
     let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
     let color_formats = [desc.color_format];
     let mut rendering = vk::PipelineRenderingCreateInfo::default()
-        .color_attachment_formats(&color_formats)
+        .color_attachment_formats(if has_color { &color_formats } else { &[] })
         .depth_attachment_format(desc.depth_format.unwrap_or(vk::Format::UNDEFINED));
     let info = vk::GraphicsPipelineCreateInfo::default()
-        .stages(&stages)
+        .stages(stages)
         .vertex_input_state(&vertex_input)
         .input_assembly_state(&input_assembly)
         .viewport_state(&viewport)
@@ -96,7 +117,9 @@ pub fn create_pipeline(
     // SAFETY: the modules are not needed after pipeline creation.
     unsafe {
         device.destroy_shader_module(vs, None);
-        device.destroy_shader_module(fs, None);
+        if fs != vk::ShaderModule::null() {
+            device.destroy_shader_module(fs, None);
+        }
     }
     result
         .map(|p| p[0])

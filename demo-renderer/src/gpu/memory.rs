@@ -26,6 +26,13 @@ pub use vkalloc::vk::MappedBuffer;
 
 pub use vkalloc::{LinearMode, MemoryUsage, PoolAlgorithm, PoolId};
 
+/// One allocation shared by resources whose lifetimes in a frame don't overlap.
+pub use vkalloc::AliasGroup;
+/// A pass interval: when an alias group member's contents are live.
+pub use vkalloc::PassInterval;
+/// An image bound on a member of an [`AliasGroup`].
+pub type AliasedImage = vkalloc::vk::Aliased<vk::Image>;
+
 use super::{Context, GpuError};
 
 /// Options for one resource.
@@ -253,6 +260,59 @@ impl GpuMemory {
                 .create_buffer_mapped(info, &opts.to_vkalloc())
         };
         self.counted(r, opts.tag)
+    }
+
+    /// Allocates one alias group for images: each is `(create info, lifetime, tag)`;
+    /// images whose lifetimes don't overlap share bytes. Bind each with
+    /// [`Self::create_aliased_image`], member `i` for the `i`-th image.
+    pub fn create_alias_group(
+        &self,
+        images: &[(vk::ImageCreateInfo<'_>, PassInterval, &str)],
+        opts: &MemOptions<'_>,
+    ) -> Result<AliasGroup, GpuError> {
+        let mut requirements = Vec::with_capacity(images.len());
+        for (info, lifetime, tag) in images {
+            // SAFETY: as in `create_image`.
+            let r = unsafe { self.allocator.image_alias_requirement(info, *lifetime, tag) };
+            requirements.push(r.map_err(|e| alloc_err(tag, e))?);
+        }
+        let r = self
+            .allocator
+            .allocate_alias_group(&requirements, opts.to_vkalloc());
+        self.counted(r, opts.tag)
+    }
+
+    /// Creates an image and binds it on member `member` of `group` (its contents are
+    /// undefined after another member was used: its first use in a frame is a
+    /// transition from `UNDEFINED`).
+    pub fn create_aliased_image(
+        &self,
+        group: &AliasGroup,
+        member: usize,
+        info: &vk::ImageCreateInfo<'_>,
+        tag: &str,
+    ) -> Result<AliasedImage, GpuError> {
+        // SAFETY: as in `create_image`; the caller frees the group only after
+        // destroying the image (`destroy_aliased_image`).
+        unsafe { self.allocator.create_aliased_image(group, member, info) }
+            .map_err(|e| alloc_err(tag, e))
+    }
+
+    /// Destroys an image bound on an alias group member (the memory stays with the group).
+    ///
+    /// # Safety
+    /// The GPU must be done with the image, and its views destroyed.
+    pub unsafe fn destroy_aliased_image(&self, image: AliasedImage) {
+        // SAFETY: per the contract above.
+        unsafe { self.allocator.destroy_aliased_image(image) };
+    }
+
+    /// Frees an alias group; destroy every image bound on it first.
+    pub fn free_alias_group(&self, group: AliasGroup) {
+        self.ops.frees.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.allocator.free_alias_group(group) {
+            log::error!("free_alias_group: {e}");
+        }
     }
 
     /// Makes the CPU's reads of a readback allocation see the GPU's writes.

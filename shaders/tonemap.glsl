@@ -1,0 +1,41 @@
+// HDR -> display: exposure, ACES fitted curve (Narkowicz), output to an sRGB target
+// (the hardware applies the sRGB transfer function on store). With BLOOM defined,
+// the bloom image (half resolution, bilinear) is added before exposure.
+layout(set = 0, binding = 0) uniform sampler2D u_hdr;
+#ifdef BLOOM
+layout(set = 0, binding = 1) uniform sampler2D u_bloom;
+const float BLOOM_STRENGTH = 0.35;
+#endif
+// `panels`: up to two pixel rectangles (x0, y0, x1, y1) the debug overlay
+// covers; `dim` scales the colour inside them (the overlay's panel
+// background, drawn here for free instead of by blending a second layer over
+// a third of a 4K frame); dim = 1 when there is no overlay.
+layout(push_constant) uniform Push {
+    float exposure;
+    float dim;
+    vec2 pad;
+    vec4 panels[2];
+} pc;
+layout(location = 0) in vec2 v_uv;
+layout(location = 0) out vec4 o_color;
+
+vec3 aces(vec3 x) {
+    const float a = 2.51, b = 0.03, c = 2.43, d = 0.59, e = 0.14;
+    return clamp((x * (a * x + b)) / (x * (c * x + d) + e), 0.0, 1.0);
+}
+
+bool inside(vec4 r, vec2 p) {
+    return all(greaterThanEqual(p, r.xy)) && all(lessThan(p, r.zw));
+}
+
+void main() {
+    vec3 hdr = texture(u_hdr, v_uv).rgb;
+#ifdef BLOOM
+    hdr += BLOOM_STRENGTH * texture(u_bloom, v_uv).rgb;
+#endif
+    vec3 color = aces(hdr * pc.exposure);
+    if (inside(pc.panels[0], gl_FragCoord.xy) || inside(pc.panels[1], gl_FragCoord.xy)) {
+        color *= pc.dim;
+    }
+    o_color = vec4(color, 1.0);
+}
