@@ -260,6 +260,7 @@ pub fn make_scene(
                 max_ops: crate::streaming::MAX_OPS,
                 show_mips: settings.show_mips,
                 anisotropy: settings.anisotropy,
+                defrag_budget: settings.defrag_budget,
             };
             let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream)?;
             Ok((Box::new(pass), bake_seconds, load_seconds))
@@ -293,6 +294,7 @@ pub fn build_report(
         validation_errors: ctx.error_count(),
         allocator: mem.statistics_json(),
         streaming: None,
+        defrag: None,
         summary: String::new(),
     };
     report.finish();
