@@ -164,9 +164,10 @@ pub fn parse_bytes_or_zero(v: &str) -> Option<u64> {
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(v.len());
     let (num, unit) = v.split_at(split);
-    match num.parse::<f64>() {
-        Ok(n) if n == 0.0 => parse_bytes(&format!("1{unit}")).map(|_| 0),
-        _ => parse_bytes(v),
+    if num.parse::<f64>().is_ok_and(|n| n == 0.0) {
+        parse_bytes(&format!("1{unit}")).map(|_| 0)
+    } else {
+        parse_bytes(v)
     }
 }
 
