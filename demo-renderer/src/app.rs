@@ -261,6 +261,7 @@ pub fn make_scene(
                 max_ops: crate::streaming::MAX_OPS,
                 show_mips: settings.show_mips,
                 anisotropy: settings.anisotropy,
+                defrag_budget: settings.defrag_budget,
             };
             let shadows = settings.effects;
             let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream, shadows)?;
@@ -296,6 +297,7 @@ pub fn build_report(
         allocator: mem.statistics_json(),
         aliasing: Default::default(),
         streaming: None,
+        defrag: None,
         summary: String::new(),
     };
     report.finish();

@@ -71,6 +71,8 @@ pub struct Flags {
     pub streaming: Option<StreamingMode>,
     /// `--upload-budget BYTES` (per frame).
     pub upload_budget: Option<u64>,
+    /// `--defrag-budget BYTES` (per frame; 0: off).
+    pub defrag_budget: Option<u64>,
     /// `--show-mips`.
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
@@ -102,6 +104,8 @@ USAGE: demo-renderer [FLAGS]
   --streaming on|off     stream mip levels under the budget as the camera moves (on, the
                          default), or pick one level per texture at load time (off)
   --upload-budget SIZE   file bytes uploaded per frame while streaming (default 64MiB)
+  --defrag-budget SIZE   texture bytes a defragmentation pass of the texture pool may move
+                         per frame while streaming (default 32MiB; 0: no defragmentation)
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -155,6 +159,20 @@ pub fn parse_bytes(v: &str) -> Option<u64> {
     };
     let bytes = num * mult as f64;
     (bytes >= 1.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+/// [`parse_bytes`], also accepting zero ("0", "0MiB").
+pub fn parse_bytes_or_zero(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let split = v
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    if num.parse::<f64>().is_ok_and(|n| n == 0.0) {
+        parse_bytes(&format!("1{unit}")).map(|_| 0)
+    } else {
+        parse_bytes(v)
+    }
 }
 
 impl Flags {
@@ -215,6 +233,12 @@ impl Flags {
                     let v = value(&mut it)?;
                     f.upload_budget = Some(parse_bytes(&v).ok_or_else(|| {
                         FlagError(format!("--upload-budget: '{v}' is not a size like 64MiB"))
+                    })?);
+                }
+                "--defrag-budget" => {
+                    let v = value(&mut it)?;
+                    f.defrag_budget = Some(parse_bytes_or_zero(&v).ok_or_else(|| {
+                        FlagError(format!("--defrag-budget: '{v}' is not a size like 32MiB"))
                     })?);
                 }
                 "--streaming" => {
@@ -324,6 +348,8 @@ pub struct Settings {
     pub streaming: StreamingMode,
     /// File bytes uploaded per frame while streaming.
     pub upload_budget: u64,
+    /// Texture bytes a defragmentation pass may move per frame (0: off).
+    pub defrag_budget: u64,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
@@ -381,6 +407,9 @@ impl Settings {
             scaled_down,
             streaming: f.streaming.unwrap_or(StreamingMode::On),
             upload_budget: f.upload_budget.unwrap_or(64 << 20),
+            defrag_budget: f
+                .defrag_budget
+                .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
             overlay: f.overlay,
@@ -431,5 +460,18 @@ mod tests {
         assert_eq!(parse("--effects off").unwrap().effects, Some(false));
         assert_eq!(parse("--effects=on").unwrap().effects, Some(true));
         assert!(parse("--effects maybe").is_err());
+        let f = parse("--defrag-budget 0").unwrap();
+        assert_eq!(f.defrag_budget, Some(0));
+        assert_eq!(
+            parse("--defrag-budget 0MiB").unwrap().defrag_budget,
+            Some(0)
+        );
+        assert!(parse("--defrag-budget 0lots").is_err());
+        assert_eq!(
+            parse("--defrag-budget=16MiB").unwrap().defrag_budget,
+            Some(16 << 20)
+        );
+        assert!(parse("--defrag-budget -1").is_err());
+        assert!(parse("--defrag-budget").is_err());
     }
 }

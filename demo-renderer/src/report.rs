@@ -111,6 +111,9 @@ pub struct Report {
     /// Texture streaming over the run (gallery scene).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streaming: Option<crate::streaming::summary::StreamingSummary>,
+    /// The texture pool's defragmentation over the run (gallery scene).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defrag: Option<crate::streaming::summary::DefragSummary>,
     /// One line for humans.
     pub summary: String,
 }
@@ -147,6 +150,10 @@ impl Report {
         );
         if let Some(s) = &self.streaming {
             self.summary.push_str(&format!("; {}", s.line()));
+        }
+        self.defrag = crate::streaming::summary::DefragSummary::from_frames(&self.frames);
+        if let Some(d) = &self.defrag {
+            self.summary.push_str(&format!("; {}", d.line()));
         }
     }
 }

@@ -225,3 +225,74 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Every frame within `budget`, resident and committed, and the validation
+/// layer silent (checked by `run`).
+fn assert_within_budget(r: &serde_json::Value, budget: u64) {
+    assert_eq!(r["streaming"]["frames_over_budget"].as_u64(), Some(0));
+    for f in frames(r) {
+        let resident = f["texture_resident_bytes"].as_u64().unwrap();
+        let committed = f["texture_pool_committed_bytes"].as_u64().unwrap();
+        assert!(resident <= budget, "frame {}: {resident} B", f["frame"]);
+        assert!(
+            committed <= budget,
+            "frame {}: pool {committed} B",
+            f["frame"]
+        );
+    }
+}
+
+/// The defragmentation run: a budget small for 32 materials, so the pool
+/// fragments as textures grow and shrink through the path's camera cuts.
+const DEFRAG_BUDGET: u64 = 5 << 20;
+
+fn defrag_run(out: &Path, defrag_budget: &str) -> serde_json::Value {
+    let budget = format!("{DEFRAG_BUDGET}");
+    run(
+        out,
+        &[
+            "--materials",
+            "32",
+            "--texture-budget",
+            &budget,
+            "--defrag-budget",
+            defrag_budget,
+            "--png-every",
+            "0",
+        ],
+    )
+}
+
+#[test]
+fn defragments_the_texture_pool_within_budget() {
+    let r = defrag_run(&common::scratch("streaming_defrag"), "4MiB");
+    assert_within_budget(&r, DEFRAG_BUDGET);
+    let d = &r["defrag"];
+    let passes = d["passes"].as_u64().unwrap();
+    let moved = d["bytes_moved"].as_u64().unwrap();
+    assert!(passes > 0, "{d}");
+    assert!(moved > 0, "{d}");
+    assert_eq!(d["fragmentation_failures"].as_u64(), Some(0), "{d}");
+    // The frames' figures add up to the totals, and no pass passes the cap.
+    let (mut p, mut b) = (0, 0);
+    for f in frames(&r) {
+        let fb = f["defrag_bytes_moved"].as_u64().unwrap();
+        assert!(fb <= 4 << 20, "frame {}: {fb} B moved", f["frame"]);
+        assert!(f["defrag_passes"].as_u64().unwrap() <= 1);
+        assert_eq!(f["fragmentation_failures"].as_u64(), Some(0));
+        p += f["defrag_passes"].as_u64().unwrap();
+        b += fb;
+    }
+    assert_eq!((p, b), (passes, moved));
+    let summary = r["summary"].as_str().unwrap();
+    assert!(summary.contains("defrag: "), "{summary}");
+}
+
+#[test]
+fn defrag_budget_zero_turns_it_off_within_budget() {
+    let r = defrag_run(&common::scratch("streaming_defrag_off"), "0");
+    assert_within_budget(&r, DEFRAG_BUDGET);
+    assert_eq!(r["defrag"]["passes"].as_u64(), Some(0));
+    assert_eq!(r["defrag"]["bytes_moved"].as_u64(), Some(0));
+    assert_eq!(r["settings"]["defrag_budget"].as_u64(), Some(0));
+}

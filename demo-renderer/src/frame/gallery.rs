@@ -671,7 +671,7 @@ impl ScenePass for GalleryPass {
             mem.destroy_pool(p);
         }
         if let Some(mut s) = self.streamer.take() {
-            s.destroy(ctx, mem);
+            s.destroy(ctx, mem, &self.textures);
         }
         self.textures.destroy(ctx, mem);
     }
@@ -699,9 +699,11 @@ impl ScenePass for GalleryPass {
         }
     }
 
-    fn frame_done(&mut self, _ctx: &Context, mem: &GpuMemory) -> Option<StreamFrame> {
+    fn frame_done(&mut self, ctx: &Context, mem: &GpuMemory) -> Option<StreamFrame> {
         let textures = &self.textures;
-        self.streamer.as_mut().map(|s| s.frame_done(mem, textures))
+        self.streamer
+            .as_mut()
+            .map(|s| s.frame_done(ctx, mem, textures))
     }
 
     fn texture_residency(&self) -> Vec<(String, u32, u64)> {

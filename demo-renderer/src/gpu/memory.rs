@@ -342,6 +342,19 @@ impl GpuMemory {
         }
     }
 
+    /// Frees what `queue` holds for GPU progress up to `done` (every entry with
+    /// `None`, for teardown), counting the frees.
+    pub fn collect_frees(&self, queue: &vkalloc::FreeQueue, done: Option<u64>) {
+        let c = match done {
+            Some(v) => queue.collect(&self.allocator, v),
+            None => queue.collect_all(&self.allocator),
+        };
+        self.ops.frees.fetch_add(c.freed as u64, Ordering::Relaxed);
+        for e in c.failures {
+            log::error!("deferred free: {}", e.error());
+        }
+    }
+
     /// Destroys a buffer (mapped or not) and frees its memory.
     ///
     /// # Safety

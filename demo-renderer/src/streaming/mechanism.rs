@@ -12,10 +12,13 @@
 //! is swapped at once and the frame that follows already samples the new image
 //! once the copies are complete, without a frame of latency. The old image (read
 //! by the copies and by the frame before) is kept with the batch and freed when
-//! the batch's fence has signalled, which the streamer polls at the start of the
-//! next frame (by then the frame, submitted after the batch, is done too: the
-//! renderer waits for every frame's fence). Staging buffers are freed then as
-//! well, in submission order, as the ring needs.
+//! the frame that follows it is done: its memory goes to the allocator's
+//! [`FreeQueue`] (frees ordered by GPU progress) with the index of the frame
+//! being prepared, and its image and view handles wait beside it for the same
+//! index. The streamer collects both at the start of each frame with the index
+//! of the last frame done (the renderer waits for every frame's fence, and the
+//! batch was submitted before its frame). Staging buffers are freed when their
+//! batch's fence has signalled, in submission order, as the ring needs.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -28,6 +31,7 @@ use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::util::{transition, ImageTransition};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::{texture_image_info, Texture, TextureSet};
+use vkalloc::FreeQueue;
 
 /// Sizes of one texture's file and images.
 #[derive(Clone, Debug)]
@@ -89,8 +93,6 @@ pub struct Op {
 }
 
 struct Batch {
-    /// Old images, freed when the batch (and the frame after it) completed.
-    retired: Vec<Texture>,
     staging: Vec<MappedBuffer>,
 }
 
@@ -111,6 +113,12 @@ pub struct Started {
     pub deferred: Vec<usize>,
     /// Textures whose file could not be read: (texture, message).
     pub failed: Vec<(usize, String)>,
+    /// New images whose allocation failed although the texture pool had the
+    /// bytes free (in its blocks or under its budget): fragmentation.
+    pub fragmentation_failures: u32,
+    /// New images not attempted because no free range of the pool held them
+    /// although it had the bytes free (fragmentation; they wait).
+    pub fragmentation_deferrals: u32,
     /// File bytes read into staging.
     pub upload_bytes: u64,
     /// Seconds spent reading them (wall clock, all threads).
@@ -123,6 +131,11 @@ pub struct Mechanism {
     slots: Vec<Slot>,
     order: VecDeque<usize>,
     threads: usize,
+    /// Old images' memory, freed once the GPU is done with the frame they were
+    /// retired in (values are 1-based frame indices).
+    frees: FreeQueue,
+    /// Their image and view handles, destroyed at the same point: (frame, view, image).
+    handles: Vec<(u64, vk::ImageView, vk::Image)>,
 }
 
 const SLOTS: usize = 3;
@@ -149,6 +162,8 @@ impl Mechanism {
                     .map(|n| n.get())
                     .unwrap_or(1)
                     .clamp(1, 8),
+                frees: FreeQueue::new(),
+                handles: Vec::new(),
             };
             let cmds = match d
                 .allocate_command_buffers(
@@ -184,13 +199,9 @@ impl Mechanism {
         }
     }
 
-    /// Bytes of old images waiting for their batch to complete.
+    /// Bytes of old images waiting for the GPU to be done with them.
     pub fn retiring_bytes(&self) -> u64 {
-        self.slots
-            .iter()
-            .filter_map(|s| s.batch.as_ref())
-            .flat_map(|b| b.retired.iter().map(Texture::allocation_bytes))
-            .sum()
+        self.frees.pending_bytes()
     }
 
     /// Batches not yet known complete.
@@ -198,17 +209,33 @@ impl Mechanism {
         self.order.len()
     }
 
-    /// Keeps `old` until the last batch submitted has completed (it read `old`).
-    /// Without a batch in flight, `old` is unused and freed now.
-    pub fn retire(&mut self, d: &ash::Device, mem: &GpuMemory, old: Texture) {
-        match self
-            .order
-            .back()
-            .and_then(|&i| self.slots[i].batch.as_mut())
-        {
-            Some(b) => b.retired.push(old),
-            None => TextureSet::free_texture(d, mem, old),
+    /// Frees `old` once the GPU is done with frame `frame` (1-based), the last
+    /// one that reads it (directly, or through a batch submitted before it).
+    /// It is pinned against defragmentation meanwhile.
+    pub fn retire(&mut self, mem: &GpuMemory, old: Texture, frame: u64) {
+        if let Err(e) = mem.allocator().set_movable(old.image.allocation(), false) {
+            log::warn!("streaming: pinning a retired image: {e}");
         }
+        let (image, allocation) = old.image.into_raw_parts();
+        self.handles.push((frame, old.view, image));
+        self.frees.free_after(allocation, frame);
+    }
+
+    /// Frees the old images of every frame up to `done` (1-based), which the
+    /// GPU has finished.
+    pub fn collect_retired(&mut self, d: &ash::Device, mem: &GpuMemory, done: u64) {
+        self.handles.retain(|&(frame, view, image)| {
+            if frame > done {
+                return true;
+            }
+            // SAFETY: the GPU finished frame `frame`, the last work that used them.
+            unsafe {
+                d.destroy_image_view(view, None);
+                d.destroy_image(image, None);
+            }
+            false
+        });
+        mem.collect_frees(&self.frees, Some(done));
     }
 
     /// Whether a batch can be started now.
@@ -247,18 +274,18 @@ impl Mechanism {
                     // SAFETY: the copies reading it finished.
                     unsafe { mem.destroy_buffer(b) };
                 }
-                for t in batch.retired {
-                    // The copies and the frames that read it are done.
-                    TextureSet::free_texture(d, mem, t);
-                }
             }
         }
         Ok(())
     }
 
-    /// Waits for every batch and frees what they hold (teardown).
+    /// Waits for every batch and frees what they hold and every retired image
+    /// (teardown: the device is idle).
     pub fn finish(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        self.collect(ctx, mem, true)
+        let r = self.collect(ctx, mem, true);
+        self.collect_retired(&ctx.device, mem, u64::MAX);
+        mem.collect_frees(&self.frees, None);
+        r
     }
 
     /// Starts `replaces` (texture, from, to) as one batch. `mains` are the
@@ -296,9 +323,35 @@ impl Mechanism {
                 result.deferred.push(t);
                 continue;
             }
+            // The pool's pressure before allocating: an image past half a block
+            // gets memory of its own (as the allocator places it in a pool), the
+            // others a free range or a new block; one whose memory the budget
+            // can't take can't be placed (earlier images of this batch may have taken the range
+            // the policy saw): it waits, without a failed allocation.
+            let size = info.main_bytes.get(to as usize).copied().unwrap_or(0);
+            if let Some(p) = mem.pool_pressure(set.texture_pool) {
+                let fits = if size > set.texture_block / 2 {
+                    size <= p.headroom()
+                } else {
+                    size <= p.largest_free_range || set.texture_block <= p.headroom()
+                };
+                if !fits {
+                    if p.free_in_blocks() + p.headroom() >= size {
+                        result.fragmentation_deferrals += 1;
+                    }
+                    result.deferred.push(t);
+                    continue;
+                }
+            }
             let new = match create_main(ctx, mem, set, info, to) {
                 Ok(n) => n,
                 Err(GpuError::Alloc { .. }) => {
+                    if mem
+                        .pool_pressure(set.texture_pool)
+                        .is_some_and(|p| p.free_in_blocks() + p.headroom() >= size)
+                    {
+                        result.fragmentation_failures += 1;
+                    }
                     result.deferred.push(t);
                     continue;
                 }
@@ -544,10 +597,7 @@ impl Mechanism {
                 new: p.new,
             })
             .collect();
-        slot.batch = Some(Batch {
-            retired: Vec::new(),
-            staging,
-        });
+        slot.batch = Some(Batch { staging });
         self.order.push_back(slot_index);
         Ok(result)
     }

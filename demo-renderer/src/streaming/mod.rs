@@ -5,6 +5,9 @@
 //!   sizes and the budget to this frame's changes (unit- and property-tested).
 //! - [`mechanism`]: new images in the texture pool, GPU copies of the levels that
 //!   stay, file reads on worker threads into mapped staging, fences.
+//! - [`defrag`]: incremental defragmentation passes of the texture pool, their
+//!   copies recorded into the frame's command buffer (trigger and byte limit:
+//!   [`policy::defrag_pass_bytes`]).
 //! - [`estimate`]: the CPU estimate of wanted levels from the camera.
 //! - [`Streamer`]: ties them to the frame loop, reads the GPU feedback, and
 //!   measures what the report needs.
@@ -37,6 +40,7 @@
 //! frame `n` was drawn with that frame's own feedback (the truth for the frame),
 //! in both modes, so `--streaming off` and `on` are measured alike.
 
+pub mod defrag;
 pub mod estimate;
 pub mod mechanism;
 pub mod policy;
@@ -51,9 +55,10 @@ use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::{Texture, TextureSet};
 use crate::scene::Object;
+use defrag::Compactor;
 use estimate::View;
 use mechanism::{Mechanism, TexInfo};
-use policy::{Change, PolicyConfig, TextureInput};
+use policy::{Change, DefragInput, PolicyConfig, TextureInput};
 
 /// Streaming on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -80,7 +85,13 @@ pub struct StreamConfig {
     pub show_mips: bool,
     /// The sampler's anisotropy (for the feedback's LOD rule).
     pub anisotropy: u32,
+    /// Bytes a defragmentation pass of the texture pool may move per frame
+    /// (`--defrag-budget`); 0 turns defragmentation off.
+    pub defrag_budget: u64,
 }
+
+/// `--defrag-budget`'s default: bytes a defragmentation pass may move per frame.
+pub const DEFAULT_DEFRAG_BUDGET: u64 = 32 << 20;
 
 /// The tail every texture keeps resident: levels of at most this many texels a side.
 pub const TAIL_TEXELS: u32 = 16;
@@ -116,6 +127,20 @@ pub struct StreamFrame {
     pub time_ms: f64,
     /// Where this frame's decisions took wanted levels from: "feedback" or "estimate".
     pub wanted_from: &'static str,
+    /// Bytes of texture images the defragmentation pass recorded in this frame's
+    /// command buffer moved (committed once the frame was done).
+    pub defrag_bytes_moved: u64,
+    /// Defragmentation passes that moved images in this frame (0 or 1).
+    pub defrag_passes: u32,
+    /// New texture images whose allocation failed this frame although the pool
+    /// had the bytes free: fragmentation.
+    pub fragmentation_failures: u32,
+    /// New texture images not attempted this frame because no free range held
+    /// them although the pool had the bytes free (they wait for a later frame).
+    pub fragmentation_deferrals: u32,
+    /// The texture pool's fragmentation after this frame's changes: 1 - largest
+    /// free range / free bytes in its blocks.
+    pub texture_pool_fragmentation: f64,
 }
 
 /// Levels the feedback's per-material histogram tells apart (finer levels of
@@ -132,6 +157,22 @@ struct Want {
     coverage: f32,
     /// Fraction of the frame wanting each level (feedback only).
     hist: Option<[f32; FEEDBACK_LEVELS]>,
+}
+
+/// What [`Streamer::apply`] did this frame.
+#[derive(Default)]
+struct Applied {
+    changes: u32,
+    upload_bytes: u64,
+    read_seconds: f64,
+    /// Textures still short of their target.
+    waiting: u32,
+    fragmentation_failures: u32,
+    fragmentation_deferrals: u32,
+    /// The policy found a wanted grow blocked by fragmentation.
+    range_blocked: bool,
+    /// Textures changed this frame (their main image is new or gone).
+    busy: Vec<bool>,
 }
 
 /// The streamer of one texture set.
@@ -162,6 +203,10 @@ pub struct Streamer {
     frames_prepared: u64,
     /// The feedback before `last_feedback`, for the trend.
     prev_feedback: Option<Vec<[u32; FEEDBACK_WORDS]>>,
+    /// The texture pool's defragmentation passes (mode `On`).
+    compactor: Option<Compactor>,
+    /// An error of `frame_done`, returned by the next `prepare`.
+    error: Option<GpuError>,
 }
 
 impl Streamer {
@@ -207,6 +252,8 @@ impl Streamer {
             map_sizes,
             frames_prepared: 0,
             prev_feedback: None,
+            compactor: None,
+            error: None,
         };
         let size = (materials.max(1) * FEEDBACK_WORDS * 4) as u64;
         let fb = mem.create_buffer_mapped(
@@ -219,6 +266,13 @@ impl Streamer {
         s.reset_feedback(mem);
         if cfg.mode == Mode::On {
             s.mechanism = Some(Mechanism::new(ctx)?);
+            // The tails are always resident and sampled: never moved.
+            for t in &set.textures {
+                mem.allocator()
+                    .set_movable(t.image.allocation(), false)
+                    .map_err(|e| GpuError::Other(format!("pinning a mip tail: {e}")))?;
+            }
+            s.compactor = Some(Compactor::new(mem));
         }
         s.drawn_levels = s.levels(set);
         Ok(s)
@@ -256,17 +310,27 @@ impl Streamer {
         self.drawn_levels.get(m * 3).copied().unwrap_or(0)
     }
 
+    /// Texture `i`'s main image: its base level and allocation bytes (also while
+    /// it is inside a defragmentation move).
+    fn main_of(&self, i: usize) -> Option<(u32, u64)> {
+        match &self.mains[i] {
+            Some(m) => Some((m.base_level, m.allocation_bytes())),
+            None => self.compactor.as_ref().and_then(|c| c.parked(i)),
+        }
+    }
+
     /// Each texture's first resident level.
     fn levels(&self, set: &TextureSet) -> Vec<u32> {
         (0..set.textures.len())
-            .map(|i| match (&self.mains[i], self.cfg.mode) {
-                (Some(m), _) => m.base_level,
-                (None, _) => set.textures[i].base_level,
+            .map(|i| match self.main_of(i) {
+                Some((base, _)) => base,
+                None => set.textures[i].base_level,
             })
             .collect()
     }
 
-    /// Bytes of texture images alive now (old images waiting to be freed included).
+    /// Bytes of texture images alive now (old images waiting to be freed, and
+    /// both images of each defragmentation move in flight, included).
     pub fn resident_bytes(&self, set: &TextureSet) -> u64 {
         set.allocated_bytes()
             + self
@@ -276,6 +340,7 @@ impl Streamer {
                 .map(Texture::allocation_bytes)
                 .sum::<u64>()
             + self.retiring_bytes()
+            + self.compactor.as_ref().map_or(0, Compactor::moving_bytes)
     }
 
     fn retiring_bytes(&self) -> u64 {
@@ -358,10 +423,8 @@ impl Streamer {
             .enumerate()
             .map(|(i, info)| {
                 let want = if self.failed[i] { None } else { wants[i / 3] };
-                let (resident, main_alloc) = match &self.mains[i] {
-                    Some(m) => (m.base_level, m.allocation_bytes()),
-                    None => (set.textures[i].base_level, 0),
-                };
+                let (resident, main_alloc) =
+                    self.main_of(i).unwrap_or((set.textures[i].base_level, 0));
                 let mut main_bytes = info.main_bytes.clone();
                 // The allocator's figure for the image that exists, in case it differs.
                 if let Some(b) = main_bytes.get_mut(resident as usize) {
@@ -419,9 +482,19 @@ impl Streamer {
             time_ms,
             ..StreamFrame::default()
         };
-        // Finished batches: free their staging and the images they replaced.
+        // Every frame prepared so far is done (the renderer waits for each
+        // frame's fence): a defragmentation pass still open (its frame was not
+        // rendered) ends now.
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.finish_defrag(ctx, mem, set)?;
+        // Finished batches free their staging; old images retired up to the
+        // last frame done are freed.
+        let done = self.frames_prepared;
         if let Some(mech) = self.mechanism.as_mut() {
             mech.poll(ctx, mem)?;
+            mech.collect_retired(&ctx.device, mem, done);
         }
         // Wanted levels: the last frame's feedback, else the CPU estimate.
         let est = estimate::estimate(objects, view, &self.map_sizes);
@@ -499,11 +572,14 @@ impl Streamer {
         let inputs = self.inputs(set, &wants);
         frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
         if self.cfg.mode == Mode::On {
-            let (changes, upload, read_s, waiting) = self.apply(ctx, mem, set, &inputs)?;
-            frame.residency_changes = changes;
-            frame.upload_bytes = upload;
-            frame.upload_ms = read_s * 1e3;
-            frame.pending_loads = waiting;
+            let applied = self.apply(ctx, mem, set, &inputs)?;
+            frame.residency_changes = applied.changes;
+            frame.upload_bytes = applied.upload_bytes;
+            frame.upload_ms = applied.read_seconds * 1e3;
+            frame.pending_loads = applied.waiting;
+            frame.fragmentation_failures = applied.fragmentation_failures;
+            frame.fragmentation_deferrals = applied.fragmentation_deferrals;
+            frame.texture_pool_fragmentation = self.begin_defrag(mem, set, &applied)?;
         }
         frame.texture_resident_bytes = self.resident_bytes(set);
         frame.texture_pool_committed_bytes = mem
@@ -517,15 +593,14 @@ impl Streamer {
         Ok(())
     }
 
-    /// Runs the policy and starts its changes; returns (changes, upload bytes,
-    /// read seconds, textures still short of their target).
+    /// Runs the policy and starts its changes.
     fn apply(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
         set: &mut TextureSet,
         inputs: &[TextureInput],
-    ) -> Result<(u32, u64, f64, u32), GpuError> {
+    ) -> Result<Applied, GpuError> {
         let d = &ctx.device;
         let pressure = mem.pool_pressure(set.texture_pool);
         let max_alloc = pressure.map_or(u64::MAX, |p| p.largest_free_range.max(p.headroom()));
@@ -552,45 +627,70 @@ impl Streamer {
             .zip(&plan.targets)
             .map(|(t, &target)| target < t.resident)
             .collect();
-        let mut changes = 0u32;
+        let mut out = Applied {
+            range_blocked: plan.range_blocked,
+            busy: vec![false; inputs.len()],
+            ..Applied::default()
+        };
+        // Frames are numbered from 1 for the free queue: this one is
+        // `frames_prepared + 1`, and every frame up to `frames_prepared` is done.
+        let (done, this_frame) = (self.frames_prepared, self.frames_prepared + 1);
         let mut replaces = Vec::new();
         for c in &plan.changes {
             match *c {
                 Change::Drop { texture, .. } => {
                     // Back to the tail at once; the old image is unused by any
-                    // pending work (the frame before is done, and a texture with a
-                    // replacement in flight gets no other change).
+                    // pending work when no batch is in flight (the frame before is
+                    // done, and a texture with a replacement in flight gets no
+                    // other change), so it is freed at once; else after this frame.
                     set.write_view(d, texture, set.textures[texture].view);
                     if let Some(old) = self.mains[texture].take() {
                         match self.mechanism.as_mut() {
-                            Some(m) => m.retire(d, mem, old),
+                            Some(m) => {
+                                let last = if cfg.drop_frees_at_once {
+                                    done
+                                } else {
+                                    this_frame
+                                };
+                                m.retire(mem, old, last);
+                            }
                             None => TextureSet::free_texture(d, mem, old),
                         }
                     }
-                    changes += 1;
+                    out.busy[texture] = true;
+                    out.changes += 1;
                 }
                 Change::Replace { texture, from, to } => replaces.push((texture, from, to)),
             }
         }
+        if let Some(m) = self.mechanism.as_mut() {
+            m.collect_retired(d, mem, done);
+        }
         let count = |w: &[bool]| w.iter().filter(|&&x| x).count() as u32;
         if replaces.is_empty() {
-            return Ok((changes, 0, 0.0, count(&waiting)));
+            out.waiting = count(&waiting);
+            return Ok(out);
         }
         let Some(mech) = self.mechanism.as_mut() else {
-            return Ok((changes, 0, 0.0, count(&waiting)));
+            out.waiting = count(&waiting);
+            return Ok(out);
         };
         let started = mech.start(ctx, mem, set, &self.infos, &self.mains, &replaces)?;
+        out.fragmentation_failures = started.fragmentation_failures;
+        out.fragmentation_deferrals = started.fragmentation_deferrals;
+        out.range_blocked |= started.fragmentation_deferrals > 0;
         // Swap at once: the batch's barrier orders its copies before this frame's
-        // reads. The old image stays alive with the batch.
+        // reads. The old image is freed once this frame (after the batch) is done.
         for op in started.ops {
             set.write_view(d, op.texture, op.new.view);
             if op.to <= plan.targets[op.texture] {
                 waiting[op.texture] = false;
             }
+            out.busy[op.texture] = true;
             if let Some(old) = self.mains[op.texture].replace(op.new) {
-                mech.retire(d, mem, old);
+                mech.retire(mem, old, this_frame);
             }
-            changes += 1;
+            out.changes += 1;
         }
         for (t, message) in &started.failed {
             if !self.failed[*t] {
@@ -601,19 +701,68 @@ impl Streamer {
                 self.failed[*t] = true;
             }
         }
-        Ok((
-            changes,
-            started.upload_bytes,
-            started.read_seconds,
-            count(&waiting),
-        ))
+        out.upload_bytes = started.upload_bytes;
+        out.read_seconds = started.read_seconds;
+        out.waiting = count(&waiting);
+        Ok(out)
+    }
+
+    /// Decides this frame's defragmentation pass and begins it; returns the
+    /// texture pool's fragmentation it read.
+    fn begin_defrag(
+        &mut self,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        applied: &Applied,
+    ) -> Result<f64, GpuError> {
+        let Some(p) = mem.pool_pressure(set.texture_pool) else {
+            return Ok(0.0);
+        };
+        let fragmentation = policy::fragmentation(p.largest_free_range, p.free_in_blocks());
+        let pass_bytes = policy::defrag_pass_bytes(&DefragInput {
+            cap: self.cfg.defrag_budget,
+            budget: self.cfg.budget,
+            resident: self.resident_bytes(set),
+            free_in_blocks: p.free_in_blocks(),
+            largest_free_range: p.largest_free_range,
+            blocked: applied.range_blocked,
+            failures: applied.fragmentation_failures,
+            threshold: policy::DEFRAG_THRESHOLD,
+            min_free: self.cfg.budget / 64,
+        });
+        if let Some(c) = self.compactor.as_mut() {
+            c.begin(set, &mut self.mains, &applied.busy, pass_bytes)?;
+        }
+        Ok(fragmentation)
+    }
+
+    /// Ends the open defragmentation pass, if any (its frame is done), and
+    /// counts what it moved into the frame's figures.
+    fn finish_defrag(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+    ) -> Result<(), GpuError> {
+        let Some(c) = self.compactor.as_mut() else {
+            return Ok(());
+        };
+        if let Some(done) = c.finish(ctx, mem, set, &mut self.mains)? {
+            if done.moved > 0 {
+                self.frame.defrag_passes += 1;
+                self.frame.defrag_bytes_moved += done.bytes_moved;
+            }
+        }
+        Ok(())
     }
 
     /// Records after the scene pass: makes the feedback writes visible to the host
-    /// (read after the frame's fence) and orders them before the next frame's.
+    /// (read after the frame's fence) and orders them before the next frame's, and
+    /// records the copies of this frame's defragmentation pass.
     ///
     /// # Safety
-    /// `cmd` is recording, outside a render pass.
+    /// `cmd` is recording on the renderer's queue, outside a render pass; the
+    /// frame is waited for before the next [`Self::prepare`] or [`Self::frame_done`].
     pub unsafe fn record_after_pass(&self, d: &ash::Device, cmd: vk::CommandBuffer) {
         let barrier = [vk::MemoryBarrier2::default()
             .src_stage_mask(vk::PipelineStageFlags2::FRAGMENT_SHADER)
@@ -633,10 +782,19 @@ impl Streamer {
                 &vk::DependencyInfo::default().memory_barriers(&barrier),
             )
         };
+        if let Some(c) = self.compactor.as_ref() {
+            // SAFETY: per the contract above.
+            unsafe { c.record(cmd) };
+        }
     }
 
-    /// After the frame's fence: reads its feedback and returns its figures.
-    pub fn frame_done(&mut self, mem: &GpuMemory, set: &TextureSet) -> StreamFrame {
+    /// After the frame's fence: ends its defragmentation pass, reads its feedback
+    /// and returns its figures. An error ending the pass is returned by the next
+    /// [`Self::prepare`].
+    pub fn frame_done(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet) -> StreamFrame {
+        if let Err(e) = self.finish_defrag(ctx, mem, set) {
+            self.error.get_or_insert(e);
+        }
         self.read_feedback(mem);
         let wants = match self.last_feedback.as_ref() {
             Some(fb) => self.feedback_wants(fb),
@@ -653,7 +811,10 @@ impl Streamer {
 
     /// Frees the main images, the batches in flight and the feedback buffer; the
     /// device must be idle.
-    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
+    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet) {
+        if let Err(e) = self.finish_defrag(ctx, mem, set) {
+            log::error!("streaming teardown: {e}");
+        }
         if let Some(mut m) = self.mechanism.take() {
             m.destroy(ctx, mem);
         }

@@ -51,9 +51,11 @@
 //! the per-frame caps on operations and upload bytes (the first grow of a frame
 //! may pass the byte cap, or a level larger than the cap would never load);
 //! a grow larger than the upload cap allows goes part of the way. When a grow
-//! fits the budget but not the pool's largest free range (fragmentation; there
-//! is no compaction yet), it waits, and the texture out of view longest drops
-//! its main image so that its range frees.
+//! fits the budget but not the pool's largest free range (fragmentation), it
+//! waits, the texture out of view longest drops its main image so that its
+//! range frees, and the plan says so ([`Plan::range_blocked`]): the streamer
+//! then runs a defragmentation pass ([`defrag_pass_bytes`] decides when, and
+//! how many bytes it may move).
 #![forbid(unsafe_code)]
 
 use std::cmp::Ordering;
@@ -209,6 +211,9 @@ pub struct Plan {
     pub upload_bytes: u64,
     /// Resident bytes once the changes have started (before any old image retires).
     pub resident_after: u64,
+    /// Whether a wanted grow fitted the budget by bytes but no free range of the
+    /// pool (fragmentation): a trigger for a defragmentation pass.
+    pub range_blocked: bool,
 }
 
 /// Resident bytes: every texture's tail, main and in-flight images, plus images
@@ -491,7 +496,66 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
         targets,
         upload_bytes: upload,
         resident_after: total,
+        range_blocked,
     }
+}
+
+/// The texture pool's fragmentation: 1 - largest free range / free bytes in its
+/// blocks (0 when nothing is free, or the free bytes are one range).
+pub fn fragmentation(largest_free_range: u64, free_in_blocks: u64) -> f64 {
+    if free_in_blocks == 0 {
+        return 0.0;
+    }
+    (1.0 - largest_free_range.min(free_in_blocks) as f64 / free_in_blocks as f64).clamp(0.0, 1.0)
+}
+
+/// What decides whether a defragmentation pass runs this frame, and how far.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DefragInput {
+    /// Bytes a pass may move per frame (`--defrag-budget`); 0 turns passes off.
+    pub cap: u64,
+    /// The texture budget.
+    pub budget: u64,
+    /// Texture bytes resident now (old images waiting to be freed included).
+    pub resident: u64,
+    /// Free bytes inside the pool's blocks.
+    pub free_in_blocks: u64,
+    /// The pool's largest free range.
+    pub largest_free_range: u64,
+    /// This frame's policy found a wanted grow blocked by fragmentation.
+    pub blocked: bool,
+    /// Texture allocations that failed this frame although the pool had the bytes.
+    pub failures: u32,
+    /// Fragmentation above which a pass runs on its own.
+    pub threshold: f64,
+    /// Free bytes below which fragmentation alone does not matter (nothing
+    /// worth placing would fit anyway).
+    pub min_free: u64,
+}
+
+/// The fragmentation above which a pass runs without a blocked allocation.
+pub const DEFRAG_THRESHOLD: f64 = 0.5;
+
+/// The byte limit of this frame's defragmentation pass; 0 for no pass.
+///
+/// A pass runs when fragmentation blocked a wanted allocation (the policy's
+/// `range_blocked`, or an allocation that failed although the pool had the
+/// bytes) or when the pool's fragmentation passes the threshold with enough
+/// free bytes for it to matter. Its moves place a second copy of each image
+/// beside the first until the frame is done, so the limit is the per-frame cap
+/// and never more than the budget has left beside what is resident.
+pub fn defrag_pass_bytes(i: &DefragInput) -> u64 {
+    if i.cap == 0 {
+        return 0;
+    }
+    let frag = fragmentation(i.largest_free_range, i.free_in_blocks);
+    let wanted = i.blocked
+        || i.failures > 0
+        || (frag > i.threshold && i.free_in_blocks >= i.min_free.max(1));
+    if !wanted {
+        return 0;
+    }
+    i.cap.min(i.budget.saturating_sub(i.resident))
 }
 
 #[cfg(test)]
@@ -887,5 +951,109 @@ mod tests {
             if c0 > c1 { prop_assert!(t[0] <= t[1], "{t:?}"); }
             if c1 > c0 { prop_assert!(t[1] <= t[0], "{t:?}"); }
         }
+
+        /// The defragmentation pass limit: never over the per-frame cap nor over
+        /// what the budget leaves beside the resident bytes; zero when the cap is
+        /// zero; and a blocked grow or a failed allocation always asks for a pass
+        /// when there is room for one.
+        #[test]
+        fn defrag_pass_within_cap_and_budget(
+            cap in 0u64..(64 << 20),
+            budget in 1u64..(256 << 20),
+            resident_frac in 0.0f64..1.2,
+            free in 0u64..(64 << 20),
+            largest_frac in 0.0f64..1.0,
+            blocked in any::<bool>(),
+            failures in 0u32..3,
+            threshold in 0.0f64..1.0,
+        ) {
+            let resident = (budget as f64 * resident_frac) as u64;
+            let input = DefragInput {
+                cap,
+                budget,
+                resident,
+                free_in_blocks: free,
+                largest_free_range: (free as f64 * largest_frac) as u64,
+                blocked,
+                failures,
+                threshold,
+                min_free: budget / 64,
+            };
+            let bytes = defrag_pass_bytes(&input);
+            prop_assert!(bytes <= cap);
+            prop_assert!(resident + bytes <= budget.max(resident));
+            if cap == 0 { prop_assert_eq!(bytes, 0); }
+            if (blocked || failures > 0) && resident < budget && cap > 0 {
+                prop_assert!(bytes > 0);
+            }
+            let f = fragmentation(input.largest_free_range, free);
+            prop_assert!((0.0..=1.0).contains(&f));
+        }
+    }
+
+    #[test]
+    fn defrag_trigger() {
+        let base = DefragInput {
+            cap: 8 << 20,
+            budget: 64 << 20,
+            resident: 40 << 20,
+            free_in_blocks: 16 << 20,
+            largest_free_range: 12 << 20,
+            threshold: DEFRAG_THRESHOLD,
+            min_free: 1 << 20,
+            ..DefragInput::default()
+        };
+        // One large free range: no pass.
+        assert_eq!(fragmentation(12 << 20, 16 << 20), 0.25);
+        assert_eq!(defrag_pass_bytes(&base), 0);
+        // Fragmented past the threshold: a pass of the cap.
+        let split = DefragInput {
+            largest_free_range: 2 << 20,
+            ..base
+        };
+        assert_eq!(defrag_pass_bytes(&split), 8 << 20);
+        // ...unless the free bytes are too few to matter.
+        let little = DefragInput {
+            free_in_blocks: 512 << 10,
+            largest_free_range: 64 << 10,
+            ..base
+        };
+        assert_eq!(defrag_pass_bytes(&little), 0);
+        // A blocked grow asks for a pass, limited by what the budget has left.
+        let blocked = DefragInput {
+            blocked: true,
+            resident: 60 << 20,
+            ..base
+        };
+        assert_eq!(defrag_pass_bytes(&blocked), 4 << 20);
+        let failed = DefragInput {
+            failures: 1,
+            ..base
+        };
+        assert_eq!(defrag_pass_bytes(&failed), 8 << 20);
+        // Cap 0: off, whatever happens.
+        let off = DefragInput {
+            cap: 0,
+            blocked: true,
+            ..split
+        };
+        assert_eq!(defrag_pass_bytes(&off), 0);
+        assert_eq!(fragmentation(0, 0), 0.0);
+        assert_eq!(fragmentation(1 << 20, 4 << 20), 0.75);
+    }
+
+    #[test]
+    fn plan_reports_a_range_blocked_grow() {
+        // The grow fits the budget by bytes but not the largest free range.
+        let mut ts = vec![texture(256, 4, 16)];
+        ts[0].wanted = Some(0);
+        ts[0].coverage = 0.5;
+        let budget = 4 << 20;
+        let p = plan(&cfg(budget), &ts, 0, 1024);
+        assert!(p.range_blocked);
+        assert!(p.changes.is_empty());
+        let p = plan(&cfg(budget), &ts, 0, u64::MAX);
+        assert!(!p.range_blocked);
+        assert!(!p.changes.is_empty());
     }
 }

@@ -116,6 +116,48 @@ impl StreamingSummary {
     }
 }
 
+/// The report's top-level `defrag` object: the texture pool's defragmentation
+/// over the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DefragSummary {
+    /// Bytes of texture images moved.
+    pub bytes_moved: u64,
+    /// Passes that moved images.
+    pub passes: u64,
+    /// New texture images whose allocation failed although the pool had the
+    /// bytes free (fragmentation).
+    pub fragmentation_failures: u64,
+    /// New texture images put off because no free range held them although the
+    /// pool had the bytes free (fragmentation; they wait for a later frame).
+    pub fragmentation_deferrals: u64,
+}
+
+impl DefragSummary {
+    /// Sums `frames`' figures; `None` when they carry no streaming figures.
+    pub fn from_frames(frames: &[FrameRecord]) -> Option<Self> {
+        let mut out: Option<Self> = None;
+        for s in frames.iter().filter_map(|f| f.streaming.as_ref()) {
+            let d = out.get_or_insert_with(Self::default);
+            d.bytes_moved += s.defrag_bytes_moved;
+            d.passes += u64::from(s.defrag_passes);
+            d.fragmentation_failures += u64::from(s.fragmentation_failures);
+            d.fragmentation_deferrals += u64::from(s.fragmentation_deferrals);
+        }
+        out
+    }
+
+    /// The summary line's defragmentation part.
+    pub fn line(&self) -> String {
+        format!(
+            "defrag: {} passes, {:.1} MiB moved, {} fragmentation failures, {} deferrals",
+            self.passes,
+            self.bytes_moved as f64 / (1u64 << 20) as f64,
+            self.fragmentation_failures,
+            self.fragmentation_deferrals
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +199,31 @@ mod tests {
         assert!((s.upload_gbps - 1.0).abs() < 1e-9); // 6000 B in 6 us
         assert!(s.line().contains("refill after cuts [20 ms, never]"));
         assert!(StreamingSummary::from_frames(Mode::On, &[]).is_none());
+    }
+
+    #[test]
+    fn defrag_sums_the_frames() {
+        let mut frames = vec![frame(0, 0.0, false, 50), frame(1, 0.0, false, 50)];
+        if let Some(s) = frames[1].streaming.as_mut() {
+            s.defrag_bytes_moved = 3 << 20;
+            s.defrag_passes = 1;
+            s.fragmentation_failures = 2;
+            s.fragmentation_deferrals = 4;
+        }
+        let d = DefragSummary::from_frames(&frames).unwrap();
+        assert_eq!(
+            d,
+            DefragSummary {
+                bytes_moved: 3 << 20,
+                passes: 1,
+                fragmentation_failures: 2,
+                fragmentation_deferrals: 4
+            }
+        );
+        assert_eq!(
+            d.line(),
+            "defrag: 1 passes, 3.0 MiB moved, 2 fragmentation failures, 4 deferrals"
+        );
+        assert!(DefragSummary::from_frames(&[]).is_none());
     }
 }
