@@ -1,6 +1,7 @@
 //! `--defrag`: compacting vkalloc at the end of a trace, before the final
 //! frees, with its defragmentation ([`DefragAlgorithm::Full`], passes until
-//! one finds nothing to move).
+//! one finds nothing to move; up to [`PASS_BYTES`] and [`PASS_MOVES`] a
+//! pass).
 //!
 //! [`compact`] runs the passes over any kind of held resource; the caller
 //! says how a pass's moves are performed. On a Vulkan device
@@ -21,6 +22,17 @@ use vkalloc::{
 /// something (Full compaction converges long before).
 pub const MAX_PASSES: u64 = 1000;
 
+/// Wall time after which [`compact`] ends the session after the current
+/// pass, complete or not (a pass's planning is slow with ~100,000 small
+/// allocations: see BENCHMARKS.md).
+pub const TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Bytes a pass may move: one submission of copies.
+pub const PASS_BYTES: u64 = 256 << 20;
+
+/// Moves a pass may hand out.
+pub const PASS_MOVES: u32 = 4096;
+
 /// What the compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactStats {
@@ -37,11 +49,14 @@ pub struct CompactStats {
     /// Live allocations left out because they could not be moved (pinned;
     /// dedicated ones are not counted: they are never moved).
     pub pinned: u64,
+    /// Whether the last pass found nothing to move (false: stopped by
+    /// [`MAX_PASSES`] or [`TIME_LIMIT`]).
+    pub complete: bool,
 }
 
 /// Runs a Full defragmentation session on `allocator` over the resources in
 /// `live` (any slot may be empty), until a pass finds nothing to move or
-/// [`MAX_PASSES`], then [`Allocator::trim`]s (kept empty blocks and
+/// [`MAX_PASSES`] or [`TIME_LIMIT`], then [`Allocator::trim`]s (kept empty blocks and
 /// recycled dedicated memory are freed). For each pass, `perform` gets the moves paired with their
 /// resources (taken out of `live`) and returns the resources to keep (moved
 /// or not), which go back to the slots they came from.
@@ -63,12 +78,19 @@ where
         .enumerate()
         .filter_map(|(i, t)| t.as_ref().map(|t| (id_of(t), i)))
         .collect();
-    let desc = DefragDesc::default().with_algorithm(DefragAlgorithm::Full);
+    let desc = DefragDesc::default()
+        .with_algorithm(DefragAlgorithm::Full)
+        .with_pass_limits(PASS_BYTES, PASS_MOVES);
     let mut session = allocator
         .begin_defragmentation(&desc)
         .map_err(|e| format!("begin_defragmentation: {e}"))?;
     let mut result = Ok(());
+    let mut complete = false;
+    let start = std::time::Instant::now();
     for _ in 0..MAX_PASSES {
+        if start.elapsed() > TIME_LIMIT {
+            break;
+        }
         let moves = match session.begin_pass(allocator) {
             Ok(m) => m,
             Err(e) => {
@@ -99,7 +121,10 @@ where
             }
         }
         match session.end_pass(allocator) {
-            Ok(report) if report.complete => break,
+            Ok(report) if report.complete => {
+                complete = true;
+                break;
+            }
             Ok(_) => {}
             Err(e) => {
                 result = Err(format!("end_pass: {e}"));
@@ -122,6 +147,7 @@ where
         moves_cancelled: stats.moves_cancelled,
         blocks_freed: stats.blocks_freed,
         pinned: 0,
+        complete,
     })
 }
 

@@ -293,14 +293,15 @@ pub fn sample(seed: u64, count: usize) -> Vec<CorpusConfig> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..count)
         .map(|index| {
-            let log = |rng: &mut ChaCha8Rng, lo: f64, hi: f64| rng.gen_range(lo.ln()..=hi.ln()).exp();
+            let log =
+                |rng: &mut ChaCha8Rng, lo: f64, hi: f64| rng.gen_range(lo.ln()..=hi.ln()).exp();
             CorpusConfig {
                 index,
                 seed: rng.gen(),
                 mix: [
                     rng.gen_range(0.1..1.0),
                     rng.gen_range(0.1..1.0),
-                    rng.gen_range(0.0..0.6),
+                    rng.gen_range(0.1..1.0),
                 ],
                 texture_max: (log(&mut rng, 4.0, 256.0) as u64).max(1) * MIB,
                 resolution: rng.gen_range(0..RESOLUTIONS.len()),
@@ -521,7 +522,11 @@ impl Builder<'_> {
                 )
             };
             // Later targets of a set are often half resolution (bloom, AO).
-            let div = if i >= 4 && self.rng.gen_bool(0.5) { 2 } else { 1 };
+            let div = if i >= 4 && self.rng.gen_bool(0.5) {
+                2
+            } else {
+                1
+            };
             let r = Resource::Image {
                 width: w / div,
                 height: h / div,
@@ -556,11 +561,15 @@ impl Builder<'_> {
         let total: f64 = c.mix.iter().sum();
         let pick = self.rng.gen_range(0.0..total.max(1e-9));
         let (r, class, usage) = if pick < c.mix[0] {
-            (self.texture(c.texture_max), Class::Texture, TraceUsage::GpuOnly)
+            (
+                self.texture(c.texture_max),
+                Class::Texture,
+                TraceUsage::GpuOnly,
+            )
         } else if pick < c.mix[0] + c.mix[1] {
             let size = self
                 .rng
-                .gen_range((16.0 * KIB as f64).ln()..=(64.0 * MIB as f64).ln())
+                .gen_range((4.0 * KIB as f64).ln()..=(32.0 * MIB as f64).ln())
                 .exp() as u64;
             let usage = vk::BufferUsageFlags::VERTEX_BUFFER
                 | vk::BufferUsageFlags::INDEX_BUFFER
@@ -672,7 +681,11 @@ pub fn generate(c: &CorpusConfig, resolver: &mut dyn Resolve, scale: Scale, ops:
                 .order
                 .iter()
                 .copied()
-                .filter(|id| b.live.get(id).is_some_and(|l| l.class != Class::RenderTarget))
+                .filter(|id| {
+                    b.live
+                        .get(id)
+                        .is_some_and(|l| l.class != Class::RenderTarget)
+                })
                 .collect();
             if let Some(&id) = victims.choose(&mut b.rng) {
                 b.remove(id);
@@ -706,11 +719,16 @@ pub fn budget_bytes(c: &CorpusConfig, resolver: &dyn Resolve, scale: Scale) -> u
     (heap_for(scale, resolver.heap_bytes()) as f64 * c.budget) as u64
 }
 
+/// Reads one metric from a row.
+pub type Metric = fn(&crate::runner::Row) -> f64;
+
 /// The metrics the corpus summary and the Pareto check compare (lower is
 /// better for each): name, and how to read it from a row.
-pub const METRICS: [(&str, fn(&crate::runner::Row) -> f64); 6] = [
+pub const METRICS: [(&str, Metric); 6] = [
     ("committed/live", |r| r.committed_to_live_ratio),
-    ("peak committed MiB", |r| r.peak_committed_bytes / MIB as f64),
+    ("peak committed MiB", |r| {
+        r.peak_committed_bytes / MIB as f64
+    }),
     ("wall ms", |r| r.wall_ms),
     ("vkAllocateMemory", |r| r.device_allocations),
     ("alloc own ns", |r| r.alloc_own_ns_median),
@@ -873,11 +891,11 @@ pub fn format_defrag(rows: &[crate::runner::Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| trace | live at end MiB | committed before MiB | committed after MiB | goal MiB | met | moved MiB | passes | pinned | defrag ms |"
+        "| trace | live at end MiB | committed before MiB | committed after MiB | goal MiB | met | moved MiB | passes | complete | pinned | defrag ms |"
     );
     let _ = writeln!(
         out,
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: |"
     );
     let m = |b: f64| b / MIB as f64;
     for r in rows {
@@ -891,7 +909,7 @@ pub fn format_defrag(rows: &[crate::runner::Row]) -> String {
         let goal = defrag_goal(live);
         let _ = writeln!(
             out,
-            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.0} | {:.0} | {:.1} |{}",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.0} | {} | {:.0} | {:.1} |{}",
             r.trace,
             m(live),
             m(before),
@@ -900,6 +918,11 @@ pub fn format_defrag(rows: &[crate::runner::Row]) -> String {
             if after <= goal { "yes" } else { "NO" },
             m(r.defrag_bytes_moved.unwrap_or(0.0)),
             r.defrag_passes.unwrap_or(0.0),
+            match r.defrag_complete {
+                Some(c) if c >= 1.0 => "yes".to_owned(),
+                Some(c) => format!("{:.0}% of runs", c * 100.0),
+                None => "-".to_owned(),
+            },
             r.defrag_pinned.unwrap_or(0.0),
             r.defrag_ms.unwrap_or(0.0),
             r.defrag_error

@@ -173,6 +173,11 @@ pub struct Row {
     /// With `--defrag`: live allocations that could not be moved (median).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defrag_pinned: Option<f64>,
+    /// With `--defrag`: the share of repetitions whose compaction ran to a
+    /// pass with nothing to move (1: all; less: stopped by the pass or time
+    /// limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_complete: Option<f64>,
     /// With `--defrag`: the first compaction error, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defrag_error: Option<String>,
@@ -317,8 +322,9 @@ fn aggregate(
     let committed_before_defrag_bytes = dfield("committed_before_defrag_bytes", &|d| {
         d.committed_before_bytes as f64
     });
-    let committed_after_defrag_bytes =
-        dfield("committed_after_defrag_bytes", &|d| d.committed_after_bytes as f64);
+    let committed_after_defrag_bytes = dfield("committed_after_defrag_bytes", &|d| {
+        d.committed_after_bytes as f64
+    });
     let defrag_bytes_moved = dfield("defrag_bytes_moved", &|d| d.stats.bytes_moved as f64);
     let defrag_ms = dfield("defrag_ms", &|d| d.ms);
     let defrag_passes = dfield("defrag_passes", &|d| d.stats.passes as f64);
@@ -371,6 +377,12 @@ fn aggregate(
         defrag_ms,
         defrag_passes,
         defrag_pinned,
+        defrag_complete: defrag.then(|| {
+            runs.iter()
+                .filter(|r| r.defrag.as_ref().is_some_and(|d| d.stats.complete))
+                .count() as f64
+                / runs.len() as f64
+        }),
         defrag_error: runs
             .iter()
             .find_map(|r| r.defrag.as_ref().and_then(|d| d.error.clone())),

@@ -687,8 +687,7 @@ impl VulkanContext {
                 unsafe {
                     let image = self.device.create_image(&info, None).ok()?;
                     let query = vk::ImageMemoryRequirementsInfo2::default().image(image);
-                    self.device
-                        .get_image_memory_requirements2(&query, &mut out);
+                    self.device.get_image_memory_requirements2(&query, &mut out);
                     self.device.destroy_image(image, None);
                 }
             }

@@ -4,7 +4,7 @@
 //! allocators on the first Vulkan device (lavapipe on CI).
 
 use bench::contenders::CONTENDERS;
-use bench::corpus::{self, budget_bytes, DeviceResolver, Resolve, Synthetic};
+use bench::corpus::{self, budget_bytes, DeviceResolver, Synthetic};
 use bench::replay::calibrate_timer_overhead;
 use bench::runner::{bench_trace, RunConfig};
 use bench::trace::{Scale, TraceEvent};
@@ -16,7 +16,11 @@ const OPS: usize = 1_500;
 /// Every free names a live allocation, and the live bytes stay within `budget`.
 fn check_budget(trace: &bench::trace::Trace, budget: u64) {
     let summary = trace.validate().expect("a valid trace");
-    assert!(summary.allocs > 0 && summary.frees > 0, "{}", trace.header.name);
+    assert!(
+        summary.allocs > 0 && summary.frees > 0,
+        "{}",
+        trace.header.name
+    );
     let mut live: HashMap<u64, u64> = HashMap::new();
     let mut bytes = 0u64;
     for e in &trace.events {
@@ -87,7 +91,11 @@ fn a_two_configuration_corpus_replays_on_the_device() {
         let r = bench_trace(&ctx, &t, overhead, &config).expect("replay");
         assert_eq!(r.len(), CONTENDERS.len());
         for row in &r {
-            assert_eq!(row.failures, 0.0, "{} {}: {:?}", row.trace, row.allocator, row.first_failure);
+            assert_eq!(
+                row.failures, 0.0,
+                "{} {}: {:?}",
+                row.trace, row.allocator, row.first_failure
+            );
             assert!(row.check_errors.is_empty(), "{:#?}", row.check_errors);
             assert_eq!(row.leaked_bytes, 0, "{} {}", row.trace, row.allocator);
             assert!(row.peak_committed_bytes >= row.peak_live_bytes);

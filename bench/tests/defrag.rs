@@ -69,7 +69,9 @@ fn compacts(name: &str, scale: Scale, assert_goal: bool) {
                 live_bytes += a.size;
             }
             TraceEvent::Free { id } => {
-                allocator.free(live.remove(id).expect("live")).expect("free");
+                allocator
+                    .free(live.remove(id).expect("live"))
+                    .expect("free");
                 live_bytes -= sizes[id];
             }
             TraceEvent::Frame { .. } => allocator.begin_frame(),
@@ -79,8 +81,8 @@ fn compacts(name: &str, scale: Scale, assert_goal: bool) {
     eprintln!("before:\n{}", blocks(&allocator));
     let n = live.len();
     let mut slots: Vec<Option<Allocation>> = live.into_values().map(Some).collect();
-    let stats = compact(&allocator, &mut slots, |a| a.id(), commit_all(&allocator))
-        .expect("compaction");
+    let stats =
+        compact(&allocator, &mut slots, |a| a.id(), commit_all(&allocator)).expect("compaction");
     let after = committed(&allocator);
     eprintln!("after:\n{}", blocks(&allocator));
     let goal = defrag_goal(live_bytes as f64);

@@ -81,9 +81,9 @@ impl Ours {
             unsafe { device.destroy_buffer(raw, None) };
             return Err(a);
         }
+        let size = a.size();
         // SAFETY: `raw` was created with MOVE_USAGE, exclusive, no flags, of
         // `a.size()` bytes, and is bound to `a`; only `unwrap` destroys it.
-        let size = a.size();
         Ok(unsafe { Buffer::from_raw_parts_with_usage(raw, a, size, MOVE_USAGE) })
     }
 
@@ -107,7 +107,10 @@ impl Ours {
 
     /// [`Contender::compact`] on the device: wraps every movable allocation
     /// in a buffer, runs the passes with `perform_moves`, unwraps.
-    fn compact_on_device(&mut self, live: &mut [Option<Allocation>]) -> Result<CompactStats, String> {
+    fn compact_on_device(
+        &mut self,
+        live: &mut [Option<Allocation>],
+    ) -> Result<CompactStats, String> {
         let slot_of: HashMap<AllocationId, usize> = live
             .iter()
             .enumerate()
@@ -217,7 +220,10 @@ impl Contender for Ours {
         self.allocator.begin_frame();
     }
 
-    fn compact(&mut self, live: &mut [Option<Self::Handle>]) -> Option<Result<CompactStats, String>> {
+    fn compact(
+        &mut self,
+        live: &mut [Option<Self::Handle>],
+    ) -> Option<Result<CompactStats, String>> {
         Some(self.compact_on_device(live))
     }
 
