@@ -358,6 +358,16 @@ fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
             traces.push(generate(&n, a.seed, a.scale).expect("standard trace"));
         }
     }
+    // Rows are keyed by trace name: a second trace of a name (a recorded
+    // file of a standard trace, say) becomes `<name>#2`.
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for t in &mut traces {
+        let n = seen.entry(t.header.name.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            t.header.name = format!("{}#{n}", t.header.name);
+        }
+    }
     Ok(traces)
 }
 
