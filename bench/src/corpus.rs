@@ -225,8 +225,8 @@ pub struct CorpusConfig {
     pub index: usize,
     /// The trace's own seed.
     pub seed: u64,
-    /// Relative weights of new persistent resources: textures, geometry,
-    /// uniform buffers.
+    /// Relative weights (by count) of new persistent resources: textures
+    /// (0.1..1), geometry (0.1..1), small uniform buffers (1..8).
     pub mix: [f64; 3],
     /// Largest texture (bytes of the base level; 64 KiB..256 MiB).
     pub texture_max: u64,
@@ -301,7 +301,8 @@ pub fn sample(seed: u64, count: usize) -> Vec<CorpusConfig> {
                 mix: [
                     rng.gen_range(0.1..1.0),
                     rng.gen_range(0.1..1.0),
-                    rng.gen_range(0.1..1.0),
+                    // Most live allocations of an engine are small buffers.
+                    rng.gen_range(1.0..8.0),
                 ],
                 texture_max: (log(&mut rng, 4.0, 256.0) as u64).max(1) * MIB,
                 resolution: rng.gen_range(0..RESOLUTIONS.len()),
