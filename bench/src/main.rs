@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bench::contenders::{BaselineOptions, CONTENDERS, REQUEST_MAPPING};
+use bench::corpus::{self, DeviceResolver, DEFAULT_CORPUS_SEED, DEFAULT_CORPUS_SIZE};
 use bench::range_bench;
 use bench::replay::calibrate_timer_overhead;
 use bench::runner::{bench_trace, format_table, RunConfig, Spread};
@@ -23,6 +24,16 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --trace FILE           replay this trace file (repeatable) instead of the standard traces
   --traces A,B           only these standard traces (default: all of
                          renderer-mix,streaming-churn,frame-transient,many-small,fragmentation)
+  --traces DIR           (an existing directory) also replay every DIR/*.jsonl trace
+  --defrag               compact ours at the end of each trace (Full defragmentation, GPU
+                         copies) before the final frees; rows gain live_at_end_bytes,
+                         committed_before/after_defrag_bytes, defrag_bytes_moved, defrag_ms
+  --corpus               run the trace corpus: a seeded sample of generator configurations
+                         (requirements from the device), the traces of --traces DIR, and the
+                         standard traces; prints worst case, geometric mean, Pareto check
+  --corpus-seed N        the corpus sample's seed (default 825173086512)
+  --corpus-size N        configurations in the sample (default 32)
+  --corpus-ops N         operations per corpus trace (default 6000 at small scale, 60000 full)
   --scale small|full     standard trace scale (default small; full is for a real GPU)
   --seed N               standard trace seed (default 1592598566)
   --reps N               repetitions per trace and allocator, alternating (default 5)
@@ -63,6 +74,12 @@ struct Args {
     range: bool,
     range_only: bool,
     verbose: bool,
+    trace_dir: Option<PathBuf>,
+    defrag: bool,
+    corpus: bool,
+    corpus_seed: u64,
+    corpus_size: usize,
+    corpus_ops: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -86,6 +103,12 @@ fn parse_args() -> Result<Args, String> {
         range: true,
         range_only: false,
         verbose: false,
+        trace_dir: None,
+        defrag: false,
+        corpus: false,
+        corpus_seed: DEFAULT_CORPUS_SEED,
+        corpus_size: DEFAULT_CORPUS_SIZE,
+        corpus_ops: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -93,7 +116,12 @@ fn parse_args() -> Result<Args, String> {
         match arg.as_str() {
             "--trace" => a.traces.push(value("--trace")?.into()),
             "--traces" => {
-                let list: Vec<String> = value("--traces")?.split(',').map(str::to_owned).collect();
+                let v = value("--traces")?;
+                if Path::new(&v).is_dir() {
+                    a.trace_dir = Some(v.into());
+                    continue;
+                }
+                let list: Vec<String> = v.split(',').map(str::to_owned).collect();
                 for t in &list {
                     if !STANDARD_TRACES.contains(&t.as_str()) {
                         return Err(format!("unknown standard trace {t:?}"));
@@ -142,6 +170,25 @@ fn parse_args() -> Result<Args, String> {
             "--no-range" => a.range = false,
             "--range-only" => a.range_only = true,
             "-v" | "--verbose" => a.verbose = true,
+            "--defrag" => a.defrag = true,
+            "--corpus" => a.corpus = true,
+            "--corpus-seed" => {
+                a.corpus_seed = value("--corpus-seed")?
+                    .parse()
+                    .map_err(|e| format!("--corpus-seed: {e}"))?
+            }
+            "--corpus-size" => {
+                a.corpus_size = value("--corpus-size")?
+                    .parse()
+                    .map_err(|e| format!("--corpus-size: {e}"))?
+            }
+            "--corpus-ops" => {
+                a.corpus_ops = Some(
+                    value("--corpus-ops")?
+                        .parse()
+                        .map_err(|e| format!("--corpus-ops: {e}"))?,
+                )
+            }
             "-h" | "--help" => {
                 print!("{HELP}");
                 std::process::exit(0);
@@ -289,6 +336,64 @@ fn run_range(a: &Args, out_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+fn read_trace(p: &Path) -> Result<Trace, String> {
+    let f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Trace::read(BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The traces to run: with `--corpus`, the sample's traces (requirements
+/// from `ctx`), then those of `--traces DIR`, then the standard traces;
+/// otherwise the `--trace` files (and `--traces DIR`) or the standard traces.
+fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
+    let mut traces = Vec::new();
+    if a.corpus {
+        let configs = corpus::sample(a.corpus_seed, a.corpus_size);
+        let ops = a.corpus_ops.unwrap_or_else(|| corpus::default_ops(a.scale));
+        let mut resolver = DeviceResolver::new(ctx);
+        println!(
+            "corpus: seed {} (--corpus-seed), {} configurations, {ops} operations each, scale {}",
+            a.corpus_seed,
+            configs.len(),
+            a.scale
+        );
+        for c in &configs {
+            let t = corpus::generate(c, &mut resolver, a.scale, ops);
+            println!("  {}: {}", c.name(), c.describe());
+            traces.push(t);
+        }
+    }
+    for p in &a.traces {
+        traces.push(read_trace(p)?);
+    }
+    if let Some(dir) = &a.trace_dir {
+        let mut files: Vec<PathBuf> = fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        files.sort();
+        for p in files {
+            traces.push(read_trace(&p)?);
+        }
+    }
+    if a.corpus || (a.traces.is_empty() && a.trace_dir.is_none()) {
+        for n in standard_names(a) {
+            traces.push(generate(&n, a.seed, a.scale).expect("standard trace"));
+        }
+    }
+    // Rows are keyed by trace name: a second trace of a name (a recorded
+    // file of a standard trace, say) becomes `<name>#2`.
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for t in &mut traces {
+        let n = seen.entry(t.header.name.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            t.header.name = format!("{}#{n}", t.header.name);
+        }
+    }
+    Ok(traces)
+}
+
 fn run() -> Result<(), String> {
     let a = parse_args()?;
     if a.list_devices {
@@ -318,21 +423,6 @@ fn run() -> Result<(), String> {
         return run_range(&a, &out_dir);
     }
 
-    let traces: Vec<Trace> = if a.traces.is_empty() {
-        standard_names(&a)
-            .iter()
-            .map(|n| generate(n, a.seed, a.scale).expect("standard trace"))
-            .collect()
-    } else {
-        a.traces
-            .iter()
-            .map(|p| {
-                let f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                Trace::read(BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
-            })
-            .collect::<Result<_, _>>()?
-    };
-
     let ctx = VulkanContext::new(a.device, a.memory_budget)?;
     let i = &ctx.info;
     println!(
@@ -346,6 +436,7 @@ fn run() -> Result<(), String> {
     );
     println!("memory types: {}", i.memory_types.join("; "));
     println!("memory heaps: {}", i.memory_heaps.join("; "));
+    let traces = load_traces(&a, &ctx)?;
     let overhead = calibrate_timer_overhead();
     println!(
         "clock: {}; timer overhead subtracted per operation: {:.1} ns",
@@ -361,6 +452,7 @@ fn run() -> Result<(), String> {
         verbose: a.verbose,
         tags: a.tags,
         explain_peak: a.explain_peak,
+        defrag: a.defrag,
     };
     let mut rows = Vec::new();
     for trace in &traces {
@@ -401,12 +493,28 @@ fn run() -> Result<(), String> {
     }
     drop(ctx);
 
-    let table = format_table(&rows);
+    let mut table = format_table(&rows);
     println!(
         "\n## Allocators, median of {} runs each (own = outside vkAllocateMemory/vkFreeMemory)\n",
         a.reps.max(1)
     );
     println!("{table}");
+    if a.corpus {
+        let summary = corpus::format_summary(&rows);
+        println!(
+            "\n## Trace corpus (seed {}, {} configurations, scale {})\n\n{summary}",
+            a.corpus_seed, a.corpus_size, a.scale
+        );
+        table.push_str(&format!(
+            "\n## Trace corpus (seed {})\n\n{summary}",
+            a.corpus_seed
+        ));
+    }
+    if a.defrag {
+        let d = corpus::format_defrag(&rows);
+        println!("\n## Ours compacted at the end of each trace (--defrag)\n\n{d}");
+        table.push_str(&format!("\n## --defrag\n\n{d}"));
+    }
     fs::write(
         &a.out,
         serde_json::to_string_pretty(&rows).expect("serializable"),

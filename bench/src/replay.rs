@@ -181,6 +181,27 @@ pub struct RunStats {
     /// With `explain_peak`: the allocator's memory report when the peak of
     /// committed bytes was reached.
     pub at_peak: Option<String>,
+    /// With `defrag`, for an allocator that compacts: what compaction at the
+    /// end of the trace did.
+    pub defrag: Option<DefragRun>,
+}
+
+/// Compaction at the end of a trace (`--defrag`), before the final frees.
+#[derive(Clone, Debug, Default)]
+pub struct DefragRun {
+    /// Bytes live (as asked) at the end of the trace.
+    pub live_at_end_bytes: u64,
+    /// `VkDeviceMemory` bytes before compacting.
+    pub committed_before_bytes: u64,
+    /// `VkDeviceMemory` bytes after compacting.
+    pub committed_after_bytes: u64,
+    /// The compaction's counters.
+    pub stats: crate::compact::CompactStats,
+    /// Wall time of the compaction (ms): wrapping the allocations in
+    /// buffers, the passes with their GPU copies, unwrapping.
+    pub ms: f64,
+    /// Why it stopped early, if it did.
+    pub error: Option<String>,
 }
 
 impl Percentiles {
@@ -266,17 +287,20 @@ pub fn run_once<C: Contender>(
     timer_overhead_ticks: u64,
     check: bool,
 ) -> RunStats {
-    run_once_with(c, prepared, timer_overhead_ticks, check, false)
+    run_once_with(c, prepared, timer_overhead_ticks, check, false, false)
 }
 
 /// [`run_once`], and with `explain_peak` a memory report each time the
-/// committed bytes reach a new peak (slow: for diagnosis, not timing).
+/// committed bytes reach a new peak (slow: for diagnosis, not timing); with
+/// `defrag`, [`Contender::compact`] after the trace, before the final frees
+/// (untimed except for [`DefragRun::ms`]).
 pub fn run_once_with<C: Contender>(
     c: &mut C,
     prepared: &Prepared<'_>,
     timer_overhead_ticks: u64,
     check: bool,
     explain_peak: bool,
+    defrag: bool,
 ) -> RunStats {
     let mut last_peak = 0u64;
     let mut slots: Vec<Option<C::Handle>> = Vec::with_capacity(prepared.slots);
@@ -382,6 +406,25 @@ pub fn run_once_with<C: Contender>(
     stats.alloc_own = Percentiles::of(&mut alloc_ticks).ticks_to_ns();
     stats.free_own = Percentiles::of(&mut free_ticks).ticks_to_ns();
     stats.check_errors = checker.errors;
+    if defrag {
+        let before = vkdev::counters().committed_bytes;
+        let start = Instant::now();
+        if let Some(result) = c.compact(&mut slots) {
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let (stats_, error) = match result {
+                Ok(s) => (s, None),
+                Err(e) => (Default::default(), Some(e)),
+            };
+            stats.defrag = Some(DefragRun {
+                live_at_end_bytes: live_bytes,
+                committed_before_bytes: before,
+                committed_after_bytes: vkdev::counters().committed_bytes,
+                stats: stats_,
+                ms,
+                error,
+            });
+        }
+    }
     for h in slots.into_iter().flatten() {
         c.free(h);
     }

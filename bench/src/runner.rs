@@ -32,6 +32,8 @@ pub struct RunConfig {
     /// Record what each allocator's memory looked like at its committed peak
     /// (slows the replay; for diagnosis).
     pub explain_peak: bool,
+    /// Compact ours at the end of each trace ([`crate::compact`]).
+    pub defrag: bool,
 }
 
 impl Default for RunConfig {
@@ -44,6 +46,7 @@ impl Default for RunConfig {
             verbose: false,
             tags: false,
             explain_peak: false,
+            defrag: false,
         }
     }
 }
@@ -147,6 +150,37 @@ pub struct Row {
     pub device: String,
     /// min..max over the repetitions, per field above.
     pub spread: BTreeMap<String, Spread>,
+    /// With `--defrag` (ours): bytes live at the end of the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_at_end_bytes: Option<f64>,
+    /// With `--defrag`: `VkDeviceMemory` bytes at the end of the trace,
+    /// before compacting (median).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_before_defrag_bytes: Option<f64>,
+    /// With `--defrag`: `VkDeviceMemory` bytes after compacting (median).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_after_defrag_bytes: Option<f64>,
+    /// With `--defrag`: bytes the compaction moved (median).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_bytes_moved: Option<f64>,
+    /// With `--defrag`: the compaction's wall time (ms, median), GPU copies
+    /// and the wrapping buffers included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_ms: Option<f64>,
+    /// With `--defrag`: passes run (median).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_passes: Option<f64>,
+    /// With `--defrag`: live allocations that could not be moved (median).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_pinned: Option<f64>,
+    /// With `--defrag`: the share of repetitions whose compaction ran to a
+    /// pass with nothing to move (1: all; less: stopped by the pass or time
+    /// limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_complete: Option<f64>,
+    /// With `--defrag`: the first compaction error, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defrag_error: Option<String>,
 }
 
 /// Runs one contender over `prepared` once, building and dropping it.
@@ -171,6 +205,7 @@ pub fn run_contender(
             overhead,
             config.check,
             config.explain_peak,
+            config.defrag,
         );
         drop(c);
         let after = vkdev::counters().committed_bytes;
@@ -279,6 +314,21 @@ fn aggregate(
         r.peak_committed_bytes as f64 / (r.peak_live_bytes.max(1)) as f64
     });
     let failures = field("failures", &|r| r.failures as f64);
+    let defrag = runs.iter().all(|r| r.defrag.is_some()) && !runs.is_empty();
+    let mut dfield = |key: &'static str, f: &dyn Fn(&crate::replay::DefragRun) -> f64| {
+        defrag.then(|| field(key, &|r| r.defrag.as_ref().map(f).unwrap_or(0.0)))
+    };
+    let live_at_end_bytes = dfield("live_at_end_bytes", &|d| d.live_at_end_bytes as f64);
+    let committed_before_defrag_bytes = dfield("committed_before_defrag_bytes", &|d| {
+        d.committed_before_bytes as f64
+    });
+    let committed_after_defrag_bytes = dfield("committed_after_defrag_bytes", &|d| {
+        d.committed_after_bytes as f64
+    });
+    let defrag_bytes_moved = dfield("defrag_bytes_moved", &|d| d.stats.bytes_moved as f64);
+    let defrag_ms = dfield("defrag_ms", &|d| d.ms);
+    let defrag_passes = dfield("defrag_passes", &|d| d.stats.passes as f64);
+    let defrag_pinned = dfield("defrag_pinned", &|d| d.stats.pinned as f64);
     let largest_free_range_end = if runs.iter().all(|r| r.largest_free_range_end.is_some()) {
         Some(field("largest_free_range_end", &|r| {
             r.largest_free_range_end.unwrap_or(0) as f64
@@ -320,6 +370,22 @@ fn aggregate(
         timer_overhead_ns,
         device: device.to_owned(),
         spread,
+        live_at_end_bytes,
+        committed_before_defrag_bytes,
+        committed_after_defrag_bytes,
+        defrag_bytes_moved,
+        defrag_ms,
+        defrag_passes,
+        defrag_pinned,
+        defrag_complete: defrag.then(|| {
+            runs.iter()
+                .filter(|r| r.defrag.as_ref().is_some_and(|d| d.stats.complete))
+                .count() as f64
+                / runs.len() as f64
+        }),
+        defrag_error: runs
+            .iter()
+            .find_map(|r| r.defrag.as_ref().and_then(|d| d.error.clone())),
     }
 }
 

@@ -595,6 +595,113 @@ impl VulkanContext {
         }
     }
 
+    /// Bytes of the largest `DEVICE_LOCAL` heap (else the largest heap).
+    pub fn largest_device_local_heap(&self) -> u64 {
+        // SAFETY: the instance and physical device are live.
+        let mem = unsafe {
+            self.instance
+                .get_physical_device_memory_properties(self.physical_device)
+        };
+        let heaps = mem.memory_heaps_as_slice();
+        heaps
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .max()
+            .or_else(|| heaps.iter().map(|h| h.size).max())
+            .unwrap_or(0)
+    }
+
+    /// The driver's memory requirements for a resource: creates the buffer
+    /// or image with that create info, reads `VkMemoryRequirements2` with a
+    /// chained `VkMemoryDedicatedRequirements` (through the table's
+    /// requirements queries, which pass real handles to the driver), and
+    /// destroys it. `None` when the device does not support the image's
+    /// format, usage or sample count, or creating it fails.
+    pub fn requirements(&self, r: &crate::corpus::Resource) -> Option<StandInRequirements> {
+        let mut dedicated = vk::MemoryDedicatedRequirements::default();
+        let mut out = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+        match *r {
+            crate::corpus::Resource::Buffer { size, usage } => {
+                let info = vk::BufferCreateInfo::default()
+                    .size(size.max(1))
+                    .usage(vk::BufferUsageFlags::from_raw(usage))
+                    .sharing_mode(vk::SharingMode::EXCLUSIVE);
+                // SAFETY: a valid create info; the buffer is destroyed
+                // below and never bound or used.
+                unsafe {
+                    let buffer = self.device.create_buffer(&info, None).ok()?;
+                    let query = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
+                    self.device
+                        .get_buffer_memory_requirements2(&query, &mut out);
+                    self.device.destroy_buffer(buffer, None);
+                }
+            }
+            crate::corpus::Resource::Image {
+                width,
+                height,
+                format,
+                mips,
+                samples,
+                usage,
+            } => {
+                let format = vk::Format::from_raw(format);
+                let usage = vk::ImageUsageFlags::from_raw(usage);
+                let samples = vk::SampleCountFlags::from_raw(samples);
+                // SAFETY: the instance and physical device are live.
+                let props = unsafe {
+                    self.instance.get_physical_device_image_format_properties(
+                        self.physical_device,
+                        format,
+                        vk::ImageType::TYPE_2D,
+                        vk::ImageTiling::OPTIMAL,
+                        usage,
+                        vk::ImageCreateFlags::empty(),
+                    )
+                }
+                .ok()?;
+                if !props.sample_counts.contains(samples)
+                    || props.max_extent.width < width
+                    || props.max_extent.height < height
+                    || props.max_mip_levels < mips
+                {
+                    return None;
+                }
+                let info = vk::ImageCreateInfo::default()
+                    .image_type(vk::ImageType::TYPE_2D)
+                    .format(format)
+                    .extent(vk::Extent3D {
+                        width,
+                        height,
+                        depth: 1,
+                    })
+                    .mip_levels(mips)
+                    .array_layers(1)
+                    .samples(samples)
+                    .tiling(vk::ImageTiling::OPTIMAL)
+                    .usage(usage)
+                    .sharing_mode(vk::SharingMode::EXCLUSIVE)
+                    .initial_layout(vk::ImageLayout::UNDEFINED);
+                // SAFETY: a create info the device supports (checked above);
+                // the image is destroyed below and never bound or used.
+                unsafe {
+                    let image = self.device.create_image(&info, None).ok()?;
+                    let query = vk::ImageMemoryRequirementsInfo2::default().image(image);
+                    self.device.get_image_memory_requirements2(&query, &mut out);
+                    self.device.destroy_image(image, None);
+                }
+            }
+        }
+        let m = out.memory_requirements;
+        Some(StandInRequirements {
+            size: m.size,
+            alignment: m.alignment,
+            memory_type_bits: m.memory_type_bits,
+            prefers_dedicated: dedicated.prefers_dedicated_allocation == vk::TRUE,
+            requires_dedicated: dedicated.requires_dedicated_allocation == vk::TRUE,
+        })
+    }
+
     /// A mask with one bit per memory type of the device.
     pub fn all_types_mask(&self) -> u32 {
         // SAFETY: the instance and physical device are live.

@@ -91,7 +91,8 @@ commands:
   demo    install what is missing, then run the demo renderer (release build);
           arguments after the command (or after --) go to the renderer
   bench   install what is missing, then run the benchmarks (release build);
-          arguments go to the bench binary
+          arguments go to the bench binary (cargo xtask bench -- --corpus
+          runs the trace corpus; -- --help lists the options)
   setup   only install what is missing and print the Vulkan environment
   heapmap draw a vkalloc JSON dump as a heap-map PNG (release build of
           vkalloc-heapmap; no GPU needed):
@@ -785,6 +786,23 @@ mod tests {
             }
         );
         assert!(parse_test_options(&args(&["stress"])).is_err());
+    }
+
+    #[test]
+    fn bench_arguments_after_the_separator_reach_the_bench() {
+        let inv = parse(args(&[
+            "bench",
+            "--",
+            "--corpus",
+            "--corpus-seed",
+            "7",
+            "--defrag",
+        ]))
+        .unwrap();
+        assert_eq!(
+            inv.rest,
+            args(&["--corpus", "--corpus-seed", "7", "--defrag"])
+        );
     }
 
     #[test]

@@ -98,6 +98,22 @@ impl<A> Buffer<A> {
     pub unsafe fn from_raw_parts(raw: vk::Buffer, allocation: A, size: u64) -> Self {
         Self::new(raw, allocation, size)
     }
+
+    /// [`Self::from_raw_parts`] for a buffer created with `usage`, which a
+    /// defragmentation move ([`crate::Allocator::prepare_move`]) re-creates
+    /// the buffer with (it needs `TRANSFER_SRC | TRANSFER_DST`).
+    ///
+    /// # Safety
+    /// As [`Self::from_raw_parts`], and `raw` was created with `usage` and
+    /// `VK_SHARING_MODE_EXCLUSIVE`, without flags.
+    pub unsafe fn from_raw_parts_with_usage(
+        raw: vk::Buffer,
+        allocation: A,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+    ) -> Self {
+        Self::new(raw, allocation, size).with_usage(usage)
+    }
 }
 
 impl MappedBuffer {

@@ -66,6 +66,16 @@ pub trait Contender {
     fn memory_report(&self) -> String {
         String::new()
     }
+    /// With `--defrag`, at the end of a trace before the final frees:
+    /// compacts the allocator's memory, moving the allocations in `live`
+    /// (their handles are replaced by the moved ones). `None` for an
+    /// allocator the bench does not defragment (the baselines).
+    fn compact(
+        &mut self,
+        _live: &mut [Option<Self::Handle>],
+    ) -> Option<Result<crate::compact::CompactStats, String>> {
+        None
+    }
 }
 
 /// Formats bytes as MiB with one decimal.

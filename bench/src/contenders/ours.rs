@@ -1,15 +1,31 @@
 //! vkalloc, raw `Allocator::allocate` / `free`.
 
-use vkalloc::vk::{AshDevice, AshDeviceOptions};
-use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy};
+use std::collections::HashMap;
+
+use ash::vk;
+use ash::vk::Handle;
+use vkalloc::vk::{AshDevice, AshDeviceOptions, Buffer, Movable};
+use vkalloc::{
+    Allocation, AllocationDesc, AllocationId, AllocationOptions, Allocator, AllocatorDesc,
+    DedicatedPolicy,
+};
 
 use super::{Contender, Placement, Request};
+use crate::compact::{compact, CompactStats};
 use crate::vkdev::VulkanContext;
 
 /// vkalloc on the shared device, with its default settings.
 pub struct Ours {
     allocator: Allocator<AshDevice>,
+    /// Queue 0 of family 0, for defragmentation copies.
+    queue: vk::Queue,
 }
+
+/// What a buffer bound over an allocation for a defragmentation move is
+/// created with.
+const MOVE_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
+    vk::BufferUsageFlags::TRANSFER_SRC.as_raw() | vk::BufferUsageFlags::TRANSFER_DST.as_raw(),
+);
 
 impl Ours {
     /// Creates the allocator on the context's device.
@@ -29,7 +45,125 @@ impl Ours {
             )
         }
         .map_err(|e| format!("vkalloc: {e}"))?;
-        Ok(Self { allocator })
+        // SAFETY: the context's device was created with one queue in family 0.
+        let queue = unsafe { ctx.device.get_device_queue(0, 0) };
+        Ok(Self { allocator, queue })
+    }
+
+    /// Binds a new `VkBuffer` over all of `a`'s bytes, so a defragmentation
+    /// move can copy them; `Err(a)` when the device's requirements for such
+    /// a buffer don't fit the allocation (size, alignment, memory type) or
+    /// creating or binding it fails.
+    fn wrap(&self, a: Allocation) -> Result<Buffer, Allocation> {
+        let device = self.allocator.device().raw();
+        let info = vk::BufferCreateInfo::default()
+            .size(a.size())
+            .usage(MOVE_USAGE)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: a valid create info for this device.
+        let Ok(raw) = (unsafe { device.create_buffer(&info, None) }) else {
+            return Err(a);
+        };
+        // SAFETY: `raw` is a live buffer of this device.
+        let req = unsafe { device.get_buffer_memory_requirements(raw) };
+        let fits = req.size <= a.size()
+            && a.offset().is_multiple_of(req.alignment.max(1))
+            && req.memory_type_bits & (1 << a.memory_type()) != 0;
+        // SAFETY: the buffer is unbound; `fits` checked the requirements
+        // against the allocation's memory, offset and size.
+        let bound = fits
+            && unsafe {
+                device.bind_buffer_memory(raw, vk::DeviceMemory::from_raw(a.memory().0), a.offset())
+            }
+            .is_ok();
+        if !bound {
+            // SAFETY: unused by any command.
+            unsafe { device.destroy_buffer(raw, None) };
+            return Err(a);
+        }
+        let size = a.size();
+        // SAFETY: `raw` was created with MOVE_USAGE, exclusive, no flags, of
+        // `a.size()` bytes, and is bound to `a`; only `unwrap` destroys it.
+        Ok(unsafe { Buffer::from_raw_parts_with_usage(raw, a, size, MOVE_USAGE) })
+    }
+
+    /// Destroys the buffer [`Self::wrap`] (or a move) bound and gives back
+    /// its allocation.
+    fn unwrap(&self, m: Movable) -> Allocation {
+        let device = self.allocator.device().raw();
+        let (raw, a) = match m {
+            Movable::Buffer(b) => b.into_raw_parts(),
+            Movable::Image { image, .. } => {
+                let (raw, a) = image.into_raw_parts();
+                // SAFETY: no command uses it (perform_moves waited).
+                unsafe { device.destroy_image(raw, None) };
+                return a;
+            }
+        };
+        // SAFETY: no command uses it (perform_moves waited for its copies).
+        unsafe { device.destroy_buffer(raw, None) };
+        a
+    }
+
+    /// [`Contender::compact`] on the device: wraps every movable allocation
+    /// in a buffer, runs the passes with `perform_moves`, unwraps.
+    fn compact_on_device(
+        &mut self,
+        live: &mut [Option<Allocation>],
+    ) -> Result<CompactStats, String> {
+        let slot_of: HashMap<AllocationId, usize> = live
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.as_ref().map(|a| (a.id(), i)))
+            .collect();
+        let mut held: Vec<Option<Movable>> = Vec::new();
+        let mut pinned = 0;
+        for slot in live.iter_mut() {
+            let Some(a) = slot.take() else { continue };
+            if a.is_dedicated() {
+                *slot = Some(a);
+                continue;
+            }
+            match self.wrap(a) {
+                Ok(b) => held.push(Some(Movable::Buffer(b))),
+                Err(a) => {
+                    // Left where it is; pinned so no move is planned for it.
+                    let _ = self.allocator.set_movable(&a, false);
+                    pinned += 1;
+                    *slot = Some(a);
+                }
+            }
+        }
+        let mut lost: Vec<Movable> = Vec::new();
+        let queue = self.queue;
+        let allocator = &self.allocator;
+        let result = compact(
+            allocator,
+            &mut held,
+            |m| m.allocation().id(),
+            |session, pairs| {
+                // SAFETY: queue 0 of family 0 (graphics: transfer too) is
+                // used by no one else; every buffer is live and nothing
+                // writes it (the bench records no other commands).
+                match unsafe { allocator.perform_moves(session, queue, 0, pairs) } {
+                    Ok(kept) => Ok(kept),
+                    Err((e, back)) => {
+                        lost.extend(back);
+                        Err(format!("perform_moves: {e}"))
+                    }
+                }
+            },
+        );
+        for m in held.into_iter().flatten().chain(lost) {
+            let a = self.unwrap(m);
+            match slot_of.get(&a.id()) {
+                Some(&i) => live[i] = Some(a),
+                None => {
+                    let _ = self.allocator.free(a);
+                }
+            }
+        }
+        result.map(|s| CompactStats { pinned, ..s })
     }
 
     /// The allocator, for statistics.
@@ -84,6 +218,13 @@ impl Contender for Ours {
 
     fn begin_frame(&mut self, _index: u64) {
         self.allocator.begin_frame();
+    }
+
+    fn compact(
+        &mut self,
+        live: &mut [Option<Self::Handle>],
+    ) -> Option<Result<CompactStats, String>> {
+        Some(self.compact_on_device(live))
     }
 
     fn largest_free_range(&self) -> Option<u64> {

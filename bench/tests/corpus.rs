@@ -1,0 +1,115 @@
+//! The trace corpus: the generator is deterministic per seed, its traces
+//! are valid and keep within their live budget, and a two-configuration
+//! corpus with device-resolved requirements replays through all three
+//! allocators on the first Vulkan device (lavapipe on CI).
+
+use bench::contenders::CONTENDERS;
+use bench::corpus::{self, budget_bytes, DeviceResolver, Synthetic};
+use bench::replay::calibrate_timer_overhead;
+use bench::runner::{bench_trace, RunConfig};
+use bench::trace::{Scale, TraceEvent};
+use bench::vkdev::VulkanContext;
+use std::collections::HashMap;
+
+const OPS: usize = 1_500;
+
+/// Every free names a live allocation, and the live bytes stay within `budget`.
+fn check_budget(trace: &bench::trace::Trace, budget: u64) {
+    let summary = trace.validate().expect("a valid trace");
+    assert!(
+        summary.allocs > 0 && summary.frees > 0,
+        "{}",
+        trace.header.name
+    );
+    let mut live: HashMap<u64, u64> = HashMap::new();
+    let mut bytes = 0u64;
+    for e in &trace.events {
+        match e {
+            TraceEvent::Alloc(a) => {
+                live.insert(a.id, a.size);
+                bytes += a.size;
+                assert!(
+                    bytes <= budget,
+                    "{}: {bytes} live bytes over the budget {budget}",
+                    trace.header.name
+                );
+            }
+            TraceEvent::Free { id } => bytes -= live.remove(id).expect("free of a live id"),
+            TraceEvent::Frame { .. } => {}
+        }
+    }
+}
+
+#[test]
+fn the_sample_and_its_traces_are_deterministic_per_seed() {
+    let a = corpus::sample(7, 30);
+    assert_eq!(a, corpus::sample(7, 30));
+    assert_ne!(a, corpus::sample(8, 30));
+    assert_eq!(a.len(), 30);
+    for c in a.iter().take(4) {
+        let t1 = corpus::generate(c, &mut Synthetic, Scale::Small, OPS);
+        let t2 = corpus::generate(c, &mut Synthetic, Scale::Small, OPS);
+        assert_eq!(t1, t2, "{}", c.name());
+    }
+    let other = corpus::generate(&corpus::sample(8, 1)[0], &mut Synthetic, Scale::Small, OPS);
+    let first = corpus::generate(&a[0], &mut Synthetic, Scale::Small, OPS);
+    assert_ne!(first.events, other.events);
+}
+
+#[test]
+fn corpus_traces_are_valid_and_within_budget() {
+    for c in corpus::sample(corpus::DEFAULT_CORPUS_SEED, 12) {
+        let t = corpus::generate(&c, &mut Synthetic, Scale::Small, OPS);
+        check_budget(&t, budget_bytes(&c, &Synthetic, Scale::Small));
+        let ops = t
+            .events
+            .iter()
+            .filter(|e| !matches!(e, TraceEvent::Frame { .. }))
+            .count();
+        assert!(ops >= OPS, "{}: {ops} operations", c.name());
+    }
+}
+
+#[test]
+fn a_two_configuration_corpus_replays_on_the_device() {
+    let ctx = VulkanContext::new(None, true).unwrap_or_else(|e| {
+        panic!("this test needs a Vulkan device (Mesa's lavapipe will do): {e}")
+    });
+    let mut resolver = DeviceResolver::new(&ctx);
+    let config = RunConfig {
+        reps: 1,
+        check: true,
+        defrag: true,
+        ..RunConfig::default()
+    };
+    let overhead = calibrate_timer_overhead();
+    let mut rows = Vec::new();
+    for c in corpus::sample(corpus::DEFAULT_CORPUS_SEED, 2) {
+        let t = corpus::generate(&c, &mut resolver, Scale::Small, 600);
+        check_budget(&t, budget_bytes(&c, &resolver, Scale::Small));
+        assert!(t.header.note.contains("requirements from"));
+        let r = bench_trace(&ctx, &t, overhead, &config).expect("replay");
+        assert_eq!(r.len(), CONTENDERS.len());
+        for row in &r {
+            assert_eq!(
+                row.failures, 0.0,
+                "{} {}: {:?}",
+                row.trace, row.allocator, row.first_failure
+            );
+            assert!(row.check_errors.is_empty(), "{:#?}", row.check_errors);
+            assert_eq!(row.leaked_bytes, 0, "{} {}", row.trace, row.allocator);
+            assert!(row.peak_committed_bytes >= row.peak_live_bytes);
+        }
+        let ours = r.iter().find(|r| r.allocator == "ours").expect("ours");
+        assert_eq!(ours.defrag_error, None);
+        let (before, after) = (
+            ours.committed_before_defrag_bytes.expect("defrag ran"),
+            ours.committed_after_defrag_bytes.expect("defrag ran"),
+        );
+        assert!(after <= before, "compaction grew committed memory");
+        rows.extend(r);
+    }
+    let summary = corpus::format_summary(&rows);
+    assert!(summary.contains("Pareto"), "{summary}");
+    assert!(summary.contains("gpu-allocator"), "{summary}");
+}
