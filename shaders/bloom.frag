@@ -1,7 +1,9 @@
 #version 460
-// Bloom in one pass at half resolution: the bright part of the HDR frame (a soft
-// threshold at 1.0), blurred by a 7x7 Gaussian of bilinear taps three full-resolution
-// texels apart (about 20 pixels across). The tone map adds it back, upsampled.
+// Bloom in one pass at quarter resolution: the bright part of the HDR frame (a soft
+// threshold at 1.0), blurred by a 3x3 tent of bilinear taps four full-resolution
+// texels apart (each tap averages 2x2 texels: about 10 pixels across, widened by the
+// tone map's bilinear upsampling). Nine taps, not 49: on the H200 the 7x7 version
+// cost 3.97 ms at 4K, this one is meant to cost a tenth of that.
 layout(set = 0, binding = 0) uniform sampler2D u_hdr;
 layout(location = 0) in vec2 v_uv;
 layout(location = 0) out vec4 o_color;
@@ -17,10 +19,10 @@ void main() {
     vec2 texel = 1.0 / vec2(textureSize(u_hdr, 0));
     vec3 sum = vec3(0.0);
     float total = 0.0;
-    for (int y = -3; y <= 3; ++y) {
-        for (int x = -3; x <= 3; ++x) {
-            float w = exp(-float(x * x + y * y) / 4.5);
-            vec2 uv = v_uv + vec2(x, y) * 3.0 * texel;
+    for (int y = -1; y <= 1; ++y) {
+        for (int x = -1; x <= 1; ++x) {
+            float w = float((2 - abs(x)) * (2 - abs(y)));
+            vec2 uv = v_uv + vec2(x, y) * 4.0 * texel;
             sum += w * bright(min(texture(u_hdr, uv).rgb, vec3(64.0)));
             total += w;
         }

@@ -1,6 +1,6 @@
 // HDR -> display: exposure, ACES fitted curve (Narkowicz), output to an sRGB target
 // (the hardware applies the sRGB transfer function on store). With BLOOM defined,
-// the bloom image (half resolution, bilinear) is added before exposure.
+// the bloom image (quarter resolution, bilinear) is added before exposure.
 layout(set = 0, binding = 0) uniform sampler2D u_hdr;
 #ifdef BLOOM
 layout(set = 0, binding = 1) uniform sampler2D u_bloom;

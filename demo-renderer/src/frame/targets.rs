@@ -162,7 +162,7 @@ impl AliasedTarget {
 pub struct Transients {
     /// The sun's shadow map (depth, square).
     pub shadow: AliasedTarget,
-    /// Bloom: the blurred bright part of the HDR frame, half resolution.
+    /// Bloom: the blurred bright part of the HDR frame, quarter resolution.
     pub bloom: AliasedTarget,
     group: Option<AliasGroup>,
 }
@@ -189,8 +189,8 @@ impl Transients {
             height: side,
         };
         let bloom_extent = vk::Extent2D {
-            width: extent.width.div_ceil(2),
-            height: extent.height.div_ceil(2),
+            width: extent.width.div_ceil(4),
+            height: extent.height.div_ceil(4),
         };
         let shadow_info = image_info(
             shadow_extent,
