@@ -178,7 +178,12 @@ pub struct FrameTimes {
 }
 
 /// The timed passes, in recording order; pass `i` writes timestamps `2i` and `2i + 1`.
-const PASSES: [&str; 6] = ["shadow", "scene", "bloom", "tonemap", "overlay", "readback"];
+/// The timed passes; pass `i` is stamped by queries `2i` and `2i + 1`.
+/// `copies` is what the scene records after its pass (the streamer's
+/// defragmentation moves and feedback copy), timed apart from `scene`.
+const PASSES: [&str; 7] = [
+    "shadow", "scene", "bloom", "tonemap", "overlay", "readback", "copies",
+];
 
 /// The tone-map pass's push constants (`shaders/tonemap.frag`).
 #[repr(C)]
@@ -739,8 +744,10 @@ impl Renderer {
             d.cmd_set_scissor(cmd, 0, &[area]);
             scene.record(d, cmd, extent);
             d.cmd_end_rendering(cmd);
-            scene.record_after_pass(d, cmd);
             stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            stamp(12, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            scene.record_after_pass(d, cmd);
+            stamp(13, vk::PipelineStageFlags2::ALL_COMMANDS);
 
             let hdr_read = ImageTransition::color(
                 self.targets.hdr.image(),
