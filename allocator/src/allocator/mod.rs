@@ -278,6 +278,7 @@ impl<D: MemoryDevice> Allocator<D> {
                             fixed_block_size: false,
                             min_blocks: 0,
                             keep_empty: desc.keep_empty_blocks,
+                            start_shift: crate::block_list::DEFAULT_START_SHIFT,
                         },
                         caps: None,
                         recycle_bytes: desc.recycle_bytes.min(heap_size / 16),
@@ -407,5 +408,96 @@ impl<D: MemoryDevice> Allocator<D> {
         for pool in self.live_pools() {
             visit(&pool.vector, Some(&pool.desc));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::defrag::DefragDesc;
+    use crate::sim::{tables, SimDevice};
+    use crate::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage};
+
+    fn upload(size: u64) -> AllocationDesc<'static> {
+        AllocationDesc {
+            size,
+            options: AllocationOptions::usage(MemoryUsage::Upload),
+            ..AllocationDesc::default()
+        }
+    }
+
+    /// A thread that finds the only shard busy opens a second one; the
+    /// allocation records it, a free from another thread finds it, and the
+    /// counters, `validate()`, the dump and defragmentation see both shards.
+    #[test]
+    fn a_busy_shard_opens_another_and_frees_find_their_shard() {
+        let allocator = Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap();
+        let first = allocator.allocate(&upload(4096)).unwrap();
+        let vector = &allocator.types[first.memory_type as usize].vector;
+        assert_eq!((vector.open_shards(), first.location.shard), (1, 0));
+        let second = {
+            let _busy = vector.hold_shard(0);
+            std::thread::scope(|s| {
+                s.spawn(|| allocator.allocate(&upload(4096)).unwrap())
+                    .join()
+                    .unwrap()
+            })
+        };
+        assert_eq!((vector.open_shards(), second.location.shard), (2, 1));
+        // Shard 0 was busy, so shard 1 made a block of its own, smaller
+        // than the first shard's first block.
+        assert_ne!(second.memory, first.memory);
+        let usage = allocator.statistics().total;
+        assert_eq!((usage.block_count, usage.allocation_count), (2, 2));
+        assert_eq!(usage.block_bytes, (32 << 20) + (8 << 20));
+        allocator.validate().unwrap();
+        assert_eq!(allocator.detailed_statistics().lists[0].blocks.len(), 2);
+        assert_eq!(allocator.leaks().len(), 2);
+
+        // Later allocations of this thread stay in shard 0; a free of shard
+        // 1's allocation from here goes to shard 1.
+        let third = allocator.allocate(&upload(4096)).unwrap();
+        assert_eq!(third.location.shard, 0);
+        // Moves stay inside a shard: each shard has one block here, so a
+        // move (a compaction, with `Full`) keeps its memory object.
+        let full = DefragDesc::default().with_algorithm(crate::defrag::DefragAlgorithm::Full);
+        let mut session = allocator.begin_defragmentation(&full).unwrap();
+        for mv in session.begin_pass(&allocator).unwrap() {
+            assert_eq!(mv.source().0, mv.destination().0);
+        }
+        session.end_pass(&allocator).unwrap();
+        allocator.validate().unwrap();
+        allocator.free(second).unwrap();
+        allocator.validate().unwrap();
+        allocator.free(first).unwrap();
+        allocator.free(third).unwrap();
+        allocator.validate().unwrap();
+        assert_eq!(allocator.statistics().total.allocation_count, 0);
+        assert!(allocator.leaks().is_empty());
+        allocator.trim();
+        assert_eq!(allocator.statistics().total.block_count, 0);
+    }
+
+    /// One thread never opens a second shard.
+    #[test]
+    fn one_thread_uses_one_shard() {
+        let allocator = Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap();
+        let live: Vec<_> = (0..500u64)
+            .map(|i| allocator.allocate(&upload(256 << (i % 12))).unwrap())
+            .collect();
+        let t = live[0].memory_type as usize;
+        assert_eq!(allocator.types[t].vector.open_shards(), 1);
+        assert!(live.iter().all(|a| a.location.shard == 0));
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        allocator.validate().unwrap();
     }
 }

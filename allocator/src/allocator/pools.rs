@@ -103,6 +103,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     fixed_block_size: true,
                     min_blocks: desc.min_blocks,
                     keep_empty: self.desc.keep_empty_blocks,
+                    start_shift: crate::block_list::DEFAULT_START_SHIFT,
                 },
                 caps: Some(PoolCaps {
                     id,
@@ -145,7 +146,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 .filter(|s| s.generation == id.generation && id.allocator == self.id)
                 .ok_or(Error::UnknownPool(id))?;
             let live = match &slot.pool {
-                Some(pool) => pool.vector.counters.snapshot().allocation_count,
+                Some(pool) => pool.vector.usage().allocation_count,
                 None => return Err(Error::UnknownPool(id)),
             };
             if live > 0 {
