@@ -241,7 +241,8 @@ thread_local! {
 /// Hands each thread a different first home.
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
 
-fn home() -> usize {
+/// This thread's home index (a hint: callers take it modulo what they have).
+pub(crate) fn home() -> usize {
     HOME.with(|h| {
         let home = h.get();
         if home != usize::MAX {

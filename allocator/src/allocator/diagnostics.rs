@@ -333,9 +333,9 @@ impl<D: MemoryDevice> Allocator<D> {
         let mut kept = 0;
         let pools: Vec<_> = self
             .pools
-            .get_mut()
-            .iter_mut()
-            .filter_map(|s| s.pool.take())
+            .take()
+            .into_iter()
+            .filter_map(|s| s.pool)
             .collect();
         for pool in pools {
             kept += pool.vector.teardown(self.env());

@@ -9,16 +9,20 @@
 //! - [`pools`]: creating, resetting and destroying pools, trimming;
 //! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation.
 //!
-//! Locking: each vector has its own mutex, so threads allocating from
-//! different types or pools never wait on each other. Device memory is
-//! created and freed outside those locks. The pool table is behind a
-//! read-write lock, taken for reading (briefly, to clone an `Arc`) by pool
-//! allocations, frees and statistics, and for writing only to add or remove
-//! a pool, never across a driver call.
+//! Locking: each vector has its own locks, one per shard (see
+//! [`crate::block_vector`]), so threads allocating from different types or
+//! pools never wait on each other, and threads in one type or pool spread
+//! over its shards. Device memory is created and freed outside those locks.
+//! The pool table is replicated, a read-write lock per replica
+//! ([`pool_table`]): pool allocations, frees and statistics take their
+//! thread's replica for reading (briefly, to clone an `Arc`); adding or
+//! removing a pool takes every replica for writing, never across a driver
+//! call.
 
 mod defrag;
 mod diagnostics;
 mod placement;
+mod pool_table;
 mod pools;
 
 #[cfg(feature = "trace")]
@@ -30,7 +34,6 @@ use std::sync::Arc;
 
 #[cfg(feature = "trace")]
 use parking_lot::Mutex;
-use parking_lot::RwLock;
 
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
@@ -173,7 +176,7 @@ impl PoolState {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct PoolSlot {
     generation: u32,
     pool: Option<Arc<PoolState>>,
@@ -193,7 +196,7 @@ pub struct Allocator<D: MemoryDevice> {
     id: u32,
     desc: AllocatorDesc,
     types: Vec<TypeState>,
-    pools: RwLock<Vec<PoolSlot>>,
+    pools: pool_table::PoolTable,
     budgets: Budgets,
     objects: ObjectCount,
     type_cache: TypeCache,
@@ -294,7 +297,7 @@ impl<D: MemoryDevice> Allocator<D> {
             device,
             desc,
             types,
-            pools: RwLock::new(Vec::new()),
+            pools: pool_table::PoolTable::new(),
             budgets,
             objects: ObjectCount::default(),
             type_cache: TypeCache::new(),
