@@ -359,7 +359,9 @@ impl BlockVector {
             return (0, self.shards[0].list.lock());
         }
         let open = self.open_shards();
-        let home = home() % open;
+        // One open shard (every single-threaded program): no thread-local
+        // look-up.
+        let home = if open == 1 { 0 } else { home() % open };
         if let Some(list) = self.shards[home].list.try_lock() {
             return (home, list);
         }
