@@ -10,6 +10,7 @@
 //! - [`replay`]: replays a trace through one contender, timing each operation.
 //! - [`runner`]: repetitions, alternation, medians, the table and JSON rows.
 //! - [`range_bench`]: range allocators alone against VMA's virtual blocks.
+//! - [`threads`]: alloc+free throughput with 1..N threads on one allocator.
 //!
 //! The binary (`cargo run --release -p bench -- --help`) runs it all.
 
@@ -20,5 +21,6 @@ pub mod contenders;
 pub mod range_bench;
 pub mod replay;
 pub mod runner;
+pub mod threads;
 pub mod trace;
 pub mod vkdev;
