@@ -398,12 +398,11 @@ impl BlockVector {
         self.shards[shard].list.lock()
     }
 
-    /// Every open shard's list, locked in index order.
+    /// Every shard's list, locked in index order: the unopened ones too, so
+    /// a shard opened by a racing allocation can't escape a reset or a
+    /// teardown (an unopened shard's list is empty and its lock free).
     fn lock_all(&self) -> Vec<MutexGuard<'_, BlockList>> {
-        self.shards[..self.open_shards()]
-            .iter()
-            .map(|s| s.list.lock())
-            .collect()
+        self.shards.iter().map(|s| s.list.lock()).collect()
     }
 
     /// Whether the vector places with a linear algorithm.
@@ -948,7 +947,14 @@ impl BlockVector {
         let mut usage = Usage::default();
         let mut objects = 0u32;
         let lists = self.lock_all();
+        let open = self.open_shards();
         for (shard, list) in lists.iter().enumerate() {
+            // Shards open only in order: none past the open ones holds a block.
+            if shard >= open && !list.is_empty() {
+                return Err(Error::Invariant(format!(
+                    "{name}: shard {shard} holds blocks but only {open} are open"
+                )));
+            }
             list.validate()
                 .map_err(|e| Error::Invariant(format!("{name}: shard {shard}: {e}")))?;
             for (_, block) in list.iter() {
@@ -962,16 +968,7 @@ impl BlockVector {
                 });
             }
         }
-        // Shards open only in order: none past the open ones holds a block.
-        let open = lists.len();
         drop(lists);
-        if let Some(shard) =
-            (open..self.shards.len()).find(|&s| !self.shards[s].list.lock().is_empty())
-        {
-            return Err(Error::Invariant(format!(
-                "{name}: shard {shard} holds blocks but only {open} are open"
-            )));
-        }
         let mut kept_ok = true;
         self.for_each_recycled(&mut |block| {
             kept_ok &= block.is_empty() && block.is_dedicated();
