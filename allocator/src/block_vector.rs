@@ -457,7 +457,11 @@ impl BlockVector {
                     last_error = e;
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // A cap or budget: no smaller block helps either.
+                    last_error = e;
+                    break;
+                }
             };
             let mut list = self.shards[shard].list.lock();
             let index = list.insert(block);
@@ -481,6 +485,17 @@ impl BlockVector {
                     }
                     last_error = too_large.clone();
                 }
+            }
+        }
+        // No new block (a pool's caps, a budget, the device): another
+        // shard's blocks may still have room, this time waiting for their
+        // locks, one at a time, so a capped pool never fails for being
+        // sharded.
+        for other in 0..self.open_shards() {
+            let mut list = self.shards[other].list.lock();
+            if let Some((block, range)) = list.allocate(&placement.request) {
+                let id = list.next_id(env.next_id);
+                return Ok(self.finish(env, other, &mut list, block, range, placement, desc, id));
             }
         }
         Err(last_error)

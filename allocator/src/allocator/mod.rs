@@ -484,6 +484,51 @@ mod tests {
         assert_eq!(allocator.statistics().total.block_count, 0);
     }
 
+    /// A pool at its block cap doesn't fail for being sharded: a thread
+    /// sent to a new shard (the first one busy) can't create a block, and
+    /// takes the room left in the first shard's block.
+    #[test]
+    fn a_capped_pool_uses_the_room_of_other_shards() {
+        let allocator = Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap();
+        let pool = allocator
+            .create_pool(&crate::PoolDesc {
+                usage: MemoryUsage::Upload,
+                block_size: 1 << 20,
+                max_blocks: 1,
+                ..crate::PoolDesc::new("capped")
+            })
+            .unwrap();
+        let in_pool = AllocationDesc {
+            options: AllocationOptions::usage(MemoryUsage::Upload).in_pool(pool),
+            ..upload(4096)
+        };
+        let first = allocator.allocate(&in_pool).unwrap();
+        let state = allocator.pool(pool).unwrap();
+        let vector = &state.vector;
+        let second = std::thread::scope(|s| {
+            let busy = vector.hold_shard(0);
+            let other = s.spawn(|| allocator.allocate(&in_pool));
+            // Once the other thread has opened shard 1 it can only succeed
+            // in shard 0's block: let it have the lock.
+            while vector.open_shards() < 2 {
+                std::thread::yield_now();
+            }
+            drop(busy);
+            other.join().unwrap()
+        })
+        .expect("room in shard 0's block");
+        assert_eq!(second.memory, first.memory);
+        assert_eq!(allocator.statistics().total.block_count, 1);
+        allocator.free(first).unwrap();
+        allocator.free(second).unwrap();
+        allocator.validate().unwrap();
+        allocator.destroy_pool(pool).unwrap();
+    }
+
     /// One thread never opens a second shard.
     #[test]
     fn one_thread_uses_one_shard() {
