@@ -24,6 +24,8 @@ pub(crate) enum ListRef {
 pub(crate) struct Location {
     pub allocator: u32,
     pub list: ListRef,
+    /// The shard of the list's vector that holds the block.
+    pub shard: u8,
     pub block: u32,
     pub range: Range,
     /// The pool's reset epoch when allocated (0 outside pools).

@@ -21,7 +21,14 @@ pub(crate) struct ListConfig {
     pub min_blocks: u32,
     /// Empty blocks kept beyond `min_blocks` for reuse.
     pub keep_empty: u32,
+    /// A growing list's first block is `block_size >> start_shift`, and each
+    /// new block doubles until `block_size` ([`DEFAULT_START_SHIFT`] for a
+    /// vector's first shard; later shards start smaller).
+    pub start_shift: u32,
 }
+
+/// A growing list starts at 1/8 of its block size.
+pub(crate) const DEFAULT_START_SHIFT: u32 = 3;
 
 /// Blocks of one memory type.
 #[derive(Debug)]
@@ -37,7 +44,13 @@ pub(crate) struct BlockList {
     /// Ids of allocations freed while a defragmentation move of theirs was
     /// pending; cleared when the move's pass ends.
     pub cancelled: std::collections::HashSet<u64>,
+    /// Allocation ids taken from the allocator's counter in batches, so
+    /// that the shared counter is touched once per [`ID_BATCH`] allocations.
+    pub ids: std::ops::Range<u64>,
 }
+
+/// How many allocation ids a list takes from the allocator's counter at once.
+pub(crate) const ID_BATCH: u64 = 64;
 
 /// Block sizes to try, halving from the first down to a smallest one.
 #[derive(Clone, Copy, Debug)]
@@ -65,6 +78,7 @@ impl BlockList {
             shared: Vec::new(),
             hint: u32::MAX,
             cancelled: std::collections::HashSet::new(),
+            ids: 0..0,
         }
     }
 
@@ -91,8 +105,8 @@ impl BlockList {
     }
 
     /// The sizes to try for a new block that must hold `needed` bytes, best
-    /// first: growing lists start at 1/8 of the block size and double with
-    /// each block, and fall back to smaller sizes when the device is short.
+    /// first: growing lists start at `block_size >> start_shift` (1/8 of
+    /// the block size in a vector's first shard) and double with each block, and fall back to smaller sizes when the device is short.
     pub fn next_block_sizes(&self, needed: u64) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
@@ -103,7 +117,10 @@ impl BlockList {
             }
             (full, full)
         } else {
-            let shift = 3u32.saturating_sub(self.shared.len() as u32);
+            let shift = self
+                .config
+                .start_shift
+                .saturating_sub(self.shared.len() as u32);
             let mut size = (full >> shift).max(MIN_BLOCK_SIZE).min(full);
             // Leave room for a few more allocations of this size.
             while size < needed.saturating_mul(2) && size < full {
@@ -112,6 +129,22 @@ impl BlockList {
             (size.max(needed), needed)
         };
         Sizes(Some(first), smallest).take(4)
+    }
+
+    /// The next allocation id: from this list's batch, refilled from
+    /// `counter` when spent.
+    pub fn next_id(&mut self, counter: &std::sync::atomic::AtomicU64) -> u64 {
+        if let Some(id) = self.ids.next() {
+            return id;
+        }
+        let start = counter.fetch_add(ID_BATCH, std::sync::atomic::Ordering::Relaxed);
+        self.ids = start + 1..start + ID_BATCH;
+        start
+    }
+
+    /// Whether the list holds no block.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.iter().all(Option::is_none)
     }
 
     /// Adds a block; returns its index.

@@ -4,19 +4,34 @@
 //! and *how* (dedicated or shared, the range request), the vector does the
 //! rest.
 //!
-//! Locking: the vector's list has one mutex. Device memory is created and
-//! freed outside it (see [`crate::memory`]); the lock is held only while a
-//! range is found and committed, or freed.
+//! Locking: the vector's blocks are split into *shards*, each a list with
+//! its own mutex and counters on cache lines of its own. A vector starts
+//! with one shard; a thread that finds every shard in use (its `try_lock`
+//! fails on each) opens the next one, up to [`MAX_SHARDS`], so shards appear
+//! only under contention and a single thread never commits more blocks than
+//! one list would. A thread allocates in its *home* shard (a thread-local
+//! hint), falls over to any free one, and a free goes to the shard that
+//! holds the block (recorded in the allocation's location). Allocation ids
+//! come from the allocator's counter in batches per shard. No lock or atomic
+//! written on the allocate/free path is shared by the whole vector.
+//!
+//! Device memory is created and freed outside the shards' locks (see
+//! [`crate::memory`]); a lock is held only while a range is found and
+//! committed, or freed. Code that visits every shard (reset, validate,
+//! statistics) takes the shards' locks in index order; the allocation path
+//! holds at most one lock while it only *tries* others, so no order can
+//! deadlock.
 
 #![forbid(unsafe_code)]
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::allocation::{Allocation, ListRef, Location};
 use crate::block::{Block, Meta, PoolAlgorithm};
-use crate::block_list::{BlockList, ListConfig};
+use crate::block_list::{BlockList, ListConfig, DEFAULT_START_SHIFT};
 use crate::corruption;
 use crate::defrag::DefragAlgorithm;
 use crate::desc::AllocationDesc;
@@ -208,6 +223,51 @@ pub(crate) enum FreeOutcome {
     AlreadyFree,
 }
 
+/// The most shards a vector opens (a linear vector keeps one: its ring or
+/// stack is one block).
+pub(crate) const MAX_SHARDS: usize = 16;
+
+/// Later shards' first block is `block_size >> SHARD_START_SHIFT` (1/32),
+/// doubling with each block: a shard opened for one more thread commits
+/// less up front than the first shard.
+const SHARD_START_SHIFT: u32 = DEFAULT_START_SHIFT + 2;
+
+thread_local! {
+    /// This thread's preferred shard, taken modulo a vector's open shards;
+    /// `usize::MAX` until the thread first allocates.
+    static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Hands each thread a different first home.
+static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
+
+/// This thread's home index (a hint: callers take it modulo what they have).
+pub(crate) fn home() -> usize {
+    HOME.with(|h| {
+        let home = h.get();
+        if home != usize::MAX {
+            return home;
+        }
+        let home = NEXT_HOME.fetch_add(1, Ordering::Relaxed);
+        h.set(home);
+        home
+    })
+}
+
+fn set_home(shard: usize) {
+    HOME.with(|h| h.set(shard));
+}
+
+/// One shard: a list of blocks, its lock and its counters, alone on its
+/// cache lines (128 bytes: adjacent-line prefetch pairs 64-byte lines).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Shard {
+    list: Mutex<BlockList>,
+    /// Blocks and allocations of this shard (the vector's are the sum).
+    counters: Counters,
+}
+
 /// One list of blocks with everything that counts it.
 #[derive(Debug)]
 pub(crate) struct BlockVector {
@@ -222,15 +282,43 @@ pub(crate) struct BlockVector {
     /// Bumped by [`Self::reset`]: allocations of an older epoch are free.
     epoch: AtomicU32,
     list_ref: ListRef,
-    list: Mutex<BlockList>,
+    /// The shards; only the first `open` are used.
+    shards: Box<[Shard]>,
+    /// Shards in use, at least 1; grows under contention, never shrinks.
+    open: AtomicUsize,
     /// Freed dedicated blocks kept for reuse (default blocks only).
     recycle: Option<Mutex<RecycleBin>>,
-    /// Blocks and allocations of this vector (recycled blocks included).
-    pub counters: Counters,
+    /// The vector's blocks (recycled ones included): created and freed
+    /// rarely, next to a driver call, so one set of counters serves every
+    /// shard. Allocations are counted per shard.
+    blocks: Counters,
 }
 
 impl BlockVector {
     pub fn new(config: VectorConfig) -> Self {
+        let count = if matches!(config.algorithm, PoolAlgorithm::Linear(_)) {
+            1
+        } else {
+            MAX_SHARDS
+        };
+        let shards = (0..count)
+            .map(|i| {
+                let list = if i == 0 {
+                    config.list
+                } else {
+                    // A pool's `min_blocks` live in the first shard.
+                    ListConfig {
+                        min_blocks: 0,
+                        start_shift: SHARD_START_SHIFT,
+                        ..config.list
+                    }
+                };
+                Shard {
+                    list: Mutex::new(BlockList::new(list)),
+                    counters: Counters::default(),
+                }
+            })
+            .collect();
         Self {
             memory_type: config.memory_type,
             heap: config.heap,
@@ -240,11 +328,81 @@ impl BlockVector {
             caps: config.caps,
             epoch: AtomicU32::new(0),
             list_ref: config.list_ref,
-            list: Mutex::new(BlockList::new(config.list)),
+            shards,
+            open: AtomicUsize::new(1),
             recycle: (config.recycle_bytes > 0)
                 .then(|| Mutex::new(RecycleBin::new(config.recycle_bytes))),
-            counters: Counters::default(),
+            blocks: Counters::default(),
         }
+    }
+
+    /// The vector's blocks and allocations: every shard's counters summed
+    /// (recycled blocks included). Takes no lock.
+    pub fn usage(&self) -> Usage {
+        let mut usage = self.blocks.snapshot();
+        for shard in &self.shards[..self.open_shards()] {
+            usage.add(&shard.counters.snapshot());
+        }
+        usage
+    }
+
+    /// How many shards are open.
+    pub fn open_shards(&self) -> usize {
+        self.open.load(Ordering::Acquire).min(self.shards.len())
+    }
+
+    /// Locks a shard to allocate in: the thread's home if free, else any
+    /// open shard that is free; if every open shard is busy, opens the next
+    /// one (up to [`MAX_SHARDS`]), else waits for the home.
+    fn lock_any(&self) -> (usize, MutexGuard<'_, BlockList>) {
+        if self.shards.len() == 1 {
+            return (0, self.shards[0].list.lock());
+        }
+        let open = self.open_shards();
+        // One open shard (every single-threaded program): no thread-local
+        // look-up.
+        let home = if open == 1 { 0 } else { home() % open };
+        if let Some(list) = self.shards[home].list.try_lock() {
+            return (home, list);
+        }
+        for step in 1..open {
+            let shard = (home + step) % open;
+            if let Some(list) = self.shards[shard].list.try_lock() {
+                set_home(shard);
+                return (shard, list);
+            }
+        }
+        if open < self.shards.len() {
+            // Only one racing thread opens shard `open`; the others see it
+            // open and lock it too: the next try spreads them.
+            let _ = self
+                .open
+                .compare_exchange(open, open + 1, Ordering::AcqRel, Ordering::Relaxed);
+            set_home(open);
+            return (open, self.shards[open].list.lock());
+        }
+        (home, self.shards[home].list.lock())
+    }
+
+    /// Locks `shard`'s list.
+    fn lock(&self, shard: u8) -> Result<MutexGuard<'_, BlockList>, Error> {
+        self.shards
+            .get(usize::from(shard))
+            .map(|s| s.list.lock())
+            .ok_or_else(|| Error::Invariant(format!("shard {shard} does not exist")))
+    }
+
+    /// Holds `shard`'s lock (tests: a thread that finds it busy).
+    #[cfg(test)]
+    pub(crate) fn hold_shard(&self, shard: usize) -> MutexGuard<'_, BlockList> {
+        self.shards[shard].list.lock()
+    }
+
+    /// Every shard's list, locked in index order: the unopened ones too, so
+    /// a shard opened by a racing allocation can't escape a reset or a
+    /// teardown (an unopened shard's list is empty and its lock free).
+    fn lock_all(&self) -> Vec<MutexGuard<'_, BlockList>> {
+        self.shards.iter().map(|s| s.list.lock()).collect()
     }
 
     /// Whether the vector places with a linear algorithm.
@@ -263,13 +421,29 @@ impl BlockVector {
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
-        let sizes: Vec<u64> = {
-            let mut list = self.list.lock();
+        let (shard, sizes): (usize, Vec<u64>) = {
+            let (shard, mut list) = self.lock_any();
             if let Some((block, range)) = list.allocate(&placement.request) {
-                let id = env.next_id.fetch_add(1, Ordering::Relaxed);
-                return Ok(self.finish(env, &mut list, block, range, placement, desc, id));
+                let id = list.next_id(env.next_id);
+                return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
             }
-            list.next_block_sizes(placement.request.size).collect()
+            let sizes = list.next_block_sizes(placement.request.size).collect();
+            drop(list);
+            // Room in another shard's blocks costs less than a new block:
+            // look in the ones that are free right now.
+            let open = self.open_shards();
+            for other in (0..open).filter(|&o| o != shard) {
+                let Some(mut list) = self.shards[other].list.try_lock() else {
+                    continue;
+                };
+                if let Some((block, range)) = list.allocate(&placement.request) {
+                    let id = list.next_id(env.next_id);
+                    return Ok(
+                        self.finish(env, other, &mut list, block, range, placement, desc, id)
+                    );
+                }
+            }
+            (shard, sizes)
         };
         let too_large = Error::TooLarge {
             size: desc.size,
@@ -283,17 +457,23 @@ impl BlockVector {
                     last_error = e;
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // A cap or budget: no smaller block helps either.
+                    last_error = e;
+                    break;
+                }
             };
-            let mut list = self.list.lock();
+            let mut list = self.shards[shard].list.lock();
             let index = list.insert(block);
             let range = list
                 .block_mut(index)
                 .and_then(|b| b.allocate(&placement.request));
             match range {
                 Some(range) => {
-                    let id = env.next_id.fetch_add(1, Ordering::Relaxed);
-                    return Ok(self.finish(env, &mut list, index, range, placement, desc, id));
+                    let id = list.next_id(env.next_id);
+                    return Ok(
+                        self.finish(env, shard, &mut list, index, range, placement, desc, id)
+                    );
                 }
                 None => {
                     // Alignment or granularity padding made the request larger
@@ -305,6 +485,17 @@ impl BlockVector {
                     }
                     last_error = too_large.clone();
                 }
+            }
+        }
+        // No new block (a pool's caps, a budget, the device): another
+        // shard's blocks may still have room, this time waiting for their
+        // locks, one at a time, so a capped pool never fails for being
+        // sharded.
+        for other in 0..self.open_shards() {
+            let mut list = self.shards[other].list.lock();
+            if let Some((block, range)) = list.allocate(&placement.request) {
+                let id = list.next_id(env.next_id);
+                return Ok(self.finish(env, other, &mut list, block, range, placement, desc, id));
             }
         }
         Err(last_error)
@@ -346,7 +537,7 @@ impl BlockVector {
                         shared_block: false,
                     },
                 )?;
-                self.counters.add_block(placement.size, true);
+                self.blocks.add_block(placement.size, true);
                 Block::dedicated(
                     created.memory,
                     placement.size,
@@ -357,7 +548,7 @@ impl BlockVector {
             }
         };
         let range = block.dedicated_range();
-        let mut list = self.list.lock();
+        let (shard, mut list) = self.lock_any();
         let index = list.insert(block);
         let whole = SharedPlacement {
             request: RangeRequest {
@@ -368,8 +559,8 @@ impl BlockVector {
             lead: 0,
             margin: 0,
         };
-        let id = env.next_id.fetch_add(1, Ordering::Relaxed);
-        Ok(self.finish(env, &mut list, index, range, &whole, desc, id))
+        let id = list.next_id(env.next_id);
+        Ok(self.finish(env, shard, &mut list, index, range, &whole, desc, id))
     }
 
     /// Frees `location`'s range. The corruption margins are checked under
@@ -385,8 +576,9 @@ impl BlockVector {
         location: &Location,
         margin: u64,
     ) -> Result<FreeOutcome, Error> {
+        let shard = usize::from(location.shard);
         let (doomed, corrupted) = {
-            let mut list = self.list.lock();
+            let mut list = self.lock(location.shard)?;
             if self.epoch.load(Ordering::Relaxed) != location.epoch {
                 return Ok(FreeOutcome::AlreadyFree);
             }
@@ -405,7 +597,9 @@ impl BlockVector {
             let doomed = list
                 .free(location.block, location.range.id, location.range.offset)
                 .map_err(|e| Error::Invariant(e.to_string()))?;
-            self.counters.remove_allocations(1, location.range.size);
+            self.shards[shard]
+                .counters
+                .remove_allocations(1, location.range.size);
             if let Some(id) = moving {
                 list.cancelled.insert(id);
             }
@@ -436,7 +630,7 @@ impl BlockVector {
     pub fn reserve_blocks(&self, env: Env<'_>, count: u32) -> Result<(), Error> {
         for _ in 0..count {
             let block = self.create_block(env, self.block_size, false)?;
-            self.list.lock().insert(block);
+            self.shards[0].list.lock().insert(block);
         }
         Ok(())
     }
@@ -446,24 +640,26 @@ impl BlockVector {
     /// every handle made before becomes stale.
     pub fn reset(&self, env: Env<'_>) {
         let doomed = {
-            let mut list = self.list.lock();
+            // Every shard locked while the epoch moves: a free sees either
+            // the old epoch and its range, or the new one.
+            let mut lists = self.lock_all();
             self.epoch.fetch_add(1, Ordering::Relaxed);
-            let mut count = 0u64;
-            let mut bytes = 0u64;
-            let mut dedicated = Vec::new();
-            for (index, block) in list.iter() {
-                count += block.allocation_count() as u64;
-                bytes += block.allocated_bytes();
-                if block.is_dedicated() {
-                    dedicated.push(index);
+            let mut doomed: Vec<Block> = Vec::new();
+            for (shard, list) in lists.iter_mut().enumerate() {
+                let mut count = 0u64;
+                let mut bytes = 0u64;
+                let mut dedicated = Vec::new();
+                for (index, block) in list.iter() {
+                    count += block.allocation_count() as u64;
+                    bytes += block.allocated_bytes();
+                    if block.is_dedicated() {
+                        dedicated.push(index);
+                    }
                 }
+                doomed.extend(dedicated.into_iter().filter_map(|i| list.remove(i)));
+                list.iter_mut().for_each(Block::clear);
+                self.shards[shard].counters.remove_allocations(count, bytes);
             }
-            let doomed: Vec<Block> = dedicated
-                .into_iter()
-                .filter_map(|i| list.remove(i))
-                .collect();
-            list.iter_mut().for_each(Block::clear);
-            self.counters.remove_allocations(count, bytes);
             doomed
         };
         for block in doomed {
@@ -474,7 +670,11 @@ impl BlockVector {
     /// Frees every empty block above `min_blocks`, and the kept dedicated
     /// memory.
     pub fn trim(&self, env: Env<'_>) {
-        let mut blocks = self.list.lock().take_empty();
+        let mut blocks: Vec<Block> = self
+            .lock_all()
+            .iter_mut()
+            .flat_map(|l| l.take_empty())
+            .collect();
         if let Some(bin) = &self.recycle {
             blocks.extend(bin.lock().drain());
         }
@@ -488,7 +688,7 @@ impl BlockVector {
     /// a leaked [`crate::MappedAllocation`] may still read and write it, and
     /// that must never touch freed memory. Returns how many were leaked.
     pub fn teardown(&self, env: Env<'_>) -> usize {
-        let mut blocks = self.list.lock().drain();
+        let mut blocks: Vec<Block> = self.lock_all().iter_mut().flat_map(|l| l.drain()).collect();
         if let Some(bin) = &self.recycle {
             blocks.extend(bin.lock().drain());
         }
@@ -507,13 +707,15 @@ impl BlockVector {
     /// fits without a new block). Locks the list briefly: one look at each
     /// block's largest size class.
     pub fn largest_free(&self) -> u64 {
-        self.with_list(|list| {
-            list.iter()
+        let mut largest = 0;
+        self.for_each_list(|list| {
+            largest = list
+                .iter()
                 .filter(|(_, b)| !b.is_dedicated())
                 .map(|(_, b)| b.largest_free())
-                .max()
-                .unwrap_or(0)
-        })
+                .fold(largest, u64::max);
+        });
+        largest
     }
 
     /// Which list this is.
@@ -537,13 +739,32 @@ impl BlockVector {
         algorithm: DefragAlgorithm,
         budget: &mut MoveBudget,
     ) -> Vec<PlannedMove> {
-        if self.is_linear() {
-            return Vec::new();
-        }
-        let mut list = self.list.lock();
-        let steps = plan_steps(&list, algorithm);
-        let mut received = std::collections::HashSet::new();
         let mut moves = Vec::new();
+        if self.is_linear() {
+            return moves;
+        }
+        // Moves stay inside a shard: each shard is planned on its own.
+        for shard in 0..self.open_shards() {
+            let mut list = self.shards[shard].list.lock();
+            if !self.plan_shard(env, shard, &mut list, algorithm, budget, &mut moves) {
+                break;
+            }
+        }
+        moves
+    }
+
+    /// Plans one shard's moves into `moves`; `false` when the budget is spent.
+    fn plan_shard(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        list: &mut BlockList,
+        algorithm: DefragAlgorithm,
+        budget: &mut MoveBudget,
+        moves: &mut Vec<PlannedMove>,
+    ) -> bool {
+        let steps = plan_steps(list, algorithm);
+        let mut received = std::collections::HashSet::new();
         let epoch = self.epoch.load(Ordering::Relaxed);
         for step in steps {
             let src = step.source;
@@ -569,7 +790,7 @@ impl BlockVector {
             }
             for meta in candidates {
                 if budget.allocations == 0 {
-                    return moves;
+                    return false;
                 }
                 if meta.range.size > budget.bytes {
                     continue;
@@ -620,7 +841,7 @@ impl BlockVector {
                     ..AllocationDesc::default()
                 };
                 let dest_allocation =
-                    self.finish(env, &mut list, dest, range, &placement, &desc, meta.id);
+                    self.finish(env, shard, list, dest, range, &placement, &desc, meta.id);
                 if let Some(m) = list
                     .block_mut(dest)
                     .and_then(|b| b.live_meta_mut(range.id, meta.id))
@@ -639,6 +860,7 @@ impl BlockVector {
                     source: Location {
                         allocator: env.allocator,
                         list: self.list_ref,
+                        shard: shard as u8,
                         block: src,
                         range: meta.range,
                         epoch,
@@ -653,14 +875,17 @@ impl BlockVector {
                 });
             }
         }
-        moves
+        true
     }
 
     /// Clears a planned move's marks: the source is no longer moving, a
     /// committed destination no longer reserved, and a cancellation noted
     /// for it forgotten.
     pub fn resolve_move(&self, source: &Location, id: u64, dest: Option<&Location>) {
-        let mut list = self.list.lock();
+        // A move's destination is in its source's shard.
+        let Ok(mut list) = self.lock(source.shard) else {
+            return;
+        };
         list.cancelled.remove(&id);
         if let Some(m) = list
             .block_mut(source.block)
@@ -680,7 +905,9 @@ impl BlockVector {
 
     /// Whether the allocation `id`, source of a pending move, was freed.
     pub fn source_freed(&self, id: u64) -> bool {
-        self.list.lock().cancelled.contains(&id)
+        self.shards[..self.open_shards()]
+            .iter()
+            .any(|s| s.list.lock().cancelled.contains(&id))
     }
 
     /// Calls `change` with the record of the live allocation at `location`
@@ -691,7 +918,7 @@ impl BlockVector {
         id: u64,
         change: impl FnOnce(&mut Meta) -> R,
     ) -> Option<R> {
-        let mut list = self.list.lock();
+        let mut list = self.lock(location.shard).ok()?;
         if self.epoch.load(Ordering::Relaxed) != location.epoch {
             return None;
         }
@@ -702,15 +929,21 @@ impl BlockVector {
 
     /// Frees every empty shared block above `min_blocks`.
     pub fn release_empty(&self, env: Env<'_>) {
-        let blocks = self.list.lock().take_empty();
+        let blocks: Vec<Block> = self
+            .lock_all()
+            .iter_mut()
+            .flat_map(|l| l.take_empty())
+            .collect();
         for block in blocks {
             self.destroy_block(env, block);
         }
     }
 
-    /// Calls `visit` with the list, under its lock.
-    pub fn with_list<R>(&self, visit: impl FnOnce(&BlockList) -> R) -> R {
-        visit(&self.list.lock())
+    /// Calls `visit` with each open shard's list in turn, under its lock.
+    pub fn for_each_list(&self, mut visit: impl FnMut(&BlockList)) {
+        for shard in &self.shards[..self.open_shards()] {
+            visit(&shard.list.lock());
+        }
     }
 
     /// Calls `visit` for each kept dedicated block, under the bin's lock.
@@ -728,9 +961,17 @@ impl BlockVector {
     pub fn validate(&self, name: &str) -> Result<(Usage, u32), Error> {
         let mut usage = Usage::default();
         let mut objects = 0u32;
-        self.with_list(|list| -> Result<(), Error> {
+        let lists = self.lock_all();
+        let open = self.open_shards();
+        for (shard, list) in lists.iter().enumerate() {
+            // Shards open only in order: none past the open ones holds a block.
+            if shard >= open && !list.is_empty() {
+                return Err(Error::Invariant(format!(
+                    "{name}: shard {shard} holds blocks but only {open} are open"
+                )));
+            }
             list.validate()
-                .map_err(|e| Error::Invariant(format!("{name}: {e}")))?;
+                .map_err(|e| Error::Invariant(format!("{name}: shard {shard}: {e}")))?;
             for (_, block) in list.iter() {
                 objects += 1;
                 usage.add(&Usage {
@@ -741,8 +982,8 @@ impl BlockVector {
                     dedicated_count: u32::from(block.is_dedicated()),
                 });
             }
-            Ok(())
-        })?;
+        }
+        drop(lists);
         let mut kept_ok = true;
         self.for_each_recycled(&mut |block| {
             kept_ok &= block.is_empty() && block.is_dedicated();
@@ -759,7 +1000,7 @@ impl BlockVector {
                 "{name}: a kept block is not an empty dedicated block"
             )));
         }
-        let counted = self.counters.snapshot();
+        let counted = self.usage();
         if counted != usage {
             return Err(Error::Invariant(format!(
                 "{name}: counters {counted:?} but blocks hold {usage:?}"
@@ -782,7 +1023,7 @@ impl BlockVector {
                 shared_block: true,
             },
         )?;
-        self.counters.add_block(size, false);
+        self.blocks.add_block(size, false);
         Ok(Block::new(
             created.memory,
             size,
@@ -794,7 +1035,7 @@ impl BlockVector {
 
     fn destroy_block(&self, env: Env<'_>, block: Block) {
         let dedicated = block.is_dedicated();
-        self.counters.remove_block(block.size, dedicated);
+        self.blocks.remove_block(block.size, dedicated);
         memory::destroy(
             env.memory,
             Doomed {
@@ -812,6 +1053,7 @@ impl BlockVector {
     fn finish(
         &self,
         env: Env<'_>,
+        shard: usize,
         list: &mut BlockList,
         block_index: u32,
         range: Range,
@@ -842,7 +1084,7 @@ impl BlockVector {
             kind: desc.kind,
             ..Meta::default()
         });
-        self.counters.add_allocation(range.size);
+        self.shards[shard].counters.add_allocation(range.size);
         Allocation {
             id,
             memory: block.memory,
@@ -859,6 +1101,7 @@ impl BlockVector {
             location: Location {
                 allocator: env.allocator,
                 list: self.list_ref,
+                shard: shard as u8,
                 block: block_index,
                 range,
                 epoch: self.epoch.load(Ordering::Relaxed),

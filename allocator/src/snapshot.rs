@@ -6,8 +6,8 @@
 //! serde-serialisable data, so a tool can read it back from a dump with
 //! `serde_json` and draw the same picture a live program draws.
 //!
-//! Cost: the snapshot walks each block list under that list's lock, one list
-//! at a time, so a thread allocating from another memory type or pool never
+//! Cost: the snapshot walks each block list (each shard of a memory type's or
+//! pool's blocks) under that list's lock, one list at a time, so a thread allocating from another memory type or pool never
 //! waits for it, and one allocating from the same list waits at most for that
 //! list's walk. Records share the allocator's tag strings (an [`Arc`] clone,
 //! not a copy) and name their layout class with a static string, so a record
@@ -344,13 +344,12 @@ impl<D: MemoryDevice> Allocator<D> {
             .collect();
         let mut lists = Vec::new();
         self.for_each_vector(|vector, pool| {
-            let blocks: Vec<BlockSnapshot> = vector.with_list(|list| {
-                list.iter()
-                    .map(|(_, b)| {
-                        seen.remove(&(b.uid, b.generation))
-                            .unwrap_or_else(|| BlockSnapshot::of(b))
-                    })
-                    .collect()
+            let mut blocks: Vec<BlockSnapshot> = Vec::new();
+            vector.for_each_list(|list| {
+                blocks.extend(list.iter().map(|(_, b)| {
+                    seen.remove(&(b.uid, b.generation))
+                        .unwrap_or_else(|| BlockSnapshot::of(b))
+                }))
             });
             if blocks.is_empty() {
                 return;

@@ -20,6 +20,7 @@ const HELP: &str = "\
 bench: vkalloc vs VMA (vk-mem 0.5) vs gpu-allocator 0.28, side by side on one Vulkan device
 
 USAGE: cargo run --release -p bench -- [OPTIONS]
+       cargo run --release -p bench -- threads [OPTIONS]   (threads benchmark; threads --help)
 
   --trace FILE           replay this trace file (repeatable) instead of the standard traces
   --traces A,B           only these standard traces (default: all of
@@ -531,7 +532,13 @@ fn run() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    // `bench threads ...`: the threads benchmark (bench::threads), its own options.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("threads") => bench::threads::main(&args[1..]),
+        _ => run(),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bench: {e}");

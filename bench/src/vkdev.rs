@@ -23,7 +23,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use ash::vk;
@@ -132,7 +132,9 @@ pub unsafe extern "system" fn stand_in_buffer_requirements2(
             f(device, p_info, p_out);
         }
     }
-    DRIVER_TICKS.fetch_add(clock::now().wrapping_sub(start), Ordering::Relaxed);
+    if TIME_QUERIES.load(Ordering::Relaxed) {
+        DRIVER_TICKS.fetch_add(clock::now().wrapping_sub(start), Ordering::Relaxed);
+    }
 }
 
 /// `vkGetImageMemoryRequirements2`, answering stand-in handles; timed as
@@ -154,10 +156,22 @@ pub unsafe extern "system" fn stand_in_image_requirements2(
             f(device, p_info, p_out);
         }
     }
-    DRIVER_TICKS.fetch_add(clock::now().wrapping_sub(start), Ordering::Relaxed);
+    if TIME_QUERIES.load(Ordering::Relaxed) {
+        DRIVER_TICKS.fetch_add(clock::now().wrapping_sub(start), Ordering::Relaxed);
+    }
 }
 
 static REAL: OnceLock<RealFns> = OnceLock::new();
+
+/// Whether the stand-in requirement queries add their time to the driver
+/// time (on by default; `bench threads` turns it off, since the shared
+/// counter would put a contended atomic on VMA's path alone).
+static TIME_QUERIES: AtomicBool = AtomicBool::new(true);
+
+/// Turns the timing of the requirement queries on or off.
+pub fn time_requirement_queries(on: bool) {
+    TIME_QUERIES.store(on, Ordering::Relaxed);
+}
 
 static ALLOC_CALLS: AtomicU64 = AtomicU64::new(0);
 static ALLOC_FAILURES: AtomicU64 = AtomicU64::new(0);

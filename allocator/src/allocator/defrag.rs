@@ -339,7 +339,7 @@ impl Defragmentation {
         let held = |touched: &[ListRef]| {
             touched.iter().fold((0u64, 0u64), |(n, b), &list| {
                 let usage = allocator
-                    .with_vector(list, |v| v.counters.snapshot())
+                    .with_vector(list, |v| v.usage())
                     .unwrap_or_default();
                 (n + u64::from(usage.block_count), b + usage.block_bytes)
             })

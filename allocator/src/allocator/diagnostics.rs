@@ -128,13 +128,9 @@ impl<D: MemoryDevice> Allocator<D> {
             ..Statistics::default()
         };
         // A type's usage: its default blocks and every pool of the type.
-        let mut by_type: Vec<Usage> = self
-            .types
-            .iter()
-            .map(|ts| ts.vector.counters.snapshot())
-            .collect();
+        let mut by_type: Vec<Usage> = self.types.iter().map(|ts| ts.vector.usage()).collect();
         for pool in self.live_pools() {
-            let usage = pool.vector.counters.snapshot();
+            let usage = pool.vector.usage();
             by_type[pool.vector.memory_type as usize].add(&usage);
             stats.pools.push(PoolStatistics {
                 index: pool.id().index,
@@ -167,7 +163,7 @@ impl<D: MemoryDevice> Allocator<D> {
     pub fn pool_pressure(&self, pool: PoolId) -> Result<PoolPressure, Error> {
         let state = self.pool(pool)?;
         let vector = &state.vector;
-        let usage = vector.counters.snapshot();
+        let usage = vector.usage();
         let heap = self.budgets.view(vector.heap);
         Ok(PoolPressure {
             pool_budget: state.desc.budget,
@@ -189,8 +185,10 @@ impl<D: MemoryDevice> Allocator<D> {
             ..DetailedStatistics::default()
         };
         self.for_each_vector(|vector, pool| {
-            let blocks: Vec<BlockInfo> =
-                vector.with_list(|list| list.iter().map(|(_, b)| BlockInfo::of(b, true)).collect());
+            let mut blocks: Vec<BlockInfo> = Vec::new();
+            vector.for_each_list(|list| {
+                blocks.extend(list.iter().map(|(_, b)| BlockInfo::of(b, true)));
+            });
             if blocks.is_empty() {
                 return;
             }
@@ -238,7 +236,7 @@ impl<D: MemoryDevice> Allocator<D> {
         }
         let mut damaged = 0;
         self.for_each_vector(|vector, _| {
-            vector.with_list(|list: &BlockList| {
+            vector.for_each_list(|list: &BlockList| {
                 for (_, block) in list.iter() {
                     if block.host_address == 0 || block.is_dedicated() {
                         continue;
@@ -264,7 +262,7 @@ impl<D: MemoryDevice> Allocator<D> {
     pub fn leaks(&self) -> Vec<Leak> {
         let mut leaks = Vec::new();
         self.for_each_vector(|vector, pool| {
-            vector.with_list(|list| {
+            vector.for_each_list(|list| {
                 for (_, block) in list.iter() {
                     block.for_each_allocation(&mut |offset, size, _| {
                         leaks.push(Leak {
@@ -335,9 +333,9 @@ impl<D: MemoryDevice> Allocator<D> {
         let mut kept = 0;
         let pools: Vec<_> = self
             .pools
-            .get_mut()
-            .iter_mut()
-            .filter_map(|s| s.pool.take())
+            .take()
+            .into_iter()
+            .filter_map(|s| s.pool)
             .collect();
         for pool in pools {
             kept += pool.vector.teardown(self.env());

@@ -9,16 +9,20 @@
 //! - [`pools`]: creating, resetting and destroying pools, trimming;
 //! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation.
 //!
-//! Locking: each vector has its own mutex, so threads allocating from
-//! different types or pools never wait on each other. Device memory is
-//! created and freed outside those locks. The pool table is behind a
-//! read-write lock, taken for reading (briefly, to clone an `Arc`) by pool
-//! allocations, frees and statistics, and for writing only to add or remove
-//! a pool, never across a driver call.
+//! Locking: each vector has its own locks, one per shard (see
+//! [`crate::block_vector`]), so threads allocating from different types or
+//! pools never wait on each other, and threads in one type or pool spread
+//! over its shards. Device memory is created and freed outside those locks.
+//! The pool table is replicated, a read-write lock per replica
+//! ([`pool_table`]): pool allocations, frees and statistics take their
+//! thread's replica for reading (briefly, to clone an `Arc`); adding or
+//! removing a pool takes every replica for writing, never across a driver
+//! call.
 
 mod defrag;
 mod diagnostics;
 mod placement;
+mod pool_table;
 mod pools;
 
 #[cfg(feature = "trace")]
@@ -30,7 +34,6 @@ use std::sync::Arc;
 
 #[cfg(feature = "trace")]
 use parking_lot::Mutex;
-use parking_lot::RwLock;
 
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
@@ -173,7 +176,7 @@ impl PoolState {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct PoolSlot {
     generation: u32,
     pool: Option<Arc<PoolState>>,
@@ -193,7 +196,7 @@ pub struct Allocator<D: MemoryDevice> {
     id: u32,
     desc: AllocatorDesc,
     types: Vec<TypeState>,
-    pools: RwLock<Vec<PoolSlot>>,
+    pools: pool_table::PoolTable,
     budgets: Budgets,
     objects: ObjectCount,
     type_cache: TypeCache,
@@ -278,6 +281,7 @@ impl<D: MemoryDevice> Allocator<D> {
                             fixed_block_size: false,
                             min_blocks: 0,
                             keep_empty: desc.keep_empty_blocks,
+                            start_shift: crate::block_list::DEFAULT_START_SHIFT,
                         },
                         caps: None,
                         recycle_bytes: desc.recycle_bytes.min(heap_size / 16),
@@ -293,7 +297,7 @@ impl<D: MemoryDevice> Allocator<D> {
             device,
             desc,
             types,
-            pools: RwLock::new(Vec::new()),
+            pools: pool_table::PoolTable::new(),
             budgets,
             objects: ObjectCount::default(),
             type_cache: TypeCache::new(),
@@ -407,5 +411,142 @@ impl<D: MemoryDevice> Allocator<D> {
         for pool in self.live_pools() {
             visit(&pool.vector, Some(&pool.desc));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::defrag::DefragDesc;
+    use crate::sim::{tables, SimDevice};
+    use crate::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage};
+
+    fn upload(size: u64) -> AllocationDesc<'static> {
+        AllocationDesc {
+            size,
+            options: AllocationOptions::usage(MemoryUsage::Upload),
+            ..AllocationDesc::default()
+        }
+    }
+
+    /// A thread that finds the only shard busy opens a second one; the
+    /// allocation records it, a free from another thread finds it, and the
+    /// counters, `validate()`, the dump and defragmentation see both shards.
+    #[test]
+    fn a_busy_shard_opens_another_and_frees_find_their_shard() {
+        let allocator = Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap();
+        let first = allocator.allocate(&upload(4096)).unwrap();
+        let vector = &allocator.types[first.memory_type as usize].vector;
+        assert_eq!((vector.open_shards(), first.location.shard), (1, 0));
+        let second = {
+            let _busy = vector.hold_shard(0);
+            std::thread::scope(|s| {
+                s.spawn(|| allocator.allocate(&upload(4096)).unwrap())
+                    .join()
+                    .unwrap()
+            })
+        };
+        assert_eq!((vector.open_shards(), second.location.shard), (2, 1));
+        // Shard 0 was busy, so shard 1 made a block of its own, smaller
+        // than the first shard's first block.
+        assert_ne!(second.memory, first.memory);
+        let usage = allocator.statistics().total;
+        assert_eq!((usage.block_count, usage.allocation_count), (2, 2));
+        assert_eq!(usage.block_bytes, (32 << 20) + (8 << 20));
+        allocator.validate().unwrap();
+        assert_eq!(allocator.detailed_statistics().lists[0].blocks.len(), 2);
+        assert_eq!(allocator.leaks().len(), 2);
+
+        // This thread's later allocations go to its home among the two
+        // shards (its home index depends on the threads started before it);
+        // a free of shard 1's allocation from here goes to shard 1.
+        let third = allocator.allocate(&upload(4096)).unwrap();
+        assert!(third.location.shard < 2);
+        // Moves stay inside a shard: each shard has one block here, so a
+        // move (a compaction, with `Full`) keeps its memory object.
+        let full = DefragDesc::default().with_algorithm(crate::defrag::DefragAlgorithm::Full);
+        let mut session = allocator.begin_defragmentation(&full).unwrap();
+        for mv in session.begin_pass(&allocator).unwrap() {
+            assert_eq!(mv.source().0, mv.destination().0);
+        }
+        session.end_pass(&allocator).unwrap();
+        allocator.validate().unwrap();
+        allocator.free(second).unwrap();
+        allocator.validate().unwrap();
+        allocator.free(first).unwrap();
+        allocator.free(third).unwrap();
+        allocator.validate().unwrap();
+        assert_eq!(allocator.statistics().total.allocation_count, 0);
+        assert!(allocator.leaks().is_empty());
+        allocator.trim();
+        assert_eq!(allocator.statistics().total.block_count, 0);
+    }
+
+    /// A pool at its block cap doesn't fail for being sharded: a thread
+    /// sent to a new shard (the first one busy) can't create a block, and
+    /// takes the room left in the first shard's block.
+    #[test]
+    fn a_capped_pool_uses_the_room_of_other_shards() {
+        let allocator = Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap();
+        let pool = allocator
+            .create_pool(&crate::PoolDesc {
+                usage: MemoryUsage::Upload,
+                block_size: 1 << 20,
+                max_blocks: 1,
+                ..crate::PoolDesc::new("capped")
+            })
+            .unwrap();
+        let in_pool = AllocationDesc {
+            options: AllocationOptions::usage(MemoryUsage::Upload).in_pool(pool),
+            ..upload(4096)
+        };
+        let first = allocator.allocate(&in_pool).unwrap();
+        let state = allocator.pool(pool).unwrap();
+        let vector = &state.vector;
+        let second = std::thread::scope(|s| {
+            let busy = vector.hold_shard(0);
+            let other = s.spawn(|| allocator.allocate(&in_pool));
+            // Once the other thread has opened shard 1 it can only succeed
+            // in shard 0's block: let it have the lock.
+            while vector.open_shards() < 2 {
+                std::thread::yield_now();
+            }
+            drop(busy);
+            other.join().unwrap()
+        })
+        .expect("room in shard 0's block");
+        assert_eq!(second.memory, first.memory);
+        assert_eq!(allocator.statistics().total.block_count, 1);
+        allocator.free(first).unwrap();
+        allocator.free(second).unwrap();
+        allocator.validate().unwrap();
+        allocator.destroy_pool(pool).unwrap();
+    }
+
+    /// One thread never opens a second shard.
+    #[test]
+    fn one_thread_uses_one_shard() {
+        let allocator = Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap();
+        let live: Vec<_> = (0..500u64)
+            .map(|i| allocator.allocate(&upload(256 << (i % 12))).unwrap())
+            .collect();
+        let t = live[0].memory_type as usize;
+        assert_eq!(allocator.types[t].vector.open_shards(), 1);
+        assert!(live.iter().all(|a| a.location.shard == 0));
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        allocator.validate().unwrap();
     }
 }

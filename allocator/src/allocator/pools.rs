@@ -75,8 +75,7 @@ impl<D: MemoryDevice> Allocator<D> {
             }
         }
         // Reserve a slot; the first blocks are made without the table's lock.
-        let id = {
-            let mut slots = self.pools.write();
+        let id = self.pools.write(|slots| {
             let index = slots
                 .iter()
                 .position(|s| s.pool.is_none() && !s.reserved)
@@ -90,7 +89,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 generation: slots[index].generation,
                 allocator: self.id,
             }
-        };
+        });
         let pool = Arc::new(PoolState {
             desc: desc.clone(),
             vector: BlockVector::new(VectorConfig {
@@ -103,6 +102,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     fixed_block_size: true,
                     min_blocks: desc.min_blocks,
                     keep_empty: self.desc.keep_empty_blocks,
+                    start_shift: crate::block_list::DEFAULT_START_SHIFT,
                 },
                 caps: Some(PoolCaps {
                     id,
@@ -116,16 +116,20 @@ impl<D: MemoryDevice> Allocator<D> {
             }),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);
-        let mut slots = self.pools.write();
-        let slot = &mut slots[id.index as usize];
-        slot.reserved = false;
-        match made {
-            Ok(()) => {
-                slot.pool = Some(pool);
-                Ok(id)
+        let failed = self.pools.write(|slots| {
+            let slot = &mut slots[id.index as usize];
+            slot.reserved = false;
+            match made {
+                Ok(()) => {
+                    slot.pool = Some(Arc::clone(&pool));
+                    None
+                }
+                Err(e) => Some(e),
             }
-            Err(e) => {
-                drop(slots);
+        });
+        match failed {
+            None => Ok(id),
+            Some(e) => {
                 pool.vector.teardown(self.env());
                 Err(e)
             }
@@ -138,22 +142,21 @@ impl<D: MemoryDevice> Allocator<D> {
     /// [`Error::PoolNotEmpty`] while it holds allocations;
     /// [`Error::UnknownPool`] for a stale id.
     pub fn destroy_pool(&self, id: PoolId) -> Result<(), Error> {
-        let pool = {
-            let mut slots = self.pools.write();
+        let pool = self.pools.write(|slots| {
             let slot = slots
                 .get_mut(id.index as usize)
                 .filter(|s| s.generation == id.generation && id.allocator == self.id)
                 .ok_or(Error::UnknownPool(id))?;
             let live = match &slot.pool {
-                Some(pool) => pool.vector.counters.snapshot().allocation_count,
+                Some(pool) => pool.vector.usage().allocation_count,
                 None => return Err(Error::UnknownPool(id)),
             };
             if live > 0 {
                 return Err(Error::PoolNotEmpty { pool: id, live });
             }
             slot.generation = slot.generation.wrapping_add(1);
-            slot.pool.take()
-        };
+            Ok(slot.pool.take())
+        })?;
         if let Some(pool) = pool {
             pool.vector.teardown(self.env());
         }
