@@ -134,6 +134,8 @@ pub(crate) struct Meta {
     pub reserved: bool,
     /// Alias members declared on this allocation.
     pub aliases: Vec<crate::alias::AliasInfo>,
+    /// The allocator's frame when it was made (kept across moves).
+    pub frame: u64,
 }
 
 /// The `RangeId` of a dedicated block's single range.
@@ -345,6 +347,23 @@ impl Block {
     }
 
     /// Calls `visit(offset, size, kind)` for every live allocation.
+    /// [`Block::for_each_allocation`] with each allocation's id slot (the
+    /// index of its [`Meta`]).
+    pub fn for_each_allocation_slot(&self, visit: &mut dyn FnMut(u64, u64, RangeKind, u32)) {
+        match &self.algo {
+            Algo::Dedicated { kind, live } => {
+                if *live {
+                    visit(0, self.size, *kind, DEDICATED_RANGE.slot())
+                }
+            }
+            _ => {
+                if let Some(r) = self.ranges() {
+                    r.for_each_allocation_slot(visit)
+                }
+            }
+        }
+    }
+
     pub fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
         match &self.algo {
             Algo::Dedicated { kind, live } => {

@@ -53,6 +53,9 @@ pub(crate) struct Env<'a> {
     pub granularity: u64,
     /// Where new allocations' ids come from.
     pub next_id: &'a std::sync::atomic::AtomicU64,
+    /// The allocator's frame counter ([`crate::Allocator::begin_frame`]),
+    /// recorded in each allocation for its age.
+    pub frame: u64,
 }
 
 /// How a vector's blocks are configured.
@@ -847,6 +850,8 @@ impl BlockVector {
                     .and_then(|b| b.live_meta_mut(range.id, meta.id))
                 {
                     m.reserved = true;
+                    // A move keeps the allocation's age.
+                    m.frame = meta.frame;
                 }
                 if let Some(m) = list
                     .block_mut(src)
@@ -1082,6 +1087,7 @@ impl BlockVector {
             margin: placement.margin,
             size: desc.size,
             kind: desc.kind,
+            frame: env.frame,
             ..Meta::default()
         });
         self.shards[shard].counters.add_allocation(range.size);

@@ -87,9 +87,10 @@ pub(crate) struct CreatedMemory {
     pub host_address: usize,
 }
 
-/// Live `VkDeviceMemory` objects, kept under `maxMemoryAllocationCount`.
+/// Live `VkDeviceMemory` objects, kept under `maxMemoryAllocationCount`,
+/// and how many were ever made and freed (touched next to driver calls only).
 #[derive(Debug, Default)]
-pub(crate) struct ObjectCount(pub AtomicU32);
+pub(crate) struct ObjectCount(pub AtomicU32, AtomicU64, AtomicU64);
 
 impl ObjectCount {
     fn reserve(&self, limit: u32) -> Result<(), Error> {
@@ -98,11 +99,23 @@ impl ObjectCount {
                 (n < limit).then_some(n + 1)
             })
             .map(|_| ())
-            .map_err(|_| Error::TooManyAllocations { limit })
+            .map_err(|_| Error::TooManyAllocations { limit })?;
+        self.1.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     fn release(&self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        self.2.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `vkAllocateMemory` calls and objects released so far (a call the
+    /// driver refuses counts in both: its reservation is released at once).
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.1.load(Ordering::Relaxed),
+            self.2.load(Ordering::Relaxed),
+        )
     }
 
     pub fn get(&self) -> u32 {

@@ -5,26 +5,35 @@
 //! One object:
 //! - `schema`: `"vkalloc-dump"`; `schema_version`: `2` (see
 //!   [`crate::snapshot::SCHEMA_VERSION`]; readers refuse other versions).
-//! - `frame`: the caller's frame number, or `null`.
+//! - `frame`: the caller's frame number, or `null`; `allocator_frame`: the
+//!   allocator's frame counter (`Allocator::begin_frame` calls), which ages
+//!   are counted against.
 //! - `statistics`: the cheap counters ([`Statistics`]): `total`, `heaps` (each
 //!   with `index`, `size`, `device_local`, `usage` (ours) and `budget`
 //!   (`block_bytes`, `budget`, `usage` (the whole process's), `from_driver`:
 //!   whether `VK_EXT_memory_budget` gave them)), `types`, `pools`,
-//!   `device_memory_objects`, `corruptions_detected`.
+//!   `device_memory_objects`, `device_memory_allocations_total` and
+//!   `device_memory_frees_total` (running totals of `vkAllocateMemory` calls
+//!   and releases), `corruptions_detected`.
 //! - `lists`: one per block list that holds a block: `memory_type`, `heap`,
 //!   `flags` (`VkMemoryPropertyFlags` bits), `pool` (name or `null`),
-//!   `pool_budget`, and `blocks`, each with `size`, `dedicated`, `mapped`,
+//!   `pool_budget`, and `blocks`, each with `id` and `generation` (equal in
+//!   two dumps of one process: the block did not change), `size`, `dedicated`, `mapped`,
 //!   `allocation_count`, `allocation_bytes`, `free_range_count`,
 //!   `largest_free`, `fragmentation` (`1 - largest_free / total_free`),
 //!   `free_ranges` (`[offset, size]` pairs) and `allocations`: one record per
 //!   live allocation with `offset`, `size`, `kind` (`linear`, `optimal` or
-//!   `unknown`: the layout class), `tag` (or `null`), `dedicated` and
-//!   `age_frames` (or `null` where unknown).
+//!   `unknown`: the layout class), `tag` (or `null`), `dedicated`,
+//!   `age_frames` (or `null` where unknown), `made_in_frame` (the allocator
+//!   frame it was made in, where known) and `aliases` (alias group members,
+//!   when there are any).
 //! - `largest_free`, `free_range_count`, `free_bytes`: over all blocks.
 //!
 //! Sizes and offsets are bytes. Version 1 had no `schema_version` (it had
 //! `version: 1`), no `heap`/`flags`/`pool_budget` per list and no
-//! `dedicated`/`age_frames` per allocation.
+//! `dedicated`/`age_frames` per allocation. Fields added within version 2
+//! (`allocator_frame`, block `id`/`generation`, `made_in_frame`, the
+//! `device_memory_*_total` counters) read as 0 or absent from older dumps.
 
 #![forbid(unsafe_code)]
 

@@ -51,9 +51,14 @@ pub struct AllocationRecord {
     /// Whether the allocation is dedicated (owns its block).
     #[serde(default)]
     pub dedicated: bool,
-    /// Frames since it was made, where the allocator knows it.
+    /// Frames since it was made ([`Snapshot::allocator_frame`] minus
+    /// `made_in_frame`), where the allocator knows it.
     #[serde(default)]
     pub age_frames: Option<u64>,
+    /// The allocator's frame counter ([`Allocator::begin_frame`]) when it was
+    /// made; a defragmentation move keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_in_frame: Option<u64>,
     /// Resources aliased on this allocation (an alias group's members),
     /// each with its offset inside the allocation and its lifetime.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -114,7 +119,12 @@ impl BlockSnapshot {
         let dedicated = block.is_dedicated();
         let mut allocations = Vec::with_capacity(block.allocation_count() as usize);
         let tagged = !block.tags.is_empty();
-        block.for_each_allocation(&mut |offset, size, kind| {
+        block.for_each_allocation_slot(&mut |offset, size, kind, slot| {
+            let made_in_frame = block
+                .meta
+                .get(slot as usize)
+                .filter(|m| m.live && m.range.offset == offset)
+                .map(|m| m.frame);
             allocations.push(AllocationRecord {
                 offset,
                 size,
@@ -126,6 +136,7 @@ impl BlockSnapshot {
                 },
                 dedicated,
                 age_frames: None,
+                made_in_frame,
                 aliases: Vec::new(),
             })
         });
@@ -191,6 +202,10 @@ pub struct Snapshot {
     /// The caller's frame number when it was taken, if the caller set it.
     #[serde(default)]
     pub frame: Option<u64>,
+    /// The allocator's frame counter ([`Allocator::begin_frame`]) when it was
+    /// taken: what allocations' ages are counted against.
+    #[serde(default)]
+    pub allocator_frame: u64,
     /// The cheap counters: per heap (our usage, the driver's usage and
     /// budget), per memory type and per pool.
     pub statistics: Statistics,
@@ -256,6 +271,7 @@ impl Snapshot {
                                     tag: a.tag.map(Arc::from),
                                     dedicated: b.dedicated,
                                     age_frames: None,
+                                    made_in_frame: None,
                                     aliases: a.aliases,
                                 })
                                 .collect(),
@@ -267,6 +283,7 @@ impl Snapshot {
             .collect();
         Self {
             frame: None,
+            allocator_frame: 0,
             statistics: stats,
             lists,
             largest_free: details.largest_free,
@@ -290,6 +307,15 @@ impl Snapshot {
     /// Recomputes the totals over every block (free ranges, aliasing).
     fn total_up(&mut self) {
         let (mut largest, mut ranges, mut bytes, mut members, mut saved) = (0, 0, 0, 0, 0);
+        let now = self.allocator_frame;
+        for a in self
+            .lists
+            .iter_mut()
+            .flat_map(|l| l.blocks.iter_mut())
+            .flat_map(|b| b.allocations.iter_mut())
+        {
+            a.age_frames = a.made_in_frame.map(|made| now.saturating_sub(made));
+        }
         for b in self.lists.iter().flat_map(|l| l.blocks.iter()) {
             largest = b.largest_free.max(largest);
             ranges += b.free_range_count as u64;
@@ -375,6 +401,7 @@ impl<D: MemoryDevice> Allocator<D> {
         });
         snapshot.statistics = statistics;
         snapshot.lists = lists;
+        snapshot.allocator_frame = self.frame();
         snapshot.total_up();
     }
 }
@@ -532,5 +559,44 @@ mod tests {
             allocator.free(a).unwrap();
         }
         allocator.destroy_pool(pool).unwrap();
+    }
+
+    #[test]
+    fn records_carry_their_age_in_frames() {
+        let allocator =
+            Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default()).unwrap();
+        let desc = AllocationDesc {
+            size: 4096,
+            alignment: 256,
+            kind: ResourceKind::Buffer,
+            options: AllocationOptions::usage(MemoryUsage::GpuOnly),
+            ..AllocationDesc::default()
+        };
+        let old = allocator.allocate(&desc).unwrap();
+        for _ in 0..5 {
+            allocator.begin_frame();
+        }
+        let new = allocator.allocate(&desc).unwrap();
+        allocator.begin_frame();
+        let mut snapshot = super::Snapshot::default();
+        allocator.refresh_snapshot(&mut snapshot);
+        let ages: Vec<_> = snapshot
+            .blocks()
+            .flat_map(|b| b.allocations.iter().map(|a| (a.offset, a.age_frames)))
+            .collect();
+        assert_eq!(snapshot.allocator_frame, 6);
+        assert!(ages.contains(&(old.offset(), Some(6))), "{ages:?}");
+        assert!(ages.contains(&(new.offset(), Some(1))), "{ages:?}");
+        // Unchanged blocks are reused, and their ages still move on.
+        allocator.begin_frame();
+        allocator.refresh_snapshot(&mut snapshot);
+        let oldest = snapshot
+            .blocks()
+            .flat_map(|b| &b.allocations)
+            .filter_map(|a| a.age_frames)
+            .max();
+        assert_eq!(oldest, Some(7));
+        allocator.free(old).unwrap();
+        allocator.free(new).unwrap();
     }
 }

@@ -157,6 +157,14 @@ pub struct Statistics {
     pub pools: Vec<PoolStatistics>,
     /// Live `VkDeviceMemory` objects against `maxMemoryAllocationCount`.
     pub device_memory_objects: u32,
+    /// `vkAllocateMemory` calls so far (refused ones included); the
+    /// difference between two readings is the calls in between.
+    #[serde(default)]
+    pub device_memory_allocations_total: u64,
+    /// `VkDeviceMemory` objects released so far (`vkFreeMemory`, and calls
+    /// the driver refused).
+    #[serde(default)]
+    pub device_memory_frees_total: u64,
     /// Allocations freed with a damaged corruption margin (see
     /// [`crate::AllocatorDesc::debug_margin`]).
     pub corruptions_detected: u64,

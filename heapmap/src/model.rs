@@ -216,7 +216,7 @@ pub struct FrameSample {
     pub allocations: u32,
     /// Allocations freed during the frame.
     pub frees: u32,
-    /// `VkDeviceMemory` objects created during the frame (net, from the counters).
+    /// `vkAllocateMemory` calls during the frame (`Statistics::device_memory_allocations_total` deltas).
     pub device_allocations: u32,
     /// Resident texture bytes.
     pub texture_bytes: u64,

@@ -123,6 +123,8 @@ impl<D: MemoryDevice> Allocator<D> {
                 })
                 .collect(),
             device_memory_objects: self.objects.get(),
+            device_memory_allocations_total: self.objects.totals().0,
+            device_memory_frees_total: self.objects.totals().1,
             corruptions_detected: self.corruptions.load(Ordering::Relaxed),
             defragmentation: self.defrag_totals(),
             ..Statistics::default()

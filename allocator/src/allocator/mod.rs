@@ -323,7 +323,13 @@ impl<D: MemoryDevice> Allocator<D> {
         &self.desc
     }
 
-    /// Reads heap budgets afresh (`VK_EXT_memory_budget`) and marks a frame
+    /// Frames counted by [`Allocator::begin_frame`] so far.
+    pub fn frame(&self) -> u64 {
+        self.frame.load(Ordering::Relaxed)
+    }
+
+    /// Reads heap budgets afresh (`VK_EXT_memory_budget`), advances the frame
+    /// counter that allocations' ages are counted in, and marks a frame
     /// boundary in a recorded trace; call once a frame.
     pub fn begin_frame(&self) {
         self.budgets.refresh(&self.device);
@@ -382,6 +388,7 @@ impl<D: MemoryDevice> Allocator<D> {
             allocator: self.id,
             granularity: self.device.limits().buffer_image_granularity,
             next_id: &self.next_id,
+            frame: self.frame.load(Ordering::Relaxed),
         }
     }
 

@@ -111,9 +111,10 @@ impl BuddyAllocator {
         }
     }
 
-    fn live_sorted(&self) -> Vec<&Slot> {
-        let mut live: Vec<&Slot> = self.slots.iter().filter(|s| s.live).collect();
-        live.sort_unstable_by_key(|s| s.offset);
+    fn live_sorted(&self) -> Vec<(u32, &Slot)> {
+        let mut live: Vec<(u32, &Slot)> =
+            (0u32..).zip(&self.slots).filter(|(_, s)| s.live).collect();
+        live.sort_unstable_by_key(|(_, s)| s.offset);
         live
     }
 
@@ -244,7 +245,7 @@ impl RangeAllocator for BuddyAllocator {
     /// address order, as for every algorithm.
     fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64)) {
         let mut at = 0u64;
-        for s in self.live_sorted() {
+        for (_, s) in self.live_sorted() {
             if s.offset > at {
                 visit(at, s.offset - at);
             }
@@ -255,9 +256,9 @@ impl RangeAllocator for BuddyAllocator {
         }
     }
 
-    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
-        for s in self.live_sorted() {
-            visit(s.offset, s.size, s.kind);
+    fn for_each_allocation_slot(&self, visit: &mut dyn FnMut(u64, u64, RangeKind, u32)) {
+        for (slot, s) in self.live_sorted() {
+            visit(s.offset, s.size, s.kind, slot);
         }
     }
 

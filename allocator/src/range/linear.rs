@@ -416,9 +416,9 @@ impl RangeAllocator for LinearAllocator {
         }
     }
 
-    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
+    fn for_each_allocation_slot(&self, visit: &mut dyn FnMut(u64, u64, RangeKind, u32)) {
         for entry in self.live_by_address() {
-            visit(entry.offset, entry.size, entry.kind);
+            visit(entry.offset, entry.size, entry.kind, entry.slot);
         }
     }
 

@@ -120,7 +120,12 @@ pub trait RangeAllocator: Send + std::fmt::Debug {
     /// Calls `visit(offset, size)` for every free range, in address order.
     fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64));
     /// Calls `visit(offset, size, kind)` for every live allocation, in address order.
-    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind));
+    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
+        self.for_each_allocation_slot(&mut |offset, size, kind, _| visit(offset, size, kind));
+    }
+    /// [`Self::for_each_allocation`] with each allocation's id slot
+    /// ([`RangeId`]'s low bits), so a caller can find what it keeps per slot.
+    fn for_each_allocation_slot(&self, visit: &mut dyn FnMut(u64, u64, RangeKind, u32));
     /// Checks every invariant of the data structure; slow, for tests and debugging.
     fn validate(&self) -> Result<(), RangeError>;
 }

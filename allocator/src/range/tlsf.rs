@@ -693,12 +693,13 @@ impl RangeAllocator for TlsfAllocator {
         }
     }
 
-    fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
+    fn for_each_allocation_slot(&self, visit: &mut dyn FnMut(u64, u64, RangeKind, u32)) {
         let mut index = self.first;
         while index != NIL {
             let node = &self.nodes[index as usize];
             if let State::Used(kind) = node.state {
-                visit(node.offset, node.size, kind);
+                // A live allocation's id slot is its node's index.
+                visit(node.offset, node.size, kind, index);
             }
             index = node.next;
         }

@@ -58,7 +58,7 @@ pub struct Overlay {
     pixels_per_point: f32,
     /// The panels' pixel rectangles, which the tone-map pass darkens.
     panels: [[f32; 4]; 2],
-    last_ops: (u64, u64, u32),
+    last_ops: (u64, u64, u64),
     /// Whether it is drawn (F1 toggles it in a window).
     pub visible: bool,
     /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and
@@ -136,17 +136,18 @@ impl Overlay {
     /// texture bytes, with allocation counts read from `mem`.
     pub fn end_frame(&mut self, mem: &GpuMemory, gpu_ms: f64, texture_bytes: u64, budget: u64) {
         let (allocations, frees) = mem.op_counts();
-        let objects = mem.allocator().statistics().device_memory_objects;
+        // vkAllocateMemory calls this frame, from the allocator's running total.
+        let calls = mem.allocator().statistics().device_memory_allocations_total;
         let (a0, f0, o0) = self.last_ops;
         self.timeline.push(FrameSample {
             gpu_ms,
             allocations: allocations.saturating_sub(a0) as u32,
             frees: frees.saturating_sub(f0) as u32,
-            device_allocations: objects.saturating_sub(o0),
+            device_allocations: calls.saturating_sub(o0) as u32,
             texture_bytes,
             texture_budget: budget,
         });
-        self.last_ops = (allocations, frees, objects);
+        self.last_ops = (allocations, frees, calls);
     }
 
     /// Takes a snapshot and lays out the panels for a target of `extent` pixels
