@@ -248,53 +248,30 @@ pub struct BlockInfo {
 }
 
 impl BlockInfo {
-    pub(crate) fn of(block: &Block, with_tags: bool) -> Self {
-        let mut free_ranges = Vec::new();
-        block.for_each_free(&mut |offset, size| free_ranges.push([offset, size]));
-        let total_free: u64 = free_ranges.iter().map(|r| r[1]).sum();
-        let largest_free = free_ranges.iter().map(|r| r[1]).max().unwrap_or(0);
-        let mut allocations = Vec::with_capacity(block.allocation_count() as usize);
-        block.for_each_allocation(&mut |offset, size, kind| {
-            allocations.push(AllocationInfo {
-                offset,
-                size,
-                kind: match kind {
-                    crate::range::RangeKind::Linear => "linear",
-                    crate::range::RangeKind::Optimal => "optimal",
-                    crate::range::RangeKind::Unknown => "unknown",
-                }
-                .to_owned(),
-                tag: None,
-                aliases: Vec::new(),
-            })
-        });
-        if block.live_metas().any(|m| !m.aliases.is_empty()) {
-            for a in &mut allocations {
-                if let Some(meta) = block.live_metas().find(|m| m.range.offset == a.offset) {
-                    a.aliases = meta.aliases.clone();
-                }
-            }
-        }
-        if with_tags && !block.tags.is_empty() {
-            for a in &mut allocations {
-                a.tag = block.tags.get(&a.offset).map(|t| String::from(&**t));
-            }
-        }
+    /// What `block` holds now (the snapshot's walk, as owned strings).
+    pub(crate) fn of(block: &Block) -> Self {
+        let b = crate::snapshot::BlockSnapshot::of(block);
         Self {
-            size: block.size,
-            dedicated: block.is_dedicated(),
-            mapped: block.host_address != 0,
-            allocation_count: block.allocation_count(),
-            allocation_bytes: block.allocated_bytes(),
-            free_range_count: free_ranges.len() as u32,
-            largest_free,
-            fragmentation: if total_free == 0 {
-                0.0
-            } else {
-                1.0 - largest_free as f64 / total_free as f64
-            },
-            allocations,
-            free_ranges,
+            size: b.size,
+            dedicated: b.dedicated,
+            mapped: b.mapped,
+            allocation_count: b.allocation_count,
+            allocation_bytes: b.allocation_bytes,
+            free_range_count: b.free_range_count,
+            largest_free: b.largest_free,
+            fragmentation: b.fragmentation,
+            allocations: b
+                .allocations
+                .into_iter()
+                .map(|a| AllocationInfo {
+                    offset: a.offset,
+                    size: a.size,
+                    kind: a.kind.into_owned(),
+                    tag: a.tag.map(|t| String::from(&*t)),
+                    aliases: a.aliases,
+                })
+                .collect(),
+            free_ranges: b.free_ranges,
         }
     }
 }

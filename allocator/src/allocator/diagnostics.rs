@@ -189,7 +189,7 @@ impl<D: MemoryDevice> Allocator<D> {
         self.for_each_vector(|vector, pool| {
             let mut blocks: Vec<BlockInfo> = Vec::new();
             vector.for_each_list(|list| {
-                blocks.extend(list.iter().map(|(_, b)| BlockInfo::of(b, true)));
+                blocks.extend(list.iter().map(|(_, b)| BlockInfo::of(b)));
             });
             if blocks.is_empty() {
                 return;

@@ -185,6 +185,34 @@ const PASSES: [&str; 7] = [
     "shadow", "scene", "bloom", "tonemap", "overlay", "readback", "copies",
 ];
 
+/// Begins dynamic rendering with `info` and points the viewport (depth 0..1)
+/// and the scissor at `area`.
+///
+/// # Safety
+/// `cmd` is recording on `d`, outside a render pass; `info`'s attachments are
+/// in the layouts it names.
+unsafe fn begin_rendering(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    info: &vk::RenderingInfo<'_>,
+    area: vk::Rect2D,
+) {
+    let viewport = vk::Viewport {
+        x: area.offset.x as f32,
+        y: area.offset.y as f32,
+        width: area.extent.width as f32,
+        height: area.extent.height as f32,
+        min_depth: 0.0,
+        max_depth: 1.0,
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        d.cmd_begin_rendering(cmd, info);
+        d.cmd_set_viewport(cmd, 0, &[viewport]);
+        d.cmd_set_scissor(cmd, 0, &[area]);
+    }
+}
+
 /// The tone-map pass's push constants (`shaders/tonemap.frag`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
@@ -564,14 +592,6 @@ impl Renderer {
             offset: vk::Offset2D::default(),
             extent,
         };
-        let viewport = vk::Viewport {
-            x: 0.0,
-            y: 0.0,
-            width: extent.width as f32,
-            height: extent.height as f32,
-            min_depth: 0.0,
-            max_depth: 1.0,
-        };
         let (out_image, out_view, pipeline_index, copy) = match output {
             Output::Headless { readback } => {
                 (self.targets.ldr.image(), self.targets.ldr.view, 0, readback)
@@ -651,17 +671,7 @@ impl Renderer {
                     .render_area(shadow_area)
                     .layer_count(1)
                     .depth_attachment(&depth_att);
-                d.cmd_begin_rendering(cmd, &info);
-                d.cmd_set_viewport(
-                    cmd,
-                    0,
-                    &[vk::Viewport {
-                        width: t.shadow.extent.width as f32,
-                        height: t.shadow.extent.height as f32,
-                        ..viewport
-                    }],
-                );
-                d.cmd_set_scissor(cmd, 0, &[shadow_area]);
+                begin_rendering(d, cmd, &info, shadow_area);
                 scene.record_shadow(d, cmd, t.shadow.view, e.shadow_sampler);
                 d.cmd_end_rendering(cmd);
                 let mut shadow_read = ImageTransition::color(
@@ -739,9 +749,7 @@ impl Renderer {
                 .layer_count(1)
                 .color_attachments(&color_att)
                 .depth_attachment(&depth_att);
-            d.cmd_begin_rendering(cmd, &info);
-            d.cmd_set_viewport(cmd, 0, &[viewport]);
-            d.cmd_set_scissor(cmd, 0, &[area]);
+            begin_rendering(d, cmd, &info, area);
             scene.record(d, cmd, extent);
             d.cmd_end_rendering(cmd);
             stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
@@ -794,17 +802,7 @@ impl Renderer {
                     .render_area(bloom_area)
                     .layer_count(1)
                     .color_attachments(&att);
-                d.cmd_begin_rendering(cmd, &info);
-                d.cmd_set_viewport(
-                    cmd,
-                    0,
-                    &[vk::Viewport {
-                        width: t.bloom.extent.width as f32,
-                        height: t.bloom.extent.height as f32,
-                        ..viewport
-                    }],
-                );
-                d.cmd_set_scissor(cmd, 0, &[bloom_area]);
+                begin_rendering(d, cmd, &info, bloom_area);
                 d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, e.bloom_pipeline);
                 d.cmd_bind_descriptor_sets(
                     cmd,
@@ -854,9 +852,7 @@ impl Renderer {
                 .render_area(area)
                 .layer_count(1)
                 .color_attachments(&out_att);
-            d.cmd_begin_rendering(cmd, &info);
-            d.cmd_set_viewport(cmd, 0, &[viewport]);
-            d.cmd_set_scissor(cmd, 0, &[area]);
+            begin_rendering(d, cmd, &info, area);
             d.cmd_bind_pipeline(
                 cmd,
                 vk::PipelineBindPoint::GRAPHICS,
