@@ -14,6 +14,33 @@ use super::{Contender, Placement, Request};
 use crate::compact::{compact, CompactStats};
 use crate::vkdev::VulkanContext;
 
+/// vkalloc's settings: the defaults, or those `VKALLOC_BENCH_DESC` names for
+/// exploring a policy (`block_size=N,keep_empty_blocks=N,recycle_bytes=N,
+/// honour_dedicated_preference_from=N`, bytes or counts). Rows stay labelled
+/// `ours`: set it only for experiments, and say so with their figures.
+pub fn desc_from_env() -> Result<AllocatorDesc, String> {
+    let mut desc = AllocatorDesc::default();
+    let Ok(spec) = std::env::var("VKALLOC_BENCH_DESC") else {
+        return Ok(desc);
+    };
+    for item in spec.split(',').filter(|s| !s.is_empty()) {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("VKALLOC_BENCH_DESC: '{item}' is not key=value"))?;
+        let n: u64 = value
+            .parse()
+            .map_err(|_| format!("VKALLOC_BENCH_DESC: '{value}' is not a number"))?;
+        desc = match key {
+            "block_size" => desc.with_block_size(n),
+            "keep_empty_blocks" => desc.with_keep_empty_blocks(n.min(u64::from(u32::MAX)) as u32),
+            "recycle_bytes" => desc.with_recycle_bytes(n),
+            "honour_dedicated_preference_from" => desc.with_honour_dedicated_preference_from(n),
+            _ => return Err(format!("VKALLOC_BENCH_DESC: unknown setting '{key}'")),
+        };
+    }
+    Ok(desc)
+}
+
 /// vkalloc on the shared device, with its default settings.
 pub struct Ours {
     allocator: Allocator<AshDevice>,
@@ -41,7 +68,7 @@ impl Ours {
                 AshDeviceOptions {
                     memory_budget: ctx.info.memory_budget,
                 },
-                AllocatorDesc::default(),
+                desc_from_env()?,
             )
         }
         .map_err(|e| format!("vkalloc: {e}"))?;
