@@ -53,6 +53,9 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --no-range             skip the range-allocator benchmark
   --range-only           run only the range-allocator benchmark (no Vulkan needed)
   -v, --verbose          a line per run
+
+Environment: VKALLOC_BENCH_DESC=block_size=N,keep_empty_blocks=N,recycle_bytes=N,
+honour_dedicated_preference_from=N sets ours' AllocatorDesc (policy experiments only).
 ";
 
 struct Args {
