@@ -1,8 +1,9 @@
 //! The overlay's CPU cost with many live allocations, without a GPU: a simulated
 //! device holds `N` allocations (default 10,000) in default blocks and a pool;
 //! each frame replaces 4 of them (as a streamer would), refreshes the
-//! snapshot, lays out the overlay's panels at 4K and tessellates them (what the
-//! demo does per frame, minus the upload). `cold` figures take a new snapshot
+//! snapshot, lays out the overlay's docked panels at 4K (with a streaming
+//! panel of 48 textures) and tessellates them (what the demo does on a frame
+//! that lays out, minus the upload). `cold` figures take a new snapshot
 //! and lay out every strip again each frame (the worst case: every block
 //! changed). A second thread allocates and frees meanwhile; its slowest call,
 //! with and without snapshots running, shows whether a snapshot stalls it.
@@ -20,7 +21,9 @@ use vkalloc::{
     AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage, PoolDesc,
     ResourceKind,
 };
-use vkalloc_heapmap::{draw_overlay, FrameSample, OverlayData, Timeline, ViewState};
+use vkalloc_heapmap::{
+    draw_docked_on, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
+};
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -104,6 +107,27 @@ fn main() {
             ..FrameSample::default()
         });
     }
+    let streaming = StreamingInfo {
+        pool_bytes: 900 << 20,
+        pool_committed: 960 << 20,
+        budget: 1 << 30,
+        textures: (0..48)
+            .map(|i| TextureStream {
+                name: format!(
+                    "material_{:02}_{}",
+                    i / 3,
+                    ["albedo", "normal", "orm"][i % 3]
+                ),
+                resident_mip: (i % 4) as u32,
+                wanted_mip: Some((i % 3) as u32),
+                resident_bytes: (i as u64 + 1) << 20,
+                wanted_bytes: Some((i as u64 + 2) << 20),
+            })
+            .collect(),
+        pending_loads: Some(3),
+        upload_bytes_per_s: Some(9.0e9),
+        evictions: Some(12),
+    };
     let ctx = egui::Context::default();
     let mut state = ViewState::default();
     let mut snapshot = vkalloc::Snapshot::default();
@@ -151,22 +175,19 @@ fn main() {
             .entry(egui::ViewportId::ROOT)
             .or_default()
             .native_pixels_per_point = Some(ppp);
+        // The demo's docked layout, with its streaming panel (48 textures).
         let out = ctx.run_ui(input, |ui| {
-            egui::Panel::right("overlay")
-                .exact_size(960.0)
-                .show(ui, |ui| {
-                    egui::ScrollArea::vertical().show(ui, |ui| {
-                        draw_overlay(
-                            ui,
-                            &OverlayData {
-                                snapshot: Some(&snapshot),
-                                timeline: Some(&timeline),
-                                ..OverlayData::default()
-                            },
-                            &mut state,
-                        )
-                    });
-                });
+            draw_docked_on(
+                ui,
+                &OverlayData {
+                    snapshot: Some(&snapshot),
+                    streaming: Some(&streaming),
+                    timeline: Some(&timeline),
+                    ..OverlayData::default()
+                },
+                &mut state,
+                egui::Color32::TRANSPARENT,
+            );
         });
         let prims = ctx.tessellate(out.shapes, out.pixels_per_point);
         std::hint::black_box(prims);
