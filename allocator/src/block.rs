@@ -365,18 +365,7 @@ impl Block {
     }
 
     pub fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
-        match &self.algo {
-            Algo::Dedicated { kind, live } => {
-                if *live {
-                    visit(0, self.size, *kind)
-                }
-            }
-            _ => {
-                if let Some(r) = self.ranges() {
-                    r.for_each_allocation(visit)
-                }
-            }
-        }
+        self.for_each_allocation_slot(&mut |offset, size, kind, _| visit(offset, size, kind));
     }
 
     pub fn validate(&self) -> Result<(), RangeError> {

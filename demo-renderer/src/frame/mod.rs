@@ -757,17 +757,7 @@ impl Renderer {
             scene.record_after_pass(d, cmd);
             stamp(13, vk::PipelineStageFlags2::ALL_COMMANDS);
 
-            let hdr_read = ImageTransition::color(
-                self.targets.hdr.image(),
-                vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
-                vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-            )
-            .stages(
-                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
-                vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
-                vk::PipelineStageFlags2::FRAGMENT_SHADER,
-                vk::AccessFlags2::SHADER_SAMPLED_READ,
-            );
+            let hdr_read = ImageTransition::attachment_to_sampled(self.targets.hdr.image());
             transition(d, cmd, &[hdr_read]);
 
             // Bloom (pass 2 of the transients' lifetimes), on the shadow map's memory:
@@ -814,17 +804,7 @@ impl Renderer {
                 );
                 d.cmd_draw(cmd, 3, 1, 0, 0);
                 d.cmd_end_rendering(cmd);
-                let bloom_read = ImageTransition::color(
-                    t.bloom.image(),
-                    vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
-                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-                )
-                .stages(
-                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
-                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
-                    vk::AccessFlags2::SHADER_SAMPLED_READ,
-                );
+                let bloom_read = ImageTransition::attachment_to_sampled(t.bloom.image());
                 transition(d, cmd, &[bloom_read]);
             }
             stamp(5, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);

@@ -43,6 +43,23 @@ impl ImageTransition {
         }
     }
 
+    /// A colour attachment the fragment shader samples next: its writes made
+    /// visible to sampled reads, `COLOR_ATTACHMENT_OPTIMAL` to
+    /// `SHADER_READ_ONLY_OPTIMAL`.
+    pub fn attachment_to_sampled(image: vk::Image) -> Self {
+        Self::color(
+            image,
+            vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+            vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+        )
+        .stages(
+            vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+            vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+            vk::PipelineStageFlags2::FRAGMENT_SHADER,
+            vk::AccessFlags2::SHADER_SAMPLED_READ,
+        )
+    }
+
     /// Sets the stages and accesses.
     pub fn stages(
         mut self,
