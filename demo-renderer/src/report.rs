@@ -28,13 +28,20 @@ pub struct FrameRecord {
     /// PSNR against `--compare`'s frame, dB (100 = identical).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub psnr_db: Option<f64>,
-    /// CPU milliseconds of the overlay (snapshot, layout, tessellation), with `--overlay`.
+    /// The overlay's CPU milliseconds on the render thread this frame, with
+    /// `--overlay`: waiting for and installing the layout thread's last layout
+    /// (egui texture uploads included) and posting the next.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlay_cpu_ms: Option<f64>,
-    /// Whether the overlay laid its panels out this frame (it does at most
-    /// every 50 ms without input, and draws the last layout in between).
+    /// Whether a new layout of the panels was installed this frame (the
+    /// layout thread makes one at most every 50 ms without input; the last
+    /// one is drawn in between).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlay_laid_out: Option<bool>,
+    /// The layout thread's milliseconds for the layout installed this frame
+    /// (snapshot, egui layout, tessellation; on another core).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overlay_layout_ms: Option<f64>,
 }
 
 impl FrameRecord {
@@ -53,6 +60,7 @@ impl FrameRecord {
             psnr_db: None,
             overlay_cpu_ms: None,
             overlay_laid_out: None,
+            overlay_layout_ms: None,
         }
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! `cargo run --release -p vkalloc-heapmap --example overlay_cpu -- [N] [FRAMES]`
 //! prints one JSON object (with `OVERLAY_CPU_ALONE=1`: only the median snapshot
-//! and layout milliseconds, without the second thread, for profiling).
+//! and layout milliseconds, without the second thread, for profiling; with
+//! `OVERLAY_CPU_WARM_ONLY=1` too, without the cold frames).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -206,8 +207,18 @@ fn main() {
     for _ in 0..frames {
         frame(false, &mut s, &mut l, &mut t);
     }
-    let (mut cs, mut cl, mut ct) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..frames.div_ceil(4) {
+    let (mut cs, mut cl, mut ct) = (vec![0.0], vec![0.0], vec![0.0]);
+    // `OVERLAY_CPU_WARM_ONLY=1` skips the cold frames (for instruction counts
+    // of the frames that lay out incrementally).
+    let cold_frames = if std::env::var_os("OVERLAY_CPU_WARM_ONLY").is_some() {
+        0
+    } else {
+        cs.clear();
+        cl.clear();
+        ct.clear();
+        frames.div_ceil(4)
+    };
+    for _ in 0..cold_frames {
         frame(true, &mut cs, &mut cl, &mut ct);
     }
     if std::env::var_os("OVERLAY_CPU_ALONE").is_some() {

@@ -886,28 +886,38 @@ pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
         opt(st.upload_bytes_per_s.map(|r| format_bytes(r as u64))),
         opt(st.evictions.map(|e| e.to_string()))
     ));
+    // One monospace line a texture, laid out only for the rows in view (a
+    // panel of 48 textures shows about six): a layout's cost stays flat in
+    // the number of textures.
+    let name_width = st
+        .textures
+        .iter()
+        .map(|t| t.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(7, 40);
+    ui.monospace(
+        RichText::new(format!(
+            "{:<name_width$} {:>8} {:>8} {:>10} {:>10}",
+            "texture", "resident", "wanted", "resident", "wanted"
+        ))
+        .strong(),
+    );
+    let row_height = ui.text_style_height(&egui::TextStyle::Monospace);
     egui::ScrollArea::vertical()
         .id_salt("streaming_textures")
         .max_height(ui.available_height().max(60.0))
-        .show(ui, |ui| {
-            egui::Grid::new("streaming_grid")
-                .striped(true)
-                .show(ui, |ui| {
-                    ui.strong("texture");
-                    ui.strong("resident mip");
-                    ui.strong("wanted mip");
-                    ui.strong("resident");
-                    ui.strong("wanted");
-                    ui.end_row();
-                    for t in &st.textures {
-                        ui.monospace(&t.name);
-                        ui.monospace(t.resident_mip.to_string());
-                        ui.monospace(opt(t.wanted_mip.map(|m| m.to_string())));
-                        ui.monospace(format_bytes(t.resident_bytes));
-                        ui.monospace(opt(t.wanted_bytes.map(format_bytes)));
-                        ui.end_row();
-                    }
-                });
+        .show_rows(ui, row_height, st.textures.len(), |ui, rows| {
+            for t in &st.textures[rows] {
+                let name: String = t.name.chars().take(name_width).collect();
+                ui.monospace(format!(
+                    "{name:<name_width$} {:>8} {:>8} {:>10} {:>10}",
+                    format!("mip {}", t.resident_mip),
+                    opt(t.wanted_mip.map(|m| format!("mip {m}"))),
+                    format_bytes(t.resident_bytes),
+                    opt(t.wanted_bytes.map(format_bytes)),
+                ));
+            }
         });
 }
 

@@ -4,10 +4,14 @@
 //! Its own buffers and font texture are allocated through vkalloc
 //! ([`memory::OverlayAllocator`]), so it shows itself.
 //!
-//! Each frame: [`Overlay::prepare`] takes a snapshot, lays out the panels and
-//! tessellates them (the CPU part); the renderer calls [`Overlay::record`]
-//! inside the tone-map pass (the GPU part, timed as the `overlay` pass).
+//! Each frame: [`Overlay::prepare`] takes the layout finished since the last
+//! frame (uploading egui's texture changes) and, at most every
+//! [`LAYOUT_INTERVAL`] or at once on input, posts the next one to the layout
+//! thread ([`layout`]: snapshot, egui layout, tessellation); the renderer
+//! calls [`Overlay::record`] inside the tone-map pass (the GPU part, timed as
+//! the `overlay` pass).
 
+pub mod layout;
 pub mod memory;
 
 use std::time::Instant;
@@ -16,12 +20,10 @@ use ash::vk;
 use egui::epaint::ClippedPrimitive;
 use egui::TextureId;
 use egui_ash_renderer::{DynamicRendering, Options, RenderMode, Renderer as EguiRenderer};
-use vkalloc::Snapshot;
-use vkalloc_heapmap::{
-    draw_docked_on, FrameSample, OverlayData, StreamingInfo, TextureStream, Timeline, ViewState,
-};
+use vkalloc_heapmap::{FrameSample, StreamingInfo, TextureStream, Timeline};
 
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use layout::{LayoutJob, LayoutWorker};
 use memory::OverlayAllocator;
 
 fn gpu_err(call: &'static str, e: egui_ash_renderer::RendererError) -> GpuError {
@@ -50,9 +52,9 @@ pub struct Overlay {
     renderer: Option<EguiRenderer<OverlayAllocator>>,
     format: vk::Format,
     uploads: vk::CommandPool,
-    state: ViewState,
+    worker: Option<LayoutWorker>,
+    interactive: bool,
     timeline: Timeline,
-    snapshot: Snapshot,
     primitives: Vec<ClippedPrimitive>,
     to_free: Vec<TextureId>,
     pixels_per_point: f32,
@@ -61,14 +63,18 @@ pub struct Overlay {
     last_ops: (u64, u64, u64),
     /// Whether it is drawn (F1 toggles it in a window).
     pub visible: bool,
-    /// Milliseconds of the last [`Overlay::prepare`]: snapshot, layout and
-    /// tessellation on frames that lay out, next to nothing on the others.
+    /// Milliseconds the render thread spent in the last [`Overlay::prepare`]:
+    /// waiting for and installing a finished layout (texture uploads
+    /// included) and posting the next job.
     pub cpu_ms: f64,
-    /// Whether the last [`Overlay::prepare`] laid the panels out.
+    /// Whether the last [`Overlay::prepare`] installed a new layout.
     pub laid_out: bool,
     last_layout: Option<Instant>,
-    /// Milliseconds of the last snapshot alone.
-    pub snapshot_ms: f64,
+    /// The layout thread's milliseconds for the layout installed by the last
+    /// [`Overlay::prepare`] (snapshot, egui layout, tessellation), if it did.
+    pub layout_ms: Option<f64>,
+    /// Of which the snapshot alone.
+    pub snapshot_ms: Option<f64>,
 }
 
 impl Overlay {
@@ -98,14 +104,25 @@ impl Overlay {
             )
         }
         .check("vkCreateCommandPool")?;
+        let worker = match LayoutWorker::spawn(egui.clone(), mem.allocator().clone()) {
+            Ok(w) => w,
+            Err(e) => {
+                // SAFETY: the pool was just created and holds no command buffers.
+                unsafe { ctx.device.destroy_command_pool(uploads, None) };
+                return Err(GpuError::Alloc {
+                    what: "overlay layout thread".into(),
+                    reason: e.to_string(),
+                });
+            }
+        };
         Ok(Self {
             egui,
             renderer: Some(renderer),
             format,
             uploads,
-            state: ViewState::default(),
+            worker: Some(worker),
+            interactive: true,
             timeline: Timeline::new(TIMELINE_FRAMES),
-            snapshot: Snapshot::default(),
             primitives: Vec::new(),
             to_free: Vec::new(),
             pixels_per_point: 1.0,
@@ -115,7 +132,8 @@ impl Overlay {
             cpu_ms: 0.0,
             laid_out: false,
             last_layout: None,
-            snapshot_ms: 0.0,
+            layout_ms: None,
+            snapshot_ms: None,
         })
     }
 
@@ -150,75 +168,76 @@ impl Overlay {
         self.last_ops = (allocations, frees, calls);
     }
 
-    /// Takes a snapshot and lays out the panels for a target of `extent` pixels
-    /// with `input` (headless: none); uploads changed egui textures.
+    /// Installs the layout finished since the last frame (waiting for it if
+    /// the layout thread is still at it, and uploading egui's texture
+    /// changes), then posts the next layout for a target of `extent` pixels
+    /// with `input` (headless: none) when one is due: at most every
+    /// [`LAYOUT_INTERVAL`], at once on input. `streaming` is called only then.
     pub fn prepare(
         &mut self,
         ctx: &Context,
-        mem: &GpuMemory,
         extent: vk::Extent2D,
         pixels_per_point: f32,
-        streaming: Option<&StreamingInfo>,
-        mut input: egui::RawInput,
+        streaming: impl FnOnce() -> Option<StreamingInfo>,
+        input: egui::RawInput,
     ) -> Result<(), GpuError> {
         let started = Instant::now();
+        self.laid_out = false;
+        self.layout_ms = None;
+        self.snapshot_ms = None;
+        if self.install(ctx)? {
+            self.laid_out = true;
+        }
+        if !self.visible {
+            self.primitives.clear();
+            self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
+            return Ok(());
+        }
         let quiet = input.events.is_empty();
         let due = self
             .last_layout
             .is_none_or(|t| started.duration_since(t) >= LAYOUT_INTERVAL);
-        let reuse = quiet && !due && !self.primitives.is_empty();
-        self.laid_out = self.visible && !reuse;
-        if !self.laid_out {
-            if !self.visible {
-                self.primitives.clear();
-            }
-            self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
-            return Ok(());
-        }
-        self.last_layout = Some(started);
-        // Counters fresh; a block's records only when it changed (see
-        // `Allocator::refresh_snapshot`).
-        mem.allocator().refresh_snapshot(&mut self.snapshot);
-        self.snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
-        let ppp = pixels_per_point.max(0.25);
-        input.screen_rect = Some(egui::Rect::from_min_size(
-            egui::Pos2::ZERO,
-            egui::vec2(extent.width as f32 / ppp, extent.height as f32 / ppp),
-        ));
-        input
-            .viewports
-            .entry(egui::ViewportId::ROOT)
-            .or_default()
-            .native_pixels_per_point = Some(ppp);
-        let (snapshot, timeline, state) = (&self.snapshot, &self.timeline, &mut self.state);
-        let mut panel_points = [egui::Rect::NOTHING; 2];
-        let panels = &mut panel_points;
-        let mut output = self.egui.run_ui(input, |ui| {
-            let data = OverlayData {
-                snapshot: Some(snapshot),
-                streaming,
-                timeline: Some(timeline),
-                diff: None,
+        if !quiet || due || self.primitives.is_empty() {
+            let job = LayoutJob {
+                input,
+                extent: (extent.width, extent.height),
+                pixels_per_point,
+                streaming: streaming(),
+                timeline: self.timeline.clone(),
+                interactive: self.interactive,
             };
-            *panels = draw_docked_on(ui, &data, state, egui::Color32::TRANSPARENT);
-        });
-        self.pixels_per_point = output.pixels_per_point;
-        self.panels = panel_points.map(|r| {
-            let r = r.intersect(egui::Rect::EVERYTHING);
-            let p = output.pixels_per_point;
-            if r.is_positive() {
-                [r.min.x * p, r.min.y * p, r.max.x * p, r.max.y * p]
-            } else {
-                [0.0; 4]
+            let worker = self.worker.as_ref().expect("worker lives until destroy");
+            if worker.post(job) {
+                self.last_layout = Some(started);
             }
-        });
+            // The very first layout is drawn on its own frame (there is nothing
+            // older to draw).
+            if self.primitives.is_empty() && self.install(ctx)? {
+                self.laid_out = true;
+            }
+        }
+        self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// Takes the finished layout, if one was posted; true if it installed one.
+    fn install(&mut self, ctx: &Context) -> Result<bool, GpuError> {
+        let worker = self.worker.as_ref().expect("worker lives until destroy");
+        let laid = worker.take().map_err(|reason| GpuError::Alloc {
+            what: "overlay".into(),
+            reason: reason.into(),
+        })?;
+        let Some(mut laid) = laid else {
+            return Ok(false);
+        };
         let renderer = self
             .renderer
             .as_mut()
             .expect("renderer lives until destroy");
-        let mut deltas: Vec<_> = output.textures_delta.set.drain().collect();
+        let mut deltas: Vec<_> = laid.textures.set.drain().collect();
+        // Whole-texture sets first: a partial update needs its texture.
         deltas.sort_by_key(|(_, d)| !d.iter().any(|d| d.pos.is_none()));
-        self.to_free = output.textures_delta.free.drain().collect();
+        self.to_free.extend(laid.textures.free.drain());
         for (id, deltas) in &deltas {
             for delta in deltas {
                 renderer
@@ -226,9 +245,12 @@ impl Overlay {
                     .map_err(|e| gpu_err("egui_ash_renderer::Renderer::set_texture", e))?;
             }
         }
-        self.primitives = self.egui.tessellate(output.shapes, output.pixels_per_point);
-        self.cpu_ms = started.elapsed().as_secs_f64() * 1e3;
-        Ok(())
+        self.primitives = laid.primitives;
+        self.pixels_per_point = laid.pixels_per_point;
+        self.panels = laid.panels;
+        self.layout_ms = Some(laid.layout_ms);
+        self.snapshot_ms = Some(laid.snapshot_ms);
+        Ok(true)
     }
 
     /// `push` with the panels' background: the tone-map pass scales the colour
@@ -288,7 +310,7 @@ impl Overlay {
 
     /// Shows or hides the filter widgets (hidden in headless frames).
     pub fn set_interactive(&mut self, interactive: bool) {
-        self.state.controls = interactive;
+        self.interactive = interactive;
     }
 
     /// Shows or hides the panels (F1 in a window).
@@ -298,6 +320,7 @@ impl Overlay {
 
     /// Destroys the renderer and its memory; the device must be idle.
     pub fn destroy(&mut self, ctx: &Context) {
+        drop(self.worker.take());
         drop(self.renderer.take());
         // SAFETY: the device is idle; texture uploads waited for their queue.
         unsafe { ctx.device.destroy_command_pool(self.uploads, None) };
@@ -349,17 +372,12 @@ pub fn before_frame(
     let Some(overlay) = renderer.overlay.as_mut() else {
         return Ok(());
     };
-    let residency = scene.texture_residency();
-    let streaming = (!residency.is_empty())
-        .then(|| streaming_info(&mem.allocator().statistics(), budget, residency.into_iter()));
-    overlay.prepare(
-        ctx,
-        mem,
-        extent,
-        pixels_per_point,
-        streaming.as_ref(),
-        input,
-    )
+    let streaming = || {
+        let residency = scene.texture_residency();
+        (!residency.is_empty())
+            .then(|| streaming_info(&mem.allocator().statistics(), budget, residency.into_iter()))
+    };
+    overlay.prepare(ctx, extent, pixels_per_point, streaming, input)
 }
 
 /// After a frame's fence: frees textures, adds the frame to the timeline and
@@ -379,6 +397,7 @@ pub fn after_frame(
         );
         record.overlay_cpu_ms = Some(overlay.cpu_ms);
         record.overlay_laid_out = Some(overlay.laid_out);
+        record.overlay_layout_ms = overlay.layout_ms;
     }
 }
 
