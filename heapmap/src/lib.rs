@@ -18,7 +18,8 @@ pub use model::{
     read_dump, Category, Diff, DumpError, FrameSample, StreamingInfo, TextureStream, Timeline,
 };
 pub use ui::{
-    draw_docked, draw_docked_on, draw_overlay, OverlayData, ViewState, PANEL_BACKGROUND_ALPHA,
+    draw_docked, draw_docked_on, draw_overlay, warm_glyphs, OverlayData, ViewState,
+    PANEL_BACKGROUND_ALPHA,
 };
 
 use image::RgbaImage;

@@ -153,6 +153,9 @@ impl ViewState {
     }
 }
 
+/// The block labels' font size (points).
+const STRIP_LABEL_FONT_SIZE: f32 = 10.0;
+
 /// Draws every panel that has data, top to bottom.
 pub fn draw_overlay(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) {
     if let Some(s) = data.snapshot {
@@ -244,6 +247,22 @@ pub fn draw_docked_on(
                 });
         });
     [bottom, right]
+}
+
+/// Lays out every printable ASCII character in each font the panels use, so
+/// that egui rasterizes those glyphs into its font atlas now. A renderer calls
+/// it inside its first layout: later layouts then add no glyphs, and so no
+/// partial font-texture uploads mid-run (egui-ash-renderer waits for the queue
+/// to go idle on every texture update).
+pub fn warm_glyphs(ui: &Ui) {
+    let text: String = (0x20u8..0x7f).map(char::from).collect();
+    let mut fonts: Vec<FontId> = ui.style().text_styles.values().cloned().collect();
+    fonts.push(FontId::monospace(STRIP_LABEL_FONT_SIZE));
+    for font in fonts {
+        let _ = ui
+            .painter()
+            .layout_no_wrap(text.clone(), font, Color32::WHITE);
+    }
 }
 
 fn section(ui: &mut Ui, title: &str, add: impl FnOnce(&mut Ui)) {
@@ -735,7 +754,7 @@ pub fn blocks_panel(ui: &mut Ui, s: &Snapshot, diff: Option<&Diff>, state: &mut 
     if s.lists.is_empty() {
         ui.label("no blocks");
     }
-    let font = FontId::monospace(10.0);
+    let font = FontId::monospace(STRIP_LABEL_FONT_SIZE);
     let mut clicked = None;
     if let Some((li, bi)) = state.zoom {
         match s

@@ -28,7 +28,9 @@ use std::time::Instant;
 
 use egui::epaint::ClippedPrimitive;
 use vkalloc::{Allocator, Snapshot};
-use vkalloc_heapmap::{draw_docked_on, OverlayData, StreamingInfo, Timeline, ViewState};
+use vkalloc_heapmap::{
+    draw_docked_on, warm_glyphs, OverlayData, StreamingInfo, Timeline, ViewState,
+};
 
 use vkalloc::vk::AshDevice;
 
@@ -171,6 +173,7 @@ fn run(shared: Shared, egui: egui::Context, allocator: Arc<Allocator<AshDevice>>
     let _notice = DeathNotice(shared.clone());
     let mut state = ViewState::headless();
     let mut snapshot = Snapshot::default();
+    let mut first = true;
     loop {
         let job = {
             let mut slot = lock(&shared);
@@ -185,7 +188,8 @@ fn run(shared: Shared, egui: egui::Context, allocator: Arc<Allocator<AshDevice>>
                 slot = shared.1.wait(slot).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let laid = lay_out(&egui, &allocator, &mut snapshot, &mut state, job);
+        let laid = lay_out(&egui, &allocator, &mut snapshot, &mut state, job, first);
+        first = false;
         let mut slot = lock(&shared);
         slot.done = Some(laid);
         slot.busy = false;
@@ -193,13 +197,15 @@ fn run(shared: Shared, egui: egui::Context, allocator: Arc<Allocator<AshDevice>>
     }
 }
 
-/// One layout: refresh the snapshot, run egui, tessellate.
+/// One layout: refresh the snapshot, run egui, tessellate (`first`: warm the
+/// font atlas too).
 fn lay_out(
     egui: &egui::Context,
     allocator: &Allocator<AshDevice>,
     snapshot: &mut Snapshot,
     state: &mut ViewState,
     job: LayoutJob,
+    first: bool,
 ) -> Laid {
     let started = Instant::now();
     allocator.refresh_snapshot(snapshot);
@@ -218,6 +224,10 @@ fn lay_out(
         .native_pixels_per_point = Some(ppp);
     let mut points = [egui::Rect::NOTHING; 2];
     let output = egui.run_ui(input, |ui| {
+        if first {
+            // All of the panels' glyphs in the first font upload, none later.
+            warm_glyphs(ui);
+        }
         let data = OverlayData {
             snapshot: Some(snapshot),
             streaming: job.streaming.as_ref(),
