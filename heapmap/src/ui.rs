@@ -918,7 +918,7 @@ pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
     ui.monospace(
         RichText::new(format!(
             "{:<name_width$} {:>8} {:>8} {:>10} {:>10}",
-            "texture", "resident", "wanted", "resident", "wanted"
+            "texture", "res. mip", "want mip", "res. size", "want size"
         ))
         .strong(),
     );
@@ -931,8 +931,8 @@ pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
                 let name: String = t.name.chars().take(name_width).collect();
                 ui.monospace(format!(
                     "{name:<name_width$} {:>8} {:>8} {:>10} {:>10}",
-                    format!("mip {}", t.resident_mip),
-                    opt(t.wanted_mip.map(|m| format!("mip {m}"))),
+                    t.resident_mip,
+                    opt(t.wanted_mip.map(|m| m.to_string())),
                     format_bytes(t.resident_bytes),
                     opt(t.wanted_bytes.map(format_bytes)),
                 ));
