@@ -222,15 +222,31 @@ impl Block {
     }
 
     /// Places `request` at the lowest offset below `below` that fits (TLSF
-    /// blocks only; for compaction).
-    pub fn allocate_lowest(&mut self, request: &RangeRequest, below: u64) -> Option<Range> {
+    /// blocks only; for compaction), for a caller that knows no free range
+    /// below `offset` can hold it: the walk starts at the free range at
+    /// `offset` named by `hint` (from [`Self::for_each_free_hinted`]; a stale
+    /// hint only makes the walk start at offset 0).
+    pub fn allocate_lowest_from(
+        &mut self,
+        request: &RangeRequest,
+        below: u64,
+        (offset, hint): (u64, u32),
+    ) -> Option<Range> {
         match &mut self.algo {
             Algo::Tlsf(t) => {
-                let placement = t.find_lowest(request, below)?;
+                let placement = t.find_lowest_from(request, below, offset, hint)?;
                 self.generation += 1;
                 Some(t.commit(placement, request.kind))
             }
             _ => None,
+        }
+    }
+
+    /// Calls `visit(offset, size, hint)` for every free range of a TLSF
+    /// block, in address order (nothing for other blocks).
+    pub fn for_each_free_hinted(&self, visit: &mut dyn FnMut(u64, u64, u32)) {
+        if let Algo::Tlsf(t) = &self.algo {
+            t.for_each_free_hinted(visit);
         }
     }
 

@@ -126,6 +126,55 @@ struct Step {
     whole: bool,
 }
 
+/// A block's free ranges in address order with their running largest size:
+/// finds the lowest free range of at least `size` bytes in O(log ranges).
+/// Compaction inside a block asks it before the walk of
+/// [`Block::allocate_lowest_from`]: a candidate that can't move lower (most
+/// of them, in a block of many small allocations) costs a binary search, and
+/// one that can starts its walk at that range, since none below it holds the
+/// size (alignment and granularity are still the walk's to check). Built
+/// before moves into the block, it over-reports free space afterwards, never
+/// under-reports: a "no" stays true.
+#[derive(Default)]
+struct LowestFree {
+    /// Each range's offset and its allocator's hint.
+    starts: Vec<(u64, u32)>,
+    /// `largest[i]` = the largest size among the first `i + 1` ranges.
+    largest: Vec<u64>,
+}
+
+impl LowestFree {
+    fn of(block: &crate::block::Block) -> Self {
+        let mut ranges = Vec::new();
+        block.for_each_free_hinted(&mut |offset, size, hint| ranges.push((offset, size, hint)));
+        Self::from_free(ranges)
+    }
+
+    /// From free `(offset, size, hint)` ranges in address order.
+    fn from_free(ranges: impl IntoIterator<Item = (u64, u64, u32)>) -> Self {
+        let mut index = Self::default();
+        let mut largest = 0u64;
+        for (offset, size, hint) in ranges {
+            largest = largest.max(size);
+            index.starts.push((offset, hint));
+            index.largest.push(largest);
+        }
+        index
+    }
+
+    /// The lowest free range of at least `size` bytes, if it starts below
+    /// `below`: its offset and hint.
+    fn lowest(&self, size: u64, below: u64) -> Option<(u64, u32)> {
+        // The first range whose running maximum reaches `size` is the lowest
+        // range of at least `size` bytes.
+        let first = self.largest.partition_point(|&m| m < size);
+        self.starts
+            .get(first)
+            .copied()
+            .filter(|&(offset, _)| offset < below)
+    }
+}
+
 /// The order in which a pass empties and fills a list's TLSF blocks.
 ///
 /// `Fast`: blocks fullest first; each block, emptiest first, into the
@@ -783,6 +832,11 @@ impl BlockVector {
             }
             let mut candidates: Vec<Meta> =
                 block.live_metas().filter(|m| !busy(m)).cloned().collect();
+            // The source's own free ranges, for compaction inside it: built
+            // once, as planning only shrinks free ranges (destinations are
+            // reserved, sources freed when the pass ends), so a range it
+            // says is the lowest that could hold a size stays so.
+            let mut own_free: Option<LowestFree> = None;
             match algorithm {
                 DefragAlgorithm::Fast => {
                     candidates.sort_by_key(|m| std::cmp::Reverse(m.range.size))
@@ -810,7 +864,11 @@ impl BlockVector {
                     };
                     let range = if dest == src {
                         // Compaction inside the block: only lower.
-                        block.allocate_lowest(&request, meta.range.offset)
+                        let index = own_free.get_or_insert_with(|| LowestFree::of(block));
+                        let Some(start) = index.lowest(request.size, meta.range.offset) else {
+                            continue;
+                        };
+                        block.allocate_lowest_from(&request, meta.range.offset, start)
                     } else {
                         block.allocate(&request)
                     };
@@ -1112,6 +1170,44 @@ impl BlockVector {
                 range,
                 epoch: self.epoch.load(Ordering::Relaxed),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod lowest_free_tests {
+    use super::LowestFree;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `lowest` agrees with a scan of the ranges.
+        #[test]
+        fn lowest_matches_a_scan(
+            sizes in prop::collection::vec((1u64..64, 1u64..64), 0..40),
+            size in 1u64..80,
+            below in 0u64..3000,
+        ) {
+            // Free ranges in address order with allocated gaps between them.
+            let mut offset = 0;
+            let ranges: Vec<(u64, u64)> = sizes
+                .iter()
+                .map(|&(gap, len)| {
+                    offset += gap;
+                    let r = (offset, len);
+                    offset += len;
+                    r
+                })
+                .collect();
+            let index = LowestFree::from_free(
+                ranges.iter().enumerate().map(|(i, &(o, l))| (o, l, i as u32)),
+            );
+            let scan = ranges
+                .iter()
+                .enumerate()
+                .find(|&(_, &(_, l))| l >= size)
+                .map(|(i, &(o, _))| (o, i as u32))
+                .filter(|&(o, _)| o < below);
+            prop_assert_eq!(index.lowest(size, below), scan);
         }
     }
 }

@@ -393,11 +393,55 @@ impl TlsfAllocator {
     /// path). Changes nothing; commit the result with
     /// [`RangeAllocator::commit`].
     pub fn find_lowest(&self, request: &RangeRequest, below: u64) -> Option<Placement> {
+        self.find_lowest_after(request, below, self.first)
+    }
+
+    /// Calls `visit(offset, size, hint)` for every free range in address
+    /// order; `hint` names the range for [`Self::find_lowest_from`].
+    pub fn for_each_free_hinted(&self, visit: &mut dyn FnMut(u64, u64, u32)) {
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if node.state == State::Free {
+                visit(node.offset, node.size, index);
+            }
+            index = node.next;
+        }
+    }
+
+    /// [`Self::find_lowest`] for a caller that knows no free range below
+    /// `offset` can hold `request`: the walk starts at the range at `offset`,
+    /// named by its `hint` from [`Self::for_each_free_hinted`]. The range may
+    /// have been allocated from since (an allocation at its start keeps the
+    /// hint's offset). A hint that no longer names a range at `offset` (freed
+    /// and merged since) is ignored and the walk starts at offset 0, so the
+    /// answer is the same either way.
+    pub fn find_lowest_from(
+        &self,
+        request: &RangeRequest,
+        below: u64,
+        offset: u64,
+        hint: u32,
+    ) -> Option<Placement> {
+        let start = match self.nodes.get(hint as usize) {
+            Some(n) if n.state != State::Vacant && n.offset == offset => hint,
+            _ => self.first,
+        };
+        self.find_lowest_after(request, below, start)
+    }
+
+    /// The walk of [`Self::find_lowest`] from node `start`.
+    fn find_lowest_after(
+        &self,
+        request: &RangeRequest,
+        below: u64,
+        start: u32,
+    ) -> Option<Placement> {
         let alignment = checked_alignment(request.alignment)?;
         if request.size == 0 || self.live_nodes() + 2 > RangeId::MAX_SLOTS {
             return None;
         }
-        let mut index = self.first;
+        let mut index = start;
         while index != NIL {
             let node = &self.nodes[index as usize];
             if node.offset >= below {
@@ -1022,6 +1066,20 @@ mod tests {
                     index = node.next;
                 }
                 assert_eq!(found.map(|p| p.offset), expected);
+                // Started at the lowest free range that holds the size (as
+                // compaction does), and with a stale hint: the same answer.
+                let mut start = None;
+                t.for_each_free_hinted(&mut |offset, size, hint| {
+                    if start.is_none() && size >= request.size {
+                        start = Some((offset, hint));
+                    }
+                });
+                if let Some((offset, hint)) = start {
+                    let from = t.find_lowest_from(&request, below, offset, hint);
+                    assert_eq!(from.map(|p| p.offset), expected);
+                    let stale = t.find_lowest_from(&request, below, offset + 1, hint);
+                    assert_eq!(stale.map(|p| p.offset), expected);
+                }
                 if let Some(p) = found {
                     let r = t.commit(p, request.kind);
                     t.validate().unwrap();
