@@ -30,7 +30,8 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
                          copies) before the final frees; rows gain live_at_end_bytes,
                          committed_before/after_defrag_bytes, defrag_bytes_moved, defrag_ms
   --corpus               run the trace corpus: a seeded sample of generator configurations
-                         (requirements from the device), the traces of --traces DIR, and the
+                         (requirements from the device), the demo's recorded traces
+                         (bench/traces/recorded/*.jsonl, or those of --traces DIR), and the
                          standard traces; prints worst case, geometric mean, Pareto check
   --corpus-seed N        the corpus sample's seed (default 825173086512)
   --corpus-size N        configurations in the sample (default 32)
@@ -340,13 +341,48 @@ fn run_range(a: &Args, out_dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `bench/traces/recorded`, from the working directory (the repository
+/// root) or from where the bench was built.
+fn recorded_dir() -> Option<PathBuf> {
+    [
+        PathBuf::from("bench/traces/recorded"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/recorded"),
+    ]
+    .into_iter()
+    .find(|p| p.is_dir())
+}
+
 fn read_trace(p: &Path) -> Result<Trace, String> {
     let f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
     Trace::read(BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
 }
 
+/// A recorded trace (`--record-trace` of the demo) holds the recording
+/// device's `memory_type_bits`, which name other types on another device:
+/// when its note's memory types differ from `ctx`'s, every request may use
+/// any type (the replayer masks them to the device's, and usage decides).
+fn adapt_recorded(mut t: Trace, ctx: &VulkanContext) -> Trace {
+    let Some(recorded) = vkalloc::trace::memory_types_of_note(&t.header.note) else {
+        return t;
+    };
+    if recorded == ctx.memory_type_flags() {
+        return t;
+    }
+    for e in &mut t.events {
+        if let vkalloc::trace::TraceEvent::Alloc(a) = e {
+            a.memory_type_bits = u32::MAX;
+        }
+    }
+    println!(
+        "{}: recorded on other memory types ({}): memory_type_bits widened to every type",
+        t.header.name, t.header.note
+    );
+    t
+}
+
 /// The traces to run: with `--corpus`, the sample's traces (requirements
-/// from `ctx`), then those of `--traces DIR`, then the standard traces;
+/// from `ctx`), then those of `--traces DIR` (by default the recorded ones
+/// in `bench/traces/recorded`), then the standard traces;
 /// otherwise the `--trace` files (and `--traces DIR`) or the standard traces.
 fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
     let mut traces = Vec::new();
@@ -367,9 +403,12 @@ fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
         }
     }
     for p in &a.traces {
-        traces.push(read_trace(p)?);
+        traces.push(adapt_recorded(read_trace(p)?, ctx));
     }
-    if let Some(dir) = &a.trace_dir {
+    // The corpus includes the demo's recorded traces (bench/traces/recorded)
+    // unless `--traces DIR` names another directory.
+    let recorded = a.corpus.then(recorded_dir).flatten();
+    if let Some(dir) = a.trace_dir.as_ref().or(recorded.as_ref()) {
         let mut files: Vec<PathBuf> = fs::read_dir(dir)
             .map_err(|e| format!("{}: {e}", dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -377,7 +416,7 @@ fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
             .collect();
         files.sort();
         for p in files {
-            traces.push(read_trace(&p)?);
+            traces.push(adapt_recorded(read_trace(&p)?, ctx));
         }
     }
     if a.corpus || (a.traces.is_empty() && a.trace_dir.is_none()) {

@@ -716,6 +716,19 @@ impl VulkanContext {
         })
     }
 
+    /// The property flags of each of the device's memory types.
+    pub fn memory_type_flags(&self) -> Vec<u32> {
+        // SAFETY: the instance and physical device are live.
+        let mem = unsafe {
+            self.instance
+                .get_physical_device_memory_properties(self.physical_device)
+        };
+        mem.memory_types[..(mem.memory_type_count as usize).min(vk::MAX_MEMORY_TYPES)]
+            .iter()
+            .map(|t| t.property_flags.as_raw())
+            .collect()
+    }
+
     /// A mask with one bit per memory type of the device.
     pub fn all_types_mask(&self) -> u32 {
         // SAFETY: the instance and physical device are live.

@@ -89,6 +89,20 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         height: settings.height,
     };
     mem.dump_on_failure(settings.out.clone());
+    if let Some(path) = &settings.record_trace {
+        let name = format!(
+            "demo-{}x{}-{}-budget{}MiB",
+            settings.width,
+            settings.height,
+            match settings.streaming {
+                crate::streaming::Mode::On => "streaming",
+                crate::streaming::Mode::Off => "static",
+            },
+            settings.texture_budget >> 20
+        );
+        mem.record_trace(path, &name)
+            .map_err(|e| AppError::Io(format!("--record-trace {}: {e}", path.display())))?;
+    }
     let mut renderer = Renderer::new(ctx, &mem, extent, settings.effects)?;
     let (mut scene, bake_seconds, load_seconds) = match make_scene(ctx, &mem, settings, extent) {
         Ok(x) => x,
@@ -179,6 +193,15 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     extra.destroy(&mem);
     scene.destroy(ctx, &mem);
     renderer.destroy(ctx, &mem);
+    if let Some(path) = &settings.record_trace {
+        if let Err(e) = mem.finish_trace() {
+            eprintln!("--record-trace {}: {e}", path.display());
+            result = result.and(Err(AppError::Io(format!(
+                "--record-trace {}: {e}",
+                path.display()
+            ))));
+        }
+    }
     result?;
     write_report(&settings.out, &report)?;
     println!(

@@ -77,6 +77,8 @@ pub struct Flags {
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
     pub compare: Option<PathBuf>,
+    /// `--record-trace FILE`: every allocation and free as a trace.
+    pub record_trace: Option<PathBuf>,
     /// `--overlay`.
     pub overlay: bool,
     /// `--extra-allocations N`.
@@ -109,6 +111,8 @@ USAGE: demo-renderer [FLAGS]
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
+  --record-trace FILE    write every allocation and free of the run as a trace (JSON lines,
+                         the bench's format: `bench --trace FILE` replays it)
   --window               show the frames in a window (winit) instead of writing PNGs
   --screenshot FILE      with --window: save the last frame as a PNG
   --device INDEX         Vulkan device to use (see --list-devices)
@@ -250,6 +254,7 @@ impl Flags {
                 }
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
+                "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
                 "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
                 "--png-every" => f.png_every = Some(parse_num(&name, &value(&mut it)?)?),
                 "--anisotropy" => {
@@ -307,6 +312,11 @@ impl Flags {
         if f.frames == Some(0) {
             return Err(FlagError("--frames: must be at least 1".into()));
         }
+        if f.record_trace.is_some() && f.window {
+            return Err(FlagError(
+                "--record-trace: headless runs only (leave out --window)".into(),
+            ));
+        }
         Ok(f)
     }
 }
@@ -354,6 +364,8 @@ pub struct Settings {
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
     pub compare: Option<PathBuf>,
+    /// Where to write the allocator's trace of the run (headless).
+    pub record_trace: Option<PathBuf>,
     /// Whether the heap overlay is drawn.
     pub overlay: bool,
     /// Extra small buffers made to load the overlay.
@@ -412,6 +424,7 @@ impl Settings {
                 .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
+            record_trace: f.record_trace.clone(),
             overlay: f.overlay,
             extra_allocations: f.extra_allocations.unwrap_or(0),
             effects: f.effects.unwrap_or(true),

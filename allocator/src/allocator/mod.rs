@@ -341,7 +341,8 @@ impl<D: MemoryDevice> Allocator<D> {
     #[cfg(feature = "trace")]
     /// Starts recording every allocation and free as a trace (format in
     /// [`crate::trace::format`]), written to `writer`. Replaces a recording
-    /// already running, whose result is dropped.
+    /// already running, whose result is dropped. The header's `note` holds
+    /// the device's memory types ([`crate::trace::memory_types_note`]).
     ///
     /// # Errors
     /// [`TraceError`] when the header can't be written.
@@ -350,7 +351,8 @@ impl<D: MemoryDevice> Allocator<D> {
         writer: Box<dyn Write + Send>,
         name: &str,
     ) -> Result<(), TraceError> {
-        let recorder = Recorder::new(writer, name)?;
+        let note = crate::trace::memory_types_note(&self.device.memory_properties().types);
+        let recorder = Recorder::with_note(writer, name, note)?;
         *self.recorder.lock() = Some(recorder);
         self.recording.store(true, Ordering::Release);
         Ok(())

@@ -17,6 +17,27 @@ use crate::desc::{AllocationDesc, AllocationOptions, DriverDedicated, ResourceKi
 use crate::device::{DeviceMemory, MemoryPropertyFlags};
 use crate::select::MemoryUsage;
 
+/// The `note` a recording starts with: the recording device's memory types'
+/// property flags, `memory_type_flags=[f0,f1,...]`, which say what the
+/// trace's `memory_type_bits` mean (a replayer on other memory types widens
+/// them).
+pub fn memory_types_note(types: &[crate::device::MemoryType]) -> String {
+    let flags: Vec<String> = types.iter().map(|t| t.flags.0.to_string()).collect();
+    format!("memory_type_flags=[{}]", flags.join(","))
+}
+
+/// Reads the memory types' flags back from a note written with
+/// [`memory_types_note`]; `None` if the note has none.
+pub fn memory_types_of_note(note: &str) -> Option<Vec<u32>> {
+    let start = note.find("memory_type_flags=[")? + "memory_type_flags=[".len();
+    let end = start + note[start..].find(']')?;
+    let list = &note[start..end];
+    if list.is_empty() {
+        return Some(Vec::new());
+    }
+    list.split(',').map(|f| f.trim().parse().ok()).collect()
+}
+
 /// Writes the events of a live allocator as a trace.
 ///
 /// Trace ids are given in allocation order; allocations made before
@@ -135,7 +156,21 @@ impl Recorder {
     /// # Errors
     /// When the header can't be written.
     pub fn new(writer: Box<dyn Write + Send>, name: &str) -> Result<Self, TraceError> {
-        let header = TraceHeader::new(name, 0, "recorded");
+        Self::with_note(writer, name, String::new())
+    }
+
+    /// [`Recorder::new`] with the header's `note` (for a reader: the device,
+    /// the command line).
+    ///
+    /// # Errors
+    /// When the header can't be written.
+    pub fn with_note(
+        writer: Box<dyn Write + Send>,
+        name: &str,
+        note: String,
+    ) -> Result<Self, TraceError> {
+        let mut header = TraceHeader::new(name, 0, "recorded");
+        header.note = note;
         Ok(Self {
             writer: TraceWriter::new(writer, &header)?,
             ids: HashMap::new(),

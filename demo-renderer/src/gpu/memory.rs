@@ -376,6 +376,25 @@ impl GpuMemory {
         self.allocator.begin_frame();
     }
 
+    /// Starts writing every allocation and free to a trace at `path` (the
+    /// bench's format), named `name`.
+    pub fn record_trace(&self, path: &std::path::Path, name: &str) -> Result<(), String> {
+        let file = std::fs::File::create(path).map_err(|e| e.to_string())?;
+        self.allocator
+            .start_recording(Box::new(std::io::BufWriter::new(file)), name)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Stops the trace that [`GpuMemory::record_trace`] started and flushes
+    /// it; the first write error, if any.
+    pub fn finish_trace(&self) -> Result<(), String> {
+        match self.allocator.stop_recording() {
+            Some(Ok(mut writer)) => std::io::Write::flush(&mut writer).map_err(|e| e.to_string()),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Ok(()),
+        }
+    }
+
     /// The allocator's cheap statistics, as JSON.
     pub fn statistics_json(&self) -> serde_json::Value {
         serde_json::to_value(self.allocator.statistics()).unwrap_or(serde_json::Value::Null)
