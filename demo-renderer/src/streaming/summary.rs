@@ -14,6 +14,11 @@ pub const REFILLED_DEFICIT: f64 = 0.1;
 pub struct StreamingSummary {
     /// "on" or "off".
     pub mode: Mode,
+    /// The queue streaming uploads went on: "transfer" (a transfer-only queue
+    /// family, with queue-family ownership transfers), "graphics", or
+    /// "graphics-split" (the transfer path's submissions on the graphics queue, a
+    /// test mode).
+    pub upload_queue: &'static str,
     /// Frames whose resident texture bytes (or the texture pool's blocks) exceeded the budget.
     pub frames_over_budget: u32,
     /// Mean over frames of the mip deficit.
@@ -72,6 +77,7 @@ impl StreamingSummary {
         let psnr: Vec<f64> = frames.iter().filter_map(|f| f.psnr_db).collect();
         Some(Self {
             mode,
+            upload_queue: "graphics",
             frames_over_budget: over,
             mean_mip_deficit: deficits.iter().sum::<f64>() / deficits.len() as f64,
             p99_mip_deficit: percentiles(&deficits).p99,
@@ -97,7 +103,7 @@ impl StreamingSummary {
             .map(|r| r.map_or("never".to_owned(), |ms| format!("{ms:.0} ms")))
             .collect();
         let mut line = format!(
-            "streaming {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s, refill after cuts [{}]",
+            "streaming {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s on the {} queue, refill after cuts [{}]",
             match self.mode {
                 Mode::On => "on",
                 Mode::Off => "off",
@@ -107,6 +113,7 @@ impl StreamingSummary {
             self.p99_mip_deficit,
             self.upload_bytes as f64 / (1u64 << 20) as f64,
             self.upload_gbps,
+            self.upload_queue,
             refill.join(", ")
         );
         if let (Some(min), Some(mean)) = (self.min_psnr_db, self.mean_psnr_db) {
