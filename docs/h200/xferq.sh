@@ -17,8 +17,9 @@
 #    --upload-queue transfer and once with --upload-queue graphics. Prints for each
 #    the GPU frame time median and p99 (all frames, and frames 24.. after the
 #    warm-up), the frames' upload bytes, upload_gbps (file bytes over the time the
-#    worker threads spent reading them into staging: CPU side), and the
-#    streaming line of the summary.
+#    worker threads spent reading them into staging: CPU side), upload_gpu_gbps
+#    (bytes copied from staging over the GPU time of those copies, from timestamps
+#    on the queue that ran them), and the streaming line of the summary.
 #
 # Each run writes $OUT/<run>/report.json and $OUT/<run>/log.txt.
 set -euo pipefail
@@ -98,7 +99,8 @@ def rank(v, p):
 print(f"{sys.argv[2]}: upload_queue {s.get('upload_queue')}; GPU frame median {g['median']:.2f} ms, "
       f"p99 {g['p99']:.2f} ms; after warm-up (frames 24..) median {rank(warm, 0.5):.2f} ms, "
       f"p99 {rank(warm, 0.99):.2f} ms; uploads {s.get('upload_bytes', 0) / 2**30:.2f} GiB, "
-      f"upload_gbps {s.get('upload_gbps', 0):.2f} GB/s (reads into staging)")
+      f"upload_gbps {s.get('upload_gbps', 0):.2f} GB/s (reads into staging), "
+      f"upload_gpu_gbps {s.get('upload_gpu_gbps', 0):.2f} GB/s (copies from staging, GPU timestamps)")
 line = [p for p in r["summary"].split("; ") if p.startswith("streaming")]
 print("  " + (line[0] if line else r["summary"]))
 PY

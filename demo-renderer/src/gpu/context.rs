@@ -103,6 +103,9 @@ pub struct DeviceInfo {
     pub bindless: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
+    /// Whether queries may be reset from the host (`hostQueryReset`, enabled where
+    /// supported): the streaming uploads' timestamps, on any queue.
+    pub host_query_reset: bool,
 }
 
 /// The Vulkan instance and device, one graphics queue, and the debug messenger.
@@ -459,7 +462,8 @@ impl Context {
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .runtime_descriptor_array(bindless)
             .descriptor_binding_partially_bound(bindless)
-            .descriptor_binding_sampled_image_update_after_bind(bindless);
+            .descriptor_binding_sampled_image_update_after_bind(bindless)
+            .host_query_reset(f12.host_query_reset != 0);
         let priorities = [1.0f32];
         let mut queue_info = vec![vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
@@ -501,6 +505,7 @@ impl Context {
             memory_budget,
             bindless,
             fragment_stores: base.fragment_stores_and_atomics != 0,
+            host_query_reset: f12.host_query_reset != 0,
         };
         Ok((chosen, device, queue_family, upload, info))
     }

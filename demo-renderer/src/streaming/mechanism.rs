@@ -110,6 +110,28 @@ pub struct Op {
 
 struct Batch {
     staging: Vec<MappedBuffer>,
+    /// Bytes copied from staging (timed by the slot's two timestamps, if any).
+    upload_bytes: u64,
+}
+
+/// Timestamps around each batch's copies from staging: two per slot.
+struct Stamps {
+    pool: vk::QueryPool,
+    /// Nanoseconds per tick.
+    period: f64,
+    /// Mask of the valid bits of the queue family that writes them.
+    mask: u64,
+}
+
+/// GPU time of the copies from staging of the batches completed since the last
+/// [`Mechanism::take_gpu_uploads`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuUploads {
+    /// Bytes copied from staging.
+    pub bytes: u64,
+    /// Milliseconds the upload queue spent on them (from its first timestamp to
+    /// its last, per batch).
+    pub ms: f64,
 }
 
 struct Slot {
@@ -166,6 +188,10 @@ pub struct Mechanism {
     frees: FreeQueue,
     /// Their image and view handles, destroyed at the same point: (frame, view, image).
     handles: Vec<(u64, vk::ImageView, vk::Image)>,
+    /// Timestamps, where the queue recording the copies from staging has them and
+    /// queries can be reset from the host.
+    stamps: Option<Stamps>,
+    gpu_uploads: GpuUploads,
 }
 
 const SLOTS: usize = 3;
@@ -209,6 +235,8 @@ impl Mechanism {
                 .clamp(1, 8),
             frees: FreeQueue::new(),
             handles: Vec::new(),
+            stamps: None,
+            gpu_uploads: GpuUploads::default(),
         };
         // From here on, a failure destroys what was made (`destroy_objects`).
         let made = (|| {
@@ -244,6 +272,39 @@ impl Mechanism {
                             .check("vkCreateSemaphore")?;
                     m.slots[k].upload = Some((up[k], semaphore));
                 }
+            }
+            let (timestamps, family) = match ctx.upload {
+                Some(u) => (u.timestamps, u.family),
+                None => (ctx.info.timestamps, ctx.queue_family),
+            };
+            if timestamps && ctx.info.host_query_reset {
+                // SAFETY: plain query.
+                let families = unsafe {
+                    ctx.instance
+                        .get_physical_device_queue_family_properties(ctx.physical_device)
+                };
+                let bits = families
+                    .get(family as usize)
+                    .map_or(0, |f| f.timestamp_valid_bits);
+                // SAFETY: a valid create info on a live device.
+                let pool = unsafe {
+                    d.create_query_pool(
+                        &vk::QueryPoolCreateInfo::default()
+                            .query_type(vk::QueryType::TIMESTAMP)
+                            .query_count(2 * SLOTS as u32),
+                        None,
+                    )
+                }
+                .check("vkCreateQueryPool")?;
+                m.stamps = Some(Stamps {
+                    pool,
+                    period: f64::from(ctx.info.timestamp_period),
+                    mask: if bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << bits) - 1
+                    },
+                });
             }
             Ok(())
         })();
@@ -295,6 +356,13 @@ impl Mechanism {
         mem.collect_frees(&self.frees, Some(done));
     }
 
+    /// The GPU time of the copies from staging of the batches completed since the
+    /// last call (on the upload queue where there is one, else on the graphics
+    /// queue); zero where the queue has no timestamps.
+    pub fn take_gpu_uploads(&mut self) -> GpuUploads {
+        std::mem::take(&mut self.gpu_uploads)
+    }
+
     /// Whether a batch can be started now.
     pub fn has_free_slot(&self) -> bool {
         self.slots.iter().any(|s| s.batch.is_none())
@@ -327,6 +395,23 @@ impl Mechanism {
             // SAFETY: the batch finished; its fence is reset before reuse.
             unsafe { d.reset_fences(&[slot.fence]).check("vkResetFences")? };
             if let Some(batch) = slot.batch.take() {
+                if let (Some(st), true) = (&self.stamps, batch.upload_bytes > 0) {
+                    let mut t = [0u64; 2];
+                    // SAFETY: the batch's fence signalled: both queries were written.
+                    let ok = unsafe {
+                        d.get_query_pool_results(
+                            st.pool,
+                            2 * i as u32,
+                            &mut t,
+                            vk::QueryResultFlags::TYPE_64,
+                        )
+                    };
+                    if ok.is_ok() {
+                        let ticks = t[1].wrapping_sub(t[0]) & st.mask;
+                        self.gpu_uploads.bytes += batch.upload_bytes;
+                        self.gpu_uploads.ms += ticks as f64 * st.period / 1e6;
+                    }
+                }
                 for b in batch.staging {
                     // SAFETY: the copies reading it finished.
                     unsafe { mem.destroy_buffer(b) };
@@ -603,6 +688,23 @@ impl Mechanism {
                 }
             }
         };
+        // Timestamps around the copies from staging, on whichever queue records them.
+        let stamps = self
+            .stamps
+            .as_ref()
+            .filter(|_| result.upload_bytes > 0)
+            .map(|st| (st.pool, 2 * slot_index as u32));
+        if let Some((pool, first)) = stamps {
+            // SAFETY: the slot's queries are not in use (its previous batch was
+            // collected); hostQueryReset is enabled (the pool exists only then).
+            unsafe { d.reset_query_pool(pool, first, 2) };
+        }
+        let stamp = |cmd: vk::CommandBuffer, k: u32, stage: vk::PipelineStageFlags2| {
+            if let Some((pool, first)) = stamps {
+                // SAFETY: `cmd` is recording; the query was reset above.
+                unsafe { d.cmd_write_timestamp2(cmd, stage, pool, first + k) };
+            }
+        };
         let begin = |cmd: vk::CommandBuffer| -> Result<(), GpuError> {
             // SAFETY: the slot's buffers are idle (its previous batch was collected).
             unsafe {
@@ -625,8 +727,10 @@ impl Mechanism {
         unsafe {
             if let Some((queue, (up_cmd, semaphore))) = upload {
                 begin(up_cmd)?;
+                stamp(up_cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
                 transition(d, up_cmd, &barriers.upload_before);
                 record_staging_copies(up_cmd);
+                stamp(up_cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
                 transition(d, up_cmd, &barriers.upload_release);
                 d.end_command_buffer(up_cmd).check("vkEndCommandBuffer")?;
                 let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(up_cmd)];
@@ -640,11 +744,15 @@ impl Mechanism {
                     .check("vkQueueSubmit2 (uploads)")?;
             }
             begin(cmd)?;
+            if upload.is_none() {
+                stamp(cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+            }
             transition(d, cmd, &barriers.graphics_before);
-            record_image_copies(cmd);
             if upload.is_none() {
                 record_staging_copies(cmd);
+                stamp(cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
             }
+            record_image_copies(cmd);
             transition(d, cmd, &barriers.graphics_after);
             d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
             let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
@@ -671,7 +779,14 @@ impl Mechanism {
                 new: p.new,
             })
             .collect();
-        slot.batch = Some(Batch { staging });
+        slot.batch = Some(Batch {
+            staging,
+            upload_bytes: if stamps.is_some() {
+                result.upload_bytes
+            } else {
+                0
+            },
+        });
         self.order.push_back(slot_index);
         Ok(result)
     }
@@ -680,6 +795,9 @@ impl Mechanism {
         // SAFETY: nothing is in flight (callers finish first, or nothing was
         // submitted); the pools' command buffers go with them.
         unsafe {
+            if let Some(st) = self.stamps.take() {
+                d.destroy_query_pool(st.pool, None);
+            }
             for s in self.slots.drain(..) {
                 d.destroy_fence(s.fence, None);
                 if let Some((_, semaphore)) = s.upload {
