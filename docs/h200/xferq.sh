@@ -10,9 +10,10 @@
 # 1. validation: 1920x1080, 48 frames of the camera path (its first camera cut
 #    included), 8K BC7/BC5 materials under a 256 MiB texture budget, uploads on
 #    the transfer queue (--upload-queue transfer), the validation layer on with
-#    synchronization validation (the demo enables it). Fails (exit 1) on any
-#    validation error, a missing layer, or a report whose streaming.upload_queue
-#    is not "transfer".
+#    synchronization validation (the demo enables it). The script exits 1 (after
+#    the timing runs) on any validation error, a missing layer, a frame over
+#    budget, or a report whose streaming.upload_queue is not "transfer"; the first
+#    20 error messages are printed.
 # 2. timing: 4K, 240 frames, no PNGs, no validation, 256 MiB, once with
 #    --upload-queue transfer and once with --upload-queue graphics. Prints for each
 #    the GPU frame time median and p99 (all frames, and frames 24.. after the
