@@ -43,6 +43,7 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         validation: !flags.no_validation,
         bindless: !flags.no_bindless,
         surface_extensions: vec![],
+        upload_queue: flags.upload_queue.unwrap_or_default(),
     };
     if flags.list_devices {
         let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, instance| {
@@ -309,6 +310,7 @@ pub fn build_report(
             "driver_version": ctx.info.driver_version, "bc_textures": ctx.info.bc_textures,
             "timestamps": ctx.info.timestamps, "memory_budget_extension": ctx.info.memory_budget,
             "bindless": ctx.info.bindless,
+            "upload_queue_family": ctx.upload.map(|u| u.family),
         }),
         bake_seconds,
         load_seconds,
@@ -322,6 +324,7 @@ pub fn build_report(
         streaming: None,
         defrag: None,
         summary: String::new(),
+        upload_queue: ctx.upload_queue_name(),
     };
     report.finish();
     report

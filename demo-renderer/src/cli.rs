@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::gpu::UploadQueue;
 pub use crate::streaming::Mode as StreamingMode;
 
 /// Which scene to draw.
@@ -73,6 +74,8 @@ pub struct Flags {
     pub upload_budget: Option<u64>,
     /// `--defrag-budget BYTES` (per frame; 0: off).
     pub defrag_budget: Option<u64>,
+    /// `--upload-queue auto|graphics|transfer`.
+    pub upload_queue: Option<UploadQueue>,
     /// `--show-mips`.
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
@@ -108,6 +111,10 @@ USAGE: demo-renderer [FLAGS]
   --upload-budget SIZE   file bytes uploaded per frame while streaming (default 64MiB)
   --defrag-budget SIZE   texture bytes a defragmentation pass of the texture pool may move
                          per frame while streaming (default 32MiB; 0: no defragmentation)
+  --upload-queue auto|graphics|transfer  the queue streaming uploads go on: a
+                         transfer-only queue with queue-family ownership transfers
+                         (transfer: an error where the device has none), the graphics
+                         queue, or the first where the device has one (auto, the default)
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -252,6 +259,18 @@ impl Flags {
                         v => return Err(FlagError(format!("--streaming: '{v}' is not on or off"))),
                     })
                 }
+                "--upload-queue" => {
+                    f.upload_queue = Some(match value(&mut it)?.as_str() {
+                        "auto" => UploadQueue::Auto,
+                        "graphics" => UploadQueue::Graphics,
+                        "transfer" => UploadQueue::Transfer,
+                        v => {
+                            return Err(FlagError(format!(
+                                "--upload-queue: '{v}' is not auto, graphics or transfer"
+                            )))
+                        }
+                    })
+                }
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
@@ -360,6 +379,9 @@ pub struct Settings {
     pub upload_budget: u64,
     /// Texture bytes a defragmentation pass may move per frame (0: off).
     pub defrag_budget: u64,
+    /// The queue asked for streaming uploads (the one used: the report's
+    /// `streaming.upload_queue`).
+    pub upload_queue: UploadQueue,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
@@ -422,6 +444,7 @@ impl Settings {
             defrag_budget: f
                 .defrag_budget
                 .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),
+            upload_queue: f.upload_queue.unwrap_or_default(),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
@@ -486,5 +509,19 @@ mod tests {
         );
         assert!(parse("--defrag-budget -1").is_err());
         assert!(parse("--defrag-budget").is_err());
+        assert_eq!(
+            parse("--upload-queue transfer").unwrap().upload_queue,
+            Some(UploadQueue::Transfer)
+        );
+        assert_eq!(
+            parse("--upload-queue=graphics").unwrap().upload_queue,
+            Some(UploadQueue::Graphics)
+        );
+        assert_eq!(
+            parse("--upload-queue auto").unwrap().upload_queue,
+            Some(UploadQueue::Auto)
+        );
+        assert!(parse("--upload-queue compute").is_err());
+        assert!(parse("--upload-queue").is_err());
     }
 }

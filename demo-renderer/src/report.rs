@@ -124,6 +124,10 @@ pub struct Report {
     pub defrag: Option<crate::streaming::summary::DefragSummary>,
     /// One line for humans.
     pub summary: String,
+    /// The queue streaming uploads went on ([`crate::gpu::Context::upload_queue_name`]),
+    /// copied into `streaming.upload_queue` by [`Report::finish`].
+    #[serde(skip)]
+    pub upload_queue: &'static str,
 }
 
 impl Report {
@@ -156,6 +160,9 @@ impl Report {
             self.settings.streaming,
             &self.frames,
         );
+        if let Some(s) = self.streaming.as_mut() {
+            s.upload_queue = self.upload_queue;
+        }
         if let Some(s) = &self.streaming {
             self.summary.push_str(&format!("; {}", s.line()));
         }

@@ -100,6 +100,7 @@ impl App {
             validation: !self.flags.no_validation,
             bindless: !self.flags.no_bindless,
             surface_extensions: self.surface_extensions.clone(),
+            upload_queue: self.flags.upload_queue.unwrap_or_default(),
         };
         let surface = Cell::new(vk::SurfaceKHR::null());
         let display = window

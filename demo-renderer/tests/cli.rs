@@ -28,8 +28,36 @@ fn missing_device() {
 }
 
 #[test]
+fn upload_queue_transfer() {
+    fails_cleanly(&["--upload-queue", "dma"], "--upload-queue");
+    let dir = common::scratch("cli_upload_queue_transfer");
+    let out = common::demo()
+        .args(["--upload-queue", "transfer", "--scene", "triangle"])
+        .args(["--frames", "1", "--size", "64x36", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if out.status.success() {
+        // A device with a transfer-only queue family: the device got its queue.
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        assert!(report["device"]["upload_queue_family"].is_u64(), "{report}");
+    } else {
+        // lavapipe: one queue family, which does graphics too.
+        assert!(
+            stderr.contains("no transfer-only queue family"),
+            "expected the missing family in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
 fn help() {
     let out = common::demo().arg("--help").output().unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("--texture-budget"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("--texture-budget"));
+    assert!(stdout.contains("--upload-queue"));
 }

@@ -20,6 +20,7 @@ fn resident_range_changes() {
         validation: true,
         bindless: true,
         surface_extensions: vec![],
+        upload_queue: Default::default(),
     };
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))
         .expect("a Vulkan device (lavapipe in CI)");

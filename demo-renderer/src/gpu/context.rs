@@ -1,4 +1,5 @@
-//! Instance, debug messenger, physical-device choice, logical device and queue.
+//! Instance, debug messenger, physical-device choice, logical device and queues
+//! (graphics, and a transfer-only one for streaming uploads where there is one).
 
 use std::ffi::{c_void, CStr, CString};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,6 +21,50 @@ pub struct ContextDesc {
     pub bindless: bool,
     /// Instance extensions a window surface needs (from `ash_window`).
     pub surface_extensions: Vec<*const std::ffi::c_char>,
+    /// Which queue streaming uploads go on (`--upload-queue`).
+    pub upload_queue: UploadQueue,
+}
+
+/// `--upload-queue`: which queue streaming uploads go on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadQueue {
+    /// The transfer-only queue where the device has one, else the graphics queue.
+    #[default]
+    Auto,
+    /// The graphics queue, one command buffer per batch.
+    Graphics,
+    /// The transfer-only queue; device creation fails where there is none.
+    Transfer,
+}
+
+/// The queue streaming uploads go on when it is not the graphics queue's one
+/// command buffer: a transfer-only family's queue (with queue-family ownership
+/// transfers), or, for testing that path on one-family devices
+/// (`VKALLOC_DEMO_UPLOAD_SPLIT=1`), the graphics queue itself.
+#[derive(Clone, Copy, Debug)]
+pub struct UploadQueueInfo {
+    /// Its family (equal to the graphics family in the test mode).
+    pub family: u32,
+    /// The queue.
+    pub queue: vk::Queue,
+    /// Whether its family supports timestamps.
+    pub timestamps: bool,
+}
+
+/// Picks a transfer-only queue family (TRANSFER without GRAPHICS or COMPUTE) with
+/// at least one queue: the first such family, or `None`.
+pub fn transfer_only_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
+    families
+        .iter()
+        .position(|f| {
+            f.queue_count > 0
+                && f.queue_flags.contains(vk::QueueFlags::TRANSFER)
+                && !f
+                    .queue_flags
+                    .intersects(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE)
+        })
+        .map(|i| i as u32)
 }
 
 /// Counts of the debug messenger's messages, by severity.
@@ -58,6 +103,9 @@ pub struct DeviceInfo {
     pub bindless: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
+    /// Whether queries may be reset from the host (`hostQueryReset`, enabled where
+    /// supported): the streaming uploads' timestamps, on any queue.
+    pub host_query_reset: bool,
 }
 
 /// The Vulkan instance and device, one graphics queue, and the debug messenger.
@@ -74,6 +122,9 @@ pub struct Context {
     pub queue_family: u32,
     /// The graphics queue.
     pub queue: vk::Queue,
+    /// The queue streaming uploads go on, when it is not the graphics queue's
+    /// one command buffer (see [`UploadQueueInfo`]).
+    pub upload: Option<UploadQueueInfo>,
     /// What the renderer knows of the device.
     pub info: DeviceInfo,
     /// Message counts of the debug messenger (zero when validation is off).
@@ -199,9 +250,16 @@ impl Context {
 
         // From here on, failures must destroy the instance; wrap the rest.
         match Self::create_device(&entry, &instance, desc, surface_ok) {
-            Ok((physical_device, device, queue_family, info)) => {
+            Ok((physical_device, device, queue_family, upload, info)) => {
                 // SAFETY: the queue family was requested with one queue.
                 let queue = unsafe { device.get_device_queue(queue_family, 0) };
+                let upload = upload.map(|(family, timestamps)| UploadQueueInfo {
+                    family,
+                    // SAFETY: a transfer family was requested with one queue; the
+                    // test mode's family is the graphics one.
+                    queue: unsafe { device.get_device_queue(family, 0) },
+                    timestamps,
+                });
                 Ok(Self {
                     entry,
                     instance,
@@ -209,6 +267,7 @@ impl Context {
                     device,
                     queue_family,
                     queue,
+                    upload,
                     info,
                     messages,
                     debug,
@@ -256,7 +315,16 @@ impl Context {
         instance: &ash::Instance,
         desc: &ContextDesc,
         surface_ok: &dyn Fn(&ash::Entry, &ash::Instance, vk::PhysicalDevice, u32) -> bool,
-    ) -> Result<(vk::PhysicalDevice, ash::Device, u32, DeviceInfo), GpuError> {
+    ) -> Result<
+        (
+            vk::PhysicalDevice,
+            ash::Device,
+            u32,
+            Option<(u32, bool)>,
+            DeviceInfo,
+        ),
+        GpuError,
+    > {
         // SAFETY: plain query on a live instance.
         let devices =
             unsafe { instance.enumerate_physical_devices() }.check("vkEnumeratePhysicalDevices")?;
@@ -325,6 +393,36 @@ impl Context {
             })?;
         let timestamps = families[queue_family as usize].timestamp_valid_bits > 0
             && props.limits.timestamp_period > 0.0;
+        // Streaming uploads: a transfer-only family where there is one (auto,
+        // transfer); the graphics queue's one command buffer else, or, with
+        // VKALLOC_DEMO_UPLOAD_SPLIT=1, the transfer path's two submissions on the
+        // graphics queue (for testing that path where there is one family).
+        let transfer = transfer_only_family(&families);
+        let upload = match (desc.upload_queue, transfer) {
+            (UploadQueue::Transfer, None) => {
+                let flags: Vec<String> = families
+                    .iter()
+                    .map(|f| format!("{:?} x{}", f.queue_flags, f.queue_count))
+                    .collect();
+                return Err(GpuError::NoDevice(format!(
+                    "--upload-queue transfer: {name} has no transfer-only queue family \
+                     (its families: {}); use --upload-queue auto or graphics",
+                    flags.join("; ")
+                )));
+            }
+            (UploadQueue::Transfer | UploadQueue::Auto, Some(f)) => Some(f),
+            _ => None,
+        };
+        let split_test = std::env::var_os("VKALLOC_DEMO_UPLOAD_SPLIT").is_some_and(|v| v == "1");
+        let upload = match upload {
+            Some(f) => Some((
+                f,
+                families[f as usize].timestamp_valid_bits > 0
+                    && props.limits.timestamp_period > 0.0,
+            )),
+            None if split_test => Some((queue_family, timestamps)),
+            None => None,
+        };
 
         // SAFETY: plain query.
         let dev_exts = unsafe { instance.enumerate_device_extension_properties(chosen) }
@@ -364,11 +462,19 @@ impl Context {
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .runtime_descriptor_array(bindless)
             .descriptor_binding_partially_bound(bindless)
-            .descriptor_binding_sampled_image_update_after_bind(bindless);
+            .descriptor_binding_sampled_image_update_after_bind(bindless)
+            .host_query_reset(f12.host_query_reset != 0);
         let priorities = [1.0f32];
-        let queue_info = [vk::DeviceQueueCreateInfo::default()
+        let mut queue_info = vec![vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
+        if let Some((f, _)) = upload.filter(|&(f, _)| f != queue_family) {
+            queue_info.push(
+                vk::DeviceQueueCreateInfo::default()
+                    .queue_family_index(f)
+                    .queue_priorities(&priorities),
+            );
+        }
         let device_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_info)
             .enabled_extension_names(&extensions)
@@ -399,8 +505,21 @@ impl Context {
             memory_budget,
             bindless,
             fragment_stores: base.fragment_stores_and_atomics != 0,
+            host_query_reset: f12.host_query_reset != 0,
         };
-        Ok((chosen, device, queue_family, info))
+        Ok((chosen, device, queue_family, upload, info))
+    }
+
+    /// The queue streaming uploads go on, as the report names it: "transfer"
+    /// (a transfer-only family, with ownership transfers), "graphics", or
+    /// "graphics-split" (the transfer path's two submissions on the graphics
+    /// queue: `VKALLOC_DEMO_UPLOAD_SPLIT=1`, for testing).
+    pub fn upload_queue_name(&self) -> &'static str {
+        match self.upload {
+            Some(u) if u.family != self.queue_family => "transfer",
+            Some(_) => "graphics-split",
+            None => "graphics",
+        }
     }
 
     /// Error-severity messages so far.
@@ -427,5 +546,45 @@ impl Drop for Context {
             }
             self.instance.destroy_instance(None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family(flags: vk::QueueFlags, count: u32) -> vk::QueueFamilyProperties {
+        vk::QueueFamilyProperties {
+            queue_flags: flags,
+            queue_count: count,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn picks_a_transfer_only_family() {
+        use vk::QueueFlags as Q;
+        // lavapipe: one family that does everything.
+        let lvp = [family(Q::GRAPHICS | Q::COMPUTE | Q::TRANSFER, 1)];
+        assert_eq!(transfer_only_family(&lvp), None);
+        // NVIDIA-like: graphics, compute (with transfer), two transfer-only families.
+        let nv = [
+            family(
+                Q::GRAPHICS | Q::COMPUTE | Q::TRANSFER | Q::SPARSE_BINDING,
+                16,
+            ),
+            family(Q::TRANSFER | Q::SPARSE_BINDING, 2),
+            family(Q::COMPUTE | Q::TRANSFER | Q::SPARSE_BINDING, 8),
+            family(Q::TRANSFER | Q::SPARSE_BINDING, 1),
+        ];
+        assert_eq!(transfer_only_family(&nv), Some(1));
+        // A compute family that also transfers is not transfer-only; an empty one is skipped.
+        let other = [
+            family(Q::GRAPHICS | Q::TRANSFER, 1),
+            family(Q::COMPUTE | Q::TRANSFER, 2),
+            family(Q::TRANSFER, 0),
+            family(Q::TRANSFER | Q::VIDEO_DECODE_KHR, 1),
+        ];
+        assert_eq!(transfer_only_family(&other), Some(3));
     }
 }

@@ -5,10 +5,11 @@
 
 pub mod context;
 pub mod memory;
+pub mod ownership;
 pub mod swapchain;
 pub mod util;
 
-pub use context::{Context, ContextDesc};
+pub use context::{Context, ContextDesc, UploadQueue};
 pub use memory::GpuMemory;
 
 /// Errors of the Vulkan layer, each saying what to change.

@@ -25,6 +25,10 @@ pub struct ImageTransition {
     pub dst_access: vk::AccessFlags2,
     /// First mip level and count.
     pub mips: (u32, u32),
+    /// Source and destination queue families of an ownership transfer (a release
+    /// on the source family's queue, an acquire on the destination's), or
+    /// `QUEUE_FAMILY_IGNORED` twice for none.
+    pub families: (u32, u32),
 }
 
 impl ImageTransition {
@@ -40,7 +44,19 @@ impl ImageTransition {
             dst_stage: vk::PipelineStageFlags2::ALL_COMMANDS,
             dst_access: vk::AccessFlags2::MEMORY_READ | vk::AccessFlags2::MEMORY_WRITE,
             mips: (0, 1),
+            families: (vk::QUEUE_FAMILY_IGNORED, vk::QUEUE_FAMILY_IGNORED),
         }
+    }
+
+    /// Makes the barrier a queue-family ownership transfer from `src` to `dst`.
+    pub fn ownership(mut self, src: u32, dst: u32) -> Self {
+        self.families = (src, dst);
+        self
+    }
+
+    /// Whether the barrier transfers ownership between two queue families.
+    pub fn is_ownership_transfer(&self) -> bool {
+        self.families.0 != self.families.1
     }
 
     /// A colour attachment the fragment shader samples next: its writes made
@@ -92,8 +108,8 @@ pub unsafe fn transition(device: &ash::Device, cmd: vk::CommandBuffer, ts: &[Ima
                 .src_access_mask(t.src_access)
                 .dst_stage_mask(t.dst_stage)
                 .dst_access_mask(t.dst_access)
-                .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
-                .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                .src_queue_family_index(t.families.0)
+                .dst_queue_family_index(t.families.1)
                 .subresource_range(vk::ImageSubresourceRange {
                     aspect_mask: t.aspect,
                     base_mip_level: t.mips.0,

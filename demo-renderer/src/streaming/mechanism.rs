@@ -6,19 +6,34 @@
 //! command buffer per frame's batch: the levels both images hold are copied image
 //! to image on the GPU, the others from staging.
 //!
-//! Uploads go on the renderer's queue, submitted before the frame: the batch's
-//! last barrier orders the copies before every later fragment-shader read on the
-//! queue (a barrier's second scope covers later submissions), so the descriptor
-//! is swapped at once and the frame that follows already samples the new image
-//! once the copies are complete, without a frame of latency. The old image (read
-//! by the copies and by the frame before) is kept with the batch and freed when
-//! the frame that follows it is done: its memory goes to the allocator's
-//! [`FreeQueue`] (frees ordered by GPU progress) with the index of the frame
-//! being prepared, and its image and view handles wait beside it for the same
-//! index. The streamer collects both at the start of each frame with the index
-//! of the last frame done (the renderer waits for every frame's fence, and the
-//! batch was submitted before its frame). Staging buffers are freed when their
-//! batch's fence has signalled, in submission order, as the ring needs.
+//! Uploads go on the transfer-only queue where the device has one
+//! (`--upload-queue auto`, the default, or `transfer`), else on the graphics
+//! queue. On the graphics queue, one command buffer per batch does everything,
+//! submitted before the frame. With a transfer queue, a batch is two
+//! submissions: the copies from staging on the transfer queue, ending with the
+//! queue-family ownership releases of the new images and a binary semaphore
+//! signal; then, on the graphics queue, a command buffer that waits for the
+//! semaphore, acquires the images, copies the levels that stay from the old
+//! images (which stay with the graphics family: see [`crate::gpu::ownership`]
+//! for every barrier and why) and makes the new images sampled. The slot's fence
+//! goes with the graphics submission, which completes only after the semaphore
+//! wait, so after the transfer queue's work too: the slot's command buffers,
+//! semaphore and staging are reused or freed only once it has signalled.
+//!
+//! Either way the graphics command buffer's last barrier orders the copies
+//! before every later fragment-shader read on the graphics queue (a barrier's
+//! second scope covers later submissions; on the transfer path it chains with the
+//! acquire and the semaphore wait), so the descriptor is swapped at once and the
+//! frame that follows already samples the new image once the copies are
+//! complete, without a frame of latency. The old image (read by the copies and by
+//! the frame before) is kept with the batch and freed when the frame that
+//! follows it is done: its memory goes to the allocator's [`FreeQueue`] (frees
+//! ordered by GPU progress) with the index of the frame being prepared, and its
+//! image and view handles wait beside it for the same index. The streamer
+//! collects both at the start of each frame with the index of the last frame
+//! done (the renderer waits for every frame's fence, and the batch was submitted
+//! before its frame). Staging buffers are freed when their batch's fence has
+//! signalled, in submission order, as the ring needs.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -28,7 +43,8 @@ use ash::vk;
 use material_baker::ktx2::Reader;
 
 use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
-use crate::gpu::util::{transition, ImageTransition};
+use crate::gpu::ownership::{self, BatchImage, UploadFamilies};
+use crate::gpu::util::transition;
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::{texture_image_info, Texture, TextureSet};
 use vkalloc::FreeQueue;
@@ -94,12 +110,46 @@ pub struct Op {
 
 struct Batch {
     staging: Vec<MappedBuffer>,
+    /// Bytes copied from staging (timed by the slot's two timestamps, if any).
+    upload_bytes: u64,
+}
+
+/// Timestamps around each batch's copies from staging: two per slot.
+struct Stamps {
+    pool: vk::QueryPool,
+    /// Nanoseconds per tick.
+    period: f64,
+    /// Mask of the valid bits of the queue family that writes them.
+    mask: u64,
+}
+
+/// GPU time of the copies from staging of the batches completed since the last
+/// [`Mechanism::take_gpu_uploads`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuUploads {
+    /// Bytes copied from staging.
+    pub bytes: u64,
+    /// Milliseconds the upload queue spent on them (from its first timestamp to
+    /// its last, per batch).
+    pub ms: f64,
 }
 
 struct Slot {
+    /// On the graphics queue.
     cmd: vk::CommandBuffer,
+    /// Signalled by the batch's graphics submission.
     fence: vk::Fence,
+    /// With a separate upload submission: its command buffer (from the upload
+    /// family's pool) and the semaphore the graphics submission waits for.
+    upload: Option<(vk::CommandBuffer, vk::Semaphore)>,
     batch: Option<Batch>,
+}
+
+/// The upload queue of the transfer path.
+struct UploadQueue {
+    families: UploadFamilies,
+    queue: vk::Queue,
+    pool: vk::CommandPool,
 }
 
 /// What one [`Mechanism::start`] did.
@@ -128,6 +178,8 @@ pub struct Started {
 /// Command buffers, fences and the batches in flight.
 pub struct Mechanism {
     pool: vk::CommandPool,
+    /// The transfer path's queue; `None`: one graphics command buffer per batch.
+    upload: Option<UploadQueue>,
     slots: Vec<Slot>,
     order: VecDeque<usize>,
     threads: usize,
@@ -136,66 +188,132 @@ pub struct Mechanism {
     frees: FreeQueue,
     /// Their image and view handles, destroyed at the same point: (frame, view, image).
     handles: Vec<(u64, vk::ImageView, vk::Image)>,
+    /// Timestamps, where the queue recording the copies from staging has them and
+    /// queries can be reset from the host.
+    stamps: Option<Stamps>,
+    gpu_uploads: GpuUploads,
 }
 
 const SLOTS: usize = 3;
 
 impl Mechanism {
-    /// Creates the command pool and the batch slots.
+    /// Creates the command pools and the batch slots (with the upload queue's
+    /// command buffers and semaphores on the transfer path).
     pub fn new(ctx: &Context) -> Result<Self, GpuError> {
         let d = &ctx.device;
-        // SAFETY: valid create infos on a live device; on failure what was made is destroyed.
-        unsafe {
-            let pool = d
-                .create_command_pool(
+        let pool_on = |family: u32| {
+            // SAFETY: a valid create info on a live device.
+            unsafe {
+                d.create_command_pool(
                     &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(ctx.queue_family)
+                        .queue_family_index(family)
                         .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
                     None,
                 )
-                .check("vkCreateCommandPool")?;
-            let mut m = Self {
-                pool,
-                slots: Vec::new(),
-                order: VecDeque::new(),
-                threads: std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(1)
-                    .clamp(1, 8),
-                frees: FreeQueue::new(),
-                handles: Vec::new(),
-            };
-            let cmds = match d
-                .allocate_command_buffers(
+            }
+            .check("vkCreateCommandPool")
+        };
+        let buffers = |pool: vk::CommandPool| {
+            // SAFETY: a live pool of this device.
+            unsafe {
+                d.allocate_command_buffers(
                     &vk::CommandBufferAllocateInfo::default()
                         .command_pool(pool)
                         .command_buffer_count(SLOTS as u32),
                 )
-                .check("vkAllocateCommandBuffers")
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    d.destroy_command_pool(pool, None);
-                    return Err(e);
-                }
+            }
+            .check("vkAllocateCommandBuffers")
+        };
+        let mut m = Self {
+            pool: pool_on(ctx.queue_family)?,
+            upload: None,
+            slots: Vec::new(),
+            order: VecDeque::new(),
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .clamp(1, 8),
+            frees: FreeQueue::new(),
+            handles: Vec::new(),
+            stamps: None,
+            gpu_uploads: GpuUploads::default(),
+        };
+        // From here on, a failure destroys what was made (`destroy_objects`).
+        let made = (|| {
+            if let Some(u) = ctx.upload {
+                m.upload = Some(UploadQueue {
+                    families: UploadFamilies {
+                        graphics: ctx.queue_family,
+                        upload: u.family,
+                    },
+                    queue: u.queue,
+                    pool: pool_on(u.family)?,
+                });
+            }
+            let cmds = buffers(m.pool)?;
+            let upload_cmds = match &m.upload {
+                Some(u) => Some(buffers(u.pool)?),
+                None => None,
             };
-            for cmd in cmds {
-                match d
-                    .create_fence(&vk::FenceCreateInfo::default(), None)
-                    .check("vkCreateFence")
-                {
-                    Ok(fence) => m.slots.push(Slot {
-                        cmd,
-                        fence,
-                        batch: None,
-                    }),
-                    Err(e) => {
-                        m.destroy_objects(d);
-                        return Err(e);
-                    }
+            for (k, cmd) in cmds.into_iter().enumerate() {
+                // SAFETY: valid create infos on a live device.
+                let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
+                    .check("vkCreateFence")?;
+                m.slots.push(Slot {
+                    cmd,
+                    fence,
+                    upload: None,
+                    batch: None,
+                });
+                if let Some(up) = &upload_cmds {
+                    // SAFETY: as above.
+                    let semaphore =
+                        unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
+                            .check("vkCreateSemaphore")?;
+                    m.slots[k].upload = Some((up[k], semaphore));
                 }
             }
-            Ok(m)
+            let (timestamps, family) = match ctx.upload {
+                Some(u) => (u.timestamps, u.family),
+                None => (ctx.info.timestamps, ctx.queue_family),
+            };
+            if timestamps && ctx.info.host_query_reset {
+                // SAFETY: plain query.
+                let families = unsafe {
+                    ctx.instance
+                        .get_physical_device_queue_family_properties(ctx.physical_device)
+                };
+                let bits = families
+                    .get(family as usize)
+                    .map_or(0, |f| f.timestamp_valid_bits);
+                // SAFETY: a valid create info on a live device.
+                let pool = unsafe {
+                    d.create_query_pool(
+                        &vk::QueryPoolCreateInfo::default()
+                            .query_type(vk::QueryType::TIMESTAMP)
+                            .query_count(2 * SLOTS as u32),
+                        None,
+                    )
+                }
+                .check("vkCreateQueryPool")?;
+                m.stamps = Some(Stamps {
+                    pool,
+                    period: f64::from(ctx.info.timestamp_period),
+                    mask: if bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << bits) - 1
+                    },
+                });
+            }
+            Ok(())
+        })();
+        match made {
+            Ok(()) => Ok(m),
+            Err(e) => {
+                m.destroy_objects(d);
+                Err(e)
+            }
         }
     }
 
@@ -238,6 +356,13 @@ impl Mechanism {
         mem.collect_frees(&self.frees, Some(done));
     }
 
+    /// The GPU time of the copies from staging of the batches completed since the
+    /// last call (on the upload queue where there is one, else on the graphics
+    /// queue); zero where the queue has no timestamps.
+    pub fn take_gpu_uploads(&mut self) -> GpuUploads {
+        std::mem::take(&mut self.gpu_uploads)
+    }
+
     /// Whether a batch can be started now.
     pub fn has_free_slot(&self) -> bool {
         self.slots.iter().any(|s| s.batch.is_none())
@@ -270,6 +395,23 @@ impl Mechanism {
             // SAFETY: the batch finished; its fence is reset before reuse.
             unsafe { d.reset_fences(&[slot.fence]).check("vkResetFences")? };
             if let Some(batch) = slot.batch.take() {
+                if let (Some(st), true) = (&self.stamps, batch.upload_bytes > 0) {
+                    let mut t = [0u64; 2];
+                    // SAFETY: the batch's fence signalled: both queries were written.
+                    let ok = unsafe {
+                        d.get_query_pool_results(
+                            st.pool,
+                            2 * i as u32,
+                            &mut t,
+                            vk::QueryResultFlags::TYPE_64,
+                        )
+                    };
+                    if ok.is_ok() {
+                        let ticks = t[1].wrapping_sub(t[0]) & st.mask;
+                        self.gpu_uploads.bytes += batch.upload_bytes;
+                        self.gpu_uploads.ms += ticks as f64 * st.period / 1e6;
+                    }
+                }
                 for b in batch.staging {
                     // SAFETY: the copies reading it finished.
                     unsafe { mem.destroy_buffer(b) };
@@ -451,118 +593,49 @@ impl Mechanism {
 
         let slot = &mut self.slots[slot_index];
         let cmd = slot.cmd;
-        // SAFETY: the slot's buffer is idle (its previous batch was collected); every
-        // image and buffer recorded is live until the batch's fence signals (the old
-        // images are freed only after that).
-        unsafe {
-            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
-                .check("vkResetCommandBuffer")?;
-            d.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )
-            .check("vkBeginCommandBuffer")?;
-            let source = |p: &Planned| -> (&Texture, u32) {
-                let info = &infos[p.texture];
-                match &mains[p.texture] {
-                    Some(m) if p.from < info.tail => (m, p.from),
-                    _ => (&set.textures[p.texture], set.textures[p.texture].base_level),
-                }
-            };
-            let mut before = Vec::new();
-            let mut after = Vec::new();
-            for p in &ops {
-                let info = &infos[p.texture];
-                let (src, src_base) = source(p);
-                let mut n = ImageTransition::color(
-                    p.new.image(),
-                    vk::ImageLayout::UNDEFINED,
-                    vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                )
-                .stages(
-                    vk::PipelineStageFlags2::NONE,
-                    vk::AccessFlags2::NONE,
-                    vk::PipelineStageFlags2::COPY,
-                    vk::AccessFlags2::TRANSFER_WRITE,
-                );
-                n.mips = (0, info.levels - p.to);
-                before.push(n);
-                let mut s = ImageTransition::color(
-                    src.image(),
-                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                )
-                .stages(
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
-                    vk::AccessFlags2::NONE,
-                    vk::PipelineStageFlags2::COPY,
-                    vk::AccessFlags2::TRANSFER_READ,
-                );
-                s.mips = (0, info.levels - src_base);
-                before.push(s);
-                let mut n = ImageTransition::color(
-                    p.new.image(),
-                    vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-                )
-                .stages(
-                    vk::PipelineStageFlags2::COPY,
-                    vk::AccessFlags2::TRANSFER_WRITE,
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
-                    vk::AccessFlags2::SHADER_SAMPLED_READ,
-                );
-                n.mips = (0, info.levels - p.to);
-                after.push(n);
-                let mut s = ImageTransition::color(
-                    src.image(),
-                    vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
-                )
-                .stages(
-                    vk::PipelineStageFlags2::COPY,
-                    vk::AccessFlags2::NONE,
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
-                    vk::AccessFlags2::SHADER_SAMPLED_READ,
-                );
-                s.mips = (0, info.levels - src_base);
-                after.push(s);
+        let source = |p: &Planned| -> (&Texture, u32) {
+            let info = &infos[p.texture];
+            match &mains[p.texture] {
+                Some(m) if p.from < info.tail => (m, p.from),
+                _ => (&set.textures[p.texture], set.textures[p.texture].base_level),
             }
-            transition(d, cmd, &before);
-            for p in &ops {
-                let info = &infos[p.texture];
+        };
+        let images: Vec<BatchImage> = ops
+            .iter()
+            .map(|p| {
+                let levels = infos[p.texture].levels;
                 let (src, src_base) = source(p);
-                let side = |l: u32| (info.size >> l).max(1);
-                let layers = |mip: u32| vk::ImageSubresourceLayers {
-                    aspect_mask: vk::ImageAspectFlags::COLOR,
-                    mip_level: mip,
-                    base_array_layer: 0,
-                    layer_count: 1,
-                };
-                let extent = |l: u32| vk::Extent3D {
-                    width: side(l),
-                    height: side(l),
-                    depth: 1,
-                };
-                let copies: Vec<vk::ImageCopy> = (p.to.max(src_base)..info.levels)
-                    .map(|l| vk::ImageCopy {
-                        src_subresource: layers(l - src_base),
-                        src_offset: vk::Offset3D::default(),
-                        dst_subresource: layers(l - p.to),
-                        dst_offset: vk::Offset3D::default(),
-                        extent: extent(l),
-                    })
-                    .collect();
-                if !copies.is_empty() {
-                    d.cmd_copy_image(
-                        cmd,
-                        src.image(),
-                        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                        p.new.image(),
-                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                        &copies,
-                    );
+                BatchImage {
+                    new: (p.new.image(), levels - p.to),
+                    uploads: !p.uploads.is_empty(),
+                    source: (src.image(), levels - src_base),
                 }
+            })
+            .collect();
+        let barriers =
+            ownership::upload_barriers(self.upload.as_ref().map(|u| u.families), &images);
+        // The upload submission, where there is one and the batch has uploads.
+        let upload = match (&self.upload, slot.upload) {
+            (Some(u), Some(cmds)) if barriers.uses_upload_queue() => Some((u.queue, cmds)),
+            _ => None,
+        };
+        let layers = |mip: u32| vk::ImageSubresourceLayers {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            mip_level: mip,
+            base_array_layer: 0,
+            layer_count: 1,
+        };
+        let extent = |p: &Planned, l: u32| {
+            let side = (infos[p.texture].size >> l).max(1);
+            vk::Extent3D {
+                width: side,
+                height: side,
+                depth: 1,
+            }
+        };
+        // Called only below, on a command buffer being recorded.
+        let record_staging_copies = |cmd: vk::CommandBuffer| {
+            for p in &ops {
                 for &(l, si) in &p.uploads {
                     let region = vk::BufferImageCopy {
                         buffer_offset: 0,
@@ -570,21 +643,130 @@ impl Mechanism {
                         buffer_image_height: 0,
                         image_subresource: layers(l - p.to),
                         image_offset: vk::Offset3D::default(),
-                        image_extent: extent(l),
+                        image_extent: extent(p, l),
                     };
-                    d.cmd_copy_buffer_to_image(
-                        cmd,
-                        staging[si].raw(),
-                        p.new.image(),
-                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                        &[region],
-                    );
+                    // SAFETY: `cmd` is recording; the buffer and image are live
+                    // until the batch's fence signals.
+                    unsafe {
+                        d.cmd_copy_buffer_to_image(
+                            cmd,
+                            staging[si].raw(),
+                            p.new.image(),
+                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            &[region],
+                        )
+                    };
                 }
             }
-            transition(d, cmd, &after);
+        };
+        let record_image_copies = |cmd: vk::CommandBuffer| {
+            for p in &ops {
+                let info = &infos[p.texture];
+                let (src, src_base) = source(p);
+                let copies: Vec<vk::ImageCopy> = (p.to.max(src_base)..info.levels)
+                    .map(|l| vk::ImageCopy {
+                        src_subresource: layers(l - src_base),
+                        src_offset: vk::Offset3D::default(),
+                        dst_subresource: layers(l - p.to),
+                        dst_offset: vk::Offset3D::default(),
+                        extent: extent(p, l),
+                    })
+                    .collect();
+                if !copies.is_empty() {
+                    // SAFETY: `cmd` is recording on the graphics queue; both images
+                    // are live until the batch's fence signals.
+                    unsafe {
+                        d.cmd_copy_image(
+                            cmd,
+                            src.image(),
+                            vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                            p.new.image(),
+                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            &copies,
+                        )
+                    };
+                }
+            }
+        };
+        // Timestamps around the copies from staging, on whichever queue records them.
+        let stamps = self
+            .stamps
+            .as_ref()
+            .filter(|_| result.upload_bytes > 0)
+            .map(|st| (st.pool, 2 * slot_index as u32));
+        if let Some((pool, first)) = stamps {
+            // SAFETY: the slot's queries are not in use (its previous batch was
+            // collected); hostQueryReset is enabled (the pool exists only then).
+            unsafe { d.reset_query_pool(pool, first, 2) };
+        }
+        let stamp = |cmd: vk::CommandBuffer, k: u32, stage: vk::PipelineStageFlags2| {
+            if let Some((pool, first)) = stamps {
+                // SAFETY: `cmd` is recording; the query was reset above.
+                unsafe { d.cmd_write_timestamp2(cmd, stage, pool, first + k) };
+            }
+        };
+        let begin = |cmd: vk::CommandBuffer| -> Result<(), GpuError> {
+            // SAFETY: the slot's buffers are idle (its previous batch was collected).
+            unsafe {
+                d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                    .check("vkResetCommandBuffer")?;
+                d.begin_command_buffer(
+                    cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
+                .check("vkBeginCommandBuffer")
+            }
+        };
+        // SAFETY: the slot's buffers and semaphore are idle (its previous batch was
+        // collected: its graphics submission, which waited for the semaphore, is
+        // complete); every image and buffer recorded is live until the batch's
+        // fence signals (the old images are freed only after that). The upload
+        // submission comes first, so the graphics one's wait has its signal
+        // submitted.
+        unsafe {
+            if let Some((queue, (up_cmd, semaphore))) = upload {
+                begin(up_cmd)?;
+                stamp(up_cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+                transition(d, up_cmd, &barriers.upload_before);
+                record_staging_copies(up_cmd);
+                stamp(up_cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
+                transition(d, up_cmd, &barriers.upload_release);
+                d.end_command_buffer(up_cmd).check("vkEndCommandBuffer")?;
+                let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(up_cmd)];
+                let signal = [vk::SemaphoreSubmitInfo::default()
+                    .semaphore(semaphore)
+                    .stage_mask(ownership::SIGNAL_STAGE)];
+                let submit = vk::SubmitInfo2::default()
+                    .command_buffer_infos(&cmds)
+                    .signal_semaphore_infos(&signal);
+                d.queue_submit2(queue, &[submit], vk::Fence::null())
+                    .check("vkQueueSubmit2 (uploads)")?;
+            }
+            begin(cmd)?;
+            if upload.is_none() {
+                stamp(cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+            }
+            transition(d, cmd, &barriers.graphics_before);
+            if upload.is_none() {
+                record_staging_copies(cmd);
+                stamp(cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
+            }
+            record_image_copies(cmd);
+            transition(d, cmd, &barriers.graphics_after);
             d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
             let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
-            let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmds);
+            let wait: Vec<vk::SemaphoreSubmitInfo> = upload
+                .map(|(_, (_, semaphore))| {
+                    vk::SemaphoreSubmitInfo::default()
+                        .semaphore(semaphore)
+                        .stage_mask(ownership::WAIT_STAGE)
+                })
+                .into_iter()
+                .collect();
+            let submit = vk::SubmitInfo2::default()
+                .command_buffer_infos(&cmds)
+                .wait_semaphore_infos(&wait);
             d.queue_submit2(ctx.queue, &[submit], slot.fence)
                 .check("vkQueueSubmit2")?;
         }
@@ -597,16 +779,33 @@ impl Mechanism {
                 new: p.new,
             })
             .collect();
-        slot.batch = Some(Batch { staging });
+        slot.batch = Some(Batch {
+            staging,
+            upload_bytes: if stamps.is_some() {
+                result.upload_bytes
+            } else {
+                0
+            },
+        });
         self.order.push_back(slot_index);
         Ok(result)
     }
 
     fn destroy_objects(&mut self, d: &ash::Device) {
-        // SAFETY: nothing is in flight (callers finish first).
+        // SAFETY: nothing is in flight (callers finish first, or nothing was
+        // submitted); the pools' command buffers go with them.
         unsafe {
+            if let Some(st) = self.stamps.take() {
+                d.destroy_query_pool(st.pool, None);
+            }
             for s in self.slots.drain(..) {
                 d.destroy_fence(s.fence, None);
+                if let Some((_, semaphore)) = s.upload {
+                    d.destroy_semaphore(semaphore, None);
+                }
+            }
+            if let Some(u) = self.upload.take() {
+                d.destroy_command_pool(u.pool, None);
             }
             d.destroy_command_pool(self.pool, None);
         }

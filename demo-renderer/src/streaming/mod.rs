@@ -114,6 +114,12 @@ pub struct StreamFrame {
     pub upload_bytes: u64,
     /// Milliseconds spent reading them into staging (worker threads, wall clock).
     pub upload_ms: f64,
+    /// Bytes copied from staging by the upload batches found complete at this
+    /// frame's start (0 where the upload queue has no timestamps).
+    pub upload_gpu_bytes: u64,
+    /// GPU milliseconds those copies took on the queue that ran them (the
+    /// transfer queue where one is used), from timestamps around them.
+    pub upload_gpu_ms: f64,
     /// Coverage-weighted mean over visible textures of how many levels the resident
     /// one is coarser than the wanted one.
     pub mip_deficit: f64,
@@ -495,6 +501,9 @@ impl Streamer {
         if let Some(mech) = self.mechanism.as_mut() {
             mech.poll(ctx, mem)?;
             mech.collect_retired(&ctx.device, mem, done);
+            let gpu = mech.take_gpu_uploads();
+            frame.upload_gpu_bytes = gpu.bytes;
+            frame.upload_gpu_ms = gpu.ms;
         }
         // Wanted levels: the last frame's feedback, else the CPU estimate.
         let est = estimate::estimate(objects, view, &self.map_sizes);

@@ -14,6 +14,11 @@ pub const REFILLED_DEFICIT: f64 = 0.1;
 pub struct StreamingSummary {
     /// "on" or "off".
     pub mode: Mode,
+    /// The queue streaming uploads went on: "transfer" (a transfer-only queue
+    /// family, with queue-family ownership transfers), "graphics", or
+    /// "graphics-split" (the transfer path's submissions on the graphics queue, a
+    /// test mode).
+    pub upload_queue: &'static str,
     /// Frames whose resident texture bytes (or the texture pool's blocks) exceeded the budget.
     pub frames_over_budget: u32,
     /// Mean over frames of the mip deficit.
@@ -24,6 +29,9 @@ pub struct StreamingSummary {
     pub upload_gbps: f64,
     /// File bytes uploaded in all.
     pub upload_bytes: u64,
+    /// Bytes copied from staging over the GPU time of those copies on the queue
+    /// that ran them (timestamps), GB/s; 0 without timestamps.
+    pub upload_gpu_gbps: f64,
     /// Residency changes started in all.
     pub residency_changes: u64,
     /// For each camera cut, milliseconds from the cut frame's start to the start of
@@ -60,6 +68,8 @@ impl StreamingSummary {
             .count() as u32;
         let upload_bytes: u64 = s.iter().map(|(_, x)| x.upload_bytes).sum();
         let upload_ms: f64 = s.iter().map(|(_, x)| x.upload_ms).sum();
+        let gpu_bytes: u64 = s.iter().map(|(_, x)| x.upload_gpu_bytes).sum();
+        let gpu_ms: f64 = s.iter().map(|(_, x)| x.upload_gpu_ms).sum();
         let cuts: Vec<usize> = (0..s.len()).filter(|&k| s[k].1.camera_cut).collect();
         let mut refill_ms = Vec::new();
         let mut refill_frames = Vec::new();
@@ -72,6 +82,7 @@ impl StreamingSummary {
         let psnr: Vec<f64> = frames.iter().filter_map(|f| f.psnr_db).collect();
         Some(Self {
             mode,
+            upload_queue: "graphics",
             frames_over_budget: over,
             mean_mip_deficit: deficits.iter().sum::<f64>() / deficits.len() as f64,
             p99_mip_deficit: percentiles(&deficits).p99,
@@ -81,6 +92,11 @@ impl StreamingSummary {
                 0.0
             },
             upload_bytes,
+            upload_gpu_gbps: if gpu_ms > 0.0 {
+                gpu_bytes as f64 / (gpu_ms * 1e-3) / 1e9
+            } else {
+                0.0
+            },
             residency_changes: s.iter().map(|(_, x)| x.residency_changes as u64).sum(),
             refill_ms,
             refill_frames,
@@ -97,7 +113,7 @@ impl StreamingSummary {
             .map(|r| r.map_or("never".to_owned(), |ms| format!("{ms:.0} ms")))
             .collect();
         let mut line = format!(
-            "streaming {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s, refill after cuts [{}]",
+            "streaming {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s (copies {:.2} GB/s on the {} queue), refill after cuts [{}]",
             match self.mode {
                 Mode::On => "on",
                 Mode::Off => "off",
@@ -107,6 +123,8 @@ impl StreamingSummary {
             self.p99_mip_deficit,
             self.upload_bytes as f64 / (1u64 << 20) as f64,
             self.upload_gbps,
+            self.upload_gpu_gbps,
+            self.upload_queue,
             refill.join(", ")
         );
         if let (Some(min), Some(mean)) = (self.min_psnr_db, self.mean_psnr_db) {
@@ -173,6 +191,8 @@ mod tests {
             time_ms: i as f64 * 10.0,
             upload_bytes: 1000,
             upload_ms: 0.001,
+            upload_gpu_bytes: 2000,
+            upload_gpu_ms: 0.001,
             ..StreamFrame::default()
         });
         f
@@ -197,6 +217,7 @@ mod tests {
         assert_eq!(s.p99_mip_deficit, 2.0);
         assert_eq!(s.upload_bytes, 6000);
         assert!((s.upload_gbps - 1.0).abs() < 1e-9); // 6000 B in 6 us
+        assert!((s.upload_gpu_gbps - 2.0).abs() < 1e-9); // 12000 B in 6 us
         assert!(s.line().contains("refill after cuts [20 ms, never]"));
         assert!(StreamingSummary::from_frames(Mode::On, &[]).is_none());
     }
