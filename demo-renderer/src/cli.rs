@@ -73,6 +73,8 @@ pub struct Flags {
     pub upload_budget: Option<u64>,
     /// `--defrag-budget BYTES` (per frame; 0: off).
     pub defrag_budget: Option<u64>,
+    /// `--lookahead FRAMES` (0: off).
+    pub lookahead: Option<u32>,
     /// `--show-mips`.
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
@@ -106,6 +108,9 @@ USAGE: demo-renderer [FLAGS]
   --upload-budget SIZE   file bytes uploaded per frame while streaming (default 64MiB)
   --defrag-budget SIZE   texture bytes a defragmentation pass of the texture pool may move
                          per frame while streaming (default 32MiB; 0: no defragmentation)
+  --lookahead FRAMES     prefetch what the camera path's next FRAMES frames want (and the
+                         view after a cut among them), below what the present view needs
+                         (default 16; 0: off)
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -248,6 +253,16 @@ impl Flags {
                         v => return Err(FlagError(format!("--streaming: '{v}' is not on or off"))),
                     })
                 }
+                "--lookahead" => {
+                    let n: u32 = parse_num(&name, &value(&mut it)?)?;
+                    if n > crate::streaming::MAX_LOOKAHEAD {
+                        return Err(FlagError(format!(
+                            "--lookahead: {n} is above {}",
+                            crate::streaming::MAX_LOOKAHEAD
+                        )));
+                    }
+                    f.lookahead = Some(n);
+                }
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
@@ -350,6 +365,8 @@ pub struct Settings {
     pub upload_budget: u64,
     /// Texture bytes a defragmentation pass may move per frame (0: off).
     pub defrag_budget: u64,
+    /// Frames of the camera path ahead whose wants are prefetched (0: off).
+    pub lookahead: u32,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
@@ -410,6 +427,7 @@ impl Settings {
             defrag_budget: f
                 .defrag_budget
                 .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),
+            lookahead: f.lookahead.unwrap_or(crate::streaming::DEFAULT_LOOKAHEAD),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
             overlay: f.overlay,
@@ -473,5 +491,10 @@ mod tests {
         );
         assert!(parse("--defrag-budget -1").is_err());
         assert!(parse("--defrag-budget").is_err());
+        assert_eq!(parse("--lookahead 0").unwrap().lookahead, Some(0));
+        assert_eq!(parse("--lookahead=24").unwrap().lookahead, Some(24));
+        assert!(parse("--lookahead -1").is_err());
+        assert!(parse("--lookahead many").is_err());
+        assert!(parse("--lookahead 100000").is_err());
     }
 }
