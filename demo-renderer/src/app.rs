@@ -286,6 +286,7 @@ pub fn make_scene(
                 show_mips: settings.show_mips,
                 anisotropy: settings.anisotropy,
                 defrag_budget: settings.defrag_budget,
+                lookahead_frames: settings.lookahead,
             };
             let shadows = settings.effects;
             let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream, shadows)?;

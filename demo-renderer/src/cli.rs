@@ -76,6 +76,8 @@ pub struct Flags {
     pub defrag_budget: Option<u64>,
     /// `--upload-queue auto|graphics|transfer`.
     pub upload_queue: Option<UploadQueue>,
+    /// `--lookahead FRAMES` (0: off).
+    pub lookahead: Option<u32>,
     /// `--show-mips`.
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
@@ -115,6 +117,9 @@ USAGE: demo-renderer [FLAGS]
                          transfer-only queue with queue-family ownership transfers
                          (transfer: an error where the device has none), the graphics
                          queue, or the first where the device has one (auto, the default)
+  --lookahead FRAMES     prefetch what the camera path's next FRAMES frames want (and the
+                         view after a cut among them), below what the present view needs
+                         (default 16; 0: off)
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -271,6 +276,16 @@ impl Flags {
                         }
                     })
                 }
+                "--lookahead" => {
+                    let n: u32 = parse_num(&name, &value(&mut it)?)?;
+                    if n > crate::streaming::MAX_LOOKAHEAD {
+                        return Err(FlagError(format!(
+                            "--lookahead: {n} is above {}",
+                            crate::streaming::MAX_LOOKAHEAD
+                        )));
+                    }
+                    f.lookahead = Some(n);
+                }
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
@@ -382,6 +397,8 @@ pub struct Settings {
     /// The queue asked for streaming uploads (the one used: the report's
     /// `streaming.upload_queue`).
     pub upload_queue: UploadQueue,
+    /// Frames of the camera path ahead whose wants are prefetched (0: off).
+    pub lookahead: u32,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
@@ -445,6 +462,7 @@ impl Settings {
                 .defrag_budget
                 .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),
             upload_queue: f.upload_queue.unwrap_or_default(),
+            lookahead: f.lookahead.unwrap_or(crate::streaming::DEFAULT_LOOKAHEAD),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
@@ -523,5 +541,10 @@ mod tests {
         );
         assert!(parse("--upload-queue compute").is_err());
         assert!(parse("--upload-queue").is_err());
+        assert_eq!(parse("--lookahead 0").unwrap().lookahead, Some(0));
+        assert_eq!(parse("--lookahead=24").unwrap().lookahead, Some(24));
+        assert!(parse("--lookahead -1").is_err());
+        assert!(parse("--lookahead many").is_err());
+        assert!(parse("--lookahead 100000").is_err());
     }
 }

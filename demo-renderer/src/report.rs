@@ -158,6 +158,7 @@ impl Report {
         );
         self.streaming = crate::streaming::summary::StreamingSummary::from_frames(
             self.settings.streaming,
+            self.settings.lookahead,
             &self.frames,
         );
         if let Some(s) = self.streaming.as_mut() {

@@ -17,6 +17,12 @@
 # reference). A last pair at 256 MiB without --compare (no readback) gives the
 # frame times to compare on and off.
 #
+# Look-ahead (--lookahead, default 16 frames): the `lookahead0_*` runs repeat the
+# streaming-on runs at 256 MiB and 1 GiB with --lookahead 0 (off), and the
+# `lookahead32_*` runs with 32 frames, against the same reference; compare their
+# summary lines' "PSNR min … mean …, N frames below 40 dB" and refill times with
+# `budget_*_on`'s (`OUT=… docs/h200/streaming.sh lookahead` runs only those).
+#
 # The summary at the end is one line per run: the report's summary line.
 set -euo pipefail
 
@@ -61,6 +67,14 @@ run reference --streaming off --texture-budget 16GiB --png-every 1
 for budget in 256MiB 512MiB 1GiB 16GiB; do
     for mode in on off; do
         run "budget_${budget}_${mode}" --streaming "$mode" --texture-budget "$budget" \
+            --png-every 0 --compare "$WORK/reference"
+    done
+done
+
+# The look-ahead off and longer, at the budgets where frames fall below 40 dB.
+for budget in 256MiB 1GiB; do
+    for la in 0 32; do
+        run "lookahead${la}_${budget}_on" --streaming on --lookahead "$la" --texture-budget "$budget" \
             --png-every 0 --compare "$WORK/reference"
     done
 done

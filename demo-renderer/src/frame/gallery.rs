@@ -535,14 +535,16 @@ impl ScenePass for GalleryPass {
             };
             let path = &self.gallery.path;
             let cut = path.is_cut(frame, frames);
-            // The scripted camera's next cut, if one is near: a streaming hint.
-            let hint = (1..=crate::streaming::PREFETCH_FRAMES)
+            // The scripted camera's coming frames (a cut among them included): the
+            // streamer's look-ahead.
+            let ahead: Vec<View> = (1..=s.lookahead_frames())
                 .map(|k| frame + k)
-                .find(|&f| f < frames && path.is_cut(f, frames))
+                .take_while(|&f| f < frames)
                 .map(|f| View {
                     pose: path.pose(f, frames),
                     ..view
-                });
+                })
+                .collect();
             s.prepare(
                 ctx,
                 mem,
@@ -550,7 +552,7 @@ impl ScenePass for GalleryPass {
                 &self.gallery.objects,
                 &view,
                 cut,
-                hint.as_ref(),
+                &ahead,
             )?;
             stream = s.uniform();
         }

@@ -23,10 +23,20 @@
 //! renderer waits for every frame's fence, so the buffer is read right after the
 //! frame, without a stall of its own; the next frame's decisions use it.
 //!
-//! The scripted camera also hints the streamer: during the few frames before a
-//! camera cut ([`PREFETCH_FRAMES`]), the estimate for the view after the cut
-//! joins the wants at half weight, so the close-up's levels are loading before
-//! the jump.
+//! # Look-ahead
+//!
+//! The scripted camera also hints the streamer (`--lookahead FRAMES`, default
+//! [`DEFAULT_LOOKAHEAD`]): the CPU estimate at the present pose and at the poses
+//! of the path's next `FRAMES` frames (a camera cut among them brings the view
+//! after the cut) gives each material a *prefetch* level, the finest any of them
+//! asks for, weighted by the largest coverage, scaled down linearly the further
+//! ahead it is. The policy ranks prefetch steps below every step the present view
+//! wants and above cached levels ([`policy`]), grows towards the present view's
+//! wants first and only then towards the prefetch, and never drops a texture the
+//! present view sees to make room for a prefetch: the look-ahead spends only the
+//! budget, operations and upload bytes the present view leaves, and nothing when
+//! the present view is over-subscribed (a level it wants does not fit). The
+//! budget rule is the same for both.
 //!
 //! The CPU estimate ([`estimate`]) is used instead: on the first frame (no
 //! feedback yet), on the frame of a camera cut (the feedback shows the old view),
@@ -88,6 +98,9 @@ pub struct StreamConfig {
     /// Bytes a defragmentation pass of the texture pool may move per frame
     /// (`--defrag-budget`); 0 turns defragmentation off.
     pub defrag_budget: u64,
+    /// Frames of the camera path ahead whose wants are prefetched (`--lookahead`;
+    /// 0: off). Informational here: the caller passes the views.
+    pub lookahead_frames: u32,
 }
 
 /// `--defrag-budget`'s default: bytes a defragmentation pass may move per frame.
@@ -97,8 +110,14 @@ pub const DEFAULT_DEFRAG_BUDGET: u64 = 32 << 20;
 pub const TAIL_TEXELS: u32 = 16;
 /// Residency changes per frame, at most.
 pub const MAX_OPS: usize = 16;
-/// Frames before a camera cut during which the view after it is prefetched.
-pub const PREFETCH_FRAMES: u32 = 4;
+/// `--lookahead`'s default: frames of the camera path ahead whose wants are
+/// prefetched. On the H200 at 4K the gallery's frames take about 9 ms, so 16
+/// frames are about 0.15 s: enough to load a close-up's finest levels at the
+/// default upload cap (64 MiB a frame: 8K BC maps' level 0 is 64 MiB each, three
+/// maps a material) before a cut reaches it.
+pub const DEFAULT_LOOKAHEAD: u32 = 16;
+/// `--lookahead`'s largest value.
+pub const MAX_LOOKAHEAD: u32 = 240;
 
 /// Streaming figures of one frame, as `report.json` lists them.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -306,6 +325,15 @@ impl Streamer {
         ]
     }
 
+    /// Frames of the camera path ahead the caller should pass to [`Self::prepare`]
+    /// (`--lookahead`; 0 in mode `Off`, where nothing streams).
+    pub fn lookahead_frames(&self) -> u32 {
+        match self.cfg.mode {
+            Mode::On => self.cfg.lookahead_frames,
+            Mode::Off => 0,
+        }
+    }
+
     /// Level-0 side of material `m`'s maps.
     pub fn map_size(&self, m: usize) -> u32 {
         self.map_sizes.get(m).copied().unwrap_or(1)
@@ -422,13 +450,23 @@ impl Streamer {
             .collect()
     }
 
-    /// Per-texture policy inputs from per-material wants.
-    fn inputs(&self, set: &TextureSet, wants: &[Option<Want>]) -> Vec<TextureInput> {
+    /// Per-texture policy inputs from per-material wants and look-ahead wants
+    /// (`prefetch`, empty for none).
+    fn inputs(
+        &self,
+        set: &TextureSet,
+        wants: &[Option<Want>],
+        prefetch: &[Option<Want>],
+    ) -> Vec<TextureInput> {
         self.infos
             .iter()
             .enumerate()
             .map(|(i, info)| {
-                let want = if self.failed[i] { None } else { wants[i / 3] };
+                let (want, ahead) = if self.failed[i] {
+                    (None, None)
+                } else {
+                    (wants[i / 3], prefetch.get(i / 3).copied().flatten())
+                };
                 let (resident, main_alloc) =
                     self.main_of(i).unwrap_or((set.textures[i].base_level, 0));
                 let mut main_bytes = info.main_bytes.clone();
@@ -462,13 +500,51 @@ impl Streamer {
                         None => Vec::new(),
                     },
                     unseen_frames: self.unseen[i],
+                    prefetch: ahead.map(|w| estimate::level_of(w.level_lod, info.levels)),
+                    prefetch_coverage: ahead.map_or(0.0, |w| w.coverage),
                 }
             })
             .collect()
     }
 
+    /// The look-ahead's wants per material: the finest level the CPU estimate
+    /// finds at the present pose or any view `ahead` (nearest first), and the
+    /// largest coverage, each view's scaled by `1 - k / (n + 1)` for the view `k`
+    /// frames ahead of `n`. All `None` when `ahead` is empty (look-ahead off).
+    fn lookahead_wants(
+        &self,
+        objects: &[Object],
+        present: &View,
+        ahead: &[View],
+    ) -> Vec<Option<Want>> {
+        let mut out: Vec<Option<Want>> = vec![None; self.map_sizes.len()];
+        if ahead.is_empty() {
+            return out;
+        }
+        let n = ahead.len() as f32;
+        for (k, v) in std::iter::once(present).chain(ahead).enumerate() {
+            let weight = 1.0 - k as f32 / (n + 1.0);
+            for (o, e) in out
+                .iter_mut()
+                .zip(estimate::estimate(objects, v, &self.map_sizes))
+            {
+                let Some(e) = e else { continue };
+                let w = o.get_or_insert(Want {
+                    level_lod: e.lod,
+                    coverage: 0.0,
+                    hist: None,
+                });
+                w.level_lod = w.level_lod.min(e.lod);
+                w.coverage = w.coverage.max(e.coverage * weight);
+            }
+        }
+        out
+    }
+
     /// Before frame `frame` is recorded (the previous one is done): takes finished
-    /// replacements, decides, and starts this frame's changes.
+    /// replacements, decides, and starts this frame's changes. `ahead` holds the
+    /// views of the camera path's coming frames, nearest first (see the module's
+    /// *Look-ahead*; empty: none).
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
@@ -478,7 +554,7 @@ impl Streamer {
         objects: &[Object],
         view: &View,
         camera_cut: bool,
-        hint: Option<&View>,
+        ahead: &[View],
     ) -> Result<(), GpuError> {
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
         let time_ms = self.started.elapsed().as_secs_f64() * 1e3;
@@ -508,7 +584,7 @@ impl Streamer {
         // Wanted levels: the last frame's feedback, else the CPU estimate.
         let est = estimate::estimate(objects, view, &self.map_sizes);
         let small = 256.0 / self.pixels;
-        let mut wants: Vec<Option<Want>> = match self.last_feedback.as_ref() {
+        let wants: Vec<Option<Want>> = match self.last_feedback.as_ref() {
             Some(fb) if !camera_cut => {
                 frame.wanted_from = "feedback";
                 let mut fw = self.feedback_wants(fb);
@@ -549,28 +625,8 @@ impl Streamer {
                     .collect()
             }
         };
-        // A camera cut coming: what its view will want joins this frame's wants at
-        // half weight (a streaming hint from the scripted camera).
-        if let Some(h) = hint {
-            for (w, e) in wants
-                .iter_mut()
-                .zip(estimate::estimate(objects, h, &self.map_sizes))
-            {
-                let Some(e) = e else { continue };
-                let extra = 0.5 * e.coverage;
-                let level = (e.lod.max(0.0) as usize).min(FEEDBACK_LEVELS - 1);
-                let w = w.get_or_insert(Want {
-                    level_lod: e.lod,
-                    coverage: 0.0,
-                    hist: Some([0.0; FEEDBACK_LEVELS]),
-                });
-                w.level_lod = w.level_lod.min(e.lod);
-                w.coverage += extra;
-                if let Some(hist) = w.hist.as_mut() {
-                    hist[level] += extra;
-                }
-            }
-        }
+        // What the coming frames want: prefetched below the present view.
+        let prefetch = self.lookahead_wants(objects, view, ahead);
         for (i, u) in self.unseen.iter_mut().enumerate() {
             *u = if wants[i / 3].is_some() {
                 0
@@ -578,7 +634,7 @@ impl Streamer {
                 u.saturating_add(1)
             };
         }
-        let inputs = self.inputs(set, &wants);
+        let inputs = self.inputs(set, &wants, &prefetch);
         frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
         if self.cfg.mode == Mode::On {
             let applied = self.apply(ctx, mem, set, &inputs)?;
@@ -809,7 +865,7 @@ impl Streamer {
             Some(fb) => self.feedback_wants(fb),
             None => self.used_wants.clone(),
         };
-        let mut inputs = self.inputs(set, &wants);
+        let mut inputs = self.inputs(set, &wants, &[]);
         for (t, l) in inputs.iter_mut().zip(&self.drawn_levels) {
             t.resident = *l;
         }

@@ -37,8 +37,11 @@
 //! `keep_bonus` more (hysteresis: a level
 //! is displaced only by a clearly better one), and so does the one level finer
 //! than wanted when resident (a texture hovering between two levels keeps the
-//! finer one). Levels resident but not wanted (textures out of view) rank below
-//! every wanted level, most recently seen first: a cache that is evicted first
+//! finer one). Levels only the look-ahead wants ([`TextureInput::prefetch`]: the
+//! camera's coming poses) rank below every level the present view wants, by the
+//! look-ahead's coverage per byte: prefetch spends only what the present view
+//! leaves of the budget. Levels resident but wanted by neither (textures out of
+//! view) rank below both, most recently seen first: a cache that is evicted first
 //! when the budget is over-subscribed. Steps are taken greedily by key while
 //! they fit the budget minus a reserve (the room one replacement needs beside
 //! its old image), so the finest mips of the least-needed textures are the ones
@@ -47,7 +50,11 @@
 //! # Moving towards it
 //!
 //! Drops first (they free memory), then shrinks (a copy into a smaller image,
-//! or a drop when even that does not fit), then grows by priority, each within
+//! or a drop when even that does not fit, or when the texture is out of the
+//! present view and the present view has grows to make; a texture the
+//! present view sees falls back to its tail only for a grow the present view
+//! wants, or when nothing else will free memory), then grows by priority:
+//! the present view's wants first, then the look-ahead's, each within
 //! the per-frame caps on operations and upload bytes (the first grow of a frame
 //! may pass the byte cap, or a level larger than the cap would never load);
 //! a grow larger than the upload cap allows goes part of the way. When a grow
@@ -84,6 +91,14 @@ pub struct TextureInput {
     pub level_coverage: Vec<f32>,
     /// Frames since the texture was last visible (0 = visible now).
     pub unseen_frames: u32,
+    /// The finest level the look-ahead wants (the camera's coming poses, the view
+    /// after a coming cut), or `None`. Its levels rank below every level the
+    /// present view wants and above cached ones: prefetch only spends what the
+    /// present view leaves.
+    pub prefetch: Option<u32>,
+    /// The look-ahead's weight for this texture: the screen coverage it expects,
+    /// scaled down the further ahead it is (0..=1).
+    pub prefetch_coverage: f32,
 }
 
 impl TextureInput {
@@ -125,6 +140,17 @@ impl TextureInput {
     /// the tail alone).
     pub fn step_bytes(&self, level: u32) -> u64 {
         (self.image_bytes(level) - self.image_bytes(level + 1)).max(1)
+    }
+
+    /// The first level of the present view's share of a target: `target` itself
+    /// when the present view wants it, else the level the present view wants
+    /// (levels finer than that are prefetch or hysteresis), or `resident` when
+    /// nothing is wanted now.
+    pub fn present_target(&self, target: u32) -> u32 {
+        match self.wanted {
+            Some(w) => target.max(w.min(self.tail())),
+            None => self.resident.max(target),
+        }
     }
 
     /// File bytes read to go from `from` to the finer `to` (levels the old image lacks).
@@ -256,7 +282,8 @@ pub fn mip_deficit(textures: &[TextureInput]) -> f64 {
     }
 }
 
-/// A step's rank: class first (2 wanted, 1 cached), then value.
+/// A step's rank: class first ([`CLASS_PRESENT`], [`CLASS_PREFETCH`],
+/// [`CLASS_CACHED`]), then value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Key {
     class: u8,
@@ -282,6 +309,13 @@ impl PartialOrd for Key {
     }
 }
 
+/// Steps the present view wants (and the hysteresis band next to them).
+const CLASS_PRESENT: u8 = 3;
+/// Steps only the look-ahead wants.
+const CLASS_PREFETCH: u8 = 2;
+/// Levels held that nothing wants: a cache, evicted first.
+const CLASS_CACHED: u8 = 1;
+
 /// The key of making level `level` resident (the texture then samples `level`),
 /// or `None` when it is neither wanted nor worth keeping.
 fn step_key(t: &TextureInput, i: usize, level: u32, keep_bonus: f32) -> Option<Key> {
@@ -291,26 +325,25 @@ fn step_key(t: &TextureInput, i: usize, level: u32, keep_bonus: f32) -> Option<K
     let bonus = if is_held { 1.0 + keep_bonus } else { 1.0 };
     // Per MiB, to keep the values in f32's comfortable range.
     let per_mib = |gain: f32| gain * bonus * (1u64 << 20) as f32 / t.step_bytes(level) as f32;
+    let key = |class, value| Key {
+        class,
+        value,
+        texture: i,
+        level,
+    };
     match t.wanted {
-        Some(w) if level >= w => Some(Key {
-            class: 2,
-            value: per_mib(t.gain(level)),
-            texture: i,
-            level,
-        }),
+        Some(w) if level >= w => return Some(key(CLASS_PRESENT, per_mib(t.gain(level)))),
         // Hysteresis band: the level just finer than wanted, kept when held.
-        Some(w) if is_held && level + 1 == w => Some(Key {
-            class: 2,
-            value: per_mib(0.25 * t.gain(w)),
-            texture: i,
-            level,
-        }),
-        _ if is_held => Some(Key {
-            class: 1,
-            value: -(t.unseen_frames as f32),
-            texture: i,
-            level,
-        }),
+        Some(w) if is_held && level + 1 == w => {
+            return Some(key(CLASS_PRESENT, per_mib(0.25 * t.gain(w))))
+        }
+        _ => {}
+    }
+    match t.prefetch {
+        // Every prefetched level of a texture weighs the same per pixel (the
+        // look-ahead has no per-level histogram): per byte, coarse steps first.
+        Some(p) if level >= p => Some(key(CLASS_PREFETCH, per_mib(t.prefetch_coverage.max(1e-6)))),
+        _ if is_held => Some(key(CLASS_CACHED, -(t.unseen_frames as f32))),
         _ => None,
     }
 }
@@ -329,12 +362,20 @@ pub fn targets(cfg: &PolicyConfig, textures: &[TextureInput]) -> Vec<u32> {
             }
         }
     }
+    // Whether a step the present view wants did not fit: the present view is
+    // over-subscribed and leaves nothing to prefetch (prefetch steps filling the
+    // slivers it leaves would be displaced again on the next frame: churn).
+    let mut present_short = false;
     while let Some(k) = heap.pop() {
         let t = &textures[k.texture];
         let cur = target[k.texture];
         let extra = t.image_bytes(k.level) - t.image_bytes(cur);
+        if k.class == CLASS_PREFETCH && present_short {
+            continue;
+        }
         if used + extra > limit {
             // This texture's finer steps are larger still: it stops here.
+            present_short |= k.class == CLASS_PRESENT;
             continue;
         }
         used += extra;
@@ -348,6 +389,173 @@ pub fn targets(cfg: &PolicyConfig, textures: &[TextureInput]) -> Vec<u32> {
     target
 }
 
+/// [`plan`]'s running state: the bytes resident once this frame's changes have
+/// started, the changes so far, and the per-frame caps' use.
+struct PlanState<'a> {
+    cfg: &'a PolicyConfig,
+    textures: &'a [TextureInput],
+    targets: &'a [u32],
+    max_alloc: u64,
+    total: u64,
+    changes: Vec<Change>,
+    upload: u64,
+    busy: Vec<bool>,
+    /// Grows started this frame.
+    grown: usize,
+    range_blocked: bool,
+    /// A grow the present view wants waits for room.
+    present_waits: bool,
+    /// Any grow (prefetch included) waits for room.
+    any_waits: bool,
+    /// The present view has grows to make.
+    present_grows: bool,
+    /// Memory frees by itself soon (an old image retiring, a drop this frame).
+    frees_later: bool,
+}
+
+impl PlanState<'_> {
+    /// The operation cap counts replacements (they allocate, copy and upload);
+    /// drops only rewrite a descriptor.
+    fn full(&self) -> bool {
+        self.changes
+            .iter()
+            .filter(|c| matches!(c, Change::Replace { .. }))
+            .count()
+            >= self.cfg.max_ops
+    }
+
+    /// Texture `i` falls back to its tail.
+    fn drop(&mut self, i: usize) {
+        let t = &self.textures[i];
+        self.changes.push(Change::Drop {
+            texture: i,
+            from: t.resident,
+        });
+        if self.cfg.drop_frees_at_once {
+            self.total -= t.image_bytes(t.resident);
+        }
+        self.busy[i] = true;
+    }
+
+    /// The level a grow heads for: the present view's share of the target, or
+    /// the whole target (prefetch included).
+    fn goal(&self, i: usize, present: bool) -> u32 {
+        let t = &self.textures[i];
+        if present {
+            t.present_target(self.targets[i])
+        } else {
+            self.targets[i]
+        }
+    }
+
+    /// Whether a grow (of the present view, or any) cannot take one level now.
+    fn grow_waits(&self, present_only: bool) -> bool {
+        self.textures.iter().enumerate().any(|(i, t)| {
+            !self.busy[i]
+                && self.goal(i, present_only) < t.resident
+                && self.total + t.image_bytes(t.resident - 1) > self.cfg.budget
+        })
+    }
+
+    /// Shrinks of the textures the present view sees (`visible`) or of the others.
+    fn shrinks(&mut self, visible: bool) {
+        for (i, t) in self.textures.iter().enumerate() {
+            if self.full() {
+                break;
+            }
+            if self.busy[i]
+                || t.wanted.is_some() != visible
+                || t.resident >= t.tail()
+                || self.targets[i] <= t.resident
+            {
+                continue;
+            }
+            let to = self.targets[i];
+            let bytes = t.image_bytes(to);
+            // A texture out of the present view gives its room back at once (a
+            // drop: no replacement of the per-frame cap, no new image beside the
+            // old one) while the present view has grows to make: they come first.
+            let copy = visible || !self.present_grows;
+            if copy && self.total + bytes <= self.cfg.budget && bytes <= self.max_alloc {
+                self.total += bytes;
+                self.changes.push(Change::Replace {
+                    texture: i,
+                    from: t.resident,
+                    to,
+                });
+                self.busy[i] = true;
+            } else if copy
+                && self.frees_later
+                && !(self.present_waits || (self.any_waits && !visible))
+            {
+                continue;
+            } else {
+                self.drop(i);
+            }
+        }
+    }
+
+    /// Grows towards the present view's wants (`present`) or the whole targets,
+    /// most needed first, each as far as the caps allow.
+    fn grows(&mut self, present: bool) {
+        let mut grows: Vec<(f32, usize)> = self
+            .textures
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| !self.busy[i] && self.goal(i, present) < t.resident)
+            .map(|(i, t)| {
+                // Coverage x deficit: the pixel-levels the grow to the goal wins
+                // (for a prefetch, the look-ahead's weight per level).
+                let goal = self.goal(i, present);
+                let won: f32 = if present {
+                    (goal..t.resident).map(|l| t.gain(l)).sum()
+                } else {
+                    t.prefetch_coverage * (t.resident - goal) as f32
+                };
+                (won, i)
+            })
+            .collect();
+        grows.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, i) in grows {
+            if self.full() {
+                break;
+            }
+            let t = &self.textures[i];
+            // The finest level between the goal and the current one that fits the
+            // byte cap, the budget and the pool's largest placeable range; at least
+            // one level for the first grow of the frame.
+            let mut chosen = None;
+            for to in self.goal(i, present)..t.resident {
+                let bytes = t.image_bytes(to);
+                let up = t.upload_bytes(t.resident, to);
+                let cap_ok = self.upload + up <= self.cfg.max_upload_bytes
+                    || (self.grown == 0 && to + 1 == t.resident);
+                if cap_ok && self.total + bytes <= self.cfg.budget && bytes <= self.max_alloc {
+                    chosen = Some((to, bytes, up));
+                    break;
+                }
+            }
+            if chosen.is_none() {
+                // Fits the budget but no free range is large enough: fragmentation.
+                let to = t.resident - 1;
+                self.range_blocked |= self.total + t.image_bytes(to) <= self.cfg.budget
+                    && t.image_bytes(to) > self.max_alloc;
+            }
+            if let Some((to, bytes, up)) = chosen {
+                self.total += bytes;
+                self.upload += up;
+                self.grown += 1;
+                self.busy[i] = true;
+                self.changes.push(Change::Replace {
+                    texture: i,
+                    from: t.resident,
+                    to,
+                });
+            }
+        }
+    }
+}
+
 /// The changes for this frame.
 ///
 /// `retiring` is the bytes of old images not yet freed; `max_alloc` the largest
@@ -356,15 +564,63 @@ pub fn targets(cfg: &PolicyConfig, textures: &[TextureInput]) -> Vec<u32> {
 /// that fits by bytes but not by range, and waits.
 pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_alloc: u64) -> Plan {
     let targets = targets(cfg, textures);
-    let mut total = resident_bytes(textures, retiring);
-    let mut changes = Vec::new();
-    let mut upload = 0u64;
-    let mut busy = vec![false; textures.len()];
+    let mut st = PlanState {
+        cfg,
+        textures,
+        targets: &targets,
+        max_alloc,
+        total: resident_bytes(textures, retiring),
+        changes: Vec::new(),
+        upload: 0,
+        busy: textures.iter().map(|t| t.pending.is_some()).collect(),
+        grown: 0,
+        range_blocked: false,
+        present_waits: false,
+        any_waits: false,
+        present_grows: false,
+        frees_later: false,
+    };
+
+    // 1. Drops: textures whose target is the tail alone. They free memory.
     for (i, t) in textures.iter().enumerate() {
-        busy[i] = t.pending.is_some();
+        if !st.busy[i] && t.resident < t.tail() && targets[i] == t.tail() {
+            st.drop(i);
+        }
     }
-    // The operation cap counts replacements (they allocate, copy and upload);
-    // drops only rewrite a descriptor.
+    // 2. Shrinks: copy the levels kept into a smaller image when it fits beside
+    // everything. Else drop to the tail (the grow back reads from the file) when a
+    // grow waits for room or nothing will free by itself (no old image retiring,
+    // no drop this frame); otherwise wait for memory to free.
+    st.frees_later = retiring > 0 || !st.changes.is_empty();
+    // A texture the present view sees is dropped to its tail for a grow the
+    // present view wants (or when nothing frees by itself), not for a prefetch.
+    st.present_waits = st.grow_waits(true);
+    st.any_waits = st.grow_waits(false);
+    st.present_grows = textures
+        .iter()
+        .enumerate()
+        .any(|(i, t)| !st.busy[i] && t.present_target(targets[i]) < t.resident);
+    // Textures out of the present view shrink first (drops while the present
+    // view has grows to make: no operation of the cap, no new image).
+    st.shrinks(false);
+    // 3. Grows, most needed first, each as far as the caps allow: first towards
+    // what the present view wants; then the shrinks of textures the present view
+    // sees (a copy adds its new image this frame and frees the old one only
+    // later: it makes no room for this frame's grows, so it must not take their
+    // operations); then, with what the caps and the budget leave, the
+    // look-ahead's prefetch. A texture grown in the first pass waits a frame for
+    // its prefetch levels.
+    st.grows(true);
+    st.shrinks(true);
+    st.grows(false);
+    let PlanState {
+        mut total,
+        mut changes,
+        upload,
+        busy,
+        range_blocked,
+        ..
+    } = st;
     let full = |changes: &Vec<Change>| {
         changes
             .iter()
@@ -372,114 +628,15 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
             .count()
             >= cfg.max_ops
     };
-
-    // 1. Drops: textures whose target is the tail alone. They free memory.
-    for (i, t) in textures.iter().enumerate() {
-        if !busy[i] && t.resident < t.tail() && targets[i] == t.tail() {
-            changes.push(Change::Drop {
-                texture: i,
-                from: t.resident,
-            });
-            if cfg.drop_frees_at_once {
-                total -= t.image_bytes(t.resident);
-            }
-            busy[i] = true;
-        }
-    }
-    // 2. Shrinks: copy the levels kept into a smaller image when it fits beside
-    // everything. Else drop to the tail (the grow back reads from the file) when a
-    // grow waits for room or nothing will free by itself (no old image retiring,
-    // no drop this frame); otherwise wait for memory to free.
-    let frees_later = retiring > 0 || !changes.is_empty();
-    let grow_waits = textures.iter().enumerate().any(|(i, t)| {
-        !busy[i] && targets[i] < t.resident && total + t.image_bytes(t.resident - 1) > cfg.budget
-    });
-    for (i, t) in textures.iter().enumerate() {
-        if full(&changes) {
-            break;
-        }
-        if busy[i] || t.resident >= t.tail() || targets[i] <= t.resident {
-            continue;
-        }
-        let to = targets[i];
-        let bytes = t.image_bytes(to);
-        if total + bytes <= cfg.budget && bytes <= max_alloc {
-            total += bytes;
-            changes.push(Change::Replace {
-                texture: i,
-                from: t.resident,
-                to,
-            });
-        } else if frees_later && !grow_waits {
-            continue;
-        } else {
-            changes.push(Change::Drop {
-                texture: i,
-                from: t.resident,
-            });
-            if cfg.drop_frees_at_once {
-                total -= t.image_bytes(t.resident);
-            }
-        }
-        busy[i] = true;
-    }
-    // 3. Grows, most needed first, each as far as the caps allow.
-    let mut grows: Vec<(f32, usize)> = textures
-        .iter()
-        .enumerate()
-        .filter(|&(i, t)| !busy[i] && targets[i] < t.resident)
-        .map(|(i, t)| {
-            // Coverage x deficit: the pixel-levels the grow to the target wins.
-            let won: f32 = (targets[i]..t.resident).map(|l| t.gain(l)).sum();
-            (won, i)
-        })
-        .collect();
-    grows.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut grown = 0usize;
-    let mut range_blocked = false;
-    for (_, i) in grows {
-        if full(&changes) {
-            break;
-        }
-        let t = &textures[i];
-        // The finest level between the target and the current one that fits the
-        // byte cap, the budget and the pool's largest placeable range; at least
-        // one level for the first grow of the frame.
-        let mut chosen = None;
-        for to in targets[i]..t.resident {
-            let bytes = t.image_bytes(to);
-            let up = t.upload_bytes(t.resident, to);
-            let cap_ok =
-                upload + up <= cfg.max_upload_bytes || (grown == 0 && to + 1 == t.resident);
-            if cap_ok && total + bytes <= cfg.budget && bytes <= max_alloc {
-                chosen = Some((to, bytes, up));
-                break;
-            }
-        }
-        if chosen.is_none() {
-            // Fits the budget but no free range is large enough: fragmentation.
-            let to = t.resident - 1;
-            range_blocked |=
-                total + t.image_bytes(to) <= cfg.budget && t.image_bytes(to) > max_alloc;
-        }
-        if let Some((to, bytes, up)) = chosen {
-            total += bytes;
-            upload += up;
-            grown += 1;
-            changes.push(Change::Replace {
-                texture: i,
-                from: t.resident,
-                to,
-            });
-        }
-    }
     // 4. Fragmentation relief: when a wanted grow fits by bytes but not by range,
     // drop the main image of the texture out of view longest (its range frees).
     if range_blocked && !full(&changes) {
         let victim = textures
             .iter()
             .enumerate()
-            .filter(|&(i, t)| !busy[i] && t.wanted.is_none() && t.resident < t.tail())
+            .filter(|&(i, t)| {
+                !busy[i] && t.wanted.is_none() && t.prefetch.is_none() && t.resident < t.tail()
+            })
             .max_by_key(|&(i, t)| (t.unseen_frames, std::cmp::Reverse(i)));
         if let Some((i, t)) = victim {
             changes.push(Change::Drop {
@@ -738,6 +895,94 @@ mod tests {
     }
 
     #[test]
+    fn prefetch_ranks_below_the_present_view() {
+        // Room for one texture at level 0 (1.33 MiB) but not two: the one the
+        // present view wants gets it, however little it covers and however much
+        // the look-ahead expects of the other.
+        let mut ts = vec![texture(1024, 1, 16), texture(1024, 1, 16)];
+        ts[0].wanted = Some(0);
+        ts[0].coverage = 0.01;
+        ts[1].prefetch = Some(0);
+        ts[1].prefetch_coverage = 1.0;
+        let p = plan(&cfg(2 << 20), &ts, 0, u64::MAX);
+        assert_eq!(p.targets[0], 0, "{p:?}");
+        assert!(p.targets[1] > 0, "{p:?}");
+        // The prefetch takes what is left: level 1 of the second still fits.
+        assert_eq!(p.targets[1], 1, "{p:?}");
+        // With room for both, the look-ahead's texture is loaded to its level.
+        let p = plan(&cfg(8 << 20), &ts, 0, u64::MAX);
+        assert_eq!(p.targets, vec![0, 0]);
+        // When the present view is over-subscribed (its level 0 does not fit),
+        // it leaves nothing to prefetch, not even the slivers.
+        let p = plan(&cfg(1 << 20), &ts, 0, u64::MAX);
+        assert!(p.targets[0] > 0, "{p:?}");
+        assert_eq!(p.targets[1], ts[1].tail(), "{p:?}");
+        // Without a look-ahead, a texture nothing wants stays at its tail.
+        ts[1].prefetch = None;
+        let p = plan(&cfg(8 << 20), &ts, 0, u64::MAX);
+        assert_eq!(p.targets, vec![0, ts[1].tail()]);
+    }
+
+    #[test]
+    fn present_grows_take_the_caps_first() {
+        // One replacement a frame: the present view's grow goes first even when
+        // the look-ahead's texture expects more coverage.
+        let mut ts = vec![texture(1024, 1, 16), texture(1024, 1, 16)];
+        ts[0].prefetch = Some(0);
+        ts[0].prefetch_coverage = 1.0;
+        ts[1].wanted = Some(2);
+        ts[1].coverage = 0.05;
+        let mut c = cfg(8 << 20);
+        c.max_ops = 1;
+        let p = plan(&c, &ts, 0, u64::MAX);
+        assert_eq!(
+            p.changes,
+            vec![Change::Replace {
+                texture: 1,
+                from: 6,
+                to: 2
+            }]
+        );
+        // The upload cap too: the present grow uses it, the prefetch waits.
+        let mut c = cfg(8 << 20);
+        c.max_upload_bytes = ts[1].upload_bytes(6, 2);
+        let p = plan(&c, &ts, 0, u64::MAX);
+        assert_eq!(p.changes.len(), 1, "{p:?}");
+        assert_eq!(p.changes[0].texture(), 1);
+        // A texture the present view wants coarser than the look-ahead grows to
+        // its present level in the first pass and to the prefetch level after.
+        let mut t = texture(1024, 1, 16);
+        t.wanted = Some(3);
+        t.coverage = 0.2;
+        t.prefetch = Some(1);
+        t.prefetch_coverage = 0.5;
+        assert_eq!(t.present_target(1), 3);
+        let mut c = cfg(8 << 20);
+        c.max_upload_bytes = t.upload_bytes(6, 3);
+        let p = plan(&c, std::slice::from_ref(&t), 0, u64::MAX);
+        assert_eq!(p.targets, vec![1]);
+        assert_eq!(
+            p.changes,
+            vec![Change::Replace {
+                texture: 0,
+                from: 6,
+                to: 3
+            }]
+        );
+        let mut ts = vec![t];
+        settle(&mut ts, &p);
+        let p = plan(&c, &ts, 0, u64::MAX);
+        assert_eq!(
+            p.changes,
+            vec![Change::Replace {
+                texture: 0,
+                from: 3,
+                to: 2
+            }]
+        );
+    }
+
+    #[test]
     fn hovering_between_levels_does_not_flap() {
         let mut ts = vec![texture(1024, 1, 16)];
         ts[0].coverage = 0.3;
@@ -771,12 +1016,17 @@ mod tests {
             prop::option::of(0u32..10),
             0.0f32..1.0,
             0u32..100,
+            prop::option::of((0u32..10, 0.0f32..1.0)),
         )
-            .prop_map(|(log, bpp, wanted, coverage, unseen)| {
+            .prop_map(|(log, bpp, wanted, coverage, unseen, prefetch)| {
                 let mut t = texture(1 << log, bpp, 8);
                 t.wanted = wanted.map(|w| w.min(t.tail()));
                 t.coverage = if t.wanted.is_some() { coverage } else { 0.0 };
                 t.unseen_frames = if t.wanted.is_some() { 0 } else { unseen };
+                if let Some((p, c)) = prefetch {
+                    t.prefetch = Some(p.min(t.tail()));
+                    t.prefetch_coverage = c;
+                }
                 if log % 2 == 0 {
                     spread(&mut t);
                 }
@@ -871,11 +1121,15 @@ mod tests {
             let mut sim = Sim { textures, in_flight: vec![], retiring: vec![] };
             for f in 0..frames {
                 let w = &wants[(f / 4) % wants.len()];
+                // The look-ahead: what the next group of frames will want.
+                let ahead = &wants[(f / 4 + 1) % wants.len()];
                 for (i, t) in sim.textures.iter_mut().enumerate() {
                     match w[i % w.len()] {
                         Some((lvl, cov)) => { t.wanted = Some(lvl.min(t.tail())); t.coverage = cov; t.unseen_frames = 0; }
                         None => { t.wanted = None; t.coverage = 0.0; t.unseen_frames += 1; }
                     }
+                    t.prefetch = ahead[i % ahead.len()].map(|(lvl, _)| lvl.min(t.tail()));
+                    t.prefetch_coverage = ahead[i % ahead.len()].map_or(0.0, |(_, cov)| cov);
                     if i % 2 == 0 {
                         spread(t);
                     }
@@ -927,6 +1181,45 @@ mod tests {
             for (i, tex) in sim.textures.iter().enumerate() {
                 prop_assert_eq!(tex.resident, t[i]);
             }
+        }
+
+        /// The look-ahead never takes from the present view: with or without
+        /// prefetch wants, the targets of every texture the present view sees
+        /// agree on the part it wants (prefetch steps rank below every present step, and a
+        /// present step's successor is never a prefetch one's), and a texture
+        /// only the look-ahead wants never gets finer than its prefetch level
+        /// (nor than held: cached levels stay a cache).
+        #[test]
+        fn lookahead_never_takes_from_the_present(
+            textures in prop::collection::vec(arb_texture(), 1..12),
+            residents in prop::collection::vec(0u32..8, 12),
+            budget_frac in 0.0f64..1.2,
+        ) {
+            let tails: u64 = textures.iter().map(|t| t.tail_bytes).sum();
+            let full: u64 = textures.iter().map(|t| t.tail_bytes + t.image_bytes(0)).sum();
+            let budget = tails + ((full - tails) as f64 * budget_frac) as u64;
+            let mut with = textures;
+            for (t, &r) in with.iter_mut().zip(&residents) {
+                t.resident = r.min(t.tail());
+            }
+            let mut c = cfg(budget);
+            c.reserve = default_reserve(&with, budget);
+            let without: Vec<TextureInput> = with
+                .iter()
+                .map(|t| TextureInput { prefetch: None, prefetch_coverage: 0.0, ..t.clone() })
+                .collect();
+            let (tw, to) = (targets(&c, &with), targets(&c, &without));
+            for (i, t) in with.iter().enumerate() {
+                if t.wanted.is_some() {
+                    prop_assert_eq!(t.present_target(tw[i]), t.present_target(to[i]), "texture {}: {:?} / {:?}", i, tw, to);
+                } else {
+                    let floor = t.prefetch.unwrap_or(t.tail()).min(t.resident);
+                    prop_assert!(tw[i] >= floor, "texture {i} target {} finer than prefetch/held {floor}", tw[i]);
+                }
+            }
+            // The steady state stays within the budget.
+            let steady: u64 = with.iter().zip(&tw).map(|(t, &b)| t.tail_bytes + t.image_bytes(b)).sum();
+            prop_assert!(steady <= budget.max(tails));
         }
 
         /// Priority: a visible texture is never left coarser than wanted while a

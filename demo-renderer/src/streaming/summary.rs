@@ -19,6 +19,9 @@ pub struct StreamingSummary {
     /// "graphics-split" (the transfer path's submissions on the graphics queue, a
     /// test mode).
     pub upload_queue: &'static str,
+    /// Frames of the camera path ahead whose wants were prefetched (`--lookahead`;
+    /// 0: off, and always 0 with streaming off).
+    pub lookahead_frames: u32,
     /// Frames whose resident texture bytes (or the texture pool's blocks) exceeded the budget.
     pub frames_over_budget: u32,
     /// Mean over frames of the mip deficit.
@@ -46,11 +49,17 @@ pub struct StreamingSummary {
     /// Mean per-frame PSNR against `--compare`, dB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_psnr_db: Option<f64>,
+    /// Frames whose PSNR against `--compare` is below [`PSNR_FLOOR_DB`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames_below_40_db: Option<u32>,
 }
+
+/// The per-frame quality goal of issue 7: PSNR against the all-resident render.
+pub const PSNR_FLOOR_DB: f64 = 40.0;
 
 impl StreamingSummary {
     /// Summarizes `frames`; `None` when they carry no streaming figures.
-    pub fn from_frames(mode: Mode, frames: &[FrameRecord]) -> Option<Self> {
+    pub fn from_frames(mode: Mode, lookahead_frames: u32, frames: &[FrameRecord]) -> Option<Self> {
         let s: Vec<(&FrameRecord, &super::StreamFrame)> = frames
             .iter()
             .filter_map(|f| f.streaming.as_ref().map(|s| (f, s)))
@@ -83,6 +92,10 @@ impl StreamingSummary {
         Some(Self {
             mode,
             upload_queue: "graphics",
+            lookahead_frames: match mode {
+                Mode::On => lookahead_frames,
+                Mode::Off => 0,
+            },
             frames_over_budget: over,
             mean_mip_deficit: deficits.iter().sum::<f64>() / deficits.len() as f64,
             p99_mip_deficit: percentiles(&deficits).p99,
@@ -102,6 +115,8 @@ impl StreamingSummary {
             refill_frames,
             min_psnr_db: psnr.iter().copied().reduce(f64::min),
             mean_psnr_db: (!psnr.is_empty()).then(|| psnr.iter().sum::<f64>() / psnr.len() as f64),
+            frames_below_40_db: (!psnr.is_empty())
+                .then(|| psnr.iter().filter(|&&p| p < PSNR_FLOOR_DB).count() as u32),
         })
     }
 
@@ -128,7 +143,10 @@ impl StreamingSummary {
             refill.join(", ")
         );
         if let (Some(min), Some(mean)) = (self.min_psnr_db, self.mean_psnr_db) {
-            line.push_str(&format!("; PSNR min {min:.1} dB mean {mean:.1} dB"));
+            line.push_str(&format!(
+                "; PSNR min {min:.1} dB mean {mean:.1} dB, {} frames below {PSNR_FLOOR_DB} dB",
+                self.frames_below_40_db.unwrap_or(0)
+            ));
         }
         line
     }
@@ -208,7 +226,9 @@ mod tests {
             frame(4, 2.0, true, 90),
             frame(5, 1.0, false, 90),
         ];
-        let s = StreamingSummary::from_frames(Mode::On, &frames).unwrap();
+        let s = StreamingSummary::from_frames(Mode::On, 16, &frames).unwrap();
+        assert_eq!(s.lookahead_frames, 16);
+        assert_eq!(s.frames_below_40_db, None);
         assert_eq!(s.frames_over_budget, 1);
         // Cut at frame 1 refilled at frame 3 (20 ms later); the one at frame 4 never.
         assert_eq!(s.refill_ms, vec![Some(20.0), None]);
@@ -219,7 +239,16 @@ mod tests {
         assert!((s.upload_gbps - 1.0).abs() < 1e-9); // 6000 B in 6 us
         assert!((s.upload_gpu_gbps - 2.0).abs() < 1e-9); // 12000 B in 6 us
         assert!(s.line().contains("refill after cuts [20 ms, never]"));
-        assert!(StreamingSummary::from_frames(Mode::On, &[]).is_none());
+        assert!(StreamingSummary::from_frames(Mode::On, 0, &[]).is_none());
+        // PSNR against --compare: the frames under the 40 dB floor are counted;
+        // streaming off reports no look-ahead.
+        let mut frames = vec![frame(0, 0.0, false, 50), frame(1, 0.0, false, 50)];
+        frames[0].psnr_db = Some(39.9);
+        frames[1].psnr_db = Some(52.0);
+        let s = StreamingSummary::from_frames(Mode::Off, 16, &frames).unwrap();
+        assert_eq!(s.frames_below_40_db, Some(1));
+        assert_eq!(s.lookahead_frames, 0);
+        assert_eq!(s.min_psnr_db, Some(39.9));
     }
 
     #[test]
