@@ -93,7 +93,13 @@ impl Overlay {
         )
         .map_err(|e| gpu_err("egui_ash_renderer::Renderer::with_allocator", e))?;
         let egui = egui::Context::default();
-        egui.set_visuals(egui::Visuals::dark());
+        let mut visuals = egui::Visuals::dark();
+        // One bitmap per glyph, not one per quarter-pixel offset: with the
+        // first layout's warm-up (`warm_glyphs`) the font atlas then holds
+        // every glyph the panels draw, and no later layout uploads more
+        // (each upload idles the queue in egui-ash-renderer).
+        visuals.text_options.subpixel_binning = false;
+        egui.set_visuals(visuals);
         // SAFETY: a valid create info on a live device; destroyed in `destroy`.
         let uploads = unsafe {
             ctx.device.create_command_pool(
@@ -235,6 +241,15 @@ impl Overlay {
             .as_mut()
             .expect("renderer lives until destroy");
         let mut deltas: Vec<_> = laid.textures.set.drain().collect();
+        for (id, d) in &deltas {
+            for d in d {
+                log::debug!(
+                    "overlay: texture {id:?} update at {:?}, {:?} texels",
+                    d.pos,
+                    d.image.size()
+                );
+            }
+        }
         // Whole-texture sets first: a partial update needs its texture.
         deltas.sort_by_key(|(_, d)| !d.iter().any(|d| d.pos.is_none()));
         self.to_free.extend(laid.textures.free.drain());
