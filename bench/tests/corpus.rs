@@ -113,3 +113,33 @@ fn a_two_configuration_corpus_replays_on_the_device() {
     assert!(summary.contains("Pareto"), "{summary}");
     assert!(summary.contains("gpu-allocator"), "{summary}");
 }
+
+/// The demo's recorded traces that `--corpus` replays are valid traces with
+/// the recording device's memory types in their note.
+#[test]
+fn recorded_traces_are_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/recorded");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("bench/traces/recorded")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "{files:?}");
+    for p in files {
+        let f = std::fs::File::open(&p).unwrap();
+        let t = bench::trace::Trace::read(std::io::BufReader::new(f)).unwrap();
+        let summary = t
+            .validate()
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(t.header.scale, "recorded", "{}", p.display());
+        assert!(
+            summary.allocs > 1000 && summary.frames > 100,
+            "{}: {summary:?}",
+            p.display()
+        );
+        let types = vkalloc::trace::memory_types_of_note(&t.header.note)
+            .unwrap_or_else(|| panic!("{}: no memory types in the note", p.display()));
+        assert!(!types.is_empty(), "{}", p.display());
+    }
+}

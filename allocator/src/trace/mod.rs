@@ -227,3 +227,26 @@ impl Recorder {
         }
     }
 }
+
+#[cfg(test)]
+mod note_tests {
+    use super::{memory_types_note, memory_types_of_note};
+    use crate::device::{MemoryPropertyFlags, MemoryType};
+
+    #[test]
+    fn memory_types_round_trip_through_the_note() {
+        let types = [0u32, 1, 6, 14, 7].map(|f| MemoryType {
+            flags: MemoryPropertyFlags(f),
+            heap_index: 0,
+        });
+        let note = memory_types_note(&types);
+        assert_eq!(note, "memory_type_flags=[0,1,6,14,7]");
+        assert_eq!(memory_types_of_note(&note), Some(vec![0, 1, 6, 14, 7]));
+        let with_text = format!("recorded by the demo; {note}; 4K");
+        assert_eq!(memory_types_of_note(&with_text), Some(vec![0, 1, 6, 14, 7]));
+        assert_eq!(memory_types_of_note("memory_type_flags=[]"), Some(vec![]));
+        assert_eq!(memory_types_of_note("no types here"), None);
+        assert_eq!(memory_types_of_note("memory_type_flags=[1,x]"), None);
+        assert_eq!(memory_types_of_note("memory_type_flags=[1,2"), None);
+    }
+}
