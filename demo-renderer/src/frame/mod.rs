@@ -617,14 +617,7 @@ impl Renderer {
         // SAFETY: the command buffer is idle (every frame waits for its fence); every
         // handle recorded is live until the fence below signals.
         unsafe {
-            d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
-                .check("vkResetCommandBuffer")?;
-            d.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )
-            .check("vkBeginCommandBuffer")?;
+            crate::gpu::util::begin_one_time(d, cmd)?;
             if let Some(q) = self.queries {
                 d.cmd_reset_query_pool(cmd, q, 0, PASSES.len() as u32 * 2);
             }

@@ -92,6 +92,27 @@ impl ImageTransition {
     }
 }
 
+/// Resets `cmd` and begins recording it for one submission.
+///
+/// # Safety
+/// `cmd` is from a pool created with `RESET_COMMAND_BUFFER` on `device`, and
+/// no submission that uses it is still pending.
+pub unsafe fn begin_one_time(device: &ash::Device, cmd: vk::CommandBuffer) -> Result<(), GpuError> {
+    // SAFETY: the caller's contract: `cmd` is resettable and idle.
+    unsafe {
+        device
+            .reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+            .check("vkResetCommandBuffer")?;
+        device
+            .begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .check("vkBeginCommandBuffer")
+    }
+}
+
 /// Records the transitions as one `vkCmdPipelineBarrier2`.
 ///
 /// # Safety
@@ -174,14 +195,7 @@ impl OneShot {
         let d = &ctx.device;
         // SAFETY: the buffer is not in use (every run waits for its fence).
         unsafe {
-            d.reset_command_buffer(self.cmd, vk::CommandBufferResetFlags::empty())
-                .check("vkResetCommandBuffer")?;
-            d.begin_command_buffer(
-                self.cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )
-            .check("vkBeginCommandBuffer")?;
+            begin_one_time(d, self.cmd)?;
             f(self.cmd);
             d.end_command_buffer(self.cmd).check("vkEndCommandBuffer")?;
             let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(self.cmd)];

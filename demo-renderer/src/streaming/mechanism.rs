@@ -707,16 +707,7 @@ impl Mechanism {
         };
         let begin = |cmd: vk::CommandBuffer| -> Result<(), GpuError> {
             // SAFETY: the slot's buffers are idle (its previous batch was collected).
-            unsafe {
-                d.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
-                    .check("vkResetCommandBuffer")?;
-                d.begin_command_buffer(
-                    cmd,
-                    &vk::CommandBufferBeginInfo::default()
-                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-                )
-                .check("vkBeginCommandBuffer")
-            }
+            unsafe { crate::gpu::util::begin_one_time(d, cmd) }
         };
         // SAFETY: the slot's buffers and semaphore are idle (its previous batch was
         // collected: its graphics submission, which waited for the semaphore, is
