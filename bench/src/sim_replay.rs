@@ -281,3 +281,58 @@ pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{generate, Scale, DEFAULT_SEED};
+
+    #[test]
+    fn replays_a_standard_trace_on_the_h200_table() {
+        let table = vkalloc::sim::nvidia_h200();
+        let trace = generate("streaming-churn", DEFAULT_SEED, Scale::Small).unwrap();
+        let row = replay(&trace, &table, AllocatorDesc::default(), true).unwrap();
+        assert_eq!(row.failures, 0, "{:?}", row.first_failure);
+        assert!(row.peak_live_bytes > 0);
+        assert!(row.peak_committed_bytes >= row.peak_live_bytes);
+        assert!(row.allocate_calls > 0);
+        // Everything was freed at the end: one vkFreeMemory per object, save
+        // what the allocator still keeps (dropped with it).
+        assert!(row.free_calls <= row.allocate_calls);
+        let at_peak = row.at_peak.clone().unwrap();
+        assert!(at_peak.contains("type 1"), "{at_peak}");
+        // The same trace, the same figures.
+        let again = replay(&trace, &table, AllocatorDesc::default(), false).unwrap();
+        assert_eq!(
+            (again.peak_committed_bytes, again.allocate_calls),
+            (row.peak_committed_bytes, row.allocate_calls)
+        );
+        let text = format_rows(&[row], 1 << 40);
+        assert!(text.contains("streaming-churn"), "{text}");
+    }
+
+    #[test]
+    fn the_resolver_takes_the_tables_dedicated_threshold_and_heap() {
+        let mut h200 = SimResolver::new(vkalloc::sim::nvidia_h200());
+        let big = Resource::Image {
+            width: 8192,
+            height: 8192,
+            format: ash::vk::Format::R8G8B8A8_UNORM.as_raw(),
+            mips: 1,
+            samples: 1,
+            usage: 0,
+        };
+        assert_eq!(
+            h200.resolve(&big).unwrap().dedicated,
+            TraceDedicated::Preferred
+        );
+        assert!(h200.heap_bytes() > 100 << 30);
+        let mut lavapipe = SimResolver::new(vkalloc::sim::lavapipe());
+        assert_eq!(
+            lavapipe.resolve(&big).unwrap().dedicated,
+            TraceDedicated::None
+        );
+        assert_eq!(lavapipe.heap_bytes(), 2 << 30);
+        assert!((geomean([2.0, 8.0].into_iter()) - 4.0).abs() < 1e-9);
+    }
+}
