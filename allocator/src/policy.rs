@@ -18,11 +18,13 @@
 //!   its live set fits in twice, whether or not the driver reports budgets.
 //! - **Retention with hysteresis.** Freed memory kept for reuse is bounded by
 //!   [`retain_limit`]: the larger of 1/[`RETAIN_DIVISOR`] of the live set and
-//!   the distance from the live set to its recent high-water mark. Memory
-//!   that only refills what was recently live never raises the committed
-//!   peak above the live peak, so a steady churn reuses its memory instead of
-//!   freeing and reallocating it every frame; after the live set shrinks, the
-//!   high-water mark decays ([`decay_high_water`]) and the surplus is freed.
+//!   the distance from the live set up to 9/8 of its recent high-water mark,
+//!   at least [`MIN_BLOCK_SIZE`]. It is applied before new device memory is
+//!   made: memory that only refills what was recently live barely raises the
+//!   committed peak above the live peak, so a steady churn reuses its memory
+//!   instead of freeing and reallocating it every frame; after the live set
+//!   shrinks, the high-water mark decays ([`decay_high_water`]) and the
+//!   surplus is freed.
 
 #![forbid(unsafe_code)]
 
@@ -36,7 +38,8 @@ pub(crate) const MIN_BLOCK_SIZE: u64 = 4 << 20;
 /// device memory in 2 MiB pages).
 const GRANULE: u64 = 2 << 20;
 
-/// Freed memory kept regardless of the high-water mark: 1/8 of the live set.
+/// Freed memory kept regardless of the high-water mark: 1/8 of the live set;
+/// and the margin above the high-water mark: 1/8 of it.
 pub(crate) const RETAIN_DIVISOR: u64 = 8;
 
 /// Each frame the high-water mark moves 1/64 of the way down to the live set
@@ -97,7 +100,7 @@ pub(crate) fn block_size(
 pub(crate) fn retain_limit(live: u64, high_water: u64) -> u64 {
     let peak = high_water.saturating_add(high_water / RETAIN_DIVISOR);
     (live / RETAIN_DIVISOR)
-        .max(peak.saturating_sub(live) / 2)
+        .max(peak.saturating_sub(live))
         .max(MIN_BLOCK_SIZE)
 }
 
@@ -209,9 +212,9 @@ mod tests {
     #[test]
     fn retention_covers_the_recent_high_water_mark() {
         assert_eq!(retain_limit(800 * MIB, 0), 100 * MIB);
-        // Half the way up to 9/8 of the high-water mark.
-        assert_eq!(retain_limit(800 * MIB, 1000 * MIB), 325 * MIB / 2);
-        assert_eq!(retain_limit(0, 64 * MIB), 36 * MIB);
+        // Up to 9/8 of the high-water mark.
+        assert_eq!(retain_limit(800 * MIB, 1000 * MIB), 325 * MIB);
+        assert_eq!(retain_limit(0, 64 * MIB), 72 * MIB);
         // At least one smallest block.
         assert_eq!(retain_limit(0, 0), MIN_BLOCK_SIZE);
         assert_eq!(retain_limit(u64::MAX, u64::MAX), u64::MAX / 8);

@@ -72,7 +72,7 @@ pub struct AllocatorDesc {
     /// reuse instead of being freed at once. A memory type's default blocks
     /// may keep more while the bytes kept (empty blocks and recycled
     /// dedicated memory, see [`Self::recycle_bytes`]) stay within its
-    /// retention limit: the larger of 1/8 of its live bytes and half the way
+    /// retention limit: the larger of 1/8 of its live bytes and the distance
     /// up to 9/8 of their recent high-water mark, at least 4 MiB. Kept memory
     /// above the limit is freed before new device memory is created (all of
     /// it when the heap is short) and, once the limit is passed twice over,
