@@ -350,7 +350,7 @@ impl BlockVector {
         self.usage().allocation_bytes
     }
 
-    /// Raises the high-water mark to `live`; returns the retention limit
+    /// Raises the high-water mark to `peak`; returns the retention limit
     /// ([`crate::policy::retain_limit`]) with `live` bytes live.
     fn retain_limit(&self, live: u64, peak: u64) -> u64 {
         let high_water = self.high_water.fetch_max(peak, Ordering::Relaxed).max(peak);
@@ -710,6 +710,9 @@ impl BlockVector {
                 && !corruption::intact(block.host_address, block.size, &location.range, margin);
             // Empty blocks past the `keep_empty` count are kept within the
             // retention limit (default blocks; a pool keeps only the count).
+            // Asked only when a block empties; it takes the recycle bin's
+            // lock under the shard's, the one nesting of the two (no path
+            // takes a shard's lock while holding the bin's).
             let retain = || {
                 if !self.adaptive() {
                     return 0;
