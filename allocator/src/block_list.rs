@@ -19,16 +19,11 @@ pub(crate) struct ListConfig {
     /// start small and grow with use (default blocks).
     pub fixed_block_size: bool,
     pub min_blocks: u32,
-    /// Empty blocks kept beyond `min_blocks` for reuse.
+    /// Empty blocks kept beyond `min_blocks` for reuse (at most; a growing
+    /// list also bounds their bytes when it grows, see
+    /// [`crate::policy::retain_limit`]).
     pub keep_empty: u32,
-    /// A growing list's first block is `block_size >> start_shift`, and each
-    /// new block doubles until `block_size` ([`DEFAULT_START_SHIFT`] for a
-    /// vector's first shard; later shards start smaller).
-    pub start_shift: u32,
 }
-
-/// A growing list starts at 1/8 of its block size.
-pub(crate) const DEFAULT_START_SHIFT: u32 = 3;
 
 /// Blocks of one memory type.
 #[derive(Debug)]
@@ -105,9 +100,18 @@ impl BlockList {
     }
 
     /// The sizes to try for a new block that must hold `needed` bytes, best
-    /// first: growing lists start at `block_size >> start_shift` (1/8 of
-    /// the block size in a vector's first shard) and double with each block, and fall back to smaller sizes when the device is short.
-    pub fn next_block_sizes(&self, needed: u64) -> std::iter::Take<Sizes> {
+    /// first: a growing list sizes it by [`crate::policy::block_size`] from
+    /// the memory type's `live` bytes, the heap's free bytes and whether
+    /// memory objects are `scarce`, a fixed list
+    /// always uses its block size; then smaller sizes down to `needed`, for
+    /// when the device is short.
+    pub fn next_block_sizes(
+        &self,
+        needed: u64,
+        live: u64,
+        heap_free: u64,
+        scarce: bool,
+    ) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
             // Every block of a fixed list has the same size: a larger request
@@ -117,16 +121,10 @@ impl BlockList {
             }
             (full, full)
         } else {
-            let shift = self
-                .config
-                .start_shift
-                .saturating_sub(self.shared.len() as u32);
-            let mut size = (full >> shift).max(MIN_BLOCK_SIZE).min(full);
-            // Leave room for a few more allocations of this size.
-            while size < needed.saturating_mul(2) && size < full {
-                size = size.saturating_mul(2);
-            }
-            (size.max(needed), needed)
+            (
+                crate::policy::block_size(needed, live, full, heap_free, scarce),
+                needed,
+            )
         };
         Sizes(Some(first), smallest).take(4)
     }
@@ -186,12 +184,16 @@ impl BlockList {
     }
 
     /// Frees a range; returns the blocks that should now be destroyed: a
-    /// dedicated block, or empty blocks beyond what the policy keeps.
+    /// dedicated block, or an empty block beyond what the list keeps.
+    /// `retain` is asked, only when a shared block became empty, for the
+    /// bytes of empty blocks the list may keep beyond its `keep_empty` count
+    /// (see [`Self::release_surplus_empty`]).
     pub fn free(
         &mut self,
         index: u32,
         id: RangeId,
         offset: u64,
+        retain: impl FnOnce() -> u64,
     ) -> Result<Option<Block>, RangeError> {
         let block = self.block_mut(index).ok_or(RangeError::UnknownId(id))?;
         block.free(id, offset)?;
@@ -201,13 +203,15 @@ impl BlockList {
         if block.is_dedicated() {
             return Ok(self.remove(index));
         }
-        Ok(self.release_surplus_empty())
+        Ok(self.release_surplus_empty(retain()))
     }
 
     /// The smallest empty shared block, if more blocks are empty than the
-    /// policy keeps (the larger ones are kept: they serve more requests).
-    pub fn release_surplus_empty(&mut self) -> Option<Block> {
+    /// list keeps and they hold more than `retain_bytes` (the larger ones
+    /// are kept: they serve more requests). Never below `min_blocks`.
+    pub fn release_surplus_empty(&mut self, retain_bytes: u64) -> Option<Block> {
         let mut empty = 0u32;
+        let mut bytes = 0u64;
         let mut smallest: Option<(u32, u64)> = None;
         for &i in &self.shared {
             let b = self.blocks[i as usize]
@@ -215,16 +219,51 @@ impl BlockList {
                 .expect("listed block exists");
             if b.is_empty() {
                 empty += 1;
+                bytes += b.size;
                 if smallest.is_none_or(|(_, size)| b.size < size) {
                     smallest = Some((i, b.size));
                 }
             }
         }
         let above_min = self.shared.len() as u32 > self.config.min_blocks;
-        if empty > self.config.keep_empty && above_min {
+        if empty > self.config.keep_empty && bytes > retain_bytes && above_min {
             return self.remove(smallest?.0);
         }
         None
+    }
+
+    /// Bytes in empty shared blocks.
+    pub fn empty_bytes(&self) -> u64 {
+        self.shared
+            .iter()
+            .filter_map(|&i| self.blocks[i as usize].as_ref())
+            .filter(|b| b.is_empty())
+            .map(|b| b.size)
+            .sum()
+    }
+
+    /// Empty shared blocks removed, largest first, until at least `bytes`
+    /// are taken or none is left (never below `min_blocks`).
+    pub fn take_empty_bytes(&mut self, bytes: u64) -> Vec<Block> {
+        let mut empty: Vec<(u32, u64)> = self
+            .shared
+            .iter()
+            .filter_map(|&i| {
+                let b = self.blocks[i as usize].as_ref()?;
+                b.is_empty().then_some((i, b.size))
+            })
+            .collect();
+        empty.sort_by_key(|&(i, size)| (std::cmp::Reverse(size), i));
+        let mut taken = 0u64;
+        let mut out = Vec::new();
+        for (i, size) in empty {
+            if taken >= bytes || self.shared.len() as u32 <= self.config.min_blocks {
+                break;
+            }
+            taken += size;
+            out.extend(self.remove(i));
+        }
+        out
     }
 
     /// Every empty shared block above `min_blocks`, removed (for trimming).

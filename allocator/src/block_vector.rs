@@ -25,13 +25,13 @@
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::allocation::{Allocation, ListRef, Location};
 use crate::block::{Block, Meta, PoolAlgorithm};
-use crate::block_list::{BlockList, ListConfig, DEFAULT_START_SHIFT};
+use crate::block_list::{BlockList, ListConfig};
 use crate::corruption;
 use crate::defrag::DefragAlgorithm;
 use crate::desc::AllocationDesc;
@@ -279,11 +279,6 @@ pub(crate) enum FreeOutcome {
 /// stack is one block).
 pub(crate) const MAX_SHARDS: usize = 16;
 
-/// Later shards' first block is `block_size >> SHARD_START_SHIFT` (1/32),
-/// doubling with each block: a shard opened for one more thread commits
-/// less up front than the first shard.
-const SHARD_START_SHIFT: u32 = DEFAULT_START_SHIFT + 2;
-
 thread_local! {
     /// This thread's preferred shard, taken modulo a vector's open shards;
     /// `usize::MAX` until the thread first allocates.
@@ -344,6 +339,10 @@ pub(crate) struct BlockVector {
     /// rarely, next to a driver call, so one set of counters serves every
     /// shard. Allocations are counted per shard.
     blocks: Counters,
+    /// The recent high-water mark of the live bytes, for the retention
+    /// policy of default blocks ([`crate::policy`]); updated when memory is
+    /// created, when a block empties and once a frame.
+    high_water: AtomicU64,
 }
 
 impl BlockVector {
@@ -361,7 +360,6 @@ impl BlockVector {
                     // A pool's `min_blocks` live in the first shard.
                     ListConfig {
                         min_blocks: 0,
-                        start_shift: SHARD_START_SHIFT,
                         ..config.list
                     }
                 };
@@ -385,6 +383,109 @@ impl BlockVector {
             recycle: (config.recycle_bytes > 0)
                 .then(|| Mutex::new(RecycleBin::new(config.recycle_bytes))),
             blocks: Counters::default(),
+            high_water: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the adaptive policy ([`crate::policy`]) sizes this vector's
+    /// blocks and bounds what it keeps: a memory type's default blocks (a
+    /// pool's blocks have the size and count its description gives).
+    fn adaptive(&self) -> bool {
+        self.caps.is_none()
+    }
+
+    /// Bytes of live allocations in the vector (every shard's counters).
+    fn live_bytes(&self) -> u64 {
+        self.usage().allocation_bytes
+    }
+
+    /// Raises the high-water mark to `peak`; returns the retention limit
+    /// ([`crate::policy::retain_limit`]) with `live` bytes live.
+    fn retain_limit(&self, live: u64, peak: u64) -> u64 {
+        let high_water = self.high_water.fetch_max(peak, Ordering::Relaxed).max(peak);
+        crate::policy::retain_limit(live, high_water)
+    }
+
+    /// Bytes of freed memory kept: empty shared blocks and the recycle bin.
+    /// Shards busy right now are skipped (a policy estimate: it never waits
+    /// for another thread's lock).
+    fn retained_bytes(&self) -> u64 {
+        let mut bytes = self.recycle.as_ref().map_or(0, |b| b.lock().bytes());
+        for shard in &self.shards[..self.open_shards()] {
+            if let Some(list) = shard.list.try_lock() {
+                bytes += list.empty_bytes();
+            }
+        }
+        bytes
+    }
+
+    /// Frees kept memory (the recycle bin's oldest first, then the largest
+    /// empty blocks of the shards not busy right now) until at most `limit`
+    /// bytes are kept.
+    fn trim_retained(&self, env: Env<'_>, limit: u64) {
+        let retained = self.retained_bytes();
+        let Some(mut excess) = retained.checked_sub(limit).filter(|&e| e > 0) else {
+            return;
+        };
+        let mut doomed = Vec::new();
+        if let Some(bin) = &self.recycle {
+            let mut bin = bin.lock();
+            let keep = bin.bytes().saturating_sub(excess);
+            doomed = bin.evict_above(keep);
+        }
+        excess = excess.saturating_sub(doomed.iter().map(|b| b.size).sum());
+        for shard in &self.shards[..self.open_shards()] {
+            if excess == 0 {
+                break;
+            }
+            let Some(mut list) = shard.list.try_lock() else {
+                continue;
+            };
+            let taken = list.take_empty_bytes(excess);
+            drop(list);
+            excess = excess.saturating_sub(taken.iter().map(|b| b.size).sum());
+            doomed.extend(taken);
+        }
+        for block in doomed {
+            self.destroy_block(env, block);
+        }
+    }
+
+    /// Before `needed` bytes of new device memory are created: raises the
+    /// high-water mark and frees kept memory above the retention limit (all
+    /// of it when the heap can't hold `needed` more bytes), so what is
+    /// committed next does not sit beside memory nobody reuses.
+    fn make_room(&self, env: Env<'_>, needed: u64) {
+        if !self.adaptive() {
+            return;
+        }
+        let live = self.live_bytes();
+        let mut limit = self.retain_limit(live, live.saturating_add(needed));
+        if env.memory.budgets.free_bytes(self.heap) < needed {
+            limit = 0;
+        }
+        self.trim_retained(env, limit);
+    }
+
+    /// Once a frame: the high-water mark decays toward the live set
+    /// ([`crate::policy::decay_high_water`]) and kept memory above the
+    /// retention limit is freed.
+    pub fn end_frame(&self, env: Env<'_>) {
+        if !self.adaptive() {
+            return;
+        }
+        let usage = self.usage();
+        let live = usage.allocation_bytes;
+        let old = self.high_water.load(Ordering::Relaxed);
+        let high_water = crate::policy::decay_high_water(old, live);
+        self.high_water.store(high_water, Ordering::Relaxed);
+        let limit = crate::policy::retain_limit(live, high_water);
+        // Hysteresis: trim only when twice the limit is kept. Committed
+        // minus live bounds what is kept: look closer only when that passes.
+        if usage.block_bytes.saturating_sub(live) > limit.saturating_mul(2)
+            && self.retained_bytes() > limit.saturating_mul(2)
+        {
+            self.trim_retained(env, limit);
         }
     }
 
@@ -479,7 +580,15 @@ impl BlockVector {
                 let id = list.next_id(env.next_id);
                 return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
             }
-            let sizes = list.next_block_sizes(placement.request.size).collect();
+            let sizes = list
+                .next_block_sizes(
+                    placement.request.size,
+                    self.live_bytes()
+                        .max(self.high_water.load(Ordering::Relaxed)),
+                    env.memory.budgets.free_bytes(self.heap),
+                    env.memory.objects_scarce(),
+                )
+                .collect();
             drop(list);
             // Room in another shard's blocks costs less than a new block:
             // look in the ones that are free right now.
@@ -502,6 +611,7 @@ impl BlockVector {
             max: self.block_size,
         };
         let mut last_error = too_large.clone();
+        self.make_room(env, placement.request.size);
         for size in sizes {
             let block = match self.create_block(env, size, desc.options.within_budget) {
                 Ok(block) => block,
@@ -576,6 +686,7 @@ impl BlockVector {
                 block
             }
             None => {
+                self.make_room(env, placement.size);
                 let created = memory::create(
                     env.memory,
                     &MemoryRequest {
@@ -646,8 +757,26 @@ impl BlockVector {
                 && block.host_address != 0
                 && !block.is_dedicated()
                 && !corruption::intact(block.host_address, block.size, &location.range, margin);
+            // Empty blocks past the `keep_empty` count are kept within the
+            // retention limit (default blocks; a pool keeps only the count).
+            // Asked only when a block empties; it takes the recycle bin's
+            // lock under the shard's, the one nesting of the two (no path
+            // takes a shard's lock while holding the bin's).
+            let retain = || {
+                if !self.adaptive() {
+                    return 0;
+                }
+                let live = self.live_bytes();
+                let limit = self.retain_limit(live.saturating_sub(location.range.size), live);
+                limit.saturating_sub(self.recycle.as_ref().map_or(0, |b| b.lock().bytes()))
+            };
             let doomed = list
-                .free(location.block, location.range.id, location.range.offset)
+                .free(
+                    location.block,
+                    location.range.id,
+                    location.range.offset,
+                    retain,
+                )
                 .map_err(|e| Error::Invariant(e.to_string()))?;
             self.shards[shard]
                 .counters

@@ -100,6 +100,12 @@ impl Budgets {
         }
     }
 
+    /// Bytes of the heap the process does not use (its size less the usage
+    /// estimated since the last refresh), whatever the budget.
+    pub fn free_bytes(&self, heap: u32) -> u64 {
+        self.heap_sizes[heap as usize].saturating_sub(self.view(heap).usage)
+    }
+
     /// Bytes the heap can still take within budget.
     pub fn room(&self, heap: u32) -> u64 {
         let v = self.view(heap);

@@ -71,6 +71,7 @@ pub mod device;
 mod error;
 mod mapping;
 mod memory;
+mod policy;
 mod pool;
 mod pressure;
 pub mod range;

@@ -132,6 +132,15 @@ pub(crate) struct Context<'a> {
     pub budgets: &'a Budgets,
 }
 
+impl Context<'_> {
+    /// Whether a quarter or less of `maxMemoryAllocationCount` is left (the
+    /// point from which dedicated memory is no longer made by choice).
+    pub fn objects_scarce(&self) -> bool {
+        let limit = self.device.limits().max_memory_allocation_count;
+        self.objects.get() >= limit - limit / 4
+    }
+}
+
 /// A memory object to destroy, with what it was counted against.
 pub(crate) struct Doomed<'a> {
     pub heap: u32,

@@ -54,8 +54,19 @@ impl RecycleBin {
         }
         self.bytes += block.size;
         self.blocks.push_back(block);
+        self.evict_above(self.cap)
+    }
+
+    /// Bytes kept.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Removes the oldest blocks until at most `cap` bytes are kept; returns
+    /// them.
+    pub fn evict_above(&mut self, cap: u64) -> Vec<Block> {
         let mut doomed = Vec::new();
-        while self.bytes > self.cap {
+        while self.bytes > cap {
             let old = self
                 .blocks
                 .pop_front()

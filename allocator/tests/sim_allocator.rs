@@ -497,7 +497,7 @@ fn blocks_grow_with_use_and_empty_ones_are_kept_then_trimmed() {
         .allocate(&desc(1024, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
         .unwrap();
     let first = allocator.statistics().total.block_bytes;
-    assert_eq!(first, 32 * MIB, "a small program starts with a 1/8 block");
+    assert_eq!(first, 4 * MIB, "a small program starts with a small block");
     let mut live = vec![a];
     for _ in 0..30 {
         live.push(
@@ -511,14 +511,27 @@ fn blocks_grow_with_use_and_empty_ones_are_kept_then_trimmed() {
                 .unwrap(),
         );
     }
+    // Blocks grow with the live set (about a quarter of it each): few
+    // blocks, and what is committed stays close to what is live.
     let stats = allocator.statistics();
-    assert!(stats.total.block_count < 8, "{}", allocator.summary());
+    assert!(stats.total.block_count <= 16, "{}", allocator.summary());
+    assert!(
+        stats.total.block_bytes <= stats.total.allocation_bytes / 3 * 4,
+        "{}",
+        allocator.summary()
+    );
     let calls = sim.allocate_calls();
+    let frees = sim.stats().free_calls;
     for a in live.drain(..) {
         allocator.free(a).unwrap();
     }
+    // Emptied blocks are kept for reuse within the retention limit: the
+    // live set was just at its high-water mark, so at least one is kept
+    // and some are freed.
     let kept = allocator.statistics().total;
-    assert_eq!(kept.block_count, 1, "one empty block kept for reuse");
+    assert!(kept.block_count >= 1, "an empty block kept for reuse");
+    assert!(kept.block_bytes < stats.total.block_bytes);
+    assert!(sim.stats().free_calls > frees);
     live.push(
         allocator
             .allocate(&desc(MIB, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))

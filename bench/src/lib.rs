@@ -13,6 +13,7 @@
 //! - [`runner`]: repetitions, alternation, medians, the table and JSON rows.
 //! - [`compact`]: `--defrag`, compacting vkalloc at the end of a trace.
 //! - [`range_bench`]: range allocators alone against VMA's virtual blocks.
+//! - [`sim_replay`]: `--sim TABLE`, vkalloc alone on a simulated GPU table.
 //! - [`threads`]: alloc+free throughput with 1..N threads on one allocator.
 //!
 //! The binary (`cargo run --release -p bench -- --help`) runs it all.
@@ -26,6 +27,7 @@ pub mod corpus;
 pub mod range_bench;
 pub mod replay;
 pub mod runner;
+pub mod sim_replay;
 pub mod threads;
 pub mod trace;
 pub mod vkdev;

@@ -13,6 +13,7 @@ use bench::corpus::{self, DeviceResolver, DEFAULT_CORPUS_SEED, DEFAULT_CORPUS_SI
 use bench::range_bench;
 use bench::replay::calibrate_timer_overhead;
 use bench::runner::{bench_trace, format_table, RunConfig, Spread};
+use bench::sim_replay::{self, SimResolver};
 use bench::trace::{generate, Scale, Trace, DEFAULT_SEED, STANDARD_TRACES};
 use bench::vkdev::{list_devices, VulkanContext};
 
@@ -48,6 +49,11 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --table-from FILE      print the table of an allocators.json written earlier and exit
   --check                verify every placement (aligned, no overlap) while replaying
   --explain-peak         print each allocator's memory at its committed peak (slows the replay)
+  --sim TABLE            replay ours only on the simulated device with a built-in GPU table
+                         (nvidia_h200, lavapipe, nvidia_discrete, ...; no Vulkan needed): the
+                         standard traces, or with --corpus the sample with synthetic
+                         requirements (the table's dedicated-image threshold and heap);
+                         prints peak committed/live and driver calls per trace (no times)
   --tags                 give every allocator the trace's tags as allocation names (off by default)
   --vma-ignore-preferred give VMA no dedicated hint for `preferred` (its own rule only)
   --no-memory-budget     don't enable VK_EXT_memory_budget even where present
@@ -85,6 +91,7 @@ struct Args {
     corpus_seed: u64,
     corpus_size: usize,
     corpus_ops: Option<usize>,
+    sim: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -114,6 +121,7 @@ fn parse_args() -> Result<Args, String> {
         corpus_seed: DEFAULT_CORPUS_SEED,
         corpus_size: DEFAULT_CORPUS_SIZE,
         corpus_ops: None,
+        sim: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -170,6 +178,7 @@ fn parse_args() -> Result<Args, String> {
             "--check" => a.check = true,
             "--tags" => a.tags = true,
             "--explain-peak" => a.explain_peak = true,
+            "--sim" => a.sim = Some(value("--sim")?),
             "--vma-ignore-preferred" => a.baseline.vma_ignore_preferred = true,
             "--no-memory-budget" => a.memory_budget = false,
             "--no-range" => a.range = false,
@@ -465,6 +474,9 @@ fn run() -> Result<(), String> {
     if a.range_only {
         return run_range(&a, &out_dir);
     }
+    if let Some(table) = &a.sim {
+        return run_sim(&a, table);
+    }
 
     let ctx = VulkanContext::new(a.device, a.memory_budget)?;
     let i = &ctx.info;
@@ -570,6 +582,58 @@ fn run() -> Result<(), String> {
     if a.range {
         run_range(&a, &out_dir)?;
     }
+    Ok(())
+}
+
+/// `--sim TABLE`: ours alone on the simulated device.
+fn run_sim(a: &Args, name: &str) -> Result<(), String> {
+    let table = vkalloc::sim::table(name).ok_or_else(|| {
+        format!(
+            "--sim: unknown table {name:?} (one of {})",
+            vkalloc::sim::TABLE_NAMES.join(", ")
+        )
+    })?;
+    let desc = bench::contenders::ours::desc_from_env()?;
+    let mut traces = Vec::new();
+    if a.corpus {
+        let mut resolver = SimResolver::new(table.clone());
+        let ops = a.corpus_ops.unwrap_or_else(|| corpus::default_ops(a.scale));
+        for c in corpus::sample(a.corpus_seed, a.corpus_size) {
+            traces.push(corpus::generate(&c, &mut resolver, a.scale, ops));
+        }
+    }
+    for p in &a.traces {
+        traces.push(read_trace(p)?);
+    }
+    if a.corpus || a.traces.is_empty() {
+        for n in standard_names(a) {
+            traces.push(generate(&n, a.seed, a.scale).expect("standard trace"));
+        }
+    }
+    println!(
+        "simulated device {} ({} memory types), {} traces, corpus seed {}, scale {}, {desc:?}",
+        table.name,
+        table.memory_properties.types.len(),
+        traces.len(),
+        a.corpus_seed,
+        a.scale
+    );
+    let mut rows = Vec::new();
+    for t in &traces {
+        let row = sim_replay::replay(t, &table, desc, a.explain_peak)?;
+        if let Some(p) = &row.at_peak {
+            println!("  {} at peak: {p}", row.trace);
+        }
+        rows.push(row);
+    }
+    let largest_heap = table
+        .memory_properties
+        .heaps
+        .iter()
+        .map(|h| h.size)
+        .max()
+        .unwrap_or(0);
+    print!("\n{}", sim_replay::format_rows(&rows, largest_heap));
     Ok(())
 }
 

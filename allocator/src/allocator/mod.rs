@@ -54,17 +54,31 @@ pub use diagnostics::{Leak, LeakReport};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AllocatorDesc {
-    /// The block size default blocks grow to on heaps larger than 1 GiB
-    /// (smaller heaps use 1/8 of their size). Blocks start at 1/8 of it and
-    /// double with each new block, so small programs don't pay for a large
-    /// block up front.
+    /// The largest default block on heaps larger than 1 GiB (smaller heaps
+    /// use 1/8 of their size). Below it, a memory type's next block is sized
+    /// from what the type holds (see the crate's `policy` module): about a
+    /// quarter of its live bytes (or of their recent high-water mark), at
+    /// least 4 MiB, so the part of a new block not yet used stays a bounded
+    /// share of the live set and small programs don't pay for a large block
+    /// up front; a request larger than that gets a block of the next power
+    /// of two; and no block is made larger than what is left of its heap
+    /// when a smaller one holds the request.
     pub block_size: u64,
     /// A driver's `prefersDedicatedAllocation` is honoured for allocations of
     /// at least this many bytes; smaller ones share blocks, saving
     /// `vkAllocateMemory` calls (which cost 0.1–7 ms each on some drivers).
     pub honour_dedicated_preference_from: u64,
     /// Empty blocks kept per memory type (or pool, above its `min_blocks`) for
-    /// reuse instead of being freed at once.
+    /// reuse instead of being freed at once. A memory type's default blocks
+    /// may keep more while the bytes kept (empty blocks and recycled
+    /// dedicated memory, see [`Self::recycle_bytes`]) stay within its
+    /// retention limit: the larger of 1/8 of its live bytes and the distance
+    /// up to 9/8 of their recent high-water mark, at least 4 MiB. Kept memory
+    /// above the limit is freed before new device memory is created (all of
+    /// it when the heap is short) and, once the limit is passed twice over,
+    /// at [`Allocator::begin_frame`]; the high-water mark falls 1/64 of the
+    /// way to the live bytes each frame, so memory kept for a steady churn is
+    /// reused rather than freed and made again every frame.
     pub keep_empty_blocks: u32,
     /// Bytes of corruption margin before and after each allocation in
     /// host-visible shared blocks, filled with a pattern and checked on free
@@ -72,7 +86,8 @@ pub struct AllocatorDesc {
     pub debug_margin: u64,
     /// Bytes of freed dedicated memory kept per memory type for reuse by a
     /// later allocation of about the same size (at most 1/8 larger); at most
-    /// 1/16 of the type's heap. A driver's *preference* for dedicated memory
+    /// 1/16 of the type's heap, and within the retention limit of
+    /// [`Self::keep_empty_blocks`] whenever new memory is made. A driver's *preference* for dedicated memory
     /// is then met with a memory object of the allocation's own that does not
     /// name the resource, so it can be reused; *required* dedicated memory
     /// always names it. 0 turns reuse off (and preferred dedicated memory
@@ -281,7 +296,6 @@ impl<D: MemoryDevice> Allocator<D> {
                             fixed_block_size: false,
                             min_blocks: 0,
                             keep_empty: desc.keep_empty_blocks,
-                            start_shift: crate::block_list::DEFAULT_START_SHIFT,
                         },
                         caps: None,
                         recycle_bytes: desc.recycle_bytes.min(heap_size / 16),
@@ -328,11 +342,16 @@ impl<D: MemoryDevice> Allocator<D> {
         self.frame.load(Ordering::Relaxed)
     }
 
-    /// Reads heap budgets afresh (`VK_EXT_memory_budget`), advances the frame
-    /// counter that allocations' ages are counted in, and marks a frame
-    /// boundary in a recorded trace; call once a frame.
+    /// Reads heap budgets afresh (`VK_EXT_memory_budget`), lets each memory
+    /// type's high-water mark decay and frees kept memory far above its
+    /// retention limit (see [`AllocatorDesc::keep_empty_blocks`]), advances
+    /// the frame counter that allocations' ages are counted in, and marks a
+    /// frame boundary in a recorded trace; call once a frame.
     pub fn begin_frame(&self) {
         self.budgets.refresh(&self.device);
+        for ts in &self.types {
+            ts.vector.end_frame(self.env());
+        }
         let _frame = self.frame.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "trace")]
         self.record(|r| r.frame(_frame));
@@ -459,12 +478,12 @@ mod tests {
             })
         };
         assert_eq!((vector.open_shards(), second.location.shard), (2, 1));
-        // Shard 0 was busy, so shard 1 made a block of its own, smaller
-        // than the first shard's first block.
+        // Shard 0 was busy, so shard 1 made a block of its own, of the
+        // policy's smallest size (little is live).
         assert_ne!(second.memory, first.memory);
         let usage = allocator.statistics().total;
         assert_eq!((usage.block_count, usage.allocation_count), (2, 2));
-        assert_eq!(usage.block_bytes, (32 << 20) + (8 << 20));
+        assert_eq!(usage.block_bytes, 2 * crate::policy::MIN_BLOCK_SIZE);
         allocator.validate().unwrap();
         assert_eq!(allocator.detailed_statistics().lists[0].blocks.len(), 2);
         assert_eq!(allocator.leaks().len(), 2);

@@ -102,7 +102,6 @@ impl<D: MemoryDevice> Allocator<D> {
                     fixed_block_size: true,
                     min_blocks: desc.min_blocks,
                     keep_empty: self.desc.keep_empty_blocks,
-                    start_shift: crate::block_list::DEFAULT_START_SHIFT,
                 },
                 caps: Some(PoolCaps {
                     id,

@@ -1,0 +1,238 @@
+//! The allocation policy of a memory type's default blocks, as pure
+//! functions: how large the next block is, and how much freed memory (empty
+//! blocks and recycled dedicated memory) a type keeps for reuse.
+//!
+//! The goal is a bounded ratio of committed to live bytes without paying for
+//! it in `vkAllocateMemory` calls (0.1–7 ms each on some drivers):
+//!
+//! - **Growth relative to the live set.** A new block is about
+//!   1/[`GROWTH_DIVISOR`] of the bytes the type already holds live, at least
+//!   [`MIN_BLOCK_SIZE`] and at most the type's largest block (the
+//!   [`crate::AllocatorDesc::block_size`], smaller on small heaps), and never
+//!   smaller than the request. A part-filled new block therefore wastes at
+//!   most about a quarter of the live set, whatever the trace; the number of
+//!   blocks grows with the logarithm of the live set, as with doubling.
+//! - **The heap.** A block is never made larger than what is left of the heap
+//!   (its size, less what the process uses of it) when a smaller one can still
+//!   hold the request, so the allocator does not commit past a heap that
+//!   its live set fits in twice, whether or not the driver reports budgets.
+//! - **Retention with hysteresis.** Freed memory kept for reuse is bounded by
+//!   [`retain_limit`]: the larger of 1/[`RETAIN_DIVISOR`] of the live set and
+//!   the distance from the live set up to 9/8 of its recent high-water mark,
+//!   at least [`MIN_BLOCK_SIZE`]. It is applied before new device memory is
+//!   made: memory that only refills what was recently live barely raises the
+//!   committed peak above the live peak, so a steady churn reuses its memory
+//!   instead of freeing and reallocating it every frame; after the live set
+//!   shrinks, the high-water mark decays ([`decay_high_water`]) and the
+//!   surplus is freed.
+
+#![forbid(unsafe_code)]
+
+/// A new block holds about 1/4 of the type's live bytes.
+pub(crate) const GROWTH_DIVISOR: u64 = 4;
+
+/// The smallest default block.
+pub(crate) const MIN_BLOCK_SIZE: u64 = 4 << 20;
+
+/// Blocks of at least this size are whole multiples of it (drivers map
+/// device memory in 2 MiB pages).
+const GRANULE: u64 = 2 << 20;
+
+/// Freed memory kept regardless of the high-water mark: 1/8 of the live set;
+/// and the margin above the high-water mark: 1/8 of it.
+pub(crate) const RETAIN_DIVISOR: u64 = 8;
+
+/// Each frame the high-water mark moves 1/64 of the way down to the live set
+/// (half way in 44 frames).
+pub(crate) const HIGH_WATER_DECAY: u64 = 64;
+
+/// `size` rounded up to whole [`GRANULE`]s (saturating).
+fn round_up(size: u64) -> u64 {
+    size.checked_next_multiple_of(GRANULE).unwrap_or(u64::MAX)
+}
+
+/// `size` rounded up to the next power of two (saturating).
+fn size_class(size: u64) -> u64 {
+    size.checked_next_power_of_two().unwrap_or(u64::MAX)
+}
+
+/// A new block's size for small requests with `live` bytes live: about a
+/// quarter of them, at least [`MIN_BLOCK_SIZE`].
+pub(crate) fn growth_step(live: u64) -> u64 {
+    round_up((live / GROWTH_DIVISOR).max(MIN_BLOCK_SIZE))
+}
+
+/// The size of the next default block for a request of `needed` bytes.
+///
+/// - `live`: bytes the memory type holds in live allocations;
+/// - `max_block`: the type's largest block;
+/// - `heap_free`: bytes of the heap not used by the process;
+/// - `scarce`: device memory objects are running short
+///   (`maxMemoryAllocationCount`): then the largest block, so the objects
+///   left hold as much as they can.
+///
+/// Never less than `needed`: a request larger than `max_block` gets a block
+/// of its own size (the caller decides whether that is allowed).
+pub(crate) fn block_size(
+    needed: u64,
+    live: u64,
+    max_block: u64,
+    heap_free: u64,
+    scarce: bool,
+) -> u64 {
+    let grow = if scarce { max_block } else { growth_step(live) };
+    let mut size = grow.min(max_block);
+    if size < needed {
+        // A request larger than the growth step: a block of the next size
+        // class, so that it is reused by requests of about the same size.
+        size = size_class(needed).min(max_block.max(needed));
+    }
+    // Past what is left of the heap: no more than the request needs.
+    if size > heap_free {
+        size = heap_free.max(needed);
+    }
+    size.max(needed)
+}
+
+/// Bytes of freed memory (empty blocks and recycled dedicated memory) a
+/// memory type may keep with `live` bytes live and a high-water mark of
+/// `high_water` (see the module documentation).
+pub(crate) fn retain_limit(live: u64, high_water: u64) -> u64 {
+    let peak = high_water.saturating_add(high_water / RETAIN_DIVISOR);
+    (live / RETAIN_DIVISOR)
+        .max(peak.saturating_sub(live))
+        .max(MIN_BLOCK_SIZE)
+}
+
+/// The high-water mark after a frame: the live set if it is higher, else
+/// 1/[`HIGH_WATER_DECAY`] of the way down to it.
+pub(crate) fn decay_high_water(high_water: u64, live: u64) -> u64 {
+    if live >= high_water {
+        live
+    } else {
+        high_water - (high_water - live).div_ceil(HIGH_WATER_DECAY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const HEAP: u64 = 1 << 40;
+
+    #[test]
+    fn first_blocks_are_small() {
+        assert_eq!(block_size(256, 0, 256 * MIB, HEAP, false), MIN_BLOCK_SIZE);
+        assert_eq!(
+            block_size(256, 8 * MIB, 256 * MIB, HEAP, false),
+            MIN_BLOCK_SIZE
+        );
+    }
+
+    #[test]
+    fn blocks_grow_with_the_live_set_up_to_the_largest_block() {
+        assert_eq!(block_size(256, 100 * MIB, 256 * MIB, HEAP, false), 26 * MIB);
+        assert_eq!(
+            block_size(256, 400 * MIB, 256 * MIB, HEAP, false),
+            100 * MIB
+        );
+        assert_eq!(
+            block_size(256, 4000 * MIB, 256 * MIB, HEAP, false),
+            256 * MIB
+        );
+        // A small heap's largest block wins over the live set.
+        assert_eq!(block_size(256, 4000 * MIB, 32 * MIB, HEAP, false), 32 * MIB);
+    }
+
+    #[test]
+    fn a_block_always_holds_the_request() {
+        // Larger than the growth step: the next power of two.
+        assert_eq!(
+            block_size(10 * MIB + 1, 0, 256 * MIB, HEAP, false),
+            16 * MIB
+        );
+        assert_eq!(
+            block_size(40 * MIB, 400 * MIB, 256 * MIB, HEAP, false),
+            100 * MIB
+        );
+        assert_eq!(
+            block_size(200 * MIB, 400 * MIB, 256 * MIB, HEAP, false),
+            256 * MIB
+        );
+        assert_eq!(block_size(300 * MIB, 0, 256 * MIB, HEAP, false), 300 * MIB);
+        assert_eq!(block_size(u64::MAX, 0, 256 * MIB, HEAP, false), u64::MAX);
+        assert_eq!(
+            block_size(u64::MAX - 5, 0, u64::MAX, u64::MAX, false),
+            u64::MAX
+        );
+        // Even past the heap.
+        assert_eq!(block_size(64 * MIB, 0, 256 * MIB, MIB, false), 64 * MIB);
+    }
+
+    #[test]
+    fn scarce_objects_get_the_largest_block() {
+        assert_eq!(block_size(MIB, 0, 256 * MIB, HEAP, true), 256 * MIB);
+        assert_eq!(block_size(300 * MIB, 0, 256 * MIB, HEAP, true), 300 * MIB);
+    }
+
+    #[test]
+    fn blocks_shrink_to_what_is_left_of_the_heap() {
+        assert_eq!(
+            block_size(MIB, 800 * MIB, 256 * MIB, 100 * MIB, false),
+            100 * MIB
+        );
+        assert_eq!(
+            block_size(MIB, 800 * MIB, 256 * MIB, 3 * MIB, false),
+            3 * MIB
+        );
+        assert_eq!(block_size(5 * MIB, 0, 256 * MIB, 3 * MIB, false), 5 * MIB);
+    }
+
+    #[test]
+    fn growth_keeps_the_slack_of_a_new_block_bounded() {
+        // However the live set grows, the newest block is at most a quarter
+        // of it (above the smallest block), and the count stays logarithmic.
+        let mut live = 0u64;
+        let mut committed = 0u64;
+        let mut blocks = 0;
+        while live < 8 << 30 {
+            let size = block_size(64 * 1024, live, 256 * MIB, HEAP, false);
+            assert!(
+                size <= (live / 4 + GRANULE).max(MIN_BLOCK_SIZE),
+                "{size} for {live}"
+            );
+            committed += size;
+            blocks += 1;
+            live = committed;
+        }
+        assert!(blocks < 64, "{blocks} blocks");
+    }
+
+    #[test]
+    fn retention_covers_the_recent_high_water_mark() {
+        assert_eq!(retain_limit(800 * MIB, 0), 100 * MIB);
+        // Up to 9/8 of the high-water mark.
+        assert_eq!(retain_limit(800 * MIB, 1000 * MIB), 325 * MIB);
+        assert_eq!(retain_limit(0, 64 * MIB), 72 * MIB);
+        // At least one smallest block.
+        assert_eq!(retain_limit(0, 0), MIN_BLOCK_SIZE);
+        assert_eq!(retain_limit(u64::MAX, u64::MAX), u64::MAX / 8);
+    }
+
+    #[test]
+    fn the_high_water_mark_rises_at_once_and_decays_slowly() {
+        assert_eq!(decay_high_water(0, 10), 10);
+        assert_eq!(decay_high_water(640, 0), 630);
+        assert_eq!(decay_high_water(1, 0), 0);
+        let mut hw = 1000 * MIB;
+        for _ in 0..400 {
+            hw = decay_high_water(hw, 0);
+        }
+        assert!(hw < 10 * MIB);
+        assert_eq!(
+            decay_high_water(u64::MAX, 0),
+            u64::MAX - (u64::MAX / 64 + 1)
+        );
+    }
+}

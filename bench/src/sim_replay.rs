@@ -1,0 +1,338 @@
+//! `bench --sim TABLE`: replays traces through vkalloc alone on the
+//! simulated device ([`vkalloc::sim::SimDevice`]) with one of its GPU tables
+//! (the H200's, read off the real driver, among them), so the allocation
+//! policy on a device with several memory types can be explored here, with
+//! no GPU. Only what the simulator knows exactly is reported: peak committed
+//! bytes (the device's live `VkDeviceMemory` bytes), peak live bytes and
+//! `vkAllocateMemory` / `vkFreeMemory` calls. There is no wall time: the
+//! simulator's calls cost nothing.
+//!
+//! Requirements come from [`SimResolver`]: the standard traces' desktop rules
+//! ([`crate::corpus::Synthetic`]), with the driver's dedicated preference
+//! taken from the table (`dedicated_image_threshold`) and the heap size from
+//! the table's largest device-local heap.
+
+use vkalloc::sim::{GpuTable, SimDevice};
+use vkalloc::trace::format::{Trace, TraceDedicated, TraceEvent};
+use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy};
+
+use crate::corpus::{Resolve, Resolved, Resource, Synthetic};
+
+/// Requirements for the simulated device: [`Synthetic`]'s rules, with the
+/// table's dedicated-image threshold and heap size.
+#[derive(Clone, Debug)]
+pub struct SimResolver {
+    table: GpuTable,
+}
+
+impl SimResolver {
+    /// Resolves for `table`.
+    pub fn new(table: GpuTable) -> Self {
+        Self { table }
+    }
+}
+
+impl Resolve for SimResolver {
+    fn resolve(&mut self, r: &Resource) -> Option<Resolved> {
+        let mut got = Synthetic.resolve(r)?;
+        got.dedicated = match r {
+            Resource::Image { .. } if self.table.prefers_dedicated_image(got.size) => {
+                TraceDedicated::Preferred
+            }
+            _ => TraceDedicated::None,
+        };
+        Some(got)
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        let heaps = &self.table.memory_properties.heaps;
+        heaps
+            .iter()
+            .filter(|h| h.device_local)
+            .map(|h| h.size)
+            .max()
+            .or_else(|| heaps.iter().map(|h| h.size).max())
+            .unwrap_or(0)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "synthetic requirements on the simulated table {} (dedicated images from {:?} bytes)",
+            self.table.name, self.table.dedicated_image_threshold
+        )
+    }
+}
+
+/// What one trace's replay on the simulated device came to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimRow {
+    /// The trace's name.
+    pub trace: String,
+    /// The most device memory (bytes of live `VkDeviceMemory`) at any time.
+    pub peak_committed_bytes: u64,
+    /// The most bytes of live allocations (as the trace asked) at any time.
+    pub peak_live_bytes: u64,
+    /// `vkAllocateMemory` calls.
+    pub allocate_calls: u64,
+    /// `vkFreeMemory` calls.
+    pub free_calls: u64,
+    /// The most device memory while the live bytes were at most half the
+    /// largest heap's size.
+    pub peak_committed_at_half_heap_bytes: u64,
+    /// Allocations that failed (the first error in `first_failure`).
+    pub failures: u64,
+    /// The first failure's message.
+    pub first_failure: Option<String>,
+    /// With `explain`: where the memory sat at the committed peak.
+    pub at_peak: Option<String>,
+}
+
+impl SimRow {
+    /// Peak committed / peak live.
+    pub fn ratio(&self) -> f64 {
+        self.peak_committed_bytes as f64 / self.peak_live_bytes.max(1) as f64
+    }
+}
+
+/// Replays `trace` through a new allocator with `desc` on a simulated device
+/// of `table`; with `explain`, records where the memory sat at the
+/// committed peak.
+///
+/// # Errors
+/// A message when the trace is inconsistent or the allocator can't be made.
+pub fn replay(
+    trace: &Trace,
+    table: &GpuTable,
+    desc: AllocatorDesc,
+    explain: bool,
+) -> Result<SimRow, String> {
+    trace.validate().map_err(|e| e.to_string())?;
+    let largest_heap = table
+        .memory_properties
+        .heaps
+        .iter()
+        .map(|h| h.size)
+        .max()
+        .unwrap_or(0);
+    let device = SimDevice::new(table.clone());
+    let allocator = Allocator::new(device, desc).map_err(|e| format!("vkalloc: {e}"))?;
+    let mut live = std::collections::HashMap::new();
+    let mut live_bytes = 0u64;
+    let mut row = SimRow {
+        trace: trace.header.name.clone(),
+        peak_committed_bytes: 0,
+        peak_live_bytes: 0,
+        allocate_calls: 0,
+        free_calls: 0,
+        peak_committed_at_half_heap_bytes: 0,
+        failures: 0,
+        first_failure: None,
+        at_peak: None,
+    };
+    for event in &trace.events {
+        match event {
+            TraceEvent::Alloc(a) => {
+                let desc = AllocationDesc {
+                    size: a.size,
+                    alignment: a.alignment,
+                    memory_type_bits: a.memory_type_bits,
+                    kind: a.kind.into(),
+                    driver_dedicated: a.dedicated.into(),
+                    dedicated_to: None,
+                    options: AllocationOptions {
+                        usage: a.usage.into(),
+                        pool: None,
+                        dedicated: DedicatedPolicy::Auto,
+                        tag: "",
+                        within_budget: false,
+                    },
+                };
+                match allocator.allocate(&desc) {
+                    Ok(allocation) => {
+                        live_bytes += a.size;
+                        live.insert(a.id, allocation);
+                    }
+                    Err(e) => {
+                        row.failures += 1;
+                        row.first_failure.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+            TraceEvent::Free { id } => {
+                if let Some(allocation) = live.remove(id) {
+                    live_bytes -= allocation.size();
+                    allocator
+                        .free(allocation)
+                        .map_err(|e| format!("vkalloc: free: {e}"))?;
+                }
+            }
+            TraceEvent::Frame { .. } => allocator.begin_frame(),
+        }
+        let committed: u64 = allocator
+            .device()
+            .stats()
+            .heaps
+            .iter()
+            .map(|h| h.live_bytes)
+            .sum();
+        row.peak_live_bytes = row.peak_live_bytes.max(live_bytes);
+        if live_bytes <= largest_heap / 2 {
+            row.peak_committed_at_half_heap_bytes =
+                row.peak_committed_at_half_heap_bytes.max(committed);
+        }
+        if committed > row.peak_committed_bytes {
+            row.peak_committed_bytes = committed;
+            if explain {
+                row.at_peak = Some(memory_report(&allocator, live_bytes));
+            }
+        }
+    }
+    for (_, allocation) in live.drain() {
+        allocator
+            .free(allocation)
+            .map_err(|e| format!("vkalloc: free: {e}"))?;
+    }
+    let stats = allocator.device().stats();
+    row.allocate_calls = stats.allocate_calls;
+    row.free_calls = stats.free_calls;
+    Ok(row)
+}
+
+/// Where `allocator`'s memory sits, per memory type: dedicated memory,
+/// shared blocks (sizes and bytes used) and kept memory (empty blocks and
+/// recycled dedicated memory).
+pub fn memory_report(allocator: &Allocator<SimDevice>, live_bytes: u64) -> String {
+    let mib = crate::contenders::mib;
+    let stats = allocator.statistics();
+    let details = allocator.detailed_statistics();
+    let mut out = format!("live {}", mib(live_bytes));
+    for t in stats.types.iter().filter(|t| t.usage.block_count > 0) {
+        let (mut dedicated, mut dedicated_bytes, mut listed) = (0, 0, 0);
+        let mut blocks = Vec::new();
+        for list in details.lists.iter().filter(|l| l.memory_type == t.index) {
+            for b in &list.blocks {
+                listed += b.size;
+                if b.dedicated {
+                    dedicated += 1;
+                    dedicated_bytes += b.size;
+                } else {
+                    blocks.push(format!("{}/{}", b.allocation_bytes >> 20, b.size >> 20));
+                }
+            }
+        }
+        out.push_str(&format!(
+            "; type {} ({:?}): {} in {} objects, {} allocated; {dedicated} dedicated ({}); shared used/size MiB [{}]; recycle bin {}",
+            t.index,
+            t.flags,
+            mib(t.usage.block_bytes),
+            t.usage.block_count,
+            mib(t.usage.allocation_bytes),
+            mib(dedicated_bytes),
+            blocks.join(" "),
+            mib(t.usage.block_bytes.saturating_sub(listed)),
+        ));
+    }
+    out
+}
+
+/// The geometric mean of `values` (1 for none).
+pub fn geomean(values: impl Iterator<Item = f64>) -> f64 {
+    let (mut sum, mut n) = (0.0, 0u32);
+    for v in values {
+        sum += v.max(f64::MIN_POSITIVE).ln();
+        n += 1;
+    }
+    if n == 0 {
+        1.0
+    } else {
+        (sum / f64::from(n)).exp()
+    }
+}
+
+/// A Markdown table of `rows`, then the geometric mean and worst case of
+/// committed/live and `vkAllocateMemory` calls, and the traces that commit
+/// past the largest heap while their live set is at most half of it.
+pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
+    let mut out = String::from(
+        "| trace | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | vkFreeMemory | failures |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {:.1} | {:.1} | {:.2} | {} | {} | {} |\n",
+            r.trace,
+            r.peak_live_bytes as f64 / (1 << 20) as f64,
+            r.peak_committed_bytes as f64 / (1 << 20) as f64,
+            r.ratio(),
+            r.allocate_calls,
+            r.free_calls,
+            r.failures
+        ));
+    }
+    let worst = |f: &dyn Fn(&SimRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+    out.push_str(&format!(
+        "\ncommitted/live: geomean {:.2}, worst {:.2}; vkAllocateMemory: geomean {:.1}, worst {}; traces over the heap with live <= heap/2: {}\n",
+        geomean(rows.iter().map(SimRow::ratio)),
+        worst(&|r| r.ratio()),
+        geomean(rows.iter().map(|r| r.allocate_calls as f64)),
+        worst(&|r| r.allocate_calls as f64),
+        rows.iter()
+            .filter(|r| r.peak_committed_at_half_heap_bytes > largest_heap)
+            .count()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{generate, Scale, DEFAULT_SEED};
+
+    #[test]
+    fn replays_a_standard_trace_on_the_h200_table() {
+        let table = vkalloc::sim::nvidia_h200();
+        let trace = generate("streaming-churn", DEFAULT_SEED, Scale::Small).unwrap();
+        let row = replay(&trace, &table, AllocatorDesc::default(), true).unwrap();
+        assert_eq!(row.failures, 0, "{:?}", row.first_failure);
+        assert!(row.peak_live_bytes > 0);
+        assert!(row.peak_committed_bytes >= row.peak_live_bytes);
+        assert!(row.allocate_calls > 0);
+        // Everything was freed at the end: one vkFreeMemory per object, save
+        // what the allocator still keeps (dropped with it).
+        assert!(row.free_calls <= row.allocate_calls);
+        let at_peak = row.at_peak.clone().unwrap();
+        assert!(at_peak.contains("type 1"), "{at_peak}");
+        // The same trace, the same figures.
+        let again = replay(&trace, &table, AllocatorDesc::default(), false).unwrap();
+        assert_eq!(
+            (again.peak_committed_bytes, again.allocate_calls),
+            (row.peak_committed_bytes, row.allocate_calls)
+        );
+        let text = format_rows(&[row], 1 << 40);
+        assert!(text.contains("streaming-churn"), "{text}");
+    }
+
+    #[test]
+    fn the_resolver_takes_the_tables_dedicated_threshold_and_heap() {
+        let mut h200 = SimResolver::new(vkalloc::sim::nvidia_h200());
+        let big = Resource::Image {
+            width: 8192,
+            height: 8192,
+            format: ash::vk::Format::R8G8B8A8_UNORM.as_raw(),
+            mips: 1,
+            samples: 1,
+            usage: 0,
+        };
+        assert_eq!(
+            h200.resolve(&big).unwrap().dedicated,
+            TraceDedicated::Preferred
+        );
+        assert!(h200.heap_bytes() > 100 << 30);
+        let mut lavapipe = SimResolver::new(vkalloc::sim::lavapipe());
+        assert_eq!(
+            lavapipe.resolve(&big).unwrap().dedicated,
+            TraceDedicated::None
+        );
+        assert_eq!(lavapipe.heap_bytes(), 2 << 30);
+        assert!((geomean([2.0, 8.0].into_iter()) - 4.0).abs() < 1e-9);
+    }
+}
