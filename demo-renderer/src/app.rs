@@ -120,6 +120,15 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         return Err(e.into());
     }
     let ppp = crate::overlay::headless_scale(settings.height);
+    // The overlay's first layout (egui's font atlas, a cold snapshot) is
+    // start-up work, done before the first frame as a shader or a texture
+    // would be; the frames then only install and post layouts.
+    if let Err(e) = crate::overlay::warm_up(&mut renderer, ctx, &mem, &*scene, settings, ppp) {
+        extra.destroy(&mem);
+        scene.destroy(ctx, &mem);
+        renderer.destroy(ctx, &mem);
+        return Err(e.into());
+    }
     let mut frames = Vec::new();
     let started = Instant::now();
     let mut result = Ok(());

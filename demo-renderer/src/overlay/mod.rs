@@ -395,6 +395,33 @@ pub fn before_frame(
     overlay.prepare(ctx, extent, pixels_per_point, streaming, input)
 }
 
+/// Before the first frame, with `--overlay`: lays out the overlay once and
+/// waits for it (the font atlas, a cold snapshot), so that the frames' overlay
+/// time is the steady cost; prints what it took.
+pub fn warm_up(
+    renderer: &mut crate::frame::Renderer,
+    ctx: &Context,
+    mem: &GpuMemory,
+    scene: &dyn crate::frame::ScenePass,
+    settings: &crate::cli::Settings,
+    pixels_per_point: f32,
+) -> Result<(), GpuError> {
+    if renderer.overlay.is_none() {
+        return Ok(());
+    }
+    let input = egui::RawInput::default();
+    let budget = settings.texture_budget;
+    before_frame(renderer, ctx, mem, scene, budget, pixels_per_point, input)?;
+    if let Some(overlay) = renderer.overlay.as_ref() {
+        println!(
+            "overlay: first layout {:.1} ms before the first frame (font atlas, cold snapshot of {} allocations)",
+            overlay.cpu_ms,
+            mem.allocator().statistics().total.allocation_count
+        );
+    }
+    Ok(())
+}
+
 /// After a frame's fence: frees textures, adds the frame to the timeline and
 /// the overlay's CPU time to `record`.
 pub fn after_frame(
