@@ -476,9 +476,9 @@ struct PlanState<'a> {
     /// Grows started this frame.
     grown: usize,
     range_blocked: bool,
-    /// A grow the present view wants waits for room.
+    /// A grow the present view wants waits for room in the budget.
     present_waits: bool,
-    /// Any grow (prefetch included) waits for room.
+    /// Any grow (prefetch included) waits for room in the budget.
     any_waits: bool,
     /// The present view has grows to make.
     present_grows: bool,
@@ -523,31 +523,50 @@ impl PlanState<'_> {
     /// Cached textures (out of the present view, not wanted by the look-ahead,
     /// not changing this frame) with a main image, the longest unseen first:
     /// what gives way to a blocked grow.
-    fn cache_victims(&self, grower: usize) -> Vec<usize> {
+    ///
+    /// For a grow the present view wants (`present`), textures out of view that
+    /// only the look-ahead wants come after them (the present view first), the
+    /// least expected first.
+    fn cache_victims(&self, grower: usize, present: bool) -> Vec<usize> {
         let mut v: Vec<usize> = (0..self.textures.len())
             .filter(|&j| {
                 let t = &self.textures[j];
                 j != grower
                     && !self.busy[j]
                     && t.wanted.is_none()
-                    && t.prefetch.is_none()
+                    && (t.prefetch.is_none() || present)
                     && t.resident < t.tail()
             })
             .collect();
-        v.sort_by_key(|&j| (std::cmp::Reverse(self.textures[j].unseen_frames), j));
+        v.sort_by(|&a, &b| {
+            let (ta, tb) = (&self.textures[a], &self.textures[b]);
+            (
+                ta.prefetch.is_some(),
+                tb.unseen_frames,
+                ta.prefetch_coverage,
+                a,
+            )
+                .partial_cmp(&(
+                    tb.prefetch.is_some(),
+                    ta.unseen_frames,
+                    tb.prefetch_coverage,
+                    b,
+                ))
+                .unwrap_or(Ordering::Equal)
+        });
         v
     }
 
     /// Makes room for texture `i`'s grow, blocked by the budget or by the pool's
-    /// placement: drops as few cached textures as make the finest level in
+    /// placement: drops as few cached textures (see [`Self::cache_victims`]) as make the finest level in
     /// `levels` (fine to coarse) fit once they are freed, counting memory that
     /// frees by itself soon. Drops cost no operation of the per-frame cap and
     /// no upload, and (when freed at once) the room is there for this frame's
     /// grow. Nothing is dropped when no number of them would make any level fit,
     /// or when what frees by itself soon is enough.
-    fn make_room(&mut self, i: usize, levels: &[u32]) {
+    fn make_room(&mut self, i: usize, levels: &[u32], present: bool) {
         let t = &self.textures[i];
-        let victims = self.cache_victims(i);
+        let victims = self.cache_victims(i, present);
         let budget = self.cfg.budget;
         for &to in levels {
             let bytes = t.image_bytes(to);
@@ -584,12 +603,13 @@ impl PlanState<'_> {
         }
     }
 
-    /// Whether a grow (of the present view, or any) cannot take one level now.
+    /// Whether a grow (of the present view, or any) cannot take one level now
+    /// for the budget.
     fn grow_waits(&self, present_only: bool) -> bool {
         self.textures.iter().enumerate().any(|(i, t)| {
             !self.busy[i]
                 && self.goal(i, present_only) < t.resident
-                && !self.room_for(t.image_bytes(t.resident - 1))
+                && self.total + t.image_bytes(t.resident - 1) > self.cfg.budget
         })
     }
 
@@ -606,7 +626,16 @@ impl PlanState<'_> {
             {
                 continue;
             }
-            let to = self.targets[i];
+            // The target, or (a texture the present view sees) a coarser level
+            // down to the one it wants, when only that fits the budget and the
+            // pool: the old image frees all the same, at no cost to the view.
+            let coarsest = match t.wanted {
+                Some(w) if visible => w.min(t.tail() - 1).max(self.targets[i]),
+                _ => self.targets[i],
+            };
+            let to = (self.targets[i]..=coarsest)
+                .find(|&l| self.room_for(t.image_bytes(l)))
+                .unwrap_or(self.targets[i]);
             let bytes = t.image_bytes(to);
             // A texture out of the present view gives its room back at once (a
             // drop: no replacement of the per-frame cap, no new image beside the
@@ -620,10 +649,12 @@ impl PlanState<'_> {
                     to,
                 });
                 self.busy[i] = true;
+            } else if copy && self.total + bytes <= self.cfg.budget {
+                // Fits the budget but the pool cannot place it yet: wait (a
+                // grow blocked by the pool makes room from the cache instead).
+                continue;
             } else if copy
-                // Memory frees by itself soon, or the copy fits the budget and
-                // only the pool cannot place it yet: wait, unless a grow waits.
-                && (self.frees_later || self.total + bytes <= self.cfg.budget)
+                && self.frees_later
                 && !(self.present_waits || (self.any_waits && !visible))
             {
                 continue;
@@ -677,7 +708,7 @@ impl PlanState<'_> {
             let mut chosen = choose(self);
             if chosen.is_none() && !levels.is_empty() {
                 // Blocked by room or by placement: the cache gives way.
-                self.make_room(i, &levels);
+                self.make_room(i, &levels, present);
                 chosen = choose(self);
             }
             if chosen.is_none() {
@@ -746,6 +777,8 @@ pub fn plan(
     st.frees_later = retiring > 0 || !st.changes.is_empty();
     // A texture the present view sees is dropped to its tail for a grow the
     // present view wants (or when nothing frees by itself), not for a prefetch.
+    // (Only the budget counts: a texture is not dropped here for a grow the
+    // pool cannot place; the cache gives way for that, in the grows.)
     st.present_waits = st.grow_waits(true);
     st.any_waits = st.grow_waits(false);
     st.present_grows = textures
@@ -770,7 +803,7 @@ pub fn plan(
     // ranges may not join), the texture out of view longest drops its main
     // image, so that the defragmentation pass has its range and its bytes.
     if st.range_blocked && !st.full() {
-        if let Some(&i) = st.cache_victims(usize::MAX).first() {
+        if let Some(&i) = st.cache_victims(usize::MAX, false).first() {
             st.drop(i);
         }
     }
