@@ -1684,4 +1684,40 @@ mod tests {
         let cached = ts[4..9].iter().filter(|t| t.resident == 0).count();
         assert!(cached >= 3, "{cached} of 5 cached textures kept");
     }
+
+    /// A texture the present view sees holds a finer level than it wants
+    /// (hysteresis keeps the target one level finer than wanted) and the pool
+    /// has no range for the target's image: it shrinks to the level it wants,
+    /// which fits, and its old image (memory of its own) returns.
+    #[test]
+    fn visible_shrink_goes_to_the_wanted_level_when_only_that_fits() {
+        let mut t = texture(1024, 1, 16);
+        t.resident = 0;
+        t.wanted = Some(2);
+        t.coverage = 0.1;
+        let c = cfg(3 << 20);
+        let ts = vec![t];
+        let place = Placement {
+            largest_free_range: ts[0].image_bytes(2),
+            headroom: 0,
+            block: 1 << 20,
+        };
+        assert!(!place.fits(ts[0].image_bytes(1)));
+        // Held level 0 is wanted by nothing and the budget less the reserve
+        // is short of it: the target is the hysteresis band, level 1.
+        let small = PolicyConfig {
+            reserve: c.budget - (ts[0].tail_bytes + ts[0].image_bytes(1) + 1000),
+            ..c
+        };
+        let p = plan(&small, &ts, 0, place);
+        assert_eq!(p.targets, vec![1], "{p:?}");
+        assert_eq!(
+            p.changes,
+            vec![Change::Replace {
+                texture: 0,
+                from: 0,
+                to: 2
+            }]
+        );
+    }
 }
