@@ -47,9 +47,7 @@ use crate::gpu::ownership::{self, BatchImage, UploadFamilies};
 use crate::gpu::util::transition;
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::{texture_image_info, Texture, TextureSet};
-use vkalloc::{FreeQueue, PoolPressure};
-
-use super::policy::Placement;
+use vkalloc::FreeQueue;
 
 /// Sizes of one texture's file and images.
 #[derive(Clone, Debug)]
@@ -474,7 +472,12 @@ impl Mechanism {
             // the policy saw): it waits, without a failed allocation.
             let size = info.main_bytes.get(to as usize).copied().unwrap_or(0);
             if let Some(p) = mem.pool_pressure(set.texture_pool) {
-                if !placement(&p, set.texture_block).fits(size) {
+                let fits = if size > set.texture_block / 2 {
+                    size <= p.headroom()
+                } else {
+                    size <= p.largest_free_range || set.texture_block <= p.headroom()
+                };
+                if !fits {
                     if p.free_in_blocks() + p.headroom() >= size {
                         result.fragmentation_deferrals += 1;
                     }
@@ -809,17 +812,6 @@ impl Mechanism {
 }
 
 /// Creates an empty main image holding levels `base..` of `info`'s file.
-/// Where the texture pool (blocks of `block` bytes) can place an image, by the
-/// rule [`Mechanism::start`] applies before each allocation, for the policy to
-/// plan with.
-pub fn placement(p: &PoolPressure, block: u64) -> Placement {
-    Placement {
-        largest_free_range: p.largest_free_range,
-        headroom: p.headroom(),
-        block,
-    }
-}
-
 fn create_main(
     ctx: &Context,
     mem: &GpuMemory,

@@ -68,7 +68,7 @@ use crate::scene::Object;
 use defrag::Compactor;
 use estimate::View;
 use mechanism::{Mechanism, TexInfo};
-use policy::{Change, DefragInput, Placement, PolicyConfig, TextureInput};
+use policy::{Change, DefragInput, PolicyConfig, TextureInput};
 
 /// Streaming on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -668,10 +668,7 @@ impl Streamer {
     ) -> Result<Applied, GpuError> {
         let d = &ctx.device;
         let pressure = mem.pool_pressure(set.texture_pool);
-        // Where the pool can place an image: the mechanism's own rule.
-        let placement = pressure.map_or(Placement::up_to(u64::MAX), |p| {
-            mechanism::placement(&p, set.texture_block)
-        });
+        let max_alloc = pressure.map_or(u64::MAX, |p| p.largest_free_range.max(p.headroom()));
         let mut cfg = PolicyConfig {
             budget: self.cfg.budget,
             reserve: 0,
@@ -689,7 +686,7 @@ impl Streamer {
             drop_frees_at_once: self.mechanism.as_ref().is_none_or(|m| m.in_flight() == 0),
         };
         cfg.reserve = policy::default_reserve(inputs, cfg.budget);
-        let plan = policy::plan(&cfg, inputs, self.retiring_bytes(), placement);
+        let plan = policy::plan(&cfg, inputs, self.retiring_bytes(), max_alloc);
         let mut waiting: Vec<bool> = inputs
             .iter()
             .zip(&plan.targets)

@@ -57,28 +57,12 @@
 //! the present view's wants first, then the look-ahead's, each within
 //! the per-frame caps on operations and upload bytes (the first grow of a frame
 //! may pass the byte cap, or a level larger than the cap would never load);
-//! a grow larger than the upload cap allows goes part of the way.
-//!
-//! # When a grow is blocked
-//!
-//! A grow needs its new image within the budget beside everything resident and
-//! a place in the texture pool: the policy asks [`Placement::fits`], the very
-//! rule the mechanism applies before allocating (an image past half a block
-//! needs memory of its own within the pool's headroom; a smaller one a free
-//! range in a block, or a whole new block within the headroom), so it never
-//! starts a replacement the mechanism would defer. When a grow (the present
-//! view's or the look-ahead's) is blocked by the budget or by the pool, the
-//! cache gives way: cached textures (out of the present view, unwanted by the
-//! look-ahead) drop to their tails, the longest unseen first, as many as make
-//! the grow fit ([`Placement`] models what each drop returns: headroom, or a
-//! free range at least its size), in the same frame when drops free at once.
-//! Drops cost no operation of the cap and no upload. Nothing is dropped when
-//! memory that frees by itself soon is enough, or when no number of drops
-//! would do. A grow that fits the budget but still not the pool
-//! (fragmentation) waits, the texture out of view longest drops its main
-//! image, and the plan says so ([`Plan::range_blocked`]): the streamer then
-//! runs a defragmentation pass ([`defrag_pass_bytes`] decides when, and how
-//! many bytes it may move).
+//! a grow larger than the upload cap allows goes part of the way. When a grow
+//! fits the budget but not the pool's largest free range (fragmentation), it
+//! waits, the texture out of view longest drops its main image so that its
+//! range frees, and the plan says so ([`Plan::range_blocked`]): the streamer
+//! then runs a defragmentation pass ([`defrag_pass_bytes`] decides when, and
+//! how many bytes it may move).
 #![forbid(unsafe_code)]
 
 use std::cmp::Ordering;
@@ -209,59 +193,6 @@ pub fn default_reserve(textures: &[TextureInput], budget: u64) -> u64 {
         .max()
         .unwrap_or(0);
     r.min(budget.saturating_sub(tails))
-}
-
-/// Where the texture pool can place a new image now, by the mechanism's own
-/// rule (`mechanism.rs` asks [`Placement::fits`] before every allocation, so
-/// the policy never plans a replacement the mechanism would defer): an image
-/// past half a block gets memory of its own and needs `headroom`; a smaller one
-/// needs a free range in a block, or a new block within the headroom.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placement {
-    /// The pool's largest free range in its blocks.
-    pub largest_free_range: u64,
-    /// Bytes the pool may still commit (its budget and the heap's, less what it holds).
-    pub headroom: u64,
-    /// The pool's block size.
-    pub block: u64,
-}
-
-impl Placement {
-    /// A pool that places any image of at most `max` bytes (in a free range;
-    /// no new blocks).
-    pub fn up_to(max: u64) -> Self {
-        Self {
-            largest_free_range: max,
-            headroom: 0,
-            block: u64::MAX,
-        }
-    }
-
-    /// Whether an image of `size` bytes can be placed now.
-    pub fn fits(&self, size: u64) -> bool {
-        if size > self.block / 2 {
-            size <= self.headroom
-        } else {
-            size <= self.largest_free_range || self.block <= self.headroom
-        }
-    }
-
-    /// The pool once an image of `size` bytes is freed: memory of its own
-    /// returns to the headroom; a range in a block is free again (at least as
-    /// large as the image, more where it joins free neighbours).
-    fn freed(&mut self, size: u64) {
-        if size > self.block / 2 {
-            self.headroom = self.headroom.saturating_add(size);
-        } else {
-            self.largest_free_range = self.largest_free_range.max(size);
-        }
-    }
-}
-
-impl From<u64> for Placement {
-    fn from(max: u64) -> Self {
-        Self::up_to(max)
-    }
 }
 
 /// One change for the mechanism.
@@ -464,11 +395,7 @@ struct PlanState<'a> {
     cfg: &'a PolicyConfig,
     textures: &'a [TextureInput],
     targets: &'a [u32],
-    /// Where the pool can place an image, as this frame's drops leave it.
-    placement: Placement,
-    /// Bytes that free by themselves soon: old images retiring, and this
-    /// frame's drops when they are not freed at once.
-    frees_soon: u64,
+    max_alloc: u64,
     total: u64,
     changes: Vec<Change>,
     upload: u64,
@@ -476,9 +403,9 @@ struct PlanState<'a> {
     /// Grows started this frame.
     grown: usize,
     range_blocked: bool,
-    /// A grow the present view wants waits for room in the budget.
+    /// A grow the present view wants waits for room.
     present_waits: bool,
-    /// Any grow (prefetch included) waits for room in the budget.
+    /// Any grow (prefetch included) waits for room.
     any_waits: bool,
     /// The present view has grows to make.
     present_grows: bool,
@@ -504,92 +431,10 @@ impl PlanState<'_> {
             texture: i,
             from: t.resident,
         });
-        let bytes = t.image_bytes(t.resident);
         if self.cfg.drop_frees_at_once {
-            self.total -= bytes;
-            self.placement.freed(bytes);
-        } else {
-            self.frees_soon += bytes;
+            self.total -= t.image_bytes(t.resident);
         }
         self.busy[i] = true;
-    }
-
-    /// Whether an image of `bytes` can be added now: within the budget and
-    /// placeable.
-    fn room_for(&self, bytes: u64) -> bool {
-        self.total + bytes <= self.cfg.budget && self.placement.fits(bytes)
-    }
-
-    /// Cached textures (out of the present view, not wanted by the look-ahead,
-    /// not changing this frame) with a main image, the longest unseen first:
-    /// what gives way to a blocked grow.
-    ///
-    /// For a grow the present view wants (`present`), textures out of view that
-    /// only the look-ahead wants come after them (the present view first), the
-    /// least expected first.
-    fn cache_victims(&self, grower: usize, present: bool) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..self.textures.len())
-            .filter(|&j| {
-                let t = &self.textures[j];
-                j != grower
-                    && !self.busy[j]
-                    && t.wanted.is_none()
-                    && (t.prefetch.is_none() || present)
-                    && t.resident < t.tail()
-            })
-            .collect();
-        v.sort_by(|&a, &b| {
-            let (ta, tb) = (&self.textures[a], &self.textures[b]);
-            (
-                ta.prefetch.is_some(),
-                tb.unseen_frames,
-                ta.prefetch_coverage,
-                a,
-            )
-                .partial_cmp(&(
-                    tb.prefetch.is_some(),
-                    ta.unseen_frames,
-                    tb.prefetch_coverage,
-                    b,
-                ))
-                .unwrap_or(Ordering::Equal)
-        });
-        v
-    }
-
-    /// Makes room for texture `i`'s grow, blocked by the budget or by the pool's
-    /// placement: drops as few cached textures (see [`Self::cache_victims`]) as make the finest level in
-    /// `levels` (fine to coarse) fit once they are freed, counting memory that
-    /// frees by itself soon. Drops cost no operation of the per-frame cap and
-    /// no upload, and (when freed at once) the room is there for this frame's
-    /// grow. Nothing is dropped when no number of them would make any level fit,
-    /// or when what frees by itself soon is enough.
-    fn make_room(&mut self, i: usize, levels: &[u32], present: bool) {
-        let t = &self.textures[i];
-        let victims = self.cache_victims(i, present);
-        let budget = self.cfg.budget;
-        for &to in levels {
-            let bytes = t.image_bytes(to);
-            // Without drops: memory freeing by itself soon is enough by bytes,
-            // and the image can be placed (wait for it).
-            let soon = self.total.saturating_sub(self.frees_soon);
-            if soon + bytes <= budget && self.placement.fits(bytes) {
-                return;
-            }
-            let (mut total, mut place, mut n) = (soon, self.placement, 0);
-            while !(total + bytes <= budget && place.fits(bytes)) && n < victims.len() {
-                let b = self.textures[victims[n]].image_bytes(self.textures[victims[n]].resident);
-                total -= b;
-                place.freed(b);
-                n += 1;
-            }
-            if total + bytes <= budget && place.fits(bytes) {
-                for &j in &victims[..n] {
-                    self.drop(j);
-                }
-                return;
-            }
-        }
     }
 
     /// The level a grow heads for: the present view's share of the target, or
@@ -603,8 +448,7 @@ impl PlanState<'_> {
         }
     }
 
-    /// Whether a grow (of the present view, or any) cannot take one level now
-    /// for the budget.
+    /// Whether a grow (of the present view, or any) cannot take one level now.
     fn grow_waits(&self, present_only: bool) -> bool {
         self.textures.iter().enumerate().any(|(i, t)| {
             !self.busy[i]
@@ -626,22 +470,13 @@ impl PlanState<'_> {
             {
                 continue;
             }
-            // The target, or (a texture the present view sees) a coarser level
-            // down to the one it wants, when only that fits the budget and the
-            // pool: the old image frees all the same, at no cost to the view.
-            let coarsest = match t.wanted {
-                Some(w) if visible => w.min(t.tail() - 1).max(self.targets[i]),
-                _ => self.targets[i],
-            };
-            let to = (self.targets[i]..=coarsest)
-                .find(|&l| self.room_for(t.image_bytes(l)))
-                .unwrap_or(self.targets[i]);
+            let to = self.targets[i];
             let bytes = t.image_bytes(to);
             // A texture out of the present view gives its room back at once (a
             // drop: no replacement of the per-frame cap, no new image beside the
             // old one) while the present view has grows to make: they come first.
             let copy = visible || !self.present_grows;
-            if copy && self.room_for(bytes) {
+            if copy && self.total + bytes <= self.cfg.budget && bytes <= self.max_alloc {
                 self.total += bytes;
                 self.changes.push(Change::Replace {
                     texture: i,
@@ -649,10 +484,6 @@ impl PlanState<'_> {
                     to,
                 });
                 self.busy[i] = true;
-            } else if copy && self.total + bytes <= self.cfg.budget {
-                // Fits the budget but the pool cannot place it yet: wait (a
-                // grow blocked by the pool makes room from the cache instead).
-                continue;
             } else if copy
                 && self.frees_later
                 && !(self.present_waits || (self.any_waits && !visible))
@@ -690,35 +521,27 @@ impl PlanState<'_> {
                 break;
             }
             let t = &self.textures[i];
-            // The levels between the goal and the current one that fit the byte
-            // cap, finest first (at least one level for the first grow of the frame).
-            let levels: Vec<u32> = (self.goal(i, present)..t.resident)
-                .filter(|&to| {
-                    self.upload + t.upload_bytes(t.resident, to) <= self.cfg.max_upload_bytes
-                        || (self.grown == 0 && to + 1 == t.resident)
-                })
-                .collect();
-            // The finest of them that fits the budget and the pool's placement.
-            let choose = |st: &Self| {
-                levels
-                    .iter()
-                    .map(|&to| (to, t.image_bytes(to)))
-                    .find(|&(_, bytes)| st.room_for(bytes))
-            };
-            let mut chosen = choose(self);
-            if chosen.is_none() && !levels.is_empty() {
-                // Blocked by room or by placement: the cache gives way.
-                self.make_room(i, &levels, present);
-                chosen = choose(self);
+            // The finest level between the goal and the current one that fits the
+            // byte cap, the budget and the pool's largest placeable range; at least
+            // one level for the first grow of the frame.
+            let mut chosen = None;
+            for to in self.goal(i, present)..t.resident {
+                let bytes = t.image_bytes(to);
+                let up = t.upload_bytes(t.resident, to);
+                let cap_ok = self.upload + up <= self.cfg.max_upload_bytes
+                    || (self.grown == 0 && to + 1 == t.resident);
+                if cap_ok && self.total + bytes <= self.cfg.budget && bytes <= self.max_alloc {
+                    chosen = Some((to, bytes, up));
+                    break;
+                }
             }
             if chosen.is_none() {
-                // Fits the budget but cannot be placed: fragmentation.
-                let bytes = t.image_bytes(t.resident - 1);
-                self.range_blocked |=
-                    self.total + bytes <= self.cfg.budget && !self.placement.fits(bytes);
+                // Fits the budget but no free range is large enough: fragmentation.
+                let to = t.resident - 1;
+                self.range_blocked |= self.total + t.image_bytes(to) <= self.cfg.budget
+                    && t.image_bytes(to) > self.max_alloc;
             }
-            if let Some((to, bytes)) = chosen {
-                let up = t.upload_bytes(t.resident, to);
+            if let Some((to, bytes, up)) = chosen {
                 self.total += bytes;
                 self.upload += up;
                 self.grown += 1;
@@ -735,23 +558,17 @@ impl PlanState<'_> {
 
 /// The changes for this frame.
 ///
-/// `retiring` is the bytes of old images not yet freed; `placement` where the
-/// texture pool can place an image now (a `u64`: any image up to that size): a
-/// replacement it cannot place fits by bytes but not by range, and waits (or
-/// cached textures drop to make room for it).
-pub fn plan(
-    cfg: &PolicyConfig,
-    textures: &[TextureInput],
-    retiring: u64,
-    placement: impl Into<Placement>,
-) -> Plan {
+/// `retiring` is the bytes of old images not yet freed; `max_alloc` the largest
+/// image the texture pool can place now (its largest free range, or a new block
+/// or dedicated allocation if its budget has room): a replacement larger than
+/// that fits by bytes but not by range, and waits.
+pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_alloc: u64) -> Plan {
     let targets = targets(cfg, textures);
     let mut st = PlanState {
         cfg,
         textures,
         targets: &targets,
-        placement: placement.into(),
-        frees_soon: retiring,
+        max_alloc,
         total: resident_bytes(textures, retiring),
         changes: Vec::new(),
         upload: 0,
@@ -777,8 +594,6 @@ pub fn plan(
     st.frees_later = retiring > 0 || !st.changes.is_empty();
     // A texture the present view sees is dropped to its tail for a grow the
     // present view wants (or when nothing frees by itself), not for a prefetch.
-    // (Only the budget counts: a texture is not dropped here for a grow the
-    // pool cannot place; the cache gives way for that, in the grows.)
     st.present_waits = st.grow_waits(true);
     st.any_waits = st.grow_waits(false);
     st.present_grows = textures
@@ -798,22 +613,41 @@ pub fn plan(
     st.grows(true);
     st.shrinks(true);
     st.grows(false);
-    // 4. Fragmentation relief: when a wanted grow fits by bytes but not by
-    // range, and no drop of cached textures made it placeable (a block's free
-    // ranges may not join), the texture out of view longest drops its main
-    // image, so that the defragmentation pass has its range and its bytes.
-    if st.range_blocked && !st.full() {
-        if let Some(&i) = st.cache_victims(usize::MAX, false).first() {
-            st.drop(i);
-        }
-    }
     let PlanState {
-        total,
-        changes,
+        mut total,
+        mut changes,
         upload,
+        busy,
         range_blocked,
         ..
     } = st;
+    let full = |changes: &Vec<Change>| {
+        changes
+            .iter()
+            .filter(|c| matches!(c, Change::Replace { .. }))
+            .count()
+            >= cfg.max_ops
+    };
+    // 4. Fragmentation relief: when a wanted grow fits by bytes but not by range,
+    // drop the main image of the texture out of view longest (its range frees).
+    if range_blocked && !full(&changes) {
+        let victim = textures
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| {
+                !busy[i] && t.wanted.is_none() && t.prefetch.is_none() && t.resident < t.tail()
+            })
+            .max_by_key(|&(i, t)| (t.unseen_frames, std::cmp::Reverse(i)));
+        if let Some((i, t)) = victim {
+            changes.push(Change::Drop {
+                texture: i,
+                from: t.resident,
+            });
+            if cfg.drop_frees_at_once {
+                total -= t.image_bytes(t.resident);
+            }
+        }
+    }
     Plan {
         changes,
         targets,
@@ -1278,14 +1112,7 @@ mod tests {
             wants in prop::collection::vec(prop::collection::vec(prop::option::of((0u32..10, 0.0f32..1.0)), 12), 1..6),
             frames in 5usize..40,
             drop_frees_at_once in any::<bool>(),
-            pool in prop::option::of((0u64..(4 << 20), 0u64..(16 << 20), 16u32..23)),
         ) {
-            // Where the pool places images (None: anywhere).
-            let placement = pool.map_or(Placement::up_to(u64::MAX), |(lfr, headroom, log)| Placement {
-                largest_free_range: lfr,
-                headroom,
-                block: 1 << log,
-            });
             let tails: u64 = textures.iter().map(|t| t.tail_bytes).sum();
             let full: u64 = textures.iter().map(|t| t.tail_bytes + t.image_bytes(0)).sum();
             let budget = tails + ((full - tails) as f64 * budget_frac) as u64;
@@ -1308,20 +1135,7 @@ mod tests {
                     }
                 }
                 prop_assert!(sim.total() <= budget);
-                let p = plan(&c, &sim.textures, sim.retiring(), placement);
-                // Every replacement can be placed, as the plan's drops leave the pool.
-                let mut after_drops = placement;
-                for ch in &p.changes {
-                    if let (Change::Drop { texture, from }, true) = (*ch, drop_frees_at_once) {
-                        after_drops.freed(sim.textures[texture].image_bytes(from));
-                    }
-                }
-                for ch in &p.changes {
-                    if let Change::Replace { texture, to, .. } = *ch {
-                        let bytes = sim.textures[texture].image_bytes(to);
-                        prop_assert!(after_drops.fits(bytes), "{ch:?} ({bytes} B) can't be placed in {after_drops:?}");
-                    }
-                }
+                let p = plan(&c, &sim.textures, sim.retiring(), u64::MAX);
                 let replaces = p.changes.iter().filter(|c| matches!(c, Change::Replace { .. })).count();
                 prop_assert!(replaces <= max_ops);
                 let grows = p.changes.iter().filter(|c| matches!(c, Change::Replace{from, to, ..} if to < from)).count();
@@ -1534,190 +1348,5 @@ mod tests {
         let p = plan(&cfg(budget), &ts, 0, u64::MAX);
         assert!(!p.range_blocked);
         assert!(!p.changes.is_empty());
-    }
-
-    /// The texture pool as the mechanism sees it: blocks of `block` bytes
-    /// (`blocks` of them committed) whose largest free range is `lfr`, images
-    /// past half a block in memory of their own (`dedicated` bytes), all within
-    /// `budget`. Allocation follows the mechanism's rule: what
-    /// [`Placement::fits`] refuses is deferred.
-    struct Pool {
-        budget: u64,
-        block: u64,
-        blocks: u64,
-        lfr: u64,
-        dedicated: u64,
-    }
-
-    impl Pool {
-        fn placement(&self) -> Placement {
-            Placement {
-                largest_free_range: self.lfr,
-                headroom: self.budget - self.blocks * self.block - self.dedicated,
-                block: self.block,
-            }
-        }
-        /// Places an image, or `false` (deferred).
-        fn alloc(&mut self, size: u64) -> bool {
-            if !self.placement().fits(size) {
-                return false;
-            }
-            if size > self.block / 2 {
-                self.dedicated += size;
-            } else if size <= self.lfr {
-                self.lfr -= size;
-            } else {
-                self.blocks += 1;
-                self.lfr = self.lfr.max(self.block - size);
-            }
-            true
-        }
-        fn free(&mut self, size: u64) {
-            if size > self.block / 2 {
-                self.dedicated -= size;
-            } else {
-                self.lfr = self.lfr.max(size);
-            }
-        }
-    }
-
-    /// Issue 7's stall before a camera cut (frames 222-229 on the H200, 0
-    /// changes for 8 frames): the present view is satisfied, cached levels hold
-    /// much of the budget, and the look-ahead wants levels that fit the budget
-    /// by bytes, but not the pool: the blocks' free ranges are too small and
-    /// the headroom holds no new block, though it holds the image's bytes (the
-    /// old estimate, the larger of the two, said it fits; the mechanism deferred
-    /// the grow on every frame). The plan must only start what the pool can
-    /// place, and the cache must give way until the prefetch is loaded, without
-    /// the present view losing a level or the budget being passed.
-    #[test]
-    fn cache_gives_way_to_a_blocked_prefetch() {
-        const MIB: u64 = 1 << 20;
-        let mut ts = Vec::new();
-        // The present view: 4 textures at the level they want (in blocks).
-        for _ in 0..4 {
-            let mut t = texture(1024, 1, 16);
-            t.resident = 1;
-            t.wanted = Some(1);
-            t.coverage = 0.2;
-            ts.push(t);
-        }
-        // The cache: 5 textures at level 0 (memory of their own), long unseen.
-        for _ in 0..5 {
-            let mut t = texture(1024, 1, 16);
-            t.resident = 0;
-            t.unseen_frames = 30;
-            ts.push(t);
-        }
-        // The view after the cut: 2 textures at their tails.
-        for _ in 0..2 {
-            let mut t = texture(1024, 1, 16);
-            t.prefetch = Some(1);
-            t.prefetch_coverage = 0.3;
-            ts.push(t);
-        }
-        let budget = 14 * MIB;
-        let mut pool = Pool {
-            budget,
-            block: MIB,
-            blocks: 7,
-            lfr: 200 << 10,
-            dedicated: 5 * ts[4].image_bytes(0),
-        };
-        let grow = ts[9].image_bytes(1);
-        // The stall's pool: the image fits the headroom by bytes, but neither a
-        // free range nor a new block.
-        let p0 = pool.placement();
-        assert!(p0.headroom >= grow && p0.largest_free_range < grow && p0.headroom < MIB);
-        assert!(!p0.fits(grow));
-        let mut c = cfg(budget);
-        c.max_ops = 4;
-        c.drop_frees_at_once = true;
-        c.reserve = default_reserve(&ts, budget);
-        let mut loaded_at = None;
-        for frame in 0..10 {
-            let p = plan(&c, &ts, 0, pool.placement());
-            let mut started = 0;
-            // The mechanism: drops first (freed at once), then the replacements
-            // in order, each placed or deferred.
-            for ch in &p.changes {
-                if let Change::Drop { texture, from } = *ch {
-                    pool.free(ts[texture].image_bytes(from));
-                    ts[texture].resident = ts[texture].tail();
-                }
-            }
-            for ch in &p.changes {
-                if let Change::Replace { texture, from, to } = *ch {
-                    let placed = pool.alloc(ts[texture].image_bytes(to));
-                    assert!(
-                        placed,
-                        "frame {frame}: the plan started {ch:?}, which the pool can't place"
-                    );
-                    // Completes within the frame; the old image is freed after it.
-                    pool.free(ts[texture].image_bytes(from));
-                    ts[texture].resident = to;
-                    started += 1;
-                }
-            }
-            let resident = resident_bytes(&ts, 0);
-            assert!(resident <= budget, "frame {frame}: {resident} > {budget}");
-            for t in &ts[..4] {
-                assert_eq!(
-                    t.resident, 1,
-                    "frame {frame}: the present view lost a level"
-                );
-            }
-            if ts[9..].iter().all(|t| t.resident == 1) {
-                loaded_at = Some(frame);
-                break;
-            }
-            assert!(
-                started > 0 || !p.changes.is_empty(),
-                "frame {frame}: nothing changes while the prefetch waits: {p:?}"
-            );
-        }
-        assert!(
-            loaded_at.is_some_and(|f| f <= 1),
-            "prefetch loaded at {loaded_at:?}"
-        );
-        // Only as much of the cache as the prefetch needed gave way.
-        let cached = ts[4..9].iter().filter(|t| t.resident == 0).count();
-        assert!(cached >= 3, "{cached} of 5 cached textures kept");
-    }
-
-    /// A texture the present view sees holds a finer level than it wants
-    /// (hysteresis keeps the target one level finer than wanted) and the pool
-    /// has no range for the target's image: it shrinks to the level it wants,
-    /// which fits, and its old image (memory of its own) returns.
-    #[test]
-    fn visible_shrink_goes_to_the_wanted_level_when_only_that_fits() {
-        let mut t = texture(1024, 1, 16);
-        t.resident = 0;
-        t.wanted = Some(2);
-        t.coverage = 0.1;
-        let c = cfg(3 << 20);
-        let ts = vec![t];
-        let place = Placement {
-            largest_free_range: ts[0].image_bytes(2),
-            headroom: 0,
-            block: 1 << 20,
-        };
-        assert!(!place.fits(ts[0].image_bytes(1)));
-        // Held level 0 is wanted by nothing and the budget less the reserve
-        // is short of it: the target is the hysteresis band, level 1.
-        let small = PolicyConfig {
-            reserve: c.budget - (ts[0].tail_bytes + ts[0].image_bytes(1) + 1000),
-            ..c
-        };
-        let p = plan(&small, &ts, 0, place);
-        assert_eq!(p.targets, vec![1], "{p:?}");
-        assert_eq!(
-            p.changes,
-            vec![Change::Replace {
-                texture: 0,
-                from: 0,
-                to: 2
-            }]
-        );
     }
 }
