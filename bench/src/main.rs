@@ -626,13 +626,7 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
         }
         rows.push(row);
     }
-    let largest_heap = table
-        .memory_properties
-        .heaps
-        .iter()
-        .map(|h| h.size)
-        .max()
-        .unwrap_or(0);
+    let largest_heap = sim_replay::largest_heap(&table);
     print!("\n{}", sim_replay::format_rows(&rows, largest_heap));
     Ok(())
 }

@@ -14,7 +14,7 @@
 
 use vkalloc::sim::{GpuTable, SimDevice};
 use vkalloc::trace::format::{Trace, TraceDedicated, TraceEvent};
-use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy};
+use vkalloc::{Allocator, AllocatorDesc};
 
 use crate::corpus::{Resolve, Resolved, Resource, Synthetic};
 
@@ -107,13 +107,7 @@ pub fn replay(
     explain: bool,
 ) -> Result<SimRow, String> {
     trace.validate().map_err(|e| e.to_string())?;
-    let largest_heap = table
-        .memory_properties
-        .heaps
-        .iter()
-        .map(|h| h.size)
-        .max()
-        .unwrap_or(0);
+    let largest_heap = largest_heap(table);
     let device = SimDevice::new(table.clone());
     let allocator = Allocator::new(device, desc).map_err(|e| format!("vkalloc: {e}"))?;
     let mut live = std::collections::HashMap::new();
@@ -132,21 +126,7 @@ pub fn replay(
     for event in &trace.events {
         match event {
             TraceEvent::Alloc(a) => {
-                let desc = AllocationDesc {
-                    size: a.size,
-                    alignment: a.alignment,
-                    memory_type_bits: a.memory_type_bits,
-                    kind: a.kind.into(),
-                    driver_dedicated: a.dedicated.into(),
-                    dedicated_to: None,
-                    options: AllocationOptions {
-                        usage: a.usage.into(),
-                        pool: None,
-                        dedicated: DedicatedPolicy::Auto,
-                        tag: "",
-                        within_budget: false,
-                    },
-                };
+                let desc = a.desc();
                 match allocator.allocate(&desc) {
                     Ok(allocation) => {
                         live_bytes += a.size;
@@ -233,6 +213,17 @@ pub fn memory_report(allocator: &Allocator<SimDevice>, live_bytes: u64) -> Strin
         ));
     }
     out
+}
+
+/// The size of `table`'s largest heap.
+pub fn largest_heap(table: &GpuTable) -> u64 {
+    table
+        .memory_properties
+        .heaps
+        .iter()
+        .map(|h| h.size)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The geometric mean of `values` (1 for none).

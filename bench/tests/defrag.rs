@@ -9,9 +9,7 @@ use bench::compact::{commit_all, compact};
 use bench::corpus::defrag_goal;
 use bench::trace::{generate, Scale, TraceEvent, DEFAULT_SEED};
 use vkalloc::sim::{tables, SimDevice};
-use vkalloc::{
-    Allocation, AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy,
-};
+use vkalloc::{Allocation, Allocator, AllocatorDesc};
 
 fn committed(a: &Allocator<SimDevice>) -> u64 {
     a.statistics().total.block_bytes
@@ -49,21 +47,7 @@ fn compacts(name: &str, scale: Scale, assert_goal: bool) {
     for e in &trace.events {
         match e {
             TraceEvent::Alloc(a) => {
-                let desc = AllocationDesc {
-                    size: a.size,
-                    alignment: a.alignment,
-                    memory_type_bits: a.memory_type_bits,
-                    kind: a.kind.into(),
-                    driver_dedicated: a.dedicated.into(),
-                    dedicated_to: None,
-                    options: AllocationOptions {
-                        usage: a.usage.into(),
-                        pool: None,
-                        dedicated: DedicatedPolicy::Auto,
-                        tag: "",
-                        within_budget: false,
-                    },
-                };
+                let desc = a.desc();
                 live.insert(a.id, allocator.allocate(&desc).expect("allocate"));
                 sizes.insert(a.id, a.size);
                 live_bytes += a.size;
