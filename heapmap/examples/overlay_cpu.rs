@@ -164,18 +164,8 @@ fn main() {
         let t0 = Instant::now();
         allocator.refresh_snapshot(&mut snapshot);
         let t1 = Instant::now();
-        let mut input = egui::RawInput {
-            screen_rect: Some(egui::Rect::from_min_size(
-                egui::Pos2::ZERO,
-                egui::vec2(3840.0 / ppp, 2160.0 / ppp),
-            )),
-            ..Default::default()
-        };
-        input
-            .viewports
-            .entry(egui::ViewportId::ROOT)
-            .or_default()
-            .native_pixels_per_point = Some(ppp);
+        let mut input = egui::RawInput::default();
+        vkalloc_heapmap::raster::fit_input(&mut input, 3840.0, 2160.0, ppp);
         // The demo's docked layout, with its streaming panel (48 textures).
         let out = ctx.run_ui(input, |ui| {
             draw_docked_on(

@@ -68,6 +68,21 @@ impl Texture {
     }
 }
 
+/// Sets `input`'s screen to `width` x `height` pixels at `pixels_per_point`
+/// (the screen rectangle in points and the root viewport's native scale):
+/// what a program that draws the panels into its own target tells egui.
+pub fn fit_input(input: &mut egui::RawInput, width: f32, height: f32, pixels_per_point: f32) {
+    input.screen_rect = Some(egui::Rect::from_min_size(
+        egui::Pos2::ZERO,
+        egui::vec2(width / pixels_per_point, height / pixels_per_point),
+    ));
+    input
+        .viewports
+        .entry(egui::ViewportId::ROOT)
+        .or_default()
+        .native_pixels_per_point = Some(pixels_per_point);
+}
+
 /// Lays out `draw` with egui at `width` pixels and `pixels_per_point`, and
 /// rasterizes it; the image is as tall as the content.
 pub fn render_ui(width: u32, pixels_per_point: f32, mut draw: impl FnMut(&mut Ui)) -> RgbaImage {
@@ -75,20 +90,11 @@ pub fn render_ui(width: u32, pixels_per_point: f32, mut draw: impl FnMut(&mut Ui
     ctx.set_visuals(egui::Visuals::dark());
     let ppp = pixels_per_point.max(0.25);
     let width = width.clamp(64, 16384);
-    let screen = egui::Rect::from_min_size(
-        egui::Pos2::ZERO,
-        egui::vec2(width as f32 / ppp, MAX_HEIGHT as f32 / ppp),
-    );
     let mut input = egui::RawInput {
-        screen_rect: Some(screen),
         max_texture_side: Some(8192),
         ..Default::default()
     };
-    input
-        .viewports
-        .entry(egui::ViewportId::ROOT)
-        .or_default()
-        .native_pixels_per_point = Some(ppp);
+    fit_input(&mut input, width as f32, MAX_HEIGHT as f32, ppp);
     let mut bottom = 0.0f32;
     let background = egui::Visuals::dark().panel_fill;
     let mut output = ctx.run_ui(input, |ui| {

@@ -92,6 +92,34 @@ impl ImageTransition {
     }
 }
 
+/// A 2D colour view of `image`'s first `levels` mip levels (one layer), as
+/// the gallery's textures are sampled.
+///
+/// # Safety
+/// `image` is a live image of `device`, bound to memory, with at least
+/// `levels` levels and a `format`-compatible format; the caller destroys the
+/// view before the image.
+pub unsafe fn texture_view(
+    device: &ash::Device,
+    image: vk::Image,
+    format: vk::Format,
+    levels: u32,
+) -> Result<vk::ImageView, GpuError> {
+    let info = vk::ImageViewCreateInfo::default()
+        .image(image)
+        .view_type(vk::ImageViewType::TYPE_2D)
+        .format(format)
+        .subresource_range(vk::ImageSubresourceRange {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            base_mip_level: 0,
+            level_count: levels,
+            base_array_layer: 0,
+            layer_count: 1,
+        });
+    // SAFETY: the caller's contract: the image is live and bound.
+    unsafe { device.create_image_view(&info, None) }.check("vkCreateImageView")
+}
+
 /// Resets `cmd` and begins recording it for one submission.
 ///
 /// # Safety

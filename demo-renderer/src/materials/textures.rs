@@ -509,21 +509,8 @@ impl TextureSet {
         let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(self.texture_pool);
         opts.within_budget = true;
         let image = mem.create_image(&info, &opts)?;
-        let range = vk::ImageSubresourceRange {
-            aspect_mask: vk::ImageAspectFlags::COLOR,
-            base_mip_level: 0,
-            level_count: levels,
-            base_array_layer: 0,
-            layer_count: 1,
-        };
-        let view_info = vk::ImageViewCreateInfo::default()
-            .image(image.raw())
-            .view_type(vk::ImageViewType::TYPE_2D)
-            .format(format)
-            .subresource_range(range);
-        // SAFETY: the image is live and bound.
-        let view = match unsafe { d.create_image_view(&view_info, None) }.check("vkCreateImageView")
-        {
+        // SAFETY: the image is live and bound, with `levels` levels.
+        let view = match unsafe { crate::gpu::util::texture_view(d, image.raw(), format, levels) } {
             Ok(v) => v,
             Err(e) => {
                 // SAFETY: unused image.

@@ -213,15 +213,8 @@ fn lay_out(
     state.controls = job.interactive;
     let ppp = job.pixels_per_point.max(0.25);
     let mut input = job.input;
-    input.screen_rect = Some(egui::Rect::from_min_size(
-        egui::Pos2::ZERO,
-        egui::vec2(job.extent.0 as f32 / ppp, job.extent.1 as f32 / ppp),
-    ));
-    input
-        .viewports
-        .entry(egui::ViewportId::ROOT)
-        .or_default()
-        .native_pixels_per_point = Some(ppp);
+    let (width, height) = (job.extent.0 as f32, job.extent.1 as f32);
+    vkalloc_heapmap::raster::fit_input(&mut input, width, height, ppp);
     let mut points = [egui::Rect::NOTHING; 2];
     let output = egui.run_ui(input, |ui| {
         if first {

@@ -33,7 +33,7 @@ use vkalloc::vk::{AshDevice, Movable, PreparedMove};
 use vkalloc::{Allocator, DefragAlgorithm, DefragDesc, Defragmentation};
 
 use crate::gpu::util::OneShot;
-use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::{Texture, TextureSet};
 
 /// Moves a pass hands out, at most.
@@ -285,19 +285,10 @@ impl Compactor {
             match unsafe { a.finish_move(&mut session, m) } {
                 Ok(Movable::Image { image, .. }) => {
                     let levels = p.file_levels - p.base_level;
-                    let info = vk::ImageViewCreateInfo::default()
-                        .image(image.raw())
-                        .view_type(vk::ImageViewType::TYPE_2D)
-                        .format(p.format)
-                        .subresource_range(vk::ImageSubresourceRange {
-                            aspect_mask: vk::ImageAspectFlags::COLOR,
-                            base_mip_level: 0,
-                            level_count: levels,
-                            base_array_layer: 0,
-                            layer_count: 1,
-                        });
-                    // SAFETY: the image is live and bound.
-                    match unsafe { d.create_image_view(&info, None) }.check("vkCreateImageView") {
+                    // SAFETY: the image is live and bound, with `levels` levels.
+                    let view =
+                        unsafe { crate::gpu::util::texture_view(d, image.raw(), p.format, levels) };
+                    match view {
                         Ok(view) => {
                             set.write_view(d, p.texture, view);
                             mains[p.texture] = Some(p.texture(image, view));

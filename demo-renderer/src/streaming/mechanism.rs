@@ -830,19 +830,9 @@ fn create_main(
     let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(set.texture_pool);
     opts.within_budget = true;
     let image = mem.create_image(&create, &opts)?;
-    let view_info = vk::ImageViewCreateInfo::default()
-        .image(image.raw())
-        .view_type(vk::ImageViewType::TYPE_2D)
-        .format(info.format)
-        .subresource_range(vk::ImageSubresourceRange {
-            aspect_mask: vk::ImageAspectFlags::COLOR,
-            base_mip_level: 0,
-            level_count: levels,
-            base_array_layer: 0,
-            layer_count: 1,
-        });
-    // SAFETY: the image is live and bound.
-    let view = match unsafe { d.create_image_view(&view_info, None) }.check("vkCreateImageView") {
+    // SAFETY: the image is live and bound, with `levels` levels.
+    let view = match unsafe { crate::gpu::util::texture_view(d, image.raw(), info.format, levels) }
+    {
         Ok(v) => v,
         Err(e) => {
             // SAFETY: the image was never used.
