@@ -14,7 +14,7 @@ use crate::materials::textures::Residency;
 use crate::materials::{ensure_baked, TextureSet};
 use crate::report::{FrameRecord, Report};
 use crate::scene::Gallery;
-use crate::streaming::StreamConfig;
+use crate::streaming::{Prefill, StreamConfig};
 
 /// A failure of the demo, shown to the user.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +120,18 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         return Err(e.into());
     }
     let ppp = crate::overlay::headless_scale(settings.height);
+    // The streamer fills the first view before the first frame (a loading
+    // screen's work).
+    let prefill = match prefill(ctx, &mem, scene.as_mut(), settings, settings.frames) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.wait_idle();
+            extra.destroy(&mem);
+            scene.destroy(ctx, &mem);
+            renderer.destroy(ctx, &mem);
+            return Err(e.into());
+        }
+    };
     // The overlay's first layout (egui's font atlas, a cold snapshot) is
     // start-up work, done before the first frame as a shader or a texture
     // would be; the frames then only install and post layouts.
@@ -194,6 +206,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let mut report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
+    report.set_prefill(prefill.as_ref());
     report.set_aliasing(renderer.aliasing_report());
     ctx.wait_idle();
     let heap = settings.out.join("heap.json");
@@ -220,6 +233,26 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         settings.out.display()
     );
     Ok(())
+}
+
+/// The texture streamer's pre-fill before frame 0 of `frames` (`--prefill on`
+/// with streaming on; else nothing): start-up work, bounded by
+/// [`crate::streaming::PREFILL_LIMIT`]. Prints its line.
+pub fn prefill(
+    ctx: &Context,
+    mem: &GpuMemory,
+    scene: &mut dyn ScenePass,
+    settings: &Settings,
+    frames: u32,
+) -> Result<Option<Prefill>, GpuError> {
+    if !settings.prefill || settings.streaming != StreamingMode::On {
+        return Ok(None);
+    }
+    let p = scene.prefill(ctx, mem, frames, crate::streaming::PREFILL_LIMIT)?;
+    if let Some(p) = &p {
+        println!("{}", p.line(settings.texture_budget));
+    }
+    Ok(p)
 }
 
 /// Builds the scene pass: the triangle, or the gallery (baking and loading materials).

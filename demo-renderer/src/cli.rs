@@ -78,6 +78,8 @@ pub struct Flags {
     pub upload_queue: Option<UploadQueue>,
     /// `--lookahead FRAMES` (0: off).
     pub lookahead: Option<u32>,
+    /// `--prefill on|off`.
+    pub prefill: Option<bool>,
     /// `--show-mips`.
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
@@ -120,6 +122,9 @@ USAGE: demo-renderer [FLAGS]
   --lookahead FRAMES     prefetch what the camera path's next FRAMES frames want (and the
                          view after a cut among them), below what the present view needs
                          (default 16; 0: off)
+  --prefill on|off       before the first frame, load what the first view and the
+                         look-ahead want under the budget, as a loading screen would
+                         (on, the default), or start from the mip tails (off)
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -286,6 +291,13 @@ impl Flags {
                     }
                     f.lookahead = Some(n);
                 }
+                "--prefill" => {
+                    f.prefill = Some(match value(&mut it)?.as_str() {
+                        "on" => true,
+                        "off" => false,
+                        v => return Err(FlagError(format!("--prefill: '{v}' is not on or off"))),
+                    })
+                }
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
@@ -399,6 +411,8 @@ pub struct Settings {
     pub upload_queue: UploadQueue,
     /// Frames of the camera path ahead whose wants are prefetched (0: off).
     pub lookahead: u32,
+    /// Whether the streamer fills the first view before the first frame.
+    pub prefill: bool,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
@@ -463,6 +477,7 @@ impl Settings {
                 .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),
             upload_queue: f.upload_queue.unwrap_or_default(),
             lookahead: f.lookahead.unwrap_or(crate::streaming::DEFAULT_LOOKAHEAD),
+            prefill: f.prefill.unwrap_or(true),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
@@ -546,5 +561,12 @@ mod tests {
         assert!(parse("--lookahead -1").is_err());
         assert!(parse("--lookahead many").is_err());
         assert!(parse("--lookahead 100000").is_err());
+        assert_eq!(parse("--prefill off").unwrap().prefill, Some(false));
+        assert_eq!(parse("--prefill=on").unwrap().prefill, Some(true));
+        assert_eq!(parse("").unwrap().prefill, None);
+        assert!(Settings::resolve(&parse("").unwrap(), true).prefill);
+        assert!(!Settings::resolve(&parse("--prefill off").unwrap(), true).prefill);
+        assert!(parse("--prefill maybe").is_err());
+        assert!(parse("--prefill").is_err());
     }
 }

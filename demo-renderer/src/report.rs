@@ -175,6 +175,21 @@ impl Report {
 }
 
 impl Report {
+    /// Records the streamer's pre-fill (`None`: it did not run) in the
+    /// `streaming` object and adds it to the summary.
+    pub fn set_prefill(&mut self, prefill: Option<&crate::streaming::Prefill>) {
+        if let Some(s) = self.streaming.as_mut() {
+            s.set_prefill(prefill);
+            if let Some(p) = prefill {
+                self.summary.push_str(&format!(
+                    "; pre-fill {:.1} ms, {:.1} MiB",
+                    p.ms,
+                    p.bytes as f64 / (1u64 << 20) as f64
+                ));
+            }
+        }
+    }
+
     /// Sets `aliasing` and adds it to the summary.
     pub fn set_aliasing(&mut self, aliasing: crate::frame::targets::AliasingReport) {
         if let Some(g) = aliasing.groups.first() {

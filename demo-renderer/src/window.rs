@@ -36,6 +36,8 @@ struct Live {
     settings: Settings,
     bake_seconds: f64,
     load_seconds: f64,
+    /// What the streamer's pre-fill did (`None`: it did not run).
+    prefill: Option<crate::streaming::Prefill>,
     resize: bool,
     egui_input: egui_winit::State,
 }
@@ -157,8 +159,18 @@ impl App {
         if self.flags.out.is_some() {
             mem.dump_on_failure(settings.out.clone());
         }
-        let (scene, bake_seconds, load_seconds) =
+        let (mut scene, bake_seconds, load_seconds) =
             make_scene(&ctx, &mem, &settings, swapchain.extent)?;
+        // Before the first frame (`frame` prepares frame 0 of this period).
+        let period = self.flags.frames.unwrap_or(PATH_FRAMES);
+        let prefill = match crate::app::prefill(&ctx, &mem, scene.as_mut(), &settings, period) {
+            Ok(p) => p,
+            Err(e) => {
+                ctx.wait_idle();
+                scene.destroy(&ctx, &mem);
+                return Err(e.into());
+            }
+        };
         self.live = Some(Live {
             scene,
             renderer,
@@ -171,6 +183,7 @@ impl App {
             settings,
             bake_seconds,
             load_seconds,
+            prefill,
             resize: false,
             egui_input,
         });
@@ -288,6 +301,7 @@ impl App {
             live.bake_seconds,
             live.load_seconds,
         );
+        report.set_prefill(live.prefill.as_ref());
         report.set_aliasing(live.renderer.aliasing_report());
         if self.flags.out.is_some() {
             let heap = live.settings.out.join("heap.json");

@@ -19,7 +19,7 @@ use crate::scene::mesh::Vertex;
 use crate::scene::{Gallery, Shape};
 use crate::shaders;
 use crate::streaming::estimate::View;
-use crate::streaming::{StreamConfig, StreamFrame, Streamer};
+use crate::streaming::{Prefill, StreamConfig, StreamFrame, Streamer};
 
 /// Vertical field of view of the gallery's camera.
 const FOV_Y_DEGREES: f32 = 50.0;
@@ -339,6 +339,28 @@ impl GalleryPass {
         Ok(())
     }
 
+    /// The streamer's view of frame `frame` of `frames` and the views of the
+    /// camera path's next `lookahead` frames (a cut among them included): the
+    /// look-ahead.
+    fn stream_views(&self, frame: u32, frames: u32, lookahead: u32) -> (View, Vec<View>) {
+        let path = &self.gallery.path;
+        let view = View {
+            pose: path.pose(frame, frames),
+            fov_y: FOV_Y_DEGREES.to_radians(),
+            aspect: self.aspect,
+            height: self.height,
+        };
+        let ahead = (1..=lookahead)
+            .map(|k| frame + k)
+            .take_while(|&f| f < frames)
+            .map(|f| View {
+                pose: path.pose(f, frames),
+                ..view
+            })
+            .collect();
+        (view, ahead)
+    }
+
     /// The sun's (light 0's) view-projection: an orthographic box around the
     /// objects (the floor aside), depth 0 nearest the sun.
     fn sun_view_proj(&self) -> Mat4 {
@@ -526,25 +548,10 @@ impl ScenePass for GalleryPass {
         let pose = self.gallery.path.pose(frame, frames);
         let fov_y = FOV_Y_DEGREES.to_radians();
         let mut stream = [0; 4];
+        let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
+        let (view, ahead) = self.stream_views(frame, frames, lookahead);
         if let Some(s) = self.streamer.as_mut() {
-            let view = View {
-                pose,
-                fov_y,
-                aspect: self.aspect,
-                height: self.height,
-            };
-            let path = &self.gallery.path;
-            let cut = path.is_cut(frame, frames);
-            // The scripted camera's coming frames (a cut among them included): the
-            // streamer's look-ahead.
-            let ahead: Vec<View> = (1..=s.lookahead_frames())
-                .map(|k| frame + k)
-                .take_while(|&f| f < frames)
-                .map(|f| View {
-                    pose: path.pose(f, frames),
-                    ..view
-                })
-                .collect();
+            let cut = self.gallery.path.is_cut(frame, frames);
             s.prepare(
                 ctx,
                 mem,
@@ -603,6 +610,32 @@ impl ScenePass for GalleryPass {
         unsafe { d.update_descriptor_sets(&[write], &[]) };
         self.uniforms = Some(buffer);
         Ok(())
+    }
+
+    fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frames: u32,
+        limit: std::time::Duration,
+    ) -> Result<Option<Prefill>, GpuError> {
+        let Some(lookahead) = self.streamer.as_ref().map(Streamer::lookahead_frames) else {
+            return Ok(None);
+        };
+        // The views `prepare` gives the streamer for frame 0.
+        let (view, ahead) = self.stream_views(0, frames, lookahead);
+        match self.streamer.as_mut() {
+            Some(s) => s.prefill(
+                ctx,
+                mem,
+                &mut self.textures,
+                &self.gallery.objects,
+                &view,
+                &ahead,
+                limit,
+            ),
+            None => Ok(None),
+        }
     }
 
     unsafe fn record(&self, d: &ash::Device, cmd: vk::CommandBuffer, _extent: vk::Extent2D) {

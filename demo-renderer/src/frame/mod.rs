@@ -30,6 +30,20 @@ pub trait ScenePass {
         Ok(())
     }
 
+    /// Start-up work before frame 0 of `frames`: the texture streamer's
+    /// pre-fill of the first view, for at most about `limit`
+    /// ([`crate::streaming::Streamer::prefill`]); `None` where nothing streams.
+    fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frames: u32,
+        limit: std::time::Duration,
+    ) -> Result<Option<crate::streaming::Prefill>, GpuError> {
+        let _ = (ctx, mem, frames, limit);
+        Ok(None)
+    }
+
     /// The output size changed (window resize).
     fn resize(&mut self, extent: vk::Extent2D) {
         let _ = extent;

@@ -192,7 +192,13 @@ pub struct Mechanism {
     /// queries can be reset from the host.
     stamps: Option<Stamps>,
     gpu_uploads: GpuUploads,
+    /// Reads of files whose path contains this fail (`VKALLOC_DEMO_FAIL_READS`,
+    /// for testing the fallback of a level that cannot be read).
+    fail_reads: Option<String>,
 }
+
+/// The environment variable that makes reads of matching files fail (tests).
+pub const FAIL_READS_ENV: &str = "VKALLOC_DEMO_FAIL_READS";
 
 const SLOTS: usize = 3;
 
@@ -237,6 +243,7 @@ impl Mechanism {
             handles: Vec::new(),
             stamps: None,
             gpu_uploads: GpuUploads::default(),
+            fail_reads: std::env::var(FAIL_READS_ENV).ok().filter(|v| !v.is_empty()),
         };
         // From here on, a failure destroys what was made (`destroy_objects`).
         let made = (|| {
@@ -421,8 +428,10 @@ impl Mechanism {
         Ok(())
     }
 
-    /// Waits for every batch and frees what they hold and every retired image
-    /// (teardown: the device is idle).
+    /// Waits for every batch and frees what they hold and every retired image:
+    /// at teardown (the device is idle), and between the pre-fill's rounds
+    /// (before the first frame: only the batches waited for here read the old
+    /// images).
     pub fn finish(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
         let r = self.collect(ctx, mem, true);
         self.collect_retired(&ctx.device, mem, u64::MAX);
@@ -554,7 +563,7 @@ impl Mechanism {
                     }
                 }
             }
-            let failures = read_levels(jobs, self.threads);
+            let failures = read_levels(jobs, self.threads, self.fail_reads.as_deref());
             for (k, message) in failures {
                 if k >= planned.len() {
                     // A reader thread panicked: which levels it read is unknown.
@@ -853,8 +862,9 @@ fn create_main(
 }
 
 /// Reads each job's level into its slice on up to `threads` threads; returns the
-/// failures as (job owner, message).
-fn read_levels(jobs: Vec<Job<'_>>, threads: usize) -> Vec<(usize, String)> {
+/// failures as (job owner, message). Reads of files whose path contains `refuse`
+/// fail.
+fn read_levels(jobs: Vec<Job<'_>>, threads: usize, refuse: Option<&str>) -> Vec<(usize, String)> {
     if jobs.is_empty() {
         return Vec::new();
     }
@@ -864,12 +874,15 @@ fn read_levels(jobs: Vec<Job<'_>>, threads: usize) -> Vec<(usize, String)> {
         buckets[k % threads].push(job);
     }
     if threads == 1 {
-        return buckets.into_iter().flat_map(read_bucket).collect();
+        return buckets
+            .into_iter()
+            .flat_map(|b| read_bucket(b, refuse))
+            .collect();
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = buckets
             .into_iter()
-            .map(|b| s.spawn(move || read_bucket(b)))
+            .map(|b| s.spawn(move || read_bucket(b, refuse)))
             .collect();
         handles
             .into_iter()
@@ -883,10 +896,17 @@ fn read_levels(jobs: Vec<Job<'_>>, threads: usize) -> Vec<(usize, String)> {
 
 type Job<'a> = (usize, PathBuf, u32, &'a mut [u8]);
 
-fn read_bucket(bucket: Vec<Job<'_>>) -> Vec<(usize, String)> {
+fn read_bucket(bucket: Vec<Job<'_>>, refuse: Option<&str>) -> Vec<(usize, String)> {
     let mut failures = Vec::new();
     let mut open: Option<(PathBuf, Reader)> = None;
     for (owner, path, level, out) in bucket {
+        if refuse.is_some_and(|r| path.to_string_lossy().contains(r)) {
+            failures.push((
+                owner,
+                format!("{}: read refused ({FAIL_READS_ENV})", path.display()),
+            ));
+            continue;
+        }
         if open.as_ref().map(|(p, _)| p != &path).unwrap_or(true) {
             match Reader::open(&path) {
                 Ok(r) => open = Some((path.clone(), r)),

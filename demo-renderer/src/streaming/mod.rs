@@ -38,11 +38,25 @@
 //! the present view is over-subscribed (a level it wants does not fit). The
 //! budget rule is the same for both.
 //!
-//! The CPU estimate ([`estimate`]) is used instead: on the first frame (no
-//! feedback yet), on the frame of a camera cut (the feedback shows the old view),
+//! The CPU estimate ([`estimate`]) is used instead: in the pre-fill and on the
+//! first frame (no feedback yet), on the frame of a camera cut (the feedback shows the old view),
 //! on devices without `fragmentStoresAndAtomics`, and for a material the feedback
 //! did not see while the estimate puts it on screen smaller than 256 pixels (too
 //! small for the sparse sampling to be sure to hit).
+//!
+//! # Pre-fill
+//!
+//! Before the first frame (start-up work, as a loading screen would be),
+//! [`Streamer::prefill`] runs the policy with the first frame's inputs (the CPU
+//! estimate at the first pose and the look-ahead's views), without the
+//! per-frame caps on operations and upload bytes, starts the changes through
+//! the mechanism, waits for their copies (the file reads are done when the
+//! batch is submitted) and frees the images they replaced, and repeats until
+//! the policy has no change left to make for that view, none of the changes it
+//! plans can start (the frames retry them), or [`PREFILL_LIMIT`] has passed
+//! ([`prefill_end`]). The budget holds as it does for frames: the same
+//! policy, the same mechanism. `--prefill off` leaves the first frame with
+//! the mip tails, filled over the frames that follow.
 //!
 //! # Measuring
 //!
@@ -57,7 +71,7 @@ pub mod policy;
 pub mod psnr;
 pub mod summary;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 
@@ -118,6 +132,90 @@ pub const MAX_OPS: usize = 16;
 pub const DEFAULT_LOOKAHEAD: u32 = 16;
 /// `--lookahead`'s largest value.
 pub const MAX_LOOKAHEAD: u32 = 240;
+
+/// The pre-fill's time limit. The default budget (1 GiB) read from a cold disk
+/// at 100 MB/s takes about 10 s, and a loading screen longer than that is worse
+/// than a first frame that fills over the next ones; on the H200 the budget's
+/// worth of files loads in well under a second, so the limit only bounds a slow
+/// disk or a policy that will not settle.
+pub const PREFILL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Why the pre-fill ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillEnd {
+    /// The policy had no change left to make for the first view.
+    Settled,
+    /// The policy planned changes but none started (no free range of the pool
+    /// held the new images, or the staging ring was full with nothing in
+    /// flight): the frames retry them.
+    Stalled,
+    /// [`PREFILL_LIMIT`] passed with changes still to make.
+    TimeLimit,
+}
+
+/// What [`Streamer::prefill`] did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prefill {
+    /// Milliseconds it took (policy, file reads, GPU copies, frees).
+    pub ms: f64,
+    /// File bytes it read and uploaded.
+    pub bytes: u64,
+    /// Rounds of policy, loads and wait.
+    pub rounds: u32,
+    /// Residency changes it started.
+    pub changes: u32,
+    /// The largest of the resident texture bytes and the texture pool's
+    /// committed bytes at any round's peak (its new images made, the images they
+    /// replace not yet freed).
+    pub peak_bytes: u64,
+    /// Resident texture bytes when it ended.
+    pub resident_bytes: u64,
+    /// Why it ended.
+    pub end: PrefillEnd,
+}
+
+impl Prefill {
+    /// The start-up line: time, bytes and how it ended.
+    pub fn line(&self, budget: u64) -> String {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        format!(
+            "streaming: pre-fill {:.1} ms before the first frame ({:.1} MiB read, {} changes in {} rounds, {}; {:.1} MiB resident of {:.1} MiB budget, peak {:.1} MiB)",
+            self.ms,
+            mib(self.bytes),
+            self.changes,
+            self.rounds,
+            match self.end {
+                PrefillEnd::Settled => "settled",
+                PrefillEnd::Stalled => "stalled: the frames retry",
+                PrefillEnd::TimeLimit => "time limit",
+            },
+            mib(self.resident_bytes),
+            mib(budget),
+            mib(self.peak_bytes)
+        )
+    }
+}
+
+/// Whether the pre-fill ends after a round: `planned` changes the policy
+/// planned, `progressed` whether any started (or failed, which changes what the
+/// policy sees), `elapsed` since it began. `None`: another round.
+pub fn prefill_end(
+    planned: usize,
+    progressed: bool,
+    elapsed: Duration,
+    limit: Duration,
+) -> Option<PrefillEnd> {
+    if planned == 0 {
+        Some(PrefillEnd::Settled)
+    } else if !progressed {
+        Some(PrefillEnd::Stalled)
+    } else if elapsed >= limit {
+        Some(PrefillEnd::TimeLimit)
+    } else {
+        None
+    }
+}
 
 /// Streaming figures of one frame, as `report.json` lists them.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -198,6 +296,30 @@ struct Applied {
     range_blocked: bool,
     /// Textures changed this frame (their main image is new or gone).
     busy: Vec<bool>,
+    /// Changes the policy planned.
+    planned: usize,
+    /// Textures whose file read failed this time.
+    failed: u32,
+}
+
+/// The caps [`Streamer::apply`] runs the policy with.
+#[derive(Clone, Copy, Debug)]
+struct Caps {
+    max_ops: usize,
+    max_upload_bytes: u64,
+}
+
+/// Wants from the CPU estimate (no histogram).
+fn estimate_wants(est: &[Option<estimate::Estimate>]) -> Vec<Option<Want>> {
+    est.iter()
+        .map(|e| {
+            e.map(|e| Want {
+                level_lod: e.lod,
+                coverage: e.coverage,
+                hist: None,
+            })
+        })
+        .collect()
 }
 
 /// The streamer of one texture set.
@@ -614,15 +736,7 @@ impl Streamer {
             }
             _ => {
                 frame.wanted_from = "estimate";
-                est.iter()
-                    .map(|e| {
-                        e.map(|e| Want {
-                            level_lod: e.lod,
-                            coverage: e.coverage,
-                            hist: None,
-                        })
-                    })
-                    .collect()
+                estimate_wants(&est)
             }
         };
         // What the coming frames want: prefetched below the present view.
@@ -637,7 +751,16 @@ impl Streamer {
         let inputs = self.inputs(set, &wants, &prefetch);
         frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
         if self.cfg.mode == Mode::On {
-            let applied = self.apply(ctx, mem, set, &inputs)?;
+            let caps = Caps {
+                // The first frame is the initial load: no cap on operations.
+                max_ops: if self.frames_prepared == 0 {
+                    usize::MAX
+                } else {
+                    self.cfg.max_ops
+                },
+                max_upload_bytes: self.cfg.upload_budget,
+            };
+            let applied = self.apply(ctx, mem, set, &inputs, caps)?;
             frame.residency_changes = applied.changes;
             frame.upload_bytes = applied.upload_bytes;
             frame.upload_ms = applied.read_seconds * 1e3;
@@ -658,6 +781,83 @@ impl Streamer {
         Ok(())
     }
 
+    /// Before the first frame, with the views [`Self::prepare`] gets for it:
+    /// loads what the policy wants for them, round after round, each waited for
+    /// (see the module's *Pre-fill*), until it settles or `limit` passes.
+    /// `None` in mode `Off` (the static choice is loaded at start).
+    #[allow(clippy::too_many_arguments)]
+    pub fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &mut TextureSet,
+        objects: &[Object],
+        view: &View,
+        ahead: &[View],
+        limit: Duration,
+    ) -> Result<Option<Prefill>, GpuError> {
+        if self.cfg.mode != Mode::On || self.mechanism.is_none() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        self.pixels = view.height as f32 * view.height as f32 * view.aspect;
+        // The first frame's inputs: no feedback yet, so the CPU estimate, and
+        // the look-ahead.
+        let wants = estimate_wants(&estimate::estimate(objects, view, &self.map_sizes));
+        let prefetch = self.lookahead_wants(objects, view, ahead);
+        for (i, u) in self.unseen.iter_mut().enumerate() {
+            if wants[i / 3].is_some() {
+                *u = 0;
+            }
+        }
+        // Not a frame: no cap on operations or upload bytes (the staging ring
+        // still bounds a round; what it cannot hold waits for the next).
+        let caps = Caps {
+            max_ops: usize::MAX,
+            max_upload_bytes: u64::MAX,
+        };
+        let committed = |mem: &GpuMemory, set: &TextureSet| {
+            mem.pool_pressure(set.texture_pool)
+                .map_or(0, |p| p.pool_committed_bytes)
+        };
+        let mut out = Prefill {
+            ms: 0.0,
+            bytes: 0,
+            rounds: 0,
+            changes: 0,
+            peak_bytes: self.resident_bytes(set).max(committed(mem, set)),
+            resident_bytes: 0,
+            end: PrefillEnd::Settled,
+        };
+        loop {
+            let inputs = self.inputs(set, &wants, &prefetch);
+            let applied = self.apply(ctx, mem, set, &inputs, caps)?;
+            out.rounds += 1;
+            out.changes += applied.changes;
+            out.bytes += applied.upload_bytes;
+            // The round's peak: its new images made, the old ones not yet freed.
+            out.peak_bytes = out
+                .peak_bytes
+                .max(self.resident_bytes(set))
+                .max(committed(mem, set));
+            // Wait for the batch's copies, then free the images it replaced (no
+            // frame has read them) and its staging.
+            if let Some(m) = self.mechanism.as_mut() {
+                m.finish(ctx, mem)?;
+                m.take_gpu_uploads();
+            }
+            let progressed = applied.changes > 0 || applied.failed > 0;
+            if let Some(end) = prefill_end(applied.planned, progressed, started.elapsed(), limit) {
+                out.end = end;
+                break;
+            }
+        }
+        out.resident_bytes = self.resident_bytes(set);
+        out.ms = started.elapsed().as_secs_f64() * 1e3;
+        self.drawn_levels = self.levels(set);
+        Ok(Some(out))
+    }
+
     /// Runs the policy and starts its changes.
     fn apply(
         &mut self,
@@ -665,6 +865,7 @@ impl Streamer {
         mem: &GpuMemory,
         set: &mut TextureSet,
         inputs: &[TextureInput],
+        caps: Caps,
     ) -> Result<Applied, GpuError> {
         let d = &ctx.device;
         let pressure = mem.pool_pressure(set.texture_pool);
@@ -672,13 +873,8 @@ impl Streamer {
         let mut cfg = PolicyConfig {
             budget: self.cfg.budget,
             reserve: 0,
-            // The first frame is the initial load: no cap on operations.
-            max_ops: if self.frames_prepared == 0 {
-                usize::MAX
-            } else {
-                self.cfg.max_ops
-            },
-            max_upload_bytes: self.cfg.upload_budget,
+            max_ops: caps.max_ops,
+            max_upload_bytes: caps.max_upload_bytes,
             keep_bonus: 0.5,
             // Drops happen after the poll: with no batch in flight (the usual
             // case: the frame before, submitted after them, is done) nothing reads
@@ -695,6 +891,7 @@ impl Streamer {
         let mut out = Applied {
             range_blocked: plan.range_blocked,
             busy: vec![false; inputs.len()],
+            planned: plan.changes.len(),
             ..Applied::default()
         };
         // Frames are numbered from 1 for the free queue: this one is
@@ -757,6 +954,7 @@ impl Streamer {
             }
             out.changes += 1;
         }
+        out.failed = started.failed.len() as u32;
         for (t, message) in &started.failed {
             if !self.failed[*t] {
                 eprintln!(
@@ -890,5 +1088,70 @@ impl Streamer {
             // SAFETY: the device is idle.
             unsafe { mem.destroy_buffer(b) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn prefill_ends_when_the_policy_settles() {
+        let early = Duration::from_millis(5);
+        assert_eq!(
+            prefill_end(0, false, early, LIMIT),
+            Some(PrefillEnd::Settled)
+        );
+        // Nothing planned is settled even past the limit.
+        assert_eq!(
+            prefill_end(0, true, LIMIT * 2, LIMIT),
+            Some(PrefillEnd::Settled)
+        );
+    }
+
+    #[test]
+    fn prefill_goes_on_while_it_progresses_within_the_limit() {
+        assert_eq!(prefill_end(3, true, Duration::ZERO, LIMIT), None);
+        assert_eq!(
+            prefill_end(3, true, LIMIT - Duration::from_millis(1), LIMIT),
+            None
+        );
+        assert_eq!(
+            prefill_end(3, true, LIMIT, LIMIT),
+            Some(PrefillEnd::TimeLimit)
+        );
+    }
+
+    #[test]
+    fn prefill_stops_when_nothing_planned_can_start() {
+        assert_eq!(
+            prefill_end(2, false, Duration::ZERO, LIMIT),
+            Some(PrefillEnd::Stalled)
+        );
+        // A stall is reported as such even past the limit.
+        assert_eq!(
+            prefill_end(2, false, LIMIT * 2, LIMIT),
+            Some(PrefillEnd::Stalled)
+        );
+    }
+
+    #[test]
+    fn prefill_line_names_the_end() {
+        let p = Prefill {
+            ms: 12.5,
+            bytes: 3 << 20,
+            rounds: 2,
+            changes: 9,
+            peak_bytes: 6 << 20,
+            resident_bytes: 5 << 20,
+            end: PrefillEnd::TimeLimit,
+        };
+        let line = p.line(7 << 20);
+        assert!(line.contains("12.5 ms"), "{line}");
+        assert!(line.contains("3.0 MiB read"), "{line}");
+        assert!(line.contains("time limit"), "{line}");
+        assert!(line.contains("of 7.0 MiB budget"), "{line}");
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::Mode;
+use super::{Mode, Prefill, PrefillEnd};
 use crate::report::{percentiles, FrameRecord};
 
 /// The mip deficit below which a view counts as refilled after a camera cut.
@@ -52,6 +52,19 @@ pub struct StreamingSummary {
     /// Frames whose PSNR against `--compare` is below [`PSNR_FLOOR_DB`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frames_below_40_db: Option<u32>,
+    /// Milliseconds the pre-fill took before the first frame (`--prefill`; 0 when
+    /// it did not run: `--prefill off` or streaming off).
+    pub prefill_ms: f64,
+    /// File bytes the pre-fill read and uploaded.
+    pub prefill_bytes: u64,
+    /// The pre-fill's rounds of policy, loads and wait.
+    pub prefill_rounds: u32,
+    /// The largest of the resident texture bytes and the texture pool's committed
+    /// bytes during the pre-fill (the budget holds here too).
+    pub prefill_peak_bytes: u64,
+    /// Why the pre-fill ended: "settled", "stalled" or "time_limit" (`null`: it
+    /// did not run).
+    pub prefill_end: Option<PrefillEnd>,
 }
 
 /// The per-frame quality goal of issue 7: PSNR against the all-resident render.
@@ -117,7 +130,21 @@ impl StreamingSummary {
             mean_psnr_db: (!psnr.is_empty()).then(|| psnr.iter().sum::<f64>() / psnr.len() as f64),
             frames_below_40_db: (!psnr.is_empty())
                 .then(|| psnr.iter().filter(|&&p| p < PSNR_FLOOR_DB).count() as u32),
+            prefill_ms: 0.0,
+            prefill_bytes: 0,
+            prefill_rounds: 0,
+            prefill_peak_bytes: 0,
+            prefill_end: None,
         })
+    }
+
+    /// Records what the pre-fill did (`None`: it did not run).
+    pub fn set_prefill(&mut self, p: Option<&Prefill>) {
+        self.prefill_ms = p.map_or(0.0, |p| p.ms);
+        self.prefill_bytes = p.map_or(0, |p| p.bytes);
+        self.prefill_rounds = p.map_or(0, |p| p.rounds);
+        self.prefill_peak_bytes = p.map_or(0, |p| p.peak_bytes);
+        self.prefill_end = p.map(|p| p.end);
     }
 
     /// The summary line's streaming part.
@@ -249,6 +276,35 @@ mod tests {
         assert_eq!(s.frames_below_40_db, Some(1));
         assert_eq!(s.lookahead_frames, 0);
         assert_eq!(s.min_psnr_db, Some(39.9));
+    }
+
+    #[test]
+    fn prefill_fields() {
+        let frames = vec![frame(0, 0.0, false, 50)];
+        let mut s = StreamingSummary::from_frames(Mode::On, 16, &frames).unwrap();
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["prefill_ms"].as_f64(), Some(0.0));
+        assert_eq!(json["prefill_bytes"].as_u64(), Some(0));
+        assert!(json["prefill_end"].is_null());
+        let p = Prefill {
+            ms: 42.0,
+            bytes: 1234,
+            rounds: 3,
+            changes: 7,
+            peak_bytes: 99,
+            resident_bytes: 90,
+            end: PrefillEnd::TimeLimit,
+        };
+        s.set_prefill(Some(&p));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["prefill_ms"].as_f64(), Some(42.0));
+        assert_eq!(json["prefill_bytes"].as_u64(), Some(1234));
+        assert_eq!(json["prefill_rounds"].as_u64(), Some(3));
+        assert_eq!(json["prefill_peak_bytes"].as_u64(), Some(99));
+        assert_eq!(json["prefill_end"], "time_limit");
+        s.set_prefill(None);
+        assert_eq!(s.prefill_bytes, 0);
+        assert_eq!(s.prefill_end, None);
     }
 
     #[test]
