@@ -10,6 +10,11 @@
 //! and streaming on with the transfer queue's two submissions on lavapipe's one
 //! queue (`VKALLOC_DEMO_UPLOAD_SPLIT=1`), each compared frame by frame with the
 //! first (`--compare`).
+//!
+//! The pre-fill tests run the path's first 8 frames with a small per-frame
+//! upload cap (64 KiB against the first view's 0.9 MiB of wants, as the H200's
+//! 64 MiB is against its first view's hundreds of MiB), with the pre-fill on and
+//! off, and with the reads of some files failing.
 
 mod common;
 
@@ -30,6 +35,8 @@ const BUDGET: u64 = 7 << 20;
 const MIN_FRAME_PSNR_DB: f64 = 17.0;
 const MIN_MEDIAN_PSNR_DB: f64 = 40.0;
 const MIN_MEAN_GAIN_DB: f64 = 3.0;
+/// The per-frame goal against the all-resident render.
+const FLOOR_DB: f64 = 40.0;
 
 fn run(out: &Path, args: &[&str]) -> serde_json::Value {
     run_env(out, args, &[])
@@ -140,6 +147,14 @@ fn streams_within_budget_and_beats_the_static_choice() {
     // Four jumps: into and out of two close-ups.
     assert_eq!(s["refill_ms"].as_array().unwrap().len(), 4);
 
+    // Streaming off loads its static choice at start: no pre-fill.
+    assert!(off["streaming"]["prefill_end"].is_null());
+    assert_eq!(off["streaming"]["prefill_bytes"].as_u64(), Some(0));
+    assert_eq!(off["streaming"]["prefill_ms"].as_f64(), Some(0.0));
+    // Streaming on pre-filled the first view within the budget.
+    assert!(s["prefill_bytes"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["prefill_peak_bytes"].as_u64().unwrap() <= BUDGET, "{s}");
+
     // Streaming at least halves the static choice's mean mip deficit.
     let d_on = s["mean_mip_deficit"].as_f64().unwrap();
     let d_off = off["streaming"]["mean_mip_deficit"].as_f64().unwrap();
@@ -154,6 +169,9 @@ fn streams_within_budget_and_beats_the_static_choice() {
             f["frame"]
         );
     }
+    // The first frame, pre-filled, meets the per-frame floor.
+    let first = frames(&on)[0]["psnr_db"].as_f64().unwrap();
+    assert!(first >= FLOOR_DB, "frame 0: {first:.1} dB");
     let mut psnr: Vec<f64> = frames(&on)
         .iter()
         .map(|f| f["psnr_db"].as_f64().unwrap())
@@ -342,4 +360,168 @@ fn defrag_budget_zero_turns_it_off_within_budget() {
     assert_eq!(r["defrag"]["passes"].as_u64(), Some(0));
     assert_eq!(r["defrag"]["bytes_moved"].as_u64(), Some(0));
     assert_eq!(r["settings"]["defrag_budget"].as_u64(), Some(0));
+}
+
+/// The pre-fill runs: the path's first 8 frames at 7 MiB, 64 KiB uploaded per frame.
+const PREFILL_FRAMES: &str = "8";
+const PREFILL_UPLOAD: u64 = 64 << 10;
+
+fn prefill_run(
+    out: &Path,
+    prefill: &str,
+    reference: &Path,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let budget = format!("{BUDGET}");
+    let upload = format!("{PREFILL_UPLOAD}");
+    run_env(
+        out,
+        &[
+            "--frames",
+            PREFILL_FRAMES,
+            "--texture-budget",
+            &budget,
+            "--upload-budget",
+            &upload,
+            "--png-every",
+            "0",
+            "--prefill",
+            prefill,
+            "--compare",
+            reference.to_str().unwrap(),
+        ],
+        env,
+    )
+}
+
+/// The all-resident render of the pre-fill runs' frames.
+fn prefill_reference() -> std::path::PathBuf {
+    let reference = common::scratch("streaming_prefill_reference");
+    run(
+        &reference,
+        &[
+            "--frames",
+            PREFILL_FRAMES,
+            "--streaming",
+            "off",
+            "--texture-budget",
+            "64MiB",
+        ],
+    );
+    reference
+}
+
+#[test]
+fn prefill_fills_the_first_view_before_the_first_frame() {
+    let reference = prefill_reference();
+    let on = prefill_run(
+        &common::scratch("streaming_prefill_on"),
+        "on",
+        &reference,
+        &[],
+    );
+    let off = prefill_run(
+        &common::scratch("streaming_prefill_off"),
+        "off",
+        &reference,
+        &[],
+    );
+    assert_within_budget(&on, BUDGET);
+    assert_within_budget(&off, BUDGET);
+
+    // The test's premise: the first view's wants fit the budget but not one
+    // frame's upload cap.
+    let first = &frames(&on)[0];
+    let wanted = first["texture_wanted_bytes"].as_u64().unwrap();
+    assert!(wanted <= BUDGET, "frame 0 wants {wanted} B");
+    assert!(wanted > 2 * PREFILL_UPLOAD, "frame 0 wants {wanted} B");
+
+    // The pre-fill ran, within the budget, and read at least the first view's wants.
+    let s = &on["streaming"];
+    assert!(
+        matches!(s["prefill_end"].as_str(), Some("settled" | "stalled")),
+        "{s}"
+    );
+    assert!(s["prefill_rounds"].as_u64().unwrap() >= 1, "{s}");
+    assert!(s["prefill_peak_bytes"].as_u64().unwrap() <= BUDGET, "{s}");
+    let prefilled = s["prefill_bytes"].as_u64().unwrap();
+    assert!(prefilled > 2 * PREFILL_UPLOAD, "{s}");
+    assert!(s["prefill_ms"].as_f64().unwrap() > 0.0, "{s}");
+    let o = &off["streaming"];
+    assert!(o["prefill_end"].is_null(), "{o}");
+    assert_eq!(o["prefill_bytes"].as_u64(), Some(0), "{o}");
+
+    // Frame 0 is drawn with what it wants: no deficit to speak of, and none
+    // above the later frames' mean; without the pre-fill it starts from the
+    // tails and the upload cap.
+    let deficit = |r: &serde_json::Value, i: usize| frames(r)[i]["mip_deficit"].as_f64().unwrap();
+    let d_on = deficit(&on, 0);
+    let d_off = deficit(&off, 0);
+    let later: Vec<f64> = (1..frames(&on).len()).map(|i| deficit(&on, i)).collect();
+    let later_mean = later.iter().sum::<f64>() / later.len() as f64;
+    assert!(d_on <= 0.1, "frame 0 deficit with the pre-fill {d_on}");
+    assert!(
+        d_on <= later_mean,
+        "frame 0 {d_on}, later frames' mean {later_mean}"
+    );
+    assert!(
+        d_off >= d_on + 0.5,
+        "frame 0 deficit on {d_on}, off {d_off}"
+    );
+    // And against the all-resident render.
+    let psnr = |r: &serde_json::Value| frames(r)[0]["psnr_db"].as_f64().unwrap();
+    assert!(psnr(&on) >= FLOOR_DB, "frame 0: {:.1} dB", psnr(&on));
+    assert!(
+        psnr(&on) >= psnr(&off),
+        "frame 0: on {:.1} dB, off {:.1} dB",
+        psnr(&on),
+        psnr(&off)
+    );
+}
+
+#[test]
+fn prefill_with_failing_reads_keeps_the_levels_it_has() {
+    // Every albedo map's levels fail to read (the tails were read at start):
+    // the pre-fill and the frames leave those textures with their tails, with
+    // a message, and go on.
+    let out = common::scratch("streaming_prefill_failing");
+    let budget = format!("{BUDGET}");
+    let upload = format!("{PREFILL_UPLOAD}");
+    let o = common::demo()
+        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
+        .args([
+            "--size",
+            "192x108",
+            "--texture-size",
+            "512",
+            "--textures",
+            "rgba8",
+        ])
+        .args(["--frames", PREFILL_FRAMES, "--png-every", "0"])
+        .args(["--texture-budget", &budget, "--upload-budget", &upload])
+        .args(["--prefill", "on"])
+        .args([
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--cache".as_ref(),
+            common::cache().as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("read refused"), "{stderr}");
+    assert!(stderr.contains("keeps the levels it has"), "{stderr}");
+    assert!(stdout.contains("pre-fill"), "{stdout}");
+    assert!(stdout.contains("0 validation errors"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_within_budget(&r, BUDGET);
+    let s = &r["streaming"];
+    // The other maps were still pre-filled, within the budget.
+    assert!(s["prefill_bytes"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["prefill_peak_bytes"].as_u64().unwrap() <= BUDGET, "{s}");
+    assert!(!s["prefill_end"].is_null(), "{s}");
 }
