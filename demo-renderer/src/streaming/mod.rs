@@ -39,10 +39,11 @@
 //! budget rule is the same for both.
 //!
 //! The CPU estimate ([`estimate`]) is used instead: in the pre-fill and on the
-//! first frame (no feedback yet), on the frame of a camera cut (the feedback shows the old view),
-//! on devices without `fragmentStoresAndAtomics`, and for a material the feedback
-//! did not see while the estimate puts it on screen smaller than 256 pixels (too
-//! small for the sparse sampling to be sure to hit).
+//! first frame (no feedback yet), on the frame of a camera cut (the feedback
+//! shows the old view), on devices without `fragmentStoresAndAtomics`, and for
+//! a material the feedback did not see while the estimate puts it on screen
+//! smaller than 256 pixels (too small for the sparse sampling to be sure to
+//! hit).
 //!
 //! # Pre-fill
 //!
@@ -51,12 +52,14 @@
 //! estimate at the first pose and the look-ahead's views), without the
 //! per-frame caps on operations and upload bytes, starts the changes through
 //! the mechanism, waits for their copies (the file reads are done when the
-//! batch is submitted) and frees the images they replaced, and repeats until
-//! the policy has no change left to make for that view, none of the changes it
-//! plans can start (the frames retry them), or [`PREFILL_LIMIT`] has passed
-//! ([`prefill_end`]). The budget holds as it does for frames: the same
-//! policy, the same mechanism. `--prefill off` leaves the first frame with
-//! the mip tails, filled over the frames that follow.
+//! batch is submitted) and frees the images they replaced, runs a
+//! defragmentation pass where a frame would (its copies at once, waited for),
+//! and repeats until the policy has no change left to make for that view, none
+//! of the changes it plans can start (the frames retry them), or
+//! [`PREFILL_LIMIT`] has passed ([`prefill_end`]). The budget holds as it does
+//! for frames: the same policy, the same mechanism, the same defragmentation
+//! limits. `--prefill off` leaves the first frame with the mip tails and what
+//! its own changes bring, filled over the frames that follow.
 //!
 //! # Measuring
 //!
@@ -165,6 +168,8 @@ pub struct Prefill {
     pub rounds: u32,
     /// Residency changes it started.
     pub changes: u32,
+    /// Bytes of texture images its defragmentation passes moved.
+    pub defrag_bytes: u64,
     /// The largest of the resident texture bytes and the texture pool's
     /// committed bytes at any round's peak (its new images made, the images they
     /// replace not yet freed).
@@ -180,11 +185,12 @@ impl Prefill {
     pub fn line(&self, budget: u64) -> String {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         format!(
-            "streaming: pre-fill {:.1} ms before the first frame ({:.1} MiB read, {} changes in {} rounds, {}; {:.1} MiB resident of {:.1} MiB budget, peak {:.1} MiB)",
+            "streaming: pre-fill {:.1} ms before the first frame ({:.1} MiB read, {} changes in {} rounds, {:.1} MiB defragmented, {}; {:.1} MiB resident of {:.1} MiB budget, peak {:.1} MiB)",
             self.ms,
             mib(self.bytes),
             self.changes,
             self.rounds,
+            mib(self.defrag_bytes),
             match self.end {
                 PrefillEnd::Settled => "settled",
                 PrefillEnd::Stalled => "stalled: the frames retry",
@@ -199,16 +205,19 @@ impl Prefill {
 
 /// Whether the pre-fill ends after a round: `planned` changes the policy
 /// planned, `progressed` whether any started (or failed, which changes what the
-/// policy sees), `elapsed` since it began. `None`: another round.
+/// policy sees), `defragmented` whether its defragmentation pass moved images
+/// (which may make room for what waits), `elapsed` since it began. `None`:
+/// another round.
 pub fn prefill_end(
     planned: usize,
     progressed: bool,
+    defragmented: bool,
     elapsed: Duration,
     limit: Duration,
 ) -> Option<PrefillEnd> {
-    if planned == 0 {
+    if planned == 0 && !defragmented {
         Some(PrefillEnd::Settled)
-    } else if !progressed {
+    } else if !progressed && !defragmented {
         Some(PrefillEnd::Stalled)
     } else if elapsed >= limit {
         Some(PrefillEnd::TimeLimit)
@@ -825,6 +834,7 @@ impl Streamer {
             bytes: 0,
             rounds: 0,
             changes: 0,
+            defrag_bytes: 0,
             peak_bytes: self.resident_bytes(set).max(committed(mem, set)),
             resident_bytes: 0,
             end: PrefillEnd::Settled,
@@ -846,8 +856,36 @@ impl Streamer {
                 m.finish(ctx, mem)?;
                 m.take_gpu_uploads();
             }
+            // As a frame would: a defragmentation pass when fragmentation
+            // blocked this round or passes the threshold (the same decision and
+            // limits; nothing is busy now). With no frame to record them, its
+            // copies run at once, waited for.
+            let idle = Applied {
+                range_blocked: applied.range_blocked,
+                fragmentation_failures: applied.fragmentation_failures,
+                busy: vec![false; self.infos.len()],
+                ..Applied::default()
+            };
+            self.begin_defrag(mem, set, &idle)?;
+            out.peak_bytes = out
+                .peak_bytes
+                .max(self.resident_bytes(set))
+                .max(committed(mem, set));
+            let moved = match self.compactor.as_mut() {
+                Some(c) => c
+                    .finish(ctx, mem, set, &mut self.mains)?
+                    .map_or(0, |d| d.bytes_moved),
+                None => 0,
+            };
+            out.defrag_bytes += moved;
             let progressed = applied.changes > 0 || applied.failed > 0;
-            if let Some(end) = prefill_end(applied.planned, progressed, started.elapsed(), limit) {
+            if let Some(end) = prefill_end(
+                applied.planned,
+                progressed,
+                moved > 0,
+                started.elapsed(),
+                limit,
+            ) {
                 out.end = end;
                 break;
             }
@@ -1096,45 +1134,36 @@ mod tests {
     use super::*;
 
     const LIMIT: Duration = Duration::from_secs(10);
+    const EARLY: Duration = Duration::from_millis(5);
 
     #[test]
     fn prefill_ends_when_the_policy_settles() {
-        let early = Duration::from_millis(5);
-        assert_eq!(
-            prefill_end(0, false, early, LIMIT),
-            Some(PrefillEnd::Settled)
-        );
+        let settled = Some(PrefillEnd::Settled);
+        assert_eq!(prefill_end(0, false, false, EARLY, LIMIT), settled);
         // Nothing planned is settled even past the limit.
-        assert_eq!(
-            prefill_end(0, true, LIMIT * 2, LIMIT),
-            Some(PrefillEnd::Settled)
-        );
+        assert_eq!(prefill_end(0, true, false, LIMIT * 2, LIMIT), settled);
+        // A defragmentation pass that moved images: another round to see.
+        assert_eq!(prefill_end(0, false, true, EARLY, LIMIT), None);
     }
 
     #[test]
     fn prefill_goes_on_while_it_progresses_within_the_limit() {
-        assert_eq!(prefill_end(3, true, Duration::ZERO, LIMIT), None);
-        assert_eq!(
-            prefill_end(3, true, LIMIT - Duration::from_millis(1), LIMIT),
-            None
-        );
-        assert_eq!(
-            prefill_end(3, true, LIMIT, LIMIT),
-            Some(PrefillEnd::TimeLimit)
-        );
+        let just_before = LIMIT - Duration::from_millis(1);
+        assert_eq!(prefill_end(3, true, false, Duration::ZERO, LIMIT), None);
+        assert_eq!(prefill_end(3, true, false, just_before, LIMIT), None);
+        let over = Some(PrefillEnd::TimeLimit);
+        assert_eq!(prefill_end(3, true, false, LIMIT, LIMIT), over);
+        assert_eq!(prefill_end(3, false, true, LIMIT, LIMIT), over);
     }
 
     #[test]
     fn prefill_stops_when_nothing_planned_can_start() {
-        assert_eq!(
-            prefill_end(2, false, Duration::ZERO, LIMIT),
-            Some(PrefillEnd::Stalled)
-        );
+        let stalled = Some(PrefillEnd::Stalled);
+        assert_eq!(prefill_end(2, false, false, EARLY, LIMIT), stalled);
         // A stall is reported as such even past the limit.
-        assert_eq!(
-            prefill_end(2, false, LIMIT * 2, LIMIT),
-            Some(PrefillEnd::Stalled)
-        );
+        assert_eq!(prefill_end(2, false, false, LIMIT * 2, LIMIT), stalled);
+        // Blocked, but a defragmentation pass moved images: try again.
+        assert_eq!(prefill_end(2, false, true, EARLY, LIMIT), None);
     }
 
     #[test]
@@ -1144,6 +1173,7 @@ mod tests {
             bytes: 3 << 20,
             rounds: 2,
             changes: 9,
+            defrag_bytes: 1 << 20,
             peak_bytes: 6 << 20,
             resident_bytes: 5 << 20,
             end: PrefillEnd::TimeLimit,
@@ -1151,6 +1181,7 @@ mod tests {
         let line = p.line(7 << 20);
         assert!(line.contains("12.5 ms"), "{line}");
         assert!(line.contains("3.0 MiB read"), "{line}");
+        assert!(line.contains("1.0 MiB defragmented"), "{line}");
         assert!(line.contains("time limit"), "{line}");
         assert!(line.contains("of 7.0 MiB budget"), "{line}");
     }

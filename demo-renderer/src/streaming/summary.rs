@@ -291,6 +291,7 @@ mod tests {
             bytes: 1234,
             rounds: 3,
             changes: 7,
+            defrag_bytes: 0,
             peak_bytes: 99,
             resident_bytes: 90,
             end: PrefillEnd::TimeLimit,
