@@ -17,7 +17,7 @@
 
 layout(local_size_x = 8, local_size_y = 8) in;
 
-layout(set = 2, binding = 0, rg32ui) uniform readonly uimage2D u_vis;
+layout(set = 2, binding = 0, r32ui) uniform readonly uimage2D u_vis;
 layout(set = 2, binding = 1, rgba16f) uniform writeonly image2D u_hdr;
 layout(set = 2, binding = 2, std430) readonly buffer Vertices {
     float data[];
@@ -64,11 +64,11 @@ void main() {
     if (p.x >= size.x || p.y >= size.y) {
         return;
     }
-    uvec2 id = imageLoad(u_vis, p).xy;
-    if (id.x != pc.material.w) {
+    uint id = imageLoad(u_vis, p).x;
+    if (id >> 24 != pc.material.w) {
         return;
     }
-    uint first = pc.mesh.x + 3u * id.y;
+    uint first = pc.mesh.x + 3u * (id & 0xffffffu);
     Corner c0 = load_corner(u_indices.data[first] + pc.mesh.y);
     Corner c1 = load_corner(u_indices.data[first + 1u] + pc.mesh.y);
     Corner c2 = load_corner(u_indices.data[first + 2u] + pc.mesh.y);

@@ -8,7 +8,7 @@ use glam::{Mat4, Vec3, Vec4};
 use super::pipelines::{
     create_compute_layout, create_compute_pipeline, create_layout, create_pipeline, PipelineDesc,
 };
-use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_FORMAT};
+use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
 use super::{ScenePass, Shading};
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
@@ -443,6 +443,21 @@ impl GalleryPass {
         attributes: &[vk::VertexInputAttributeDescription],
     ) -> Result<(), GpuError> {
         let d = &ctx.device;
+        let draws = self.gallery.objects.len() as u64;
+        let triangles = self
+            .meshes
+            .iter()
+            .map(|m| u64::from(m.index_count / 3))
+            .max()
+            .unwrap_or(0);
+        if draws >= 1 << VIS_DRAW_BITS || triangles > 1 << (32 - VIS_DRAW_BITS) {
+            return Err(GpuError::Other(format!(
+                "visibility shading: {draws} draws and meshes of up to {triangles} triangles don't fit the \
+                 visibility buffer's ids (at most {} draws, {} triangles a mesh); use --shading forward",
+                (1u64 << VIS_DRAW_BITS) - 1,
+                1u64 << (32 - VIS_DRAW_BITS)
+            )));
+        }
         self.vis_pipeline = create_pipeline(
             d,
             &PipelineDesc {

@@ -14,8 +14,11 @@ use crate::gpu::{GpuError, GpuMemory, VkCheck};
 pub const HDR_FORMAT: vk::Format = vk::Format::R16G16B16A16_SFLOAT;
 /// The depth format (reversed Z).
 pub const DEPTH_FORMAT: vk::Format = vk::Format::D32_SFLOAT;
-/// The visibility buffer's format: (draw id, triangle) per pixel.
-pub const VIS_FORMAT: vk::Format = vk::Format::R32G32_UINT;
+/// The visibility buffer's format: per pixel, the draw id in the top
+/// [`VIS_DRAW_BITS`] bits and the triangle in the rest (`shaders/vis.frag`).
+pub const VIS_FORMAT: vk::Format = vk::Format::R32_UINT;
+/// Bits of a visibility-buffer id that hold the draw (1-based; 0 is the sky).
+pub const VIS_DRAW_BITS: u32 = 8;
 /// The display-ready format written to PNGs.
 pub const LDR_FORMAT: vk::Format = vk::Format::R8G8B8A8_SRGB;
 /// The shadow map's format (regular Z: cleared to 1, nearer is less).
