@@ -864,6 +864,9 @@ impl Renderer {
                 stamp(15, vk::PipelineStageFlags2::ALL_COMMANDS);
             } else {
                 stamp(3, vk::PipelineStageFlags2::ALL_COMMANDS);
+                // Every query is written, or reading them back finds some not ready.
+                stamp(14, vk::PipelineStageFlags2::ALL_COMMANDS);
+                stamp(15, vk::PipelineStageFlags2::ALL_COMMANDS);
             }
             stamp(12, vk::PipelineStageFlags2::ALL_COMMANDS);
             scene.record_after_pass(d, cmd);
