@@ -21,5 +21,8 @@ layout(set = 0, binding = 0) uniform Frame {
 layout(push_constant) uniform Push {
     mat4 model;
     vec4 uv_scale;       // xy: texture repeats; z: normal strength
-    uvec4 material;      // x: material index; y: map side in texels (level 0); z: resident level
+    uvec4 material;      // x: material index; y: map side in texels (level 0); z: resident level;
+                         // w: the draw's id in the visibility buffer (1-based; 0 is the sky)
+    uvec4 mesh;          // visibility shading: x first index, y vertex offset, zw the dispatch's
+                         // first pixel
 } pc;

@@ -1,6 +1,9 @@
-// The PBR fragment shading shared by pbr.frag and pbr_bindless.frag; the includer
-// defines SAMPLE_MAP(k, uv) for map k (0 albedo, 1 normal, 2 ORM) of the draw's material.
-
+// The PBR shading shared by the forward fragment shaders (pbr*.frag) and the
+// visibility buffer's compute shaders (pbr_shade*.comp). The includer defines
+// SAMPLE_MAP(k, uv) for map k (0 albedo, 1 normal, 2 ORM) of the draw's material,
+// and SHADE_COMPUTE for the compute shaders (which then call `shade` and
+// `stream_feedback` themselves; the fragment shaders get `main` below).
+#ifndef SHADE_COMPUTE
 layout(location = 0) in vec3 v_world;
 layout(location = 1) in vec3 v_normal;
 layout(location = 2) in vec4 v_tangent;
@@ -12,6 +15,7 @@ layout(location = 0) out vec4 o_color;
 // occluded layer and counting it as coverage. Nothing here writes depth or
 // discards, so testing depth first changes no pixel.
 layout(early_fragment_tests) in;
+#endif
 
 const float PI = 3.14159265359;
 
@@ -19,11 +23,11 @@ const float PI = 3.14159265359;
 // The sun's shadow map (depth from light 0, compared on sampling: 1 lit, 0 shadowed).
 layout(set = 0, binding = 2) uniform sampler2DShadow u_shadow;
 
-// How much of the sun (light 0, directional) reaches v_world: 2x2 percentage-closer
+// How much of the sun (light 0, directional) reaches `world`: 2x2 percentage-closer
 // filtering, the point pushed out along the geometric normal against acne.
-float sun_visibility(vec3 n_geo, vec3 l) {
+float sun_visibility(vec3 world, vec3 n_geo, vec3 l) {
     float n_l = clamp(dot(n_geo, l), 0.0, 1.0);
-    vec3 p_world = v_world + n_geo * (0.02 + 0.05 * (1.0 - n_l));
+    vec3 p_world = world + n_geo * (0.02 + 0.05 * (1.0 - n_l));
     vec4 p = u_frame.light_view_proj * vec4(p_world, 1.0);
     vec3 s = p.xyz / p.w;
     vec2 uv = s.xy * 0.5 + 0.5;
@@ -32,8 +36,10 @@ float sun_visibility(vec3 n_geo, vec3 l) {
     }
     // One tap: the sampler filters linearly with the compare on, so the
     // hardware returns 2x2 percentage-closer filtering. (A 3x3 grid of such
-    // taps cost 4.1 ms of a 4K frame on the H200.)
-    return texture(u_shadow, vec3(uv, s.z - 0.002));
+    // taps cost 4.1 ms of a 4K frame on the H200.) The map has one level, so an
+    // explicit level 0 is what implicit derivatives would pick, and compute
+    // shaders have none.
+    return textureLod(u_shadow, vec3(uv, s.z - 0.002), 0.0);
 }
 #endif
 
@@ -80,32 +86,34 @@ vec3 f_schlick(float v_h, vec3 f0) {
     return f0 + (1.0 - f0) * pow(1.0 - v_h, 5.0);
 }
 
-void main() {
-    // Derivatives first, in uniform control flow.
-    vec2 texel = v_uv * float(pc.material.y);
-    vec2 tdx = dFdx(texel);
-    vec2 tdy = dFdy(texel);
-    if (u_frame.stream.z != 0u && ((uint(gl_FragCoord.x) | uint(gl_FragCoord.y)) & 7u) == 0u) {
-        float lod = clamp(wanted_lod(tdx, tdy), 0.0, 31.0);
-        uint base = pc.material.x * 16u;
-        atomicMin(u_feedback.words[base], uint(lod * 16.0));
-        atomicAdd(u_feedback.words[base + 2u + min(uint(lod), 13u)], 1u);
-    }
-    vec3 albedo = SAMPLE_MAP(0, v_uv).rgb;
-    vec2 nxy = SAMPLE_MAP(1, v_uv).xy * 2.0 - 1.0;
-    nxy *= pc.uv_scale.z;
+// Streaming feedback of one sampled pixel of `material` (map side `map_size`
+// texels at level 0), from the texel-coordinate derivatives `tdx`, `tdy`.
+void stream_feedback(uint material, uint map_size, vec2 tdx, vec2 tdy) {
+    float lod = clamp(wanted_lod(tdx, tdy), 0.0, 31.0);
+    uint base = material * 16u;
+    atomicMin(u_feedback.words[base], uint(lod * 16.0));
+    atomicAdd(u_feedback.words[base + 2u + min(uint(lod), 13u)], 1u);
+}
+
+// The lit colour of a surface point: `world` position, interpolated `normal` and
+// `tangent` (w: bitangent sign), texture coordinate `uv`; `resident_level` tints
+// with --show-mips; `normal_strength` scales the normal map.
+vec3 shade(vec3 world, vec3 normal, vec4 tangent, vec2 uv, uint resident_level, float normal_strength) {
+    vec3 albedo = SAMPLE_MAP(0, uv).rgb;
+    vec2 nxy = SAMPLE_MAP(1, uv).xy * 2.0 - 1.0;
+    nxy *= normal_strength;
     vec3 n_ts = vec3(nxy, sqrt(max(1.0 - dot(nxy, nxy), 0.0)));
-    vec3 orm = SAMPLE_MAP(2, v_uv).rgb;
+    vec3 orm = SAMPLE_MAP(2, uv).rgb;
     float ao = orm.r;
     float roughness = clamp(orm.g, 0.045, 1.0);
     float metallic = orm.b;
 
-    vec3 n_geo = normalize(v_normal);
-    vec3 t = normalize(v_tangent.xyz - n_geo * dot(n_geo, v_tangent.xyz));
-    vec3 b = cross(n_geo, t) * v_tangent.w;
+    vec3 n_geo = normalize(normal);
+    vec3 t = normalize(tangent.xyz - n_geo * dot(n_geo, tangent.xyz));
+    vec3 b = cross(n_geo, t) * tangent.w;
     vec3 n = normalize(mat3(t, b, n_geo) * n_ts);
 
-    vec3 v = normalize(u_frame.camera_pos.xyz - v_world);
+    vec3 v = normalize(u_frame.camera_pos.xyz - world);
     float n_v = clamp(dot(n, v), 1e-4, 1.0);
     float a = roughness * roughness;
     vec3 f0 = mix(vec3(0.04), albedo, metallic);
@@ -119,7 +127,7 @@ void main() {
         if (light.position.w == 0.0) {
             l = normalize(light.position.xyz);
         } else {
-            vec3 d = light.position.xyz - v_world;
+            vec3 d = light.position.xyz - world;
             float dist2 = max(dot(d, d), 1e-4);
             l = d * inversesqrt(dist2);
             radiance /= dist2;
@@ -129,7 +137,7 @@ void main() {
         if (n_l <= 0.0) continue;
 #ifdef SHADOWS
         if (i == 0u && light.position.w == 0.0) {
-            radiance *= sun_visibility(n_geo, l);
+            radiance *= sun_visibility(world, n_geo, l);
         }
 #endif
         float n_h = clamp(dot(n, h), 0.0, 1.0);
@@ -149,7 +157,20 @@ void main() {
     if (u_frame.stream.y != 0u) {
         // --show-mips: tint by the resident level (red 0, orange 1, yellow 2, ...).
         float l = dot(color, vec3(0.2126, 0.7152, 0.0722));
-        color = mip_tint(pc.material.z) * (0.05 + l);
+        color = mip_tint(resident_level) * (0.05 + l);
     }
-    o_color = vec4(color, 1.0);
+    return color;
 }
+
+#ifndef SHADE_COMPUTE
+void main() {
+    // Derivatives first, in uniform control flow.
+    vec2 texel = v_uv * float(pc.material.y);
+    vec2 tdx = dFdx(texel);
+    vec2 tdy = dFdy(texel);
+    if (u_frame.stream.z != 0u && ((uint(gl_FragCoord.x) | uint(gl_FragCoord.y)) & 7u) == 0u) {
+        stream_feedback(pc.material.x, pc.material.y, tdx, tdy);
+    }
+    o_color = vec4(shade(v_world, v_normal, v_tangent, v_uv, pc.material.z, pc.uv_scale.z), 1.0);
+}
+#endif

@@ -4,21 +4,11 @@
 // the colour target is therefore never cleared.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "sky.glsl"
 
 layout(location = 0) in vec2 v_uv;
 layout(location = 0) out vec4 o_color;
 
 void main() {
-    vec4 far = u_frame.inv_view_proj * vec4(v_uv * 2.0 - 1.0, 0.0001, 1.0);
-    vec3 dir = normalize(far.xyz / far.w - u_frame.camera_pos.xyz);
-    float up = clamp(dir.y, -1.0, 1.0);
-    vec3 zenith = u_frame.sky_color.rgb * 0.6;
-    vec3 horizon = u_frame.sky_color.rgb * 1.6 + vec3(0.08, 0.06, 0.04);
-    vec3 color = mix(horizon, zenith, sqrt(max(up, 0.0)));
-    color = mix(color, u_frame.ground_color.rgb, smoothstep(0.0, -0.2, up));
-    // A soft sun glow towards the first (directional) light.
-    vec3 sun = normalize(u_frame.lights[0].position.xyz);
-    float s = max(dot(dir, sun), 0.0);
-    color += u_frame.lights[0].color.rgb * (pow(s, 600.0) * 20.0 + pow(s, 12.0) * 0.12);
-    o_color = vec4(color, 1.0);
+    o_color = vec4(sky_color(v_uv * 2.0 - 1.0), 1.0);
 }

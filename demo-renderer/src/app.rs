@@ -59,11 +59,14 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         return crate::window::run(flags);
     }
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))?;
-    let settings = Settings::resolve(flags, ctx.info.is_cpu);
+    let mut settings = Settings::resolve(flags, ctx.info.is_cpu);
     println!(
         "device: {} ({}, Vulkan {})",
         ctx.info.name, ctx.info.device_type, ctx.info.api_version
     );
+    if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
+        println!("{line}");
+    }
     if settings.scaled_down {
         println!(
             "software rasterizer: defaults scaled down to {}x{}, {} texels, {} frames (set --size/--texture-size/--frames to override)",
@@ -104,7 +107,13 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         mem.record_trace(path, &name)
             .map_err(|e| AppError::Io(format!("--record-trace {}: {e}", path.display())))?;
     }
-    let mut renderer = Renderer::new(ctx, &mem, extent, settings.effects)?;
+    let mut renderer = Renderer::new(
+        ctx,
+        &mem,
+        extent,
+        settings.effects,
+        settings.visibility_buffer(),
+    )?;
     let (mut scene, bake_seconds, load_seconds) = match make_scene(ctx, &mem, settings, extent) {
         Ok(x) => x,
         Err(e) => {
@@ -331,7 +340,16 @@ pub fn make_scene(
                 lookahead_frames: settings.lookahead,
             };
             let shadows = settings.effects;
-            let pass = GalleryPass::new(ctx, mem, gallery, textures, extent, stream, shadows)?;
+            let pass = GalleryPass::new(
+                ctx,
+                mem,
+                gallery,
+                textures,
+                extent,
+                stream,
+                shadows,
+                settings.shading,
+            )?;
             Ok((Box::new(pass), bake_seconds, load_seconds))
         }
     }

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::frame::Shading;
 pub use crate::gpu::UploadQueue;
 pub use crate::streaming::Mode as StreamingMode;
 
@@ -92,6 +93,8 @@ pub struct Flags {
     pub extra_allocations: Option<u32>,
     /// `--effects on|off`.
     pub effects: Option<bool>,
+    /// `--shading visibility|forward`.
+    pub shading: Option<Shading>,
     /// `--help`.
     pub help: bool,
 }
@@ -147,6 +150,10 @@ USAGE: demo-renderer [FLAGS]
   --extra-allocations N  make N more small buffers (4 KiB each) to load the overlay
   --effects on|off       the sun's shadow map and bloom, two transient targets aliased
                          on one allocation (on, the default), or neither (off)
+  --shading visibility|forward
+                         visibility (default; lavapipe: forward): the draws write which
+                         triangle covers each pixel, then compute shades every pixel
+                         once; forward: the draws shade in their fragment shaders
   --help                 this text
 ";
 
@@ -351,6 +358,17 @@ impl Flags {
                         v => return Err(FlagError(format!("--effects: '{v}' is not on or off"))),
                     })
                 }
+                "--shading" => {
+                    f.shading = Some(match value(&mut it)?.as_str() {
+                        "visibility" => Shading::Visibility,
+                        "forward" => Shading::Forward,
+                        v => {
+                            return Err(FlagError(format!(
+                                "--shading: '{v}' is not visibility or forward"
+                            )))
+                        }
+                    })
+                }
                 "--help" | "-h" => f.help = true,
                 _ => return Err(FlagError(format!("unknown flag '{arg}'"))),
             }
@@ -425,6 +443,8 @@ pub struct Settings {
     pub extra_allocations: u32,
     /// The shadow map and bloom (aliased transient targets).
     pub effects: bool,
+    /// How the gallery shades.
+    pub shading: Shading,
 }
 
 /// The default material cache: `$XDG_CACHE_HOME/vkalloc-demo` or `~/.cache/vkalloc-demo`.
@@ -439,6 +459,39 @@ pub fn default_cache() -> PathBuf {
 }
 
 impl Settings {
+    /// Fits the shading to the device: forward where it can't shade from a
+    /// visibility buffer (`supported`:
+    /// [`crate::gpu::context::DeviceInfo::visibility_shading`]); on a CPU device
+    /// (`software`), visibility shading samples without anisotropic filtering, since
+    /// llvmpipe (Mesa 22.3) ignores `textureGrad`'s gradients under it (measured: a
+    /// frame with the gradients forced to a whole texture per pixel came out
+    /// bit-identical) and compute shaders have no other way to give them. Returns the
+    /// line to print when it changes something.
+    pub fn fit_shading(&mut self, supported: bool, software: bool) -> Option<&'static str> {
+        if self.shading != Shading::Visibility {
+            return None;
+        }
+        if !supported {
+            self.shading = Shading::Forward;
+            return Some(
+                "shading: forward (the device lacks geometryShader or maintenance4, which visibility shading needs)",
+            );
+        }
+        if software && self.anisotropy > 1 {
+            self.anisotropy = 1;
+            return Some(
+                "shading: visibility on a CPU device samples without anisotropic filtering (llvmpipe ignores textureGrad's gradients under it)",
+            );
+        }
+        None
+    }
+
+    /// Whether the renderer needs a visibility buffer: the gallery with
+    /// [`Shading::Visibility`].
+    pub fn visibility_buffer(&self) -> bool {
+        self.scene == SceneKind::Gallery && self.shading == Shading::Visibility
+    }
+
     /// Fills unset flags with defaults; on a CPU device (`software`), with smaller ones.
     pub fn resolve(f: &Flags, software: bool) -> Self {
         let (w, h) = f
@@ -484,6 +537,13 @@ impl Settings {
             overlay: f.overlay,
             extra_allocations: f.extra_allocations.unwrap_or(0),
             effects: f.effects.unwrap_or(true),
+            // On a software rasterizer both shade on the same CPU cores, and the
+            // visibility buffer's extra pass costs more than it saves.
+            shading: f.shading.unwrap_or(if software {
+                Shading::Forward
+            } else {
+                Shading::Visibility
+            }),
         }
     }
 }
@@ -529,6 +589,15 @@ mod tests {
         assert_eq!(parse("--effects off").unwrap().effects, Some(false));
         assert_eq!(parse("--effects=on").unwrap().effects, Some(true));
         assert!(parse("--effects maybe").is_err());
+        assert_eq!(
+            parse("--shading forward").unwrap().shading,
+            Some(Shading::Forward)
+        );
+        assert_eq!(
+            parse("--shading=visibility").unwrap().shading,
+            Some(Shading::Visibility)
+        );
+        assert!(parse("--shading deferred").is_err());
         let f = parse("--defrag-budget 0").unwrap();
         assert_eq!(f.defrag_budget, Some(0));
         assert_eq!(

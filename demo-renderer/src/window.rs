@@ -137,13 +137,22 @@ impl App {
             "device: {} ({}, Vulkan {})",
             ctx.info.name, ctx.info.device_type, ctx.info.api_version
         );
+        if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
+            println!("{line}");
+        }
         let mem = GpuMemory::new(&ctx)?;
         let size = window.inner_size();
         let swapchain =
             Swapchain::new(&ctx, surface, (size.width.max(1), size.height.max(1)), true)?;
         settings.width = swapchain.extent.width;
         settings.height = swapchain.extent.height;
-        let mut renderer = Renderer::new(&ctx, &mem, swapchain.extent, settings.effects)?;
+        let mut renderer = Renderer::new(
+            &ctx,
+            &mem,
+            swapchain.extent,
+            settings.effects,
+            settings.visibility_buffer(),
+        )?;
         let format_index = renderer.add_output_format(&ctx.device, swapchain.format)?;
         let mut overlay = crate::overlay::Overlay::new(&ctx, &mem, swapchain.format)?;
         overlay.visible = self.flags.overlay;

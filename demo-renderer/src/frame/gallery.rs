@@ -5,9 +5,11 @@
 use ash::vk;
 use glam::{Mat4, Vec3, Vec4};
 
-use super::pipelines::{create_layout, create_pipeline, PipelineDesc};
-use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT};
-use super::ScenePass;
+use super::pipelines::{
+    create_compute_layout, create_compute_pipeline, create_layout, create_pipeline, PipelineDesc,
+};
+use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
+use super::{ScenePass, Shading};
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
 };
@@ -48,12 +50,73 @@ struct FrameUniforms {
     light_view_proj: [f32; 16],
 }
 
+/// A draw's push constants, laid out as `common.glsl`'s `Push` block.
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Push {
     model: [f32; 16],
     uv_scale: [f32; 4],
+    /// Material index, map side at level 0, resident level, draw id (1-based).
     material: [u32; 4],
+    /// Visibility shading: first index, vertex offset, the dispatch's first pixel.
+    mesh: [u32; 4],
+}
+
+/// What [`GalleryPass::record_objects`] draws.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Draw {
+    /// Shaded (forward): the materials' textures bound.
+    Shaded,
+    /// Depth only, from the sun (the floor left out).
+    Shadow,
+    /// Ids into the visibility buffer.
+    Ids,
+}
+
+/// Bounding-sphere radius of a shape at unit scale (`None`: treat as covering
+/// the screen).
+fn bounding_radius(shape: Shape) -> Option<f32> {
+    match shape {
+        Shape::Sphere => Some(1.0),
+        // The box's corner: half-extent 0.85 along each axis (the rounding only
+        // pulls it in).
+        Shape::RoundedBox => Some(0.85 * 3f32.sqrt()),
+        Shape::Floor => None,
+    }
+}
+
+/// The pixels (x0, y0, x1, y1; x1 and y1 exclusive) that can hold an object whose
+/// bounding sphere is `centre`, `radius`, seen through `view_proj` at `extent`: the
+/// projection of the sphere's bounding box when all of it is in front of the eye
+/// (then the projection of its corners bounds it), else the whole screen.
+fn screen_rect(view_proj: Mat4, centre: Vec3, radius: f32, extent: vk::Extent2D) -> [u32; 4] {
+    let full = [0, 0, extent.width, extent.height];
+    let (mut lo, mut hi) = (glam::Vec2::splat(f32::MAX), glam::Vec2::splat(f32::MIN));
+    for i in 0..8 {
+        let corner = centre
+            + Vec3::new(
+                if i & 1 == 0 { -radius } else { radius },
+                if i & 2 == 0 { -radius } else { radius },
+                if i & 4 == 0 { -radius } else { radius },
+            );
+        let clip = view_proj * corner.extend(1.0);
+        if clip.w <= 1e-4 || !clip.is_finite() {
+            return full;
+        }
+        let ndc = glam::Vec2::new(clip.x, clip.y) / clip.w;
+        lo = lo.min(ndc);
+        hi = hi.max(ndc);
+    }
+    let size = glam::Vec2::new(extent.width as f32, extent.height as f32);
+    // NDC to pixels, one pixel of margin each side.
+    let p0 = ((lo * 0.5 + 0.5) * size - 1.0)
+        .floor()
+        .max(glam::Vec2::ZERO);
+    let p1 = ((hi * 0.5 + 0.5) * size + 1.0).ceil().min(size);
+    if p1.x <= p0.x || p1.y <= p0.y {
+        return [0, 0, 0, 0];
+    }
+    [p0.x as u32, p0.y as u32, p1.x as u32, p1.y as u32]
 }
 
 #[derive(Clone, Copy)]
@@ -76,6 +139,19 @@ pub struct GalleryPass {
     sky: vk::Pipeline,
     /// Draws the sun's shadow map (null without shadows).
     shadow_pipeline: vk::Pipeline,
+    /// How the pass shades.
+    shading: Shading,
+    /// Visibility shading: the id pass, the shading and sky dispatches, and their
+    /// set (2: the visibility target, the HDR frame, the vertices and indices).
+    vis_pipeline: vk::Pipeline,
+    shade_pipeline: vk::Pipeline,
+    sky_compute: vk::Pipeline,
+    shade_layout: vk::PipelineLayout,
+    shade_set_layout: vk::DescriptorSetLayout,
+    shade_pool: vk::DescriptorPool,
+    shade_set: vk::DescriptorSet,
+    /// This frame's view-projection (the shading dispatches' rectangles).
+    view_proj: Mat4,
     /// Whether the pass samples the sun's shadow map (the renderer's effects on).
     shadows: bool,
     vertices: Option<Buffer>,
@@ -93,8 +169,10 @@ pub struct GalleryPass {
 impl GalleryPass {
     /// Uploads the meshes and creates the pipelines; `textures` has one set per
     /// material; with `shadows` the pass draws and samples the sun's shadow map (the
-    /// renderer must have been made with its effects on). On failure everything made
-    /// so far, `textures` included, is destroyed.
+    /// renderer must have been made with its effects on); with
+    /// [`Shading::Visibility`] the renderer must have been made with a visibility
+    /// buffer. On failure everything made so far, `textures` included, is destroyed.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
@@ -103,6 +181,7 @@ impl GalleryPass {
         extent: vk::Extent2D,
         stream_config: StreamConfig,
         shadows: bool,
+        shading: Shading,
     ) -> Result<Self, GpuError> {
         let mut pass = Self {
             gallery,
@@ -114,6 +193,15 @@ impl GalleryPass {
             pipeline: vk::Pipeline::null(),
             sky: vk::Pipeline::null(),
             shadow_pipeline: vk::Pipeline::null(),
+            shading,
+            vis_pipeline: vk::Pipeline::null(),
+            shade_pipeline: vk::Pipeline::null(),
+            sky_compute: vk::Pipeline::null(),
+            shade_layout: vk::PipelineLayout::null(),
+            shade_set_layout: vk::DescriptorSetLayout::null(),
+            shade_pool: vk::DescriptorPool::null(),
+            shade_set: vk::DescriptorSet::null(),
+            view_proj: Mat4::IDENTITY,
             shadows,
             vertices: None,
             indices: None,
@@ -163,11 +251,12 @@ impl GalleryPass {
         }
         let vbytes: &[u8] = bytemuck::cast_slice(&vertices);
         let ibytes: &[u8] = bytemuck::cast_slice(&indices);
+        // Storage too: the visibility buffer's shading reads the triangles back.
         let vb = upload_buffer(
             ctx,
             mem,
             vbytes,
-            vk::BufferUsageFlags::VERTEX_BUFFER,
+            vk::BufferUsageFlags::VERTEX_BUFFER | vk::BufferUsageFlags::STORAGE_BUFFER,
             "vertices",
         )?;
         self.vertices = Some(vb);
@@ -175,7 +264,7 @@ impl GalleryPass {
             ctx,
             mem,
             ibytes,
-            vk::BufferUsageFlags::INDEX_BUFFER,
+            vk::BufferUsageFlags::INDEX_BUFFER | vk::BufferUsageFlags::STORAGE_BUFFER,
             "indices",
         )?;
         self.indices = Some(ib);
@@ -196,19 +285,23 @@ impl GalleryPass {
                     .binding(0)
                     .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
                     .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT),
+                    .stage_flags(
+                        vk::ShaderStageFlags::VERTEX
+                            | vk::ShaderStageFlags::FRAGMENT
+                            | vk::ShaderStageFlags::COMPUTE,
+                    ),
                 // The streaming feedback.
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(1)
                     .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
                     .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::FRAGMENT),
+                    .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE),
                 // The sun's shadow map (with shadows).
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(2)
                     .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
                     .descriptor_count(1)
-                    .stage_flags(vk::ShaderStageFlags::FRAGMENT),
+                    .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE),
             ];
             let bindings = &all_bindings[..if self.shadows { 3 } else { 2 }];
             self.frame_set_layout = d
@@ -319,6 +412,9 @@ impl GalleryPass {
                 depth_write: false,
             },
         )?;
+        if self.shading == Shading::Visibility {
+            self.build_visibility(ctx, &bindings, &attributes)?;
+        }
         if self.shadows {
             self.shadow_pipeline = create_pipeline(
                 d,
@@ -361,6 +457,156 @@ impl GalleryPass {
         (view, ahead)
     }
 
+    /// The visibility buffer's pipelines and set (see [`Shading::Visibility`]).
+    fn build_visibility(
+        &mut self,
+        ctx: &Context,
+        bindings: &[vk::VertexInputBindingDescription],
+        attributes: &[vk::VertexInputAttributeDescription],
+    ) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        let draws = self.gallery.objects.len() as u64;
+        let triangles = self
+            .meshes
+            .iter()
+            .map(|m| u64::from(m.index_count / 3))
+            .max()
+            .unwrap_or(0);
+        if draws >= 1 << VIS_DRAW_BITS || triangles > 1 << (32 - VIS_DRAW_BITS) {
+            return Err(GpuError::Other(format!(
+                "visibility shading: {draws} draws and meshes of up to {triangles} triangles don't fit the \
+                 visibility buffer's ids (at most {} draws, {} triangles a mesh); use --shading forward",
+                (1u64 << VIS_DRAW_BITS) - 1,
+                1u64 << (32 - VIS_DRAW_BITS)
+            )));
+        }
+        self.vis_pipeline = create_pipeline(
+            d,
+            &PipelineDesc {
+                vertex: shaders::VIS_VERT,
+                fragment: shaders::VIS_FRAG,
+                layout: self.layout,
+                color_format: VIS_FORMAT,
+                depth_format: Some(DEPTH_FORMAT),
+                bindings,
+                attributes: &attributes[..1],
+                cull_back: true,
+                depth_compare: vk::CompareOp::GREATER,
+                depth_write: true,
+            },
+        )?;
+        // SAFETY: valid create infos on a live device; each handle is stored at once
+        // so that `destroy` frees it if a later step fails.
+        unsafe {
+            let binding = |i, ty| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(ty)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            };
+            let bindings = [
+                binding(0, vk::DescriptorType::STORAGE_IMAGE),
+                binding(1, vk::DescriptorType::STORAGE_IMAGE),
+                binding(2, vk::DescriptorType::STORAGE_BUFFER),
+                binding(3, vk::DescriptorType::STORAGE_BUFFER),
+            ];
+            self.shade_set_layout = d
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .check("vkCreateDescriptorSetLayout")?;
+            let sizes = [
+                vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_IMAGE,
+                    descriptor_count: 2,
+                },
+                vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: 2,
+                },
+            ];
+            self.shade_pool = d
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .check("vkCreateDescriptorPool")?;
+            let layouts = [self.shade_set_layout];
+            self.shade_set = d
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(self.shade_pool)
+                        .set_layouts(&layouts),
+                )
+                .check("vkAllocateDescriptorSets")?[0];
+            let buffer = |b: &Option<Buffer>| {
+                [vk::DescriptorBufferInfo {
+                    buffer: b.as_ref().map_or(vk::Buffer::null(), Buffer::raw),
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }]
+            };
+            let (vertices, indices) = (buffer(&self.vertices), buffer(&self.indices));
+            let writes = [
+                vk::WriteDescriptorSet::default()
+                    .dst_set(self.shade_set)
+                    .dst_binding(2)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&vertices),
+                vk::WriteDescriptorSet::default()
+                    .dst_set(self.shade_set)
+                    .dst_binding(3)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&indices),
+            ];
+            d.update_descriptor_sets(&writes, &[]);
+        }
+        self.shade_layout = create_compute_layout(
+            d,
+            &[
+                self.frame_set_layout,
+                self.textures.set_layout,
+                self.shade_set_layout,
+            ],
+            std::mem::size_of::<Push>() as u32,
+        )?;
+        self.shade_pipeline = create_compute_pipeline(
+            d,
+            match (self.textures.bindless, self.shadows) {
+                (true, true) => shaders::PBR_SHADE_BINDLESS_SHADOW_COMP,
+                (true, false) => shaders::PBR_SHADE_BINDLESS_COMP,
+                (false, true) => shaders::PBR_SHADE_SHADOW_COMP,
+                (false, false) => shaders::PBR_SHADE_COMP,
+            },
+            self.shade_layout,
+        )?;
+        self.sky_compute = create_compute_pipeline(d, shaders::SKY_COMP, self.shade_layout)?;
+        Ok(())
+    }
+
+    /// The push constants of `o`, the `draw`-th object (0-based).
+    fn push_for(&self, draw: usize, o: &crate::scene::Object) -> Push {
+        let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
+        Push {
+            model: o.model.to_cols_array(),
+            uv_scale: o.uv_scale.to_array(),
+            material: match self.streamer.as_ref() {
+                Some(s) => [
+                    o.material as u32,
+                    s.map_size(o.material),
+                    s.drawn_level(o.material),
+                    draw as u32 + 1,
+                ],
+                None => [o.material as u32, 1, 0, draw as u32 + 1],
+            },
+            mesh: [mesh.first_index, mesh.vertex_offset.max(0) as u32, 0, 0],
+        }
+    }
+
     /// The sun's (light 0's) view-projection: an orthographic box around the
     /// objects (the floor aside), depth 0 nearest the sun.
     fn sun_view_proj(&self) -> Mat4 {
@@ -392,12 +638,12 @@ impl GalleryPass {
         proj * view
     }
 
-    /// Records the objects' draws with the pipeline bound (`depth_only`: positions only).
+    /// Records the objects' draws with the pipeline bound for `draw`.
     ///
     /// # Safety
     /// `cmd` is recording inside a render pass of a live device, a pipeline of
     /// `self.layout` bound.
-    unsafe fn record_objects(&self, d: &ash::Device, cmd: vk::CommandBuffer, depth_only: bool) {
+    unsafe fn record_objects(&self, d: &ash::Device, cmd: vk::CommandBuffer, draw: Draw) {
         // SAFETY: per the contract; every handle is live until the frame's fence.
         unsafe {
             d.cmd_bind_descriptor_sets(
@@ -419,7 +665,7 @@ impl GalleryPass {
             d.cmd_bind_vertex_buffers(cmd, 0, &[vertices], &[0]);
             d.cmd_bind_index_buffer(cmd, indices, 0, vk::IndexType::UINT32);
             let bindless = self.textures.bindless;
-            if bindless && !depth_only {
+            if bindless && draw == Draw::Shaded {
                 // One set for every material; the draw's material index is pushed.
                 d.cmd_bind_descriptor_sets(
                     cmd,
@@ -430,26 +676,14 @@ impl GalleryPass {
                     &[],
                 );
             }
-            for o in &self.gallery.objects {
-                if depth_only && o.shape == Shape::Floor {
+            for (i, o) in self.gallery.objects.iter().enumerate() {
+                if draw == Draw::Shadow && o.shape == Shape::Floor {
                     // The floor casts no shadow (nothing is below it).
                     continue;
                 }
                 let mesh = self.meshes[Shape::ALL.iter().position(|s| *s == o.shape).unwrap_or(0)];
-                let push = Push {
-                    model: o.model.to_cols_array(),
-                    uv_scale: o.uv_scale.to_array(),
-                    material: match self.streamer.as_ref() {
-                        Some(s) => [
-                            o.material as u32,
-                            s.map_size(o.material),
-                            s.drawn_level(o.material),
-                            0,
-                        ],
-                        None => [o.material as u32, 1, 0, 0],
-                    },
-                };
-                if !bindless && !depth_only {
+                let push = self.push_for(i, o);
+                if !bindless && draw == Draw::Shaded {
                     d.cmd_bind_descriptor_sets(
                         cmd,
                         vk::PipelineBindPoint::GRAPHICS,
@@ -564,6 +798,7 @@ impl ScenePass for GalleryPass {
             stream = s.uniform();
         }
         let vp = view_proj(pose, self.aspect, fov_y);
+        self.view_proj = vp;
         let mut lights = [LightUniform {
             position: [0.0; 4],
             color: [0.0; 4],
@@ -639,10 +874,18 @@ impl ScenePass for GalleryPass {
     }
 
     unsafe fn record(&self, d: &ash::Device, cmd: vk::CommandBuffer, _extent: vk::Extent2D) {
+        if self.shading == Shading::Visibility {
+            // SAFETY: per the trait's contract.
+            unsafe {
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.vis_pipeline);
+                self.record_objects(d, cmd, Draw::Ids);
+            }
+            return;
+        }
         // SAFETY: per the trait's contract; every handle is live until the frame's fence.
         unsafe {
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline);
-            self.record_objects(d, cmd, false);
+            self.record_objects(d, cmd, Draw::Shaded);
             // The sky last: only pixels no object covered pass its depth test.
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.sky);
             d.cmd_draw(cmd, 3, 1, 0, 0);
@@ -678,7 +921,7 @@ impl ScenePass for GalleryPass {
         // SAFETY: per the trait's contract.
         unsafe {
             d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.shadow_pipeline);
-            self.record_objects(d, cmd, true);
+            self.record_objects(d, cmd, Draw::Shadow);
         }
     }
 
@@ -698,6 +941,12 @@ impl ScenePass for GalleryPass {
             d.destroy_pipeline(self.pipeline, None);
             d.destroy_pipeline(self.sky, None);
             d.destroy_pipeline(self.shadow_pipeline, None);
+            d.destroy_pipeline(self.vis_pipeline, None);
+            d.destroy_pipeline(self.shade_pipeline, None);
+            d.destroy_pipeline(self.sky_compute, None);
+            d.destroy_pipeline_layout(self.shade_layout, None);
+            d.destroy_descriptor_pool(self.shade_pool, None);
+            d.destroy_descriptor_set_layout(self.shade_set_layout, None);
             d.destroy_pipeline_layout(self.layout, None);
             d.destroy_descriptor_pool(self.frame_pool, None);
             d.destroy_descriptor_set_layout(self.frame_set_layout, None);
@@ -718,6 +967,122 @@ impl ScenePass for GalleryPass {
 
     fn covers_screen(&self) -> bool {
         true
+    }
+
+    fn visibility(&self) -> bool {
+        self.shading == Shading::Visibility
+    }
+
+    unsafe fn write_shade_targets(&self, d: &ash::Device, vis: vk::ImageView, hdr: vk::ImageView) {
+        let image = |view| {
+            [vk::DescriptorImageInfo {
+                sampler: vk::Sampler::null(),
+                image_view: view,
+                image_layout: vk::ImageLayout::GENERAL,
+            }]
+        };
+        let (vis, hdr) = (image(vis), image(hdr));
+        let writes = [
+            vk::WriteDescriptorSet::default()
+                .dst_set(self.shade_set)
+                .dst_binding(0)
+                .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+                .image_info(&vis),
+            vk::WriteDescriptorSet::default()
+                .dst_set(self.shade_set)
+                .dst_binding(1)
+                .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+                .image_info(&hdr),
+        ];
+        // SAFETY: per the trait's contract: the set is not in use.
+        unsafe { d.update_descriptor_sets(&writes, &[]) };
+    }
+
+    unsafe fn record_shade(&self, d: &ash::Device, cmd: vk::CommandBuffer, extent: vk::Extent2D) {
+        const GROUP: u32 = 8;
+        // SAFETY: per the trait's contract; every handle is live until the frame's fence.
+        unsafe {
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.shade_pipeline);
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                self.shade_layout,
+                0,
+                &[self.frame_set],
+                &[],
+            );
+            d.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                self.shade_layout,
+                2,
+                &[self.shade_set],
+                &[],
+            );
+            let bindless = self.textures.bindless;
+            if bindless {
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    self.shade_layout,
+                    1,
+                    &[self.textures.sets[0]],
+                    &[],
+                );
+            }
+            // One dispatch per draw over its screen rectangle, started on a multiple
+            // of 8 pixels so that the feedback's one pixel per 8x8 tile is each
+            // group's first. Each pixel belongs to one draw (or the sky), so the
+            // dispatches write disjoint pixels and need no barrier between them.
+            for (i, o) in self.gallery.objects.iter().enumerate() {
+                let rect = match bounding_radius(o.shape) {
+                    Some(r) => screen_rect(
+                        self.view_proj,
+                        o.model.w_axis.truncate(),
+                        r * o.model.x_axis.truncate().length(),
+                        extent,
+                    ),
+                    None => [0, 0, extent.width, extent.height],
+                };
+                let (x0, y0) = (rect[0] / GROUP * GROUP, rect[1] / GROUP * GROUP);
+                if rect[2] <= x0 || rect[3] <= y0 {
+                    continue;
+                }
+                let mut push = self.push_for(i, o);
+                push.mesh[2] = x0;
+                push.mesh[3] = y0;
+                if !bindless {
+                    d.cmd_bind_descriptor_sets(
+                        cmd,
+                        vk::PipelineBindPoint::COMPUTE,
+                        self.shade_layout,
+                        1,
+                        &[self.textures.sets[o.material]],
+                        &[],
+                    );
+                }
+                d.cmd_push_constants(
+                    cmd,
+                    self.shade_layout,
+                    vk::ShaderStageFlags::COMPUTE,
+                    0,
+                    bytemuck::bytes_of(&push),
+                );
+                d.cmd_dispatch(
+                    cmd,
+                    (rect[2] - x0).div_ceil(GROUP),
+                    (rect[3] - y0).div_ceil(GROUP),
+                    1,
+                );
+            }
+            d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.sky_compute);
+            d.cmd_dispatch(
+                cmd,
+                extent.width.div_ceil(GROUP),
+                extent.height.div_ceil(GROUP),
+                1,
+            );
+        }
     }
 
     fn texture_bytes(&self) -> u64 {

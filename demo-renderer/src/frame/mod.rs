@@ -9,11 +9,24 @@ pub mod targets;
 
 use ash::vk;
 
-use crate::gpu::util::{transition, ImageTransition};
+use crate::gpu::util::{transition, ImageTransition, SAMPLING_STAGES};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::shaders;
 use pipelines::{create_layout, create_pipeline, PipelineDesc};
 use targets::{Targets, BLOOM_FORMAT, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
+
+/// How the gallery's scene pass shades (`--shading`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shading {
+    /// A visibility buffer: the draws write only which triangle covers each pixel,
+    /// then one compute dispatch per draw shades its pixels (the default). Every
+    /// pixel is shaded once, and the shading runs on compute, which on GPUs with
+    /// few graphics-capable units (the H200) is most of the chip.
+    Visibility,
+    /// The draws shade in their fragment shader (depth-tested early).
+    Forward,
+}
 
 /// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
 /// already begun, viewport and scissor set).
@@ -88,6 +101,45 @@ pub trait ScenePass {
     /// # Safety
     /// `cmd` is recording inside the scene pass of a live device.
     unsafe fn record(&self, device: &ash::Device, cmd: vk::CommandBuffer, extent: vk::Extent2D);
+
+    /// Whether the pass shades from a visibility buffer: then the scene pass's
+    /// colour attachment is the renderer's visibility target (`targets::VIS_FORMAT`),
+    /// [`Self::record`] draws ids into it, and [`Self::record_shade`] writes the HDR
+    /// frame with compute. The renderer must have been made with visibility shading.
+    fn visibility(&self) -> bool {
+        false
+    }
+
+    /// With visibility shading: points the pass's descriptors at this frame's
+    /// visibility target and HDR image. Called before anything of the frame is
+    /// recorded.
+    ///
+    /// # Safety
+    /// The previous frame is done (no set of the pass is in use) and both views are live.
+    unsafe fn write_shade_targets(
+        &self,
+        device: &ash::Device,
+        vis: vk::ImageView,
+        hdr: vk::ImageView,
+    ) {
+        let _ = (device, vis, hdr);
+    }
+
+    /// With visibility shading: records the compute dispatches that shade every
+    /// pixel of the HDR frame (in `GENERAL` layout) from the visibility target (in
+    /// `GENERAL`, written by [`Self::record`]).
+    ///
+    /// # Safety
+    /// `cmd` is recording on a live device, outside a render pass, after the scene
+    /// pass and the barriers that make its output visible to compute shaders.
+    unsafe fn record_shade(
+        &self,
+        device: &ash::Device,
+        cmd: vk::CommandBuffer,
+        extent: vk::Extent2D,
+    ) {
+        let _ = (device, cmd, extent);
+    }
 
     /// Records the sun's shadow map (with the effects on): called before the scene
     /// pass, inside a depth-only rendering of `shadow_map` (viewport and scissor set).
@@ -195,8 +247,8 @@ pub struct FrameTimes {
 /// The timed passes; pass `i` is stamped by queries `2i` and `2i + 1`.
 /// `copies` is what the scene records after its pass (the streamer's
 /// defragmentation moves and feedback copy), timed apart from `scene`.
-const PASSES: [&str; 7] = [
-    "shadow", "scene", "bloom", "tonemap", "overlay", "readback", "copies",
+const PASSES: [&str; 8] = [
+    "shadow", "scene", "bloom", "tonemap", "overlay", "readback", "copies", "shade",
 ];
 
 /// Begins dynamic rendering with `info` and points the viewport (depth 0..1)
@@ -275,6 +327,8 @@ pub struct Renderer {
     fence: vk::Fence,
     queries: Option<vk::QueryPool>,
     timestamp_period: f64,
+    /// Whether the targets include a visibility buffer (scenes may shade from it).
+    visibility: bool,
     /// Exposure applied before tone mapping.
     pub exposure: f32,
     /// The debug overlay, drawn over the tone-mapped frame (`--overlay`, F1).
@@ -283,15 +337,18 @@ pub struct Renderer {
 
 impl Renderer {
     /// Creates targets of `extent` and the fixed passes; with `effects`, the sun's
-    /// shadow map and bloom (their images aliased on one allocation).
+    /// shadow map and bloom (their images aliased on one allocation); with
+    /// `visibility`, a visibility buffer for scenes that shade from one
+    /// ([`ScenePass::visibility`]).
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
         extent: vk::Extent2D,
         effects: bool,
+        visibility: bool,
     ) -> Result<Self, GpuError> {
         let d = &ctx.device;
-        let targets = Targets::new(d, mem, extent, effects)?;
+        let targets = Targets::new(d, mem, extent, effects, visibility)?;
         // SAFETY: valid create infos on a live device.
         let (command_pool, cmd, fence, queries) = unsafe {
             let command_pool = d
@@ -342,6 +399,7 @@ impl Renderer {
             fence,
             queries,
             timestamp_period: ctx.info.timestamp_period as f64,
+            visibility,
             exposure: 1.0,
             overlay: None,
         };
@@ -519,7 +577,13 @@ impl Renderer {
     ) -> Result<(), GpuError> {
         ctx.wait_idle();
         self.targets.destroy(&ctx.device, mem);
-        self.targets = Targets::new(&ctx.device, mem, extent, self.effects.is_some())?;
+        self.targets = Targets::new(
+            &ctx.device,
+            mem,
+            extent,
+            self.effects.is_some(),
+            self.visibility,
+        )?;
         self.write_tonemap_set(&ctx.device);
         Ok(())
     }
@@ -621,6 +685,19 @@ impl Renderer {
             Output::Headless { .. } => vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
             Output::Swapchain { .. } => vk::ImageLayout::PRESENT_SRC_KHR,
         };
+        let vis = match (scene.visibility(), self.targets.vis.as_ref()) {
+            (false, _) => None,
+            (true, Some(v)) => Some(v),
+            (true, None) => return Err(GpuError::Other(
+                "the scene shades from a visibility buffer, but the renderer was made without one"
+                    .into(),
+            )),
+        };
+        if let Some(v) = vis {
+            // SAFETY: the previous frame is done (each frame waits for its fence);
+            // both views are live targets.
+            unsafe { scene.write_shade_targets(d, v.view, self.targets.hdr.view) };
+        }
         let stamp = |i: u32, stage: vk::PipelineStageFlags2| {
             if let Some(q) = self.queries {
                 // SAFETY: recording; the query was reset at the start of this buffer.
@@ -690,7 +767,7 @@ impl Renderer {
                     vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
                         | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
                     vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE,
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    SAMPLING_STAGES,
                     vk::AccessFlags2::SHADER_SAMPLED_READ,
                 );
                 shadow_read.aspect = vk::ImageAspectFlags::DEPTH;
@@ -698,15 +775,21 @@ impl Renderer {
             }
             stamp(1, vk::PipelineStageFlags2::ALL_COMMANDS);
 
-            // Scene pass.
+            // Scene pass: forward shading into the HDR frame, or, with visibility
+            // shading, the draws' ids into the visibility target and then compute
+            // dispatches that shade every pixel of the HDR frame from it.
             stamp(2, vk::PipelineStageFlags2::TOP_OF_PIPE);
+            let (color_image, color_view) = match vis {
+                Some(v) => (v.image(), v.view),
+                None => (self.targets.hdr.image(), self.targets.hdr.view),
+            };
             let color_in = ImageTransition::color(
-                self.targets.hdr.image(),
+                color_image,
                 vk::ImageLayout::UNDEFINED,
                 vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
             )
             .stages(
-                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                SAMPLING_STAGES,
                 vk::AccessFlags2::NONE,
                 vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
                 vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
@@ -726,20 +809,24 @@ impl Renderer {
             );
             depth_in.aspect = vk::ImageAspectFlags::DEPTH;
             transition(d, cmd, &[color_in, depth_in]);
+            let clear = if vis.is_some() {
+                // Draw id 0: the sky.
+                vk::ClearColorValue { uint32: [0; 4] }
+            } else {
+                vk::ClearColorValue {
+                    float32: [0.02, 0.025, 0.03, 1.0],
+                }
+            };
             let color_att = [vk::RenderingAttachmentInfo::default()
-                .image_view(self.targets.hdr.view)
+                .image_view(color_view)
                 .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-                .load_op(if scene.covers_screen() {
+                .load_op(if scene.covers_screen() && vis.is_none() {
                     vk::AttachmentLoadOp::DONT_CARE
                 } else {
                     vk::AttachmentLoadOp::CLEAR
                 })
                 .store_op(vk::AttachmentStoreOp::STORE)
-                .clear_value(vk::ClearValue {
-                    color: vk::ClearColorValue {
-                        float32: [0.02, 0.025, 0.03, 1.0],
-                    },
-                })];
+                .clear_value(vk::ClearValue { color: clear })];
             let depth_att = vk::RenderingAttachmentInfo::default()
                 .image_view(self.targets.depth.view)
                 .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
@@ -759,12 +846,61 @@ impl Renderer {
             begin_rendering(d, cmd, &info, area);
             scene.record(d, cmd, extent);
             d.cmd_end_rendering(cmd);
-            stamp(3, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            stamp(12, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+            if let Some(v) = vis {
+                let ids = ImageTransition::color(
+                    v.image(),
+                    vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                    vk::ImageLayout::GENERAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_READ,
+                );
+                // The HDR frame's last uses were the previous frame's bloom and
+                // tone map (sampled); its contents are discarded.
+                let hdr_out = ImageTransition::color(
+                    self.targets.hdr.image(),
+                    vk::ImageLayout::UNDEFINED,
+                    vk::ImageLayout::GENERAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::NONE,
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                );
+                stamp(3, vk::PipelineStageFlags2::ALL_COMMANDS);
+                transition(d, cmd, &[ids, hdr_out]);
+                stamp(14, vk::PipelineStageFlags2::TOP_OF_PIPE);
+                scene.record_shade(d, cmd, extent);
+                stamp(15, vk::PipelineStageFlags2::ALL_COMMANDS);
+            } else {
+                stamp(3, vk::PipelineStageFlags2::ALL_COMMANDS);
+                // Every query is written, or reading them back finds some not ready.
+                stamp(14, vk::PipelineStageFlags2::ALL_COMMANDS);
+                stamp(15, vk::PipelineStageFlags2::ALL_COMMANDS);
+            }
+            stamp(12, vk::PipelineStageFlags2::ALL_COMMANDS);
             scene.record_after_pass(d, cmd);
             stamp(13, vk::PipelineStageFlags2::ALL_COMMANDS);
 
-            let hdr_read = ImageTransition::attachment_to_sampled(self.targets.hdr.image());
+            let hdr_read = if vis.is_some() {
+                ImageTransition::color(
+                    self.targets.hdr.image(),
+                    vk::ImageLayout::GENERAL,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    vk::AccessFlags2::SHADER_SAMPLED_READ,
+                )
+            } else {
+                ImageTransition::attachment_to_sampled(self.targets.hdr.image())
+            };
             transition(d, cmd, &[hdr_read]);
 
             // Bloom (pass 2 of the transients' lifetimes), on the shadow map's memory:
@@ -780,7 +916,7 @@ impl Renderer {
                 .stages(
                     vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
                         | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS
-                        | vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                        | SAMPLING_STAGES,
                     vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE,
                     vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
                     vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
@@ -1002,6 +1138,9 @@ impl Renderer {
                         continue;
                     }
                     if (*name == "shadow" || *name == "bloom") && self.effects.is_none() {
+                        continue;
+                    }
+                    if *name == "shade" && vis.is_none() {
                         continue;
                     }
                     let ticks = stamps[2 * i + 1].saturating_sub(stamps[2 * i]);

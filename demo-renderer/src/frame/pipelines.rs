@@ -1,4 +1,4 @@
-//! Graphics pipelines for dynamic rendering (no render passes).
+//! Graphics pipelines for dynamic rendering (no render passes), and compute pipelines.
 
 use ash::vk;
 
@@ -143,4 +143,48 @@ pub fn create_layout(
         .push_constant_ranges(if push_bytes > 0 { &ranges } else { &[] });
     // SAFETY: valid create info.
     unsafe { device.create_pipeline_layout(&info, None) }.check("vkCreatePipelineLayout")
+}
+
+/// Creates a compute pipeline layout whose push constants (`push_bytes`, may be
+/// 0) are visible to the compute stage.
+pub fn create_compute_layout(
+    device: &ash::Device,
+    sets: &[vk::DescriptorSetLayout],
+    push_bytes: u32,
+) -> Result<vk::PipelineLayout, GpuError> {
+    let ranges = [vk::PushConstantRange {
+        stage_flags: vk::ShaderStageFlags::COMPUTE,
+        offset: 0,
+        size: push_bytes,
+    }];
+    let info = vk::PipelineLayoutCreateInfo::default()
+        .set_layouts(sets)
+        .push_constant_ranges(if push_bytes > 0 { &ranges } else { &[] });
+    // SAFETY: valid create info.
+    unsafe { device.create_pipeline_layout(&info, None) }.check("vkCreatePipelineLayout")
+}
+
+/// Creates a compute pipeline from SPIR-V (entry point `main`).
+pub fn create_compute_pipeline(
+    device: &ash::Device,
+    spirv: &[u8],
+    layout: vk::PipelineLayout,
+) -> Result<vk::Pipeline, GpuError> {
+    let module = shader_module(device, spirv)?;
+    let stage = vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::COMPUTE)
+        .module(module)
+        .name(c"main");
+    let info = vk::ComputePipelineCreateInfo::default()
+        .stage(stage)
+        .layout(layout);
+    // SAFETY: every pointer in `info` outlives the call; the module is live.
+    let result =
+        unsafe { device.create_compute_pipelines(vk::PipelineCache::null(), &[info], None) };
+    // SAFETY: the module is not needed after pipeline creation.
+    unsafe { device.destroy_shader_module(module, None) };
+    result
+        .map(|p| p[0])
+        .map_err(|(_, e)| e)
+        .check("vkCreateComputePipelines")
 }

@@ -14,6 +14,11 @@ use crate::gpu::{GpuError, GpuMemory, VkCheck};
 pub const HDR_FORMAT: vk::Format = vk::Format::R16G16B16A16_SFLOAT;
 /// The depth format (reversed Z).
 pub const DEPTH_FORMAT: vk::Format = vk::Format::D32_SFLOAT;
+/// The visibility buffer's format: per pixel, the draw id in the top
+/// [`VIS_DRAW_BITS`] bits and the triangle in the rest (`shaders/vis.frag`).
+pub const VIS_FORMAT: vk::Format = vk::Format::R32_UINT;
+/// Bits of a visibility-buffer id that hold the draw (1-based; 0 is the sky).
+pub const VIS_DRAW_BITS: u32 = 8;
 /// The display-ready format written to PNGs.
 pub const LDR_FORMAT: vk::Format = vk::Format::R8G8B8A8_SRGB;
 /// The shadow map's format (regular Z: cleared to 1, nearer is less).
@@ -356,8 +361,11 @@ pub struct AliasMemberReport {
 pub struct Targets {
     /// Size in pixels.
     pub extent: vk::Extent2D,
-    /// HDR colour.
+    /// HDR colour (a storage image too with visibility shading: the shading
+    /// dispatches write it).
     pub hdr: Target,
+    /// The visibility buffer (with visibility shading).
+    pub vis: Option<Target>,
     /// Depth.
     pub depth: Target,
     /// Tone-mapped sRGB colour.
@@ -382,16 +390,35 @@ impl Targets {
         mem: &GpuMemory,
         extent: vk::Extent2D,
         effects: bool,
+        visibility: bool,
     ) -> Result<Self, GpuError> {
+        let storage = if visibility {
+            vk::ImageUsageFlags::STORAGE
+        } else {
+            vk::ImageUsageFlags::empty()
+        };
         let hdr = Target::new(
             device,
             mem,
             extent,
             HDR_FORMAT,
-            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::SAMPLED,
+            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::SAMPLED | storage,
             vk::ImageAspectFlags::COLOR,
             "hdr-color",
         )?;
+        let vis = if visibility {
+            Some(Target::new(
+                device,
+                mem,
+                extent,
+                VIS_FORMAT,
+                vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::STORAGE,
+                vk::ImageAspectFlags::COLOR,
+                "visibility",
+            )?)
+        } else {
+            None
+        };
         let depth = Target::new(
             device,
             mem,
@@ -426,6 +453,7 @@ impl Targets {
         Ok(Self {
             extent,
             hdr,
+            vis,
             depth,
             ldr,
             transients,
@@ -445,6 +473,9 @@ impl Targets {
     /// Destroys everything; the device must be idle.
     pub fn destroy(&mut self, device: &ash::Device, mem: &GpuMemory) {
         self.hdr.destroy(device, mem);
+        if let Some(mut v) = self.vis.take() {
+            v.destroy(device, mem);
+        }
         self.depth.destroy(device, mem);
         self.ldr.destroy(device, mem);
         if let Some(mut t) = self.transients.take() {

@@ -103,6 +103,9 @@ pub struct DeviceInfo {
     pub bindless: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
+    /// Whether the gallery can shade from a visibility buffer (`geometryShader` and
+    /// `maintenance4`, enabled where supported).
+    pub visibility_shading: bool,
     /// Whether queries may be reset from the host (`hostQueryReset`, enabled where
     /// supported): the streaming uploads' timestamps, on any queue.
     pub host_query_reset: bool,
@@ -451,14 +454,21 @@ impl Context {
             && f12.descriptor_binding_partially_bound != 0
             && f12.descriptor_binding_sampled_image_update_after_bind != 0
             && props.limits.max_per_stage_descriptor_sampled_images >= 256;
+        // Visibility shading: the id pass reads gl_PrimitiveID in its fragment
+        // shader (the Geometry capability: `geometryShader`), and glslang's
+        // Vulkan 1.3 compute shaders declare their group size with LocalSizeId
+        // (`maintenance4`).
+        let visibility_shading = base.geometry_shader != 0 && f13.maintenance4 != 0;
         let features = vk::PhysicalDeviceFeatures::default()
             .sampler_anisotropy(base.sampler_anisotropy != 0)
             .texture_compression_bc(base.texture_compression_bc != 0)
             .fragment_stores_and_atomics(base.fragment_stores_and_atomics != 0)
+            .geometry_shader(visibility_shading)
             .shader_sampled_image_array_dynamic_indexing(bindless);
         let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
             .dynamic_rendering(true)
-            .synchronization2(true);
+            .synchronization2(true)
+            .maintenance4(visibility_shading);
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .runtime_descriptor_array(bindless)
             .descriptor_binding_partially_bound(bindless)
@@ -505,6 +515,7 @@ impl Context {
             memory_budget,
             bindless,
             fragment_stores: base.fragment_stores_and_atomics != 0,
+            visibility_shading,
             host_query_reset: f12.host_query_reset != 0,
         };
         Ok((chosen, device, queue_family, upload, info))

@@ -28,7 +28,8 @@
 //!    transfer queue and back would cost two more ownership transfers for copies
 //!    the graphics queue does as fast), then every level of the new image goes to
 //!    `SHADER_READ_ONLY_OPTIMAL` with a barrier from `COPY` / `TRANSFER_WRITE` to
-//!    `FRAGMENT_SHADER` / `SHADER_SAMPLED_READ`, whose second scope covers the
+//!    the sampling stages (`util::SAMPLING_STAGES`: fragment and compute) /
+//!    `SHADER_SAMPLED_READ`, whose second scope covers the
 //!    frames submitted later on the graphics queue.
 //!
 //! An image that gets no level from staging (a shrink: every level it keeps is
@@ -45,7 +46,7 @@
 
 use ash::vk;
 
-use super::util::ImageTransition;
+use super::util::{ImageTransition, SAMPLING_STAGES};
 
 /// The upload queue's semaphore signal: after everything the batch did.
 pub const SIGNAL_STAGE: vk::PipelineStageFlags2 = vk::PipelineStageFlags2::ALL_COMMANDS;
@@ -175,7 +176,7 @@ pub fn upload_barriers(split: Option<UploadFamilies>, images: &[BatchImage]) -> 
         let (source, source_count) = b.source;
         out.graphics_before.push(levels(
             ImageTransition::color(source, READ, SRC).stages(
-                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                SAMPLING_STAGES,
                 vk::AccessFlags2::NONE,
                 vk::PipelineStageFlags2::COPY,
                 vk::AccessFlags2::TRANSFER_READ,
@@ -186,7 +187,7 @@ pub fn upload_barriers(split: Option<UploadFamilies>, images: &[BatchImage]) -> 
             ImageTransition::color(image, DST, READ).stages(
                 vk::PipelineStageFlags2::COPY,
                 vk::AccessFlags2::TRANSFER_WRITE,
-                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                SAMPLING_STAGES,
                 vk::AccessFlags2::SHADER_SAMPLED_READ,
             ),
             count,
@@ -195,7 +196,7 @@ pub fn upload_barriers(split: Option<UploadFamilies>, images: &[BatchImage]) -> 
             ImageTransition::color(source, SRC, READ).stages(
                 vk::PipelineStageFlags2::COPY,
                 vk::AccessFlags2::NONE,
-                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                SAMPLING_STAGES,
                 vk::AccessFlags2::SHADER_SAMPLED_READ,
             ),
             source_count,
@@ -242,7 +243,7 @@ mod tests {
             assert_eq!(after.len(), 1);
             assert_eq!(after[0].new, READ);
             assert_eq!(after[0].mips, (0, count));
-            assert_eq!(after[0].dst_stage, vk::PipelineStageFlags2::FRAGMENT_SHADER);
+            assert_eq!(after[0].dst_stage, SAMPLING_STAGES);
             assert_eq!(after[0].dst_access, vk::AccessFlags2::SHADER_SAMPLED_READ);
             assert!(!after[0].is_ownership_transfer());
         }

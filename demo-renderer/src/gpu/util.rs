@@ -4,6 +4,14 @@ use ash::vk;
 
 use super::{Context, GpuError, VkCheck};
 
+/// The stages that sample material textures: the forward scene pass's fragment
+/// shader and the visibility buffer's shading dispatches. Barriers that hand a
+/// texture to sampling wait for, or are waited on by, both.
+pub const SAMPLING_STAGES: vk::PipelineStageFlags2 = vk::PipelineStageFlags2::from_raw(
+    vk::PipelineStageFlags2::FRAGMENT_SHADER.as_raw()
+        | vk::PipelineStageFlags2::COMPUTE_SHADER.as_raw(),
+);
+
 /// One image layout transition with synchronization2 stage and access masks.
 #[derive(Clone, Copy, Debug)]
 pub struct ImageTransition {

@@ -297,7 +297,7 @@ impl TextureSet {
                 .binding(0)
                 .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
                 .descriptor_count(count)
-                .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+                .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)];
             let binding_flags = [vk::DescriptorBindingFlags::PARTIALLY_BOUND
                 | vk::DescriptorBindingFlags::UPDATE_AFTER_BIND];
             let mut flags_info = vk::DescriptorSetLayoutBindingFlagsCreateInfo::default()
@@ -612,7 +612,7 @@ impl TextureSet {
                             .stages(
                                 vk::PipelineStageFlags2::COPY,
                                 vk::AccessFlags2::TRANSFER_WRITE,
-                                vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                                crate::gpu::util::SAMPLING_STAGES,
                                 vk::AccessFlags2::SHADER_SAMPLED_READ,
                             );
                             t.mips = (0, levels);

@@ -1066,11 +1066,9 @@ impl Streamer {
     /// frame is waited for before the next [`Self::prepare`] or [`Self::frame_done`].
     pub unsafe fn record_after_pass(&self, d: &ash::Device, cmd: vk::CommandBuffer) {
         let barrier = [vk::MemoryBarrier2::default()
-            .src_stage_mask(vk::PipelineStageFlags2::FRAGMENT_SHADER)
+            .src_stage_mask(crate::gpu::util::SAMPLING_STAGES)
             .src_access_mask(vk::AccessFlags2::SHADER_STORAGE_WRITE)
-            .dst_stage_mask(
-                vk::PipelineStageFlags2::HOST | vk::PipelineStageFlags2::FRAGMENT_SHADER,
-            )
+            .dst_stage_mask(vk::PipelineStageFlags2::HOST | crate::gpu::util::SAMPLING_STAGES)
             .dst_access_mask(
                 vk::AccessFlags2::HOST_READ
                     | vk::AccessFlags2::SHADER_STORAGE_READ

@@ -1,0 +1,9 @@
+#version 460
+// The visibility buffer's shading with a descriptor set per material.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(set = 1, binding = 0) uniform sampler2D u_maps[3];
+
+#define SAMPLE_MAP(k, uv) SAMPLE_GRAD(u_maps[k], uv)
+#include "pbr_shade.glsl"

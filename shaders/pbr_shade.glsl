@@ -1,0 +1,109 @@
+// The visibility buffer's shading, one dispatch per draw over the draw's screen
+// rectangle (push constants: the draw's, with `mesh`): each invocation takes the
+// pixel when the visibility buffer names this draw, rebuilds the surface there
+// from the triangle's three vertices, and shades it with pbr_shading.glsl. The
+// includer declares the material's textures and SAMPLE_MAP(k, uv) as
+// SAMPLE_GRAD(map k, uv): the gradients g_uv_dx / g_uv_dy (compute shaders have
+// no implicit derivatives).
+//
+// Barycentrics come from homogeneous coordinates: a point of the triangle with
+// weights b has clip-space (x, y, w) = M b, M's columns being the vertices' (x, y,
+// w); it projects to the pixel's normalized coordinates q when M b is parallel to
+// (q, 1), so b = M^-1 (q, 1) scaled to sum to one. This is perspective-correct and
+// needs no clipping (vertices behind the eye included). The texture-coordinate
+// derivatives are those of b at the pixel's centre, exact: differences to the
+// neighbouring pixels would extrapolate the triangle's plane, which near a
+// silhouette (a plane almost along the view ray) lands far away or behind the eye.
+
+layout(local_size_x = 8, local_size_y = 8) in;
+
+layout(set = 2, binding = 0, r32ui) uniform readonly uimage2D u_vis;
+layout(set = 2, binding = 1, rgba16f) uniform writeonly image2D u_hdr;
+layout(set = 2, binding = 2, std430) readonly buffer Vertices {
+    float data[];
+} u_vertices;
+layout(set = 2, binding = 3, std430) readonly buffer Indices {
+    uint data[];
+} u_indices;
+
+// The texture-coordinate gradients SAMPLE_MAP samples with.
+vec2 g_uv_dx;
+vec2 g_uv_dy;
+
+// Samples `map` at `uv` with the pixel's gradients.
+#define SAMPLE_GRAD(map, uv) textureGrad(map, uv, g_uv_dx, g_uv_dy)
+
+#define SHADE_COMPUTE
+#include "pbr_shading.glsl"
+
+// `scene::mesh::Vertex`: position 3, normal 3, tangent 4, uv 2 (floats).
+const uint VERTEX_FLOATS = 12u;
+
+struct Corner {
+    vec3 pos;
+    vec3 normal;
+    vec4 tangent;
+    vec2 uv;
+};
+
+Corner load_corner(uint index) {
+    uint o = index * VERTEX_FLOATS;
+    Corner c;
+    c.pos = vec3(u_vertices.data[o], u_vertices.data[o + 1u], u_vertices.data[o + 2u]);
+    c.normal = vec3(u_vertices.data[o + 3u], u_vertices.data[o + 4u], u_vertices.data[o + 5u]);
+    c.tangent = vec4(u_vertices.data[o + 6u], u_vertices.data[o + 7u], u_vertices.data[o + 8u],
+                     u_vertices.data[o + 9u]);
+    c.uv = vec2(u_vertices.data[o + 10u], u_vertices.data[o + 11u]);
+    return c;
+}
+
+
+void main() {
+    ivec2 size = imageSize(u_hdr);
+    ivec2 p = ivec2(pc.mesh.zw + gl_GlobalInvocationID.xy);
+    if (p.x >= size.x || p.y >= size.y) {
+        return;
+    }
+    uint id = imageLoad(u_vis, p).x;
+    if (id >> 24 != pc.material.w) {
+        return;
+    }
+    uint first = pc.mesh.x + 3u * (id & 0xffffffu);
+    Corner c0 = load_corner(u_indices.data[first] + pc.mesh.y);
+    Corner c1 = load_corner(u_indices.data[first + 1u] + pc.mesh.y);
+    Corner c2 = load_corner(u_indices.data[first + 2u] + pc.mesh.y);
+    vec3 w0 = (pc.model * vec4(c0.pos, 1.0)).xyz;
+    vec3 w1 = (pc.model * vec4(c1.pos, 1.0)).xyz;
+    vec3 w2 = (pc.model * vec4(c2.pos, 1.0)).xyz;
+    vec4 h0 = u_frame.view_proj * vec4(w0, 1.0);
+    vec4 h1 = u_frame.view_proj * vec4(w1, 1.0);
+    vec4 h2 = u_frame.view_proj * vec4(w2, 1.0);
+    mat3 m_inv = inverse(mat3(h0.xyw, h1.xyw, h2.xyw));
+
+    vec2 step = 2.0 / vec2(size);
+    vec2 ndc = (vec2(p) + 0.5) * step - 1.0;
+    // b = l / s with l = M^-1 (q, 1), s = l.x + l.y + l.z; d(l / s) = (dl - b ds) / s,
+    // and dl / dq.x, dl / dq.y are M^-1's first two columns.
+    vec3 l = m_inv * vec3(ndc, 1.0);
+    float s = l.x + l.y + l.z;
+    vec3 b = l / s;
+    vec3 db_dx = (m_inv[0] - b * (m_inv[0].x + m_inv[0].y + m_inv[0].z)) / s * step.x;
+    vec3 db_dy = (m_inv[1] - b * (m_inv[1].x + m_inv[1].y + m_inv[1].z)) / s * step.y;
+
+    mat3x2 uvs = mat3x2(c0.uv * pc.uv_scale.xy, c1.uv * pc.uv_scale.xy, c2.uv * pc.uv_scale.xy);
+    vec2 uv = uvs * b;
+    g_uv_dx = uvs * db_dx;
+    g_uv_dy = uvs * db_dy;
+    if (u_frame.stream.z != 0u && ((uint(p.x) | uint(p.y)) & 7u) == 0u) {
+        float side = float(pc.material.y);
+        stream_feedback(pc.material.x, pc.material.y, g_uv_dx * side, g_uv_dy * side);
+    }
+
+    mat3 nmat = mat3(pc.model); // uniform scale only, as pbr.vert
+    vec3 world = mat3(w0, w1, w2) * b;
+    vec3 normal = nmat * (mat3(c0.normal, c1.normal, c2.normal) * b);
+    vec4 tangent = c0.tangent * b.x + c1.tangent * b.y + c2.tangent * b.z;
+    tangent.xyz = nmat * tangent.xyz;
+    vec3 color = shade(world, normal, tangent, uv, pc.material.z, pc.uv_scale.z);
+    imageStore(u_hdr, p, vec4(color, 1.0));
+}

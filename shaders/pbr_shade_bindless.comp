@@ -1,0 +1,12 @@
+#version 460
+// The visibility buffer's shading with bindless materials: the draw's
+// maps at 3 x its material index in one array (dynamically uniform: the
+// material is the dispatch's).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_nonuniform_qualifier : require
+#include "common.glsl"
+
+layout(set = 1, binding = 0) uniform sampler2D u_textures[];
+
+#define SAMPLE_MAP(k, uv) SAMPLE_GRAD(u_textures[pc.material.x * 3u + (k)], uv)
+#include "pbr_shade.glsl"
