@@ -1106,13 +1106,7 @@ impl ScenePass for GalleryPass {
             .map(|s| s.frame_done(ctx, mem, textures))
     }
 
-    fn texture_residency(&self) -> Vec<(String, u32, u64)> {
-        let t = &self.textures.textures;
-        t.iter()
-            .map(|t| {
-                let name = t.path.file_stem().map(|s| s.to_string_lossy().into_owned());
-                (name.unwrap_or_default(), t.base_level, t.bytes)
-            })
-            .collect()
+    fn streaming_panel(&self) -> Option<crate::streaming::Panel> {
+        self.streamer.as_ref().map(|s| s.panel(&self.textures))
     }
 }

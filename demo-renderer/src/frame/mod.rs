@@ -91,9 +91,10 @@ pub trait ScenePass {
         None
     }
 
-    /// Each texture's name, finest resident mip and bytes (the overlay's streaming panel).
-    fn texture_residency(&self) -> Vec<(String, u32, u64)> {
-        Vec::new()
+    /// The overlay's streaming panel (each texture's resident and wanted level and
+    /// bytes, loads waiting, the read rate); `None` for a scene without textures.
+    fn streaming_panel(&self) -> Option<crate::streaming::Panel> {
+        None
     }
 
     /// Records the draws.

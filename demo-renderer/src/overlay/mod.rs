@@ -348,22 +348,27 @@ impl Overlay {
 pub fn streaming_info(
     stats: &vkalloc::stats::Statistics,
     budget: u64,
-    textures: impl Iterator<Item = (String, u32, u64)>,
+    panel: crate::streaming::Panel,
 ) -> StreamingInfo {
     let pool = stats.pools.iter().find(|p| p.name == "textures");
     StreamingInfo {
         pool_bytes: pool.map_or(0, |p| p.usage.allocation_bytes),
         pool_committed: pool.map_or(0, |p| p.usage.block_bytes),
         budget,
-        textures: textures
-            .map(|(name, resident_mip, resident_bytes)| TextureStream {
-                name,
-                resident_mip,
-                resident_bytes,
-                ..TextureStream::default()
+        textures: panel
+            .rows
+            .into_iter()
+            .map(|r| TextureStream {
+                name: r.name,
+                resident_mip: r.resident_mip,
+                resident_bytes: r.resident_bytes,
+                wanted_mip: r.wanted_mip,
+                wanted_bytes: r.wanted_bytes,
             })
             .collect(),
-        ..StreamingInfo::default()
+        pending_loads: Some(panel.pending_loads),
+        upload_bytes_per_s: Some(panel.read_bytes_per_s),
+        evictions: None,
     }
 }
 
@@ -388,9 +393,9 @@ pub fn before_frame(
         return Ok(());
     };
     let streaming = || {
-        let residency = scene.texture_residency();
-        (!residency.is_empty())
-            .then(|| streaming_info(&mem.allocator().statistics(), budget, residency.into_iter()))
+        scene
+            .streaming_panel()
+            .map(|panel| streaming_info(&mem.allocator().statistics(), budget, panel))
     };
     overlay.prepare(ctx, extent, pixels_per_point, streaming, input)
 }

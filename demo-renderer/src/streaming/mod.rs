@@ -87,6 +87,32 @@ use estimate::View;
 use mechanism::{Mechanism, TexInfo};
 use policy::{Change, DefragInput, PolicyConfig, TextureInput};
 
+/// One texture's row in the overlay's streaming panel ([`Streamer::panel`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PanelRow {
+    /// The map's file name without extension.
+    pub name: String,
+    /// The finest level resident.
+    pub resident_mip: u32,
+    /// Bytes of the image sampled now (the main image, or the tail).
+    pub resident_bytes: u64,
+    /// The level the last decisions wanted, where the texture was in view.
+    pub wanted_mip: Option<u32>,
+    /// Bytes of an image from that level.
+    pub wanted_bytes: Option<u64>,
+}
+
+/// The overlay's streaming panel ([`Streamer::panel`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Panel {
+    /// Per texture.
+    pub rows: Vec<PanelRow>,
+    /// Loads waiting (the last frame's `pending_loads`).
+    pub pending_loads: u32,
+    /// The last frame's file reads, bytes per second of reading.
+    pub read_bytes_per_s: f64,
+}
+
 /// Streaming on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -462,6 +488,59 @@ impl Streamer {
         match self.cfg.mode {
             Mode::On => self.cfg.lookahead_frames,
             Mode::Off => 0,
+        }
+    }
+
+    /// The overlay's streaming panel: per texture, what is resident (the main
+    /// image, or the tail where there is none) and what the last decisions
+    /// wanted (`None` where the texture was not in view); and the loads waiting
+    /// and the last frame's read rate (bytes per second of reading).
+    pub fn panel(&self, set: &TextureSet) -> Panel {
+        let rows = set
+            .textures
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let info = &self.infos[i];
+                let (resident_mip, resident_bytes) = self
+                    .main_of(i)
+                    .unwrap_or((t.base_level, t.allocation_bytes()));
+                let wanted_mip = match self.cfg.mode {
+                    Mode::On => self
+                        .used_wants
+                        .get(i / 3)
+                        .copied()
+                        .flatten()
+                        .map(|w| estimate::level_of(w.level_lod, info.levels)),
+                    Mode::Off => None,
+                };
+                PanelRow {
+                    name: t
+                        .path
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    resident_mip,
+                    resident_bytes,
+                    wanted_mip,
+                    wanted_bytes: wanted_mip.map(|l| {
+                        info.main_bytes
+                            .get(l as usize)
+                            .copied()
+                            .unwrap_or_else(|| t.allocation_bytes())
+                    }),
+                }
+            })
+            .collect();
+        let f = &self.frame;
+        Panel {
+            rows,
+            pending_loads: f.pending_loads,
+            read_bytes_per_s: if f.upload_ms > 0.0 {
+                f.upload_bytes as f64 / (f.upload_ms / 1e3)
+            } else {
+                0.0
+            },
         }
     }
 
