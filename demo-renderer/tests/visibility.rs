@@ -12,11 +12,12 @@ use std::path::Path;
 
 /// Visibility against forward shading, both sampling with the gradients
 /// (anisotropy off): the visibility pass rebuilds each pixel's surface from its
-/// triangle (homogeneous barycentrics, exact derivatives) where the forward pass
-/// interpolates and differentiates per 2x2 quad, so texture levels differ by a
-/// fraction at some pixels, and silhouettes and the sky's edge by a pixel's
-/// coverage. Measured 53-64 dB per frame here (on the H200 at 4K with
-/// anisotropic filtering: 57.2 dB minimum, 65.3 dB mean); a wrong triangle, a
+/// triangle (homogeneous barycentrics, differences within the 2x2 quad as a
+/// fragment shader takes them) where the forward pass interpolates in hardware,
+/// so texture levels differ by a fraction at some pixels, and silhouettes and the
+/// sky's edge by a pixel's coverage. Measured 57-70 dB per frame here (53-64 dB
+/// with exact derivatives at the pixel's centre; on the H200 at 4K with
+/// anisotropic filtering and exact derivatives: 57.2 dB minimum, 65.3 dB mean); a
 /// wrong vertex, a missed pixel or a texture level off by a few falls far below
 /// (the same frames with the level forced coarse by 3: 22.7 dB; with the
 /// gradients ignored: 26-33 dB).
