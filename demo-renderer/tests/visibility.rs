@@ -23,31 +23,30 @@ use std::path::Path;
 /// gradients ignored: 26-33 dB).
 const MIN_FRAME_PSNR_DB: f64 = 45.0;
 
+/// The test size's flags with every level resident.
+const RESIDENT: [&str; 12] = [
+    "--size",
+    "256x144",
+    "--texture-size",
+    "256",
+    "--frames",
+    "12",
+    "--textures",
+    "rgba8",
+    "--streaming",
+    "off",
+    "--texture-budget",
+    "64MiB",
+];
+
+/// Runs the demo with `args`, requires it validation-clean, returns its report.
 fn run(out: &Path, args: &[&str]) -> serde_json::Value {
-    let run = common::run_ok(
-        common::demo()
-            .args([
-                "--size",
-                "256x144",
-                "--texture-size",
-                "256",
-                "--frames",
-                "12",
-                "--textures",
-                "rgba8",
-                "--streaming",
-                "off",
-                "--texture-budget",
-                "64MiB",
-            ])
-            .args(args)
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
-    );
+    let run = common::run_ok(common::demo().args(args).args([
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--cache".as_ref(),
+        common::cache().as_os_str(),
+    ]));
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("0 validation errors"), "{stdout}");
     serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
@@ -65,7 +64,14 @@ fn frame_psnr(r: &serde_json::Value) -> Vec<f64> {
 #[test]
 fn visibility_shading_matches_forward_shading() {
     let reference = common::scratch("visibility_forward");
-    let forward = run(&reference, &["--shading", "forward", "--anisotropy", "1"]);
+    let forward = run(
+        &reference,
+        &[
+            &RESIDENT[..],
+            &["--shading", "forward", "--anisotropy", "1"],
+        ]
+        .concat(),
+    );
     assert_eq!(forward["settings"]["shading"], "forward");
     let f = &forward["frames"][3]["gpu_ms"];
     assert!(f["scene"].as_f64().unwrap() > 0.0, "{f}");
@@ -75,7 +81,8 @@ fn visibility_shading_matches_forward_shading() {
     let vis = run(
         &common::scratch("visibility_grad"),
         &[
-            &["--shading", "visibility", "--anisotropy", "1"][..],
+            &RESIDENT[..],
+            &["--shading", "visibility", "--anisotropy", "1"],
             &compare,
         ]
         .concat(),
@@ -112,7 +119,8 @@ fn visibility_shading_matches_forward_shading() {
     let aniso = run(
         &common::scratch("visibility_aniso"),
         &[
-            &["--shading", "visibility", "--anisotropy", "4"][..],
+            &RESIDENT[..],
+            &["--shading", "visibility", "--anisotropy", "4"],
             &compare,
         ]
         .concat(),
@@ -130,36 +138,25 @@ fn visibility_shading_streams_within_budget() {
     // first camera cut: the budget holds at every frame and residency changes
     // follow the feedback the shading dispatches write.
     let budget: u64 = 7 << 20;
-    let out = common::scratch("visibility_streaming");
-    let run = common::run_ok(
-        common::demo()
-            .args([
-                "--size",
-                "192x108",
-                "--texture-size",
-                "512",
-                "--frames",
-                "32",
-                "--textures",
-                "rgba8",
-                "--shading",
-                "visibility",
-                "--png-every",
-                "0",
-                "--texture-budget",
-                "7MiB",
-            ])
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
+    let r = run(
+        &common::scratch("visibility_streaming"),
+        &[
+            "--size",
+            "192x108",
+            "--texture-size",
+            "512",
+            "--frames",
+            "32",
+            "--textures",
+            "rgba8",
+            "--shading",
+            "visibility",
+            "--png-every",
+            "0",
+            "--texture-budget",
+            "7MiB",
+        ],
     );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     let s = &r["streaming"];
     assert_eq!(s["frames_over_budget"].as_u64(), Some(0), "{s}");
     for f in r["frames"].as_array().unwrap() {

@@ -119,10 +119,11 @@ fn mean_error(
     sum as f64 / ((x.len() * y.len() * 3) as f64)
 }
 
-#[test]
-fn window_with_overlay() {
+/// Runs `--window` for 3 frames at 320x180 with `extra` flags under its own Xvfb;
+/// requires it validation-clean; returns the screenshot and its path.
+fn window_shot(name: &str, extra: &[&str]) -> (image::RgbaImage, std::path::PathBuf) {
     let (_xvfb, display) = start_xvfb();
-    let out = common::scratch("window_overlay");
+    let out = common::scratch(name);
     let shot = out.join("screenshot.png");
     let run = common::run_ok(
         common::demo()
@@ -130,7 +131,6 @@ fn window_with_overlay() {
             .env_remove("WAYLAND_DISPLAY")
             .args([
                 "--window",
-                "--overlay",
                 "--frames",
                 "3",
                 "--size",
@@ -138,6 +138,7 @@ fn window_with_overlay() {
                 "--texture-size",
                 "256",
             ])
+            .args(extra)
             .args(["--cache".as_ref(), common::cache().as_os_str()])
             .args(["--screenshot".as_ref(), shot.as_os_str()]),
     );
@@ -145,11 +146,19 @@ fn window_with_overlay() {
     assert!(stdout.contains("0 validation errors"), "{stdout}");
     let actual = image::open(&shot).expect("screenshot written").to_rgba8();
     assert_eq!(actual.dimensions(), (320, 180));
-    let reference = image::open(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/gallery_320x180.png"),
-    )
-    .unwrap()
-    .to_rgba8();
+    (actual, shot)
+}
+
+fn reference_view() -> image::RgbaImage {
+    image::open(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/gallery_320x180.png"))
+        .unwrap()
+        .to_rgba8()
+}
+
+#[test]
+fn window_with_overlay() {
+    let (actual, shot) = window_shot("window_overlay", &["--overlay"]);
+    let reference = reference_view();
     // Top left: the gallery. Right: the blocks panel. Bottom: heaps, streaming, timeline.
     let clear = mean_error(&actual, &reference, 0..150, 0..110);
     let blocks = mean_error(&actual, &reference, 200..320, 0..110);
@@ -172,37 +181,11 @@ fn window_with_visibility_shading() {
     // dispatches and the overlay after them, validation clean; the gallery as the
     // forward reference shows it (lavapipe samples isotropically in this mode, the
     // reference with 4x anisotropy: measured mean abs error 1.4 here).
-    let (_xvfb, display) = start_xvfb();
-    let out = common::scratch("window_visibility");
-    let shot = out.join("screenshot.png");
-    let run = common::run_ok(
-        common::demo()
-            .env("DISPLAY", &display)
-            .env_remove("WAYLAND_DISPLAY")
-            .args([
-                "--window",
-                "--overlay",
-                "--shading",
-                "visibility",
-                "--frames",
-                "3",
-                "--size",
-                "320x180",
-                "--texture-size",
-                "256",
-            ])
-            .args(["--cache".as_ref(), common::cache().as_os_str()])
-            .args(["--screenshot".as_ref(), shot.as_os_str()]),
+    let (actual, shot) = window_shot(
+        "window_visibility",
+        &["--overlay", "--shading", "visibility"],
     );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let actual = image::open(&shot).expect("screenshot written").to_rgba8();
-    assert_eq!(actual.dimensions(), (320, 180));
-    let reference = image::open(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/gallery_320x180.png"),
-    )
-    .unwrap()
-    .to_rgba8();
+    let reference = reference_view();
     let clear = mean_error(&actual, &reference, 0..150, 0..110);
     assert!(
         clear < 3.0,

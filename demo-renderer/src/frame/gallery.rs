@@ -6,7 +6,8 @@ use ash::vk;
 use glam::{Mat4, Vec3, Vec4};
 
 use super::pipelines::{
-    create_compute_layout, create_compute_pipeline, create_layout, create_pipeline, PipelineDesc,
+    create_compute_layout, create_compute_pipeline, create_layout, create_pipeline, one_set,
+    PipelineDesc,
 };
 use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
 use super::{ScenePass, Shading};
@@ -324,22 +325,7 @@ impl GalleryPass {
                     descriptor_count: 1,
                 },
             ];
-            self.frame_pool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .check("vkCreateDescriptorPool")?;
-            let layouts = [self.frame_set_layout];
-            self.frame_set = d
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(self.frame_pool)
-                        .set_layouts(&layouts),
-                )
-                .check("vkAllocateDescriptorSets")?[0];
+            (self.frame_pool, self.frame_set) = one_set(d, self.frame_set_layout, &sizes)?;
             if let Some(s) = self.streamer.as_ref() {
                 let (buffer, range) = s.feedback_buffer();
                 let info = [vk::DescriptorBufferInfo {
@@ -527,22 +513,7 @@ impl GalleryPass {
                     descriptor_count: 2,
                 },
             ];
-            self.shade_pool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(1)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .check("vkCreateDescriptorPool")?;
-            let layouts = [self.shade_set_layout];
-            self.shade_set = d
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(self.shade_pool)
-                        .set_layouts(&layouts),
-                )
-                .check("vkAllocateDescriptorSets")?[0];
+            (self.shade_pool, self.shade_set) = one_set(d, self.shade_set_layout, &sizes)?;
             let buffer = |b: &Option<Buffer>| {
                 [vk::DescriptorBufferInfo {
                     buffer: b.as_ref().map_or(vk::Buffer::null(), Buffer::raw),

@@ -127,14 +127,39 @@ pub fn create_pipeline(
         .check("vkCreateGraphicsPipelines")
 }
 
-/// Creates a pipeline layout.
+/// Creates a pipeline layout whose push constants (`push_bytes`, may be 0) are
+/// visible to the vertex and fragment stages.
 pub fn create_layout(
     device: &ash::Device,
     sets: &[vk::DescriptorSetLayout],
     push_bytes: u32,
 ) -> Result<vk::PipelineLayout, GpuError> {
+    layout_with_push(
+        device,
+        sets,
+        push_bytes,
+        vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+    )
+}
+
+/// Creates a compute pipeline layout whose push constants (`push_bytes`, may be
+/// 0) are visible to the compute stage.
+pub fn create_compute_layout(
+    device: &ash::Device,
+    sets: &[vk::DescriptorSetLayout],
+    push_bytes: u32,
+) -> Result<vk::PipelineLayout, GpuError> {
+    layout_with_push(device, sets, push_bytes, vk::ShaderStageFlags::COMPUTE)
+}
+
+fn layout_with_push(
+    device: &ash::Device,
+    sets: &[vk::DescriptorSetLayout],
+    push_bytes: u32,
+    stages: vk::ShaderStageFlags,
+) -> Result<vk::PipelineLayout, GpuError> {
     let ranges = [vk::PushConstantRange {
-        stage_flags: vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+        stage_flags: stages,
         offset: 0,
         size: push_bytes,
     }];
@@ -145,23 +170,37 @@ pub fn create_layout(
     unsafe { device.create_pipeline_layout(&info, None) }.check("vkCreatePipelineLayout")
 }
 
-/// Creates a compute pipeline layout whose push constants (`push_bytes`, may be
-/// 0) are visible to the compute stage.
-pub fn create_compute_layout(
+/// Creates a descriptor pool of `sizes` for one set and allocates that set of
+/// `layout` from it; on failure nothing is left behind.
+pub fn one_set(
     device: &ash::Device,
-    sets: &[vk::DescriptorSetLayout],
-    push_bytes: u32,
-) -> Result<vk::PipelineLayout, GpuError> {
-    let ranges = [vk::PushConstantRange {
-        stage_flags: vk::ShaderStageFlags::COMPUTE,
-        offset: 0,
-        size: push_bytes,
-    }];
-    let info = vk::PipelineLayoutCreateInfo::default()
-        .set_layouts(sets)
-        .push_constant_ranges(if push_bytes > 0 { &ranges } else { &[] });
-    // SAFETY: valid create info.
-    unsafe { device.create_pipeline_layout(&info, None) }.check("vkCreatePipelineLayout")
+    layout: vk::DescriptorSetLayout,
+    sizes: &[vk::DescriptorPoolSize],
+) -> Result<(vk::DescriptorPool, vk::DescriptorSet), GpuError> {
+    // SAFETY: valid create infos on a live device; the pool is destroyed if the
+    // allocation fails, and is otherwise the caller's.
+    unsafe {
+        let pool = device
+            .create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(1)
+                    .pool_sizes(sizes),
+                None,
+            )
+            .check("vkCreateDescriptorPool")?;
+        let layouts = [layout];
+        match device.allocate_descriptor_sets(
+            &vk::DescriptorSetAllocateInfo::default()
+                .descriptor_pool(pool)
+                .set_layouts(&layouts),
+        ) {
+            Ok(sets) => Ok((pool, sets[0])),
+            Err(e) => {
+                device.destroy_descriptor_pool(pool, None);
+                Err(e).check("vkAllocateDescriptorSets")
+            }
+        }
+    }
 }
 
 /// Creates a compute pipeline from SPIR-V (entry point `main`).
