@@ -392,12 +392,43 @@ impl Targets {
         effects: bool,
         visibility: bool,
     ) -> Result<Self, GpuError> {
+        let empty = || Target {
+            view: vk::ImageView::null(),
+            image: None,
+        };
+        let mut t = Self {
+            extent,
+            hdr: empty(),
+            vis: None,
+            depth: empty(),
+            ldr: empty(),
+            transients: None,
+            readback: None,
+        };
+        // Filled in place, so that a failure destroys what was made.
+        match t.fill(device, mem, effects, visibility) {
+            Ok(()) => Ok(t),
+            Err(e) => {
+                t.destroy(device, mem);
+                Err(e)
+            }
+        }
+    }
+
+    fn fill(
+        &mut self,
+        device: &ash::Device,
+        mem: &GpuMemory,
+        effects: bool,
+        visibility: bool,
+    ) -> Result<(), GpuError> {
+        let extent = self.extent;
         let storage = if visibility {
             vk::ImageUsageFlags::STORAGE
         } else {
             vk::ImageUsageFlags::empty()
         };
-        let hdr = Target::new(
+        self.hdr = Target::new(
             device,
             mem,
             extent,
@@ -406,8 +437,8 @@ impl Targets {
             vk::ImageAspectFlags::COLOR,
             "hdr-color",
         )?;
-        let vis = if visibility {
-            Some(Target::new(
+        if visibility {
+            self.vis = Some(Target::new(
                 device,
                 mem,
                 extent,
@@ -415,11 +446,9 @@ impl Targets {
                 vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::STORAGE,
                 vk::ImageAspectFlags::COLOR,
                 "visibility",
-            )?)
-        } else {
-            None
-        };
-        let depth = Target::new(
+            )?);
+        }
+        self.depth = Target::new(
             device,
             mem,
             extent,
@@ -428,7 +457,7 @@ impl Targets {
             vk::ImageAspectFlags::DEPTH,
             "depth",
         )?;
-        let ldr = Target::new(
+        self.ldr = Target::new(
             device,
             mem,
             extent,
@@ -441,24 +470,14 @@ impl Targets {
         let info = vk::BufferCreateInfo::default()
             .size(size)
             .usage(vk::BufferUsageFlags::TRANSFER_DST);
-        let readback = mem.create_buffer_mapped(
+        self.readback = Some(mem.create_buffer_mapped(
             &info,
             &MemOptions::new(MemoryUsage::Readback, "frame-readback").dedicated(),
-        )?;
-        let transients = if effects {
-            Some(Transients::new(device, mem, extent)?)
-        } else {
-            None
-        };
-        Ok(Self {
-            extent,
-            hdr,
-            vis,
-            depth,
-            ldr,
-            transients,
-            readback: Some(readback),
-        })
+        )?);
+        if effects {
+            self.transients = Some(Transients::new(device, mem, extent)?);
+        }
+        Ok(())
     }
 
     /// Copies the read-back frame (tightly packed RGBA8, sRGB) out of the buffer.
