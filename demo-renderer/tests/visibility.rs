@@ -15,9 +15,12 @@ use std::path::Path;
 /// triangle (homogeneous barycentrics, differences within the 2x2 quad as a
 /// fragment shader takes them) where the forward pass interpolates in hardware,
 /// so texture levels differ by a fraction at some pixels, and silhouettes and the
-/// sky's edge by a pixel's coverage. Measured 57-70 dB per frame here (53-64 dB
-/// with exact derivatives at the pixel's centre; on the H200 at 4K with
-/// anisotropic filtering and exact derivatives: 57.2 dB minimum, 65.3 dB mean); a
+/// sky's edge by a pixel's coverage; bloom and the tone map run as compute
+/// passes, which encode sRGB themselves (a unit in the last place here and
+/// there). Measured 55-59 dB per frame here (57-70 dB with the fragment tone map
+/// and bloom, 53-64 dB with exact derivatives at the pixel's centre; on the H200
+/// at 4K with anisotropic filtering and exact derivatives: 57.2 dB minimum, 65.3
+/// dB mean); a
 /// wrong vertex, a missed pixel or a texture level off by a few falls far below
 /// (the same frames with the level forced coarse by 3: 22.7 dB; with the
 /// gradients ignored: 26-33 dB).

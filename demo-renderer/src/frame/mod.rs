@@ -1,10 +1,13 @@
 //! Frames: the passes (with the effects on, the sun's shadow map; the scene into
-//! HDR colour + depth; with the effects on, bloom; the tone map into an sRGB target;
-//! readback), their barriers and GPU timestamps. The shadow map and the bloom image
+//! HDR colour + depth, or with visibility shading an id pass and compute shading;
+//! with the effects on, bloom; the tone map into an sRGB target, as compute passes
+//! with visibility shading, see [`post`]; readback), their barriers and GPU
+//! timestamps. The shadow map and the bloom image
 //! are transients sharing one alias group (see [`targets::Transients`]).
 
 pub mod gallery;
 pub mod pipelines;
+pub mod post;
 pub mod targets;
 
 use ash::vk;
@@ -330,6 +333,8 @@ pub struct Renderer {
     timestamp_period: f64,
     /// Whether the targets include a visibility buffer (scenes may shade from it).
     visibility: bool,
+    /// With visibility shading: bloom and the headless tone map as compute passes.
+    post: Option<post::ComputePost>,
     /// Exposure applied before tone mapping.
     pub exposure: f32,
     /// The debug overlay, drawn over the tone-mapped frame (`--overlay`, F1).
@@ -391,6 +396,19 @@ impl Renderer {
         } else {
             None
         };
+        let post = if visibility {
+            let bloom_layout = effects
+                .as_ref()
+                .map_or(vk::DescriptorSetLayout::null(), |e| e.bloom_set_layout);
+            Some(post::ComputePost::new(
+                d,
+                tonemap.set_layout,
+                bloom_layout,
+                TONEMAP_PUSH_BYTES,
+            )?)
+        } else {
+            None
+        };
         let mut r = Self {
             targets,
             tonemap,
@@ -401,6 +419,7 @@ impl Renderer {
             queries,
             timestamp_period: ctx.info.timestamp_period as f64,
             visibility,
+            post,
             exposure: 1.0,
             overlay: None,
         };
@@ -417,7 +436,7 @@ impl Renderer {
                 .binding(i)
                 .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
                 .descriptor_count(1)
-                .stage_flags(vk::ShaderStageFlags::FRAGMENT)
+                .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)
         };
         let all_bindings = [binding(0), binding(1)];
         let bindings = &all_bindings[..if bloom { 2 } else { 1 }];
@@ -500,7 +519,7 @@ impl Renderer {
                 .binding(0)
                 .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
                 .descriptor_count(1)
-                .stage_flags(vk::ShaderStageFlags::FRAGMENT)];
+                .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE)];
             // SAFETY: valid create infos on a live device; each handle is stored at once
             // so that a failure destroys what was made.
             unsafe {
@@ -615,6 +634,15 @@ impl Renderer {
         }
         // SAFETY: the sets are not in use (the device is idle or the sets are fresh).
         unsafe { d.update_descriptor_sets(&writes, &[]) };
+        if let Some(p) = self.post.as_ref() {
+            let bloom = self
+                .targets
+                .transients
+                .as_ref()
+                .map_or(vk::ImageView::null(), |t| t.bloom.view);
+            // SAFETY: as above.
+            unsafe { p.write_outputs(d, self.targets.ldr_storage, bloom) };
+        }
     }
 
     /// Adds a tone-map pipeline writing `format`; returns its index for [`Output::Swapchain`].
@@ -896,7 +924,7 @@ impl Renderer {
                 .stages(
                     vk::PipelineStageFlags2::COMPUTE_SHADER,
                     vk::AccessFlags2::SHADER_STORAGE_WRITE,
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    SAMPLING_STAGES,
                     vk::AccessFlags2::SHADER_SAMPLED_READ,
                 )
             } else {
@@ -908,7 +936,53 @@ impl Renderer {
             // the barrier waits for the shadow map's last uses (written in the shadow
             // pass, read in the scene pass) and discards the contents.
             stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            if let (Some(t), Some(e)) = (transients, self.effects.as_ref()) {
+            if let (Some(t), Some(e), Some(p)) =
+                (transients, self.effects.as_ref(), self.post.as_ref())
+            {
+                // Bloom as a compute pass (visibility shading): the same barrier on
+                // the shadow map's last uses, into GENERAL for storage writes.
+                let bloom_in = ImageTransition::color(
+                    t.bloom.image(),
+                    vk::ImageLayout::UNDEFINED,
+                    vk::ImageLayout::GENERAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
+                        | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS
+                        | SAMPLING_STAGES,
+                    vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE,
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                );
+                transition(d, cmd, &[bloom_in]);
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, p.bloom);
+                d.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    p.bloom_layout,
+                    0,
+                    &[e.bloom_set, p.bloom_set],
+                    &[],
+                );
+                d.cmd_dispatch(
+                    cmd,
+                    t.bloom.extent.width.div_ceil(post::GROUP),
+                    t.bloom.extent.height.div_ceil(post::GROUP),
+                    1,
+                );
+                let bloom_read = ImageTransition::color(
+                    t.bloom.image(),
+                    vk::ImageLayout::GENERAL,
+                    vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+                )
+                .stages(
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                    SAMPLING_STAGES,
+                    vk::AccessFlags2::SHADER_SAMPLED_READ,
+                );
+                transition(d, cmd, &[bloom_read]);
+            } else if let (Some(t), Some(e)) = (transients, self.effects.as_ref()) {
                 let bloom_in = ImageTransition::color(
                     t.bloom.image(),
                     vk::ImageLayout::UNDEFINED,
@@ -953,43 +1027,10 @@ impl Renderer {
             }
             stamp(5, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
 
-            // Tone-map pass.
+            // Tone-map pass: as a compute pass into the display target's storage
+            // view for headless output with visibility shading, else a full-screen
+            // fragment pass; the overlay is drawn over it in a rendering.
             stamp(6, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            let out_in = ImageTransition::color(
-                out_image,
-                vk::ImageLayout::UNDEFINED,
-                vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
-            )
-            .stages(
-                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
-                vk::AccessFlags2::NONE,
-                vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
-                vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
-            );
-            transition(d, cmd, &[out_in]);
-            let out_att = [vk::RenderingAttachmentInfo::default()
-                .image_view(out_view)
-                .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-                .load_op(vk::AttachmentLoadOp::DONT_CARE)
-                .store_op(vk::AttachmentStoreOp::STORE)];
-            let info = vk::RenderingInfo::default()
-                .render_area(area)
-                .layer_count(1)
-                .color_attachments(&out_att);
-            begin_rendering(d, cmd, &info, area);
-            d.cmd_bind_pipeline(
-                cmd,
-                vk::PipelineBindPoint::GRAPHICS,
-                self.tonemap.pipelines[pipeline_index].1,
-            );
-            d.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::GRAPHICS,
-                self.tonemap.layout,
-                0,
-                &[self.tonemap.set],
-                &[],
-            );
             let push = TonemapPush {
                 exposure: self.exposure,
                 dim: 1.0,
@@ -1000,23 +1041,132 @@ impl Renderer {
                 Some(o) => o.tonemap_panels(push),
                 None => push,
             };
-            d.cmd_push_constants(
-                cmd,
-                self.tonemap.layout,
-                vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
-                0,
-                bytemuck::bytes_of(&push),
-            );
-            d.cmd_draw(cmd, 3, 1, 0, 0);
-            stamp(7, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            // Overlay, in the same rendering (no extra load, store or barrier).
-            stamp(8, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            if let Some(overlay) = self.overlay.as_mut() {
-                let format = self.tonemap.pipelines[pipeline_index].0;
-                overlay.record(cmd, format, extent)?;
+            let compute_tonemap = matches!(output, Output::Headless { .. })
+                && self.targets.ldr_storage != vk::ImageView::null();
+            match self.post.as_ref().filter(|_| compute_tonemap) {
+                Some(p) => {
+                    let out_in = ImageTransition::color(
+                        out_image,
+                        vk::ImageLayout::UNDEFINED,
+                        vk::ImageLayout::GENERAL,
+                    )
+                    .stages(
+                        vk::PipelineStageFlags2::COPY,
+                        vk::AccessFlags2::NONE,
+                        vk::PipelineStageFlags2::COMPUTE_SHADER,
+                        vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                    );
+                    transition(d, cmd, &[out_in]);
+                    d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, p.tonemap);
+                    d.cmd_bind_descriptor_sets(
+                        cmd,
+                        vk::PipelineBindPoint::COMPUTE,
+                        p.tonemap_layout,
+                        0,
+                        &[self.tonemap.set, p.ldr_set],
+                        &[],
+                    );
+                    d.cmd_push_constants(
+                        cmd,
+                        p.tonemap_layout,
+                        vk::ShaderStageFlags::COMPUTE,
+                        0,
+                        bytemuck::bytes_of(&push),
+                    );
+                    d.cmd_dispatch(
+                        cmd,
+                        extent.width.div_ceil(post::GROUP),
+                        extent.height.div_ceil(post::GROUP),
+                        1,
+                    );
+                    stamp(7, vk::PipelineStageFlags2::ALL_COMMANDS);
+                    // Into the layout the overlay draws in and the readback leaves from.
+                    let to_attachment = ImageTransition::color(
+                        out_image,
+                        vk::ImageLayout::GENERAL,
+                        vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                    )
+                    .stages(
+                        vk::PipelineStageFlags2::COMPUTE_SHADER,
+                        vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                        vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                        vk::AccessFlags2::COLOR_ATTACHMENT_READ
+                            | vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    );
+                    transition(d, cmd, &[to_attachment]);
+                    stamp(8, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+                    if let Some(overlay) = self.overlay.as_mut() {
+                        let out_att = [vk::RenderingAttachmentInfo::default()
+                            .image_view(out_view)
+                            .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+                            .load_op(vk::AttachmentLoadOp::LOAD)
+                            .store_op(vk::AttachmentStoreOp::STORE)];
+                        let info = vk::RenderingInfo::default()
+                            .render_area(area)
+                            .layer_count(1)
+                            .color_attachments(&out_att);
+                        begin_rendering(d, cmd, &info, area);
+                        let format = self.tonemap.pipelines[pipeline_index].0;
+                        overlay.record(cmd, format, extent)?;
+                        d.cmd_end_rendering(cmd);
+                    }
+                    stamp(9, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+                }
+                None => {
+                    let out_in = ImageTransition::color(
+                        out_image,
+                        vk::ImageLayout::UNDEFINED,
+                        vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL,
+                    )
+                    .stages(
+                        vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                        vk::AccessFlags2::NONE,
+                        vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+                        vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    );
+                    transition(d, cmd, &[out_in]);
+                    let out_att = [vk::RenderingAttachmentInfo::default()
+                        .image_view(out_view)
+                        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+                        .load_op(vk::AttachmentLoadOp::DONT_CARE)
+                        .store_op(vk::AttachmentStoreOp::STORE)];
+                    let info = vk::RenderingInfo::default()
+                        .render_area(area)
+                        .layer_count(1)
+                        .color_attachments(&out_att);
+                    begin_rendering(d, cmd, &info, area);
+                    d.cmd_bind_pipeline(
+                        cmd,
+                        vk::PipelineBindPoint::GRAPHICS,
+                        self.tonemap.pipelines[pipeline_index].1,
+                    );
+                    d.cmd_bind_descriptor_sets(
+                        cmd,
+                        vk::PipelineBindPoint::GRAPHICS,
+                        self.tonemap.layout,
+                        0,
+                        &[self.tonemap.set],
+                        &[],
+                    );
+                    d.cmd_push_constants(
+                        cmd,
+                        self.tonemap.layout,
+                        vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+                        0,
+                        bytemuck::bytes_of(&push),
+                    );
+                    d.cmd_draw(cmd, 3, 1, 0, 0);
+                    stamp(7, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+                    // Overlay, in the same rendering (no extra load, store or barrier).
+                    stamp(8, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+                    if let Some(overlay) = self.overlay.as_mut() {
+                        let format = self.tonemap.pipelines[pipeline_index].0;
+                        overlay.record(cmd, format, extent)?;
+                    }
+                    stamp(9, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+                    d.cmd_end_rendering(cmd);
+                }
             }
-            stamp(9, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
-            d.cmd_end_rendering(cmd);
 
             // Readback.
             stamp(10, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
@@ -1171,6 +1321,9 @@ impl Renderer {
             d.destroy_pipeline_layout(self.tonemap.layout, None);
             if let Some(e) = self.effects.take() {
                 Self::destroy_effects(d, &e);
+            }
+            if let Some(mut p) = self.post.take() {
+                p.destroy(d);
             }
             d.destroy_sampler(self.tonemap.sampler, None);
             d.destroy_descriptor_pool(self.tonemap.pool, None);

@@ -65,7 +65,20 @@ fn create_view(
     format: vk::Format,
     aspect: vk::ImageAspectFlags,
 ) -> Result<vk::ImageView, GpuError> {
-    let view_info = vk::ImageViewCreateInfo::default()
+    create_view_for(device, image, format, aspect, None)
+}
+
+/// A view of mip 0; `usage` narrows the image's usage for the view (an sRGB view
+/// of an image that other views store into must leave storage out).
+fn create_view_for(
+    device: &ash::Device,
+    image: vk::Image,
+    format: vk::Format,
+    aspect: vk::ImageAspectFlags,
+    usage: Option<vk::ImageUsageFlags>,
+) -> Result<vk::ImageView, GpuError> {
+    let mut usage_info = vk::ImageViewUsageCreateInfo::default().usage(usage.unwrap_or_default());
+    let mut view_info = vk::ImageViewCreateInfo::default()
         .image(image)
         .view_type(vk::ImageViewType::TYPE_2D)
         .format(format)
@@ -76,6 +89,9 @@ fn create_view(
             base_array_layer: 0,
             layer_count: 1,
         });
+    if usage.is_some() {
+        view_info = view_info.push_next(&mut usage_info);
+    }
     // SAFETY: `image` is live and bound.
     unsafe { device.create_image_view(&view_info, None) }.check("vkCreateImageView")
 }
@@ -104,11 +120,24 @@ impl Target {
         tag: &str,
     ) -> Result<Self, GpuError> {
         let info = image_info(extent, format, usage);
+        Self::from_info(device, mem, &info, aspect, None, tag)
+    }
+
+    /// `view_usage`: the view's usage where it must be narrower than the image's.
+    fn from_info(
+        device: &ash::Device,
+        mem: &GpuMemory,
+        info: &vk::ImageCreateInfo<'_>,
+        aspect: vk::ImageAspectFlags,
+        view_usage: Option<vk::ImageUsageFlags>,
+        tag: &str,
+    ) -> Result<Self, GpuError> {
+        let format = info.format;
         let image = mem.create_image(
-            &info,
+            info,
             &MemOptions::new(MemoryUsage::GpuOnly, tag).dedicated(),
         )?;
-        let view = match create_view(device, image.raw(), format, aspect) {
+        let view = match create_view_for(device, image.raw(), format, aspect, view_usage) {
             Ok(v) => v,
             Err(e) => {
                 // SAFETY: never used.
@@ -182,11 +211,13 @@ impl Transients {
         extent.height.next_power_of_two().clamp(512, 2048)
     }
 
-    /// Allocates the group and binds both images.
+    /// Allocates the group and binds both images; with `storage` the bloom image is
+    /// a storage image too (written by compute, `frame::post`).
     pub fn new(
         device: &ash::Device,
         mem: &GpuMemory,
         extent: vk::Extent2D,
+        storage: bool,
     ) -> Result<Self, GpuError> {
         let side = Self::shadow_size(extent);
         let shadow_extent = vk::Extent2D {
@@ -205,7 +236,13 @@ impl Transients {
         let bloom_info = image_info(
             bloom_extent,
             BLOOM_FORMAT,
-            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::SAMPLED,
+            vk::ImageUsageFlags::COLOR_ATTACHMENT
+                | vk::ImageUsageFlags::SAMPLED
+                | if storage {
+                    vk::ImageUsageFlags::STORAGE
+                } else {
+                    vk::ImageUsageFlags::empty()
+                },
         );
         let group = mem.create_alias_group(
             &[
@@ -370,6 +407,10 @@ pub struct Targets {
     pub depth: Target,
     /// Tone-mapped sRGB colour.
     pub ldr: Target,
+    /// With visibility shading, a `R8G8B8A8_UNORM` view of `ldr` for the compute
+    /// tone map to store into (`ldr` is made mutable-format, extended-usage, with
+    /// storage); null otherwise.
+    pub ldr_storage: vk::ImageView,
     /// The shadow map and bloom image on one alias group (with the effects on).
     pub transients: Option<Transients>,
     /// Host-visible copy of `ldr`, with its memory (`None` once destroyed).
@@ -402,6 +443,7 @@ impl Targets {
             vis: None,
             depth: empty(),
             ldr: empty(),
+            ldr_storage: vk::ImageView::null(),
             transients: None,
             readback: None,
         };
@@ -457,15 +499,36 @@ impl Targets {
             vk::ImageAspectFlags::DEPTH,
             "depth",
         )?;
-        self.ldr = Target::new(
-            device,
-            mem,
-            extent,
-            LDR_FORMAT,
-            vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSFER_SRC,
-            vk::ImageAspectFlags::COLOR,
-            "ldr-color",
-        )?;
+        let ldr_usage = vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSFER_SRC;
+        if visibility {
+            let info = image_info(extent, LDR_FORMAT, ldr_usage | vk::ImageUsageFlags::STORAGE)
+                .flags(vk::ImageCreateFlags::MUTABLE_FORMAT | vk::ImageCreateFlags::EXTENDED_USAGE);
+            self.ldr = Target::from_info(
+                device,
+                mem,
+                &info,
+                vk::ImageAspectFlags::COLOR,
+                Some(ldr_usage),
+                "ldr-color",
+            )?;
+            self.ldr_storage = create_view_for(
+                device,
+                self.ldr.image(),
+                vk::Format::R8G8B8A8_UNORM,
+                vk::ImageAspectFlags::COLOR,
+                Some(vk::ImageUsageFlags::STORAGE),
+            )?;
+        } else {
+            self.ldr = Target::new(
+                device,
+                mem,
+                extent,
+                LDR_FORMAT,
+                ldr_usage,
+                vk::ImageAspectFlags::COLOR,
+                "ldr-color",
+            )?;
+        }
         let size = extent.width as u64 * extent.height as u64 * 4;
         let info = vk::BufferCreateInfo::default()
             .size(size)
@@ -475,7 +538,7 @@ impl Targets {
             &MemOptions::new(MemoryUsage::Readback, "frame-readback").dedicated(),
         )?);
         if effects {
-            self.transients = Some(Transients::new(device, mem, extent)?);
+            self.transients = Some(Transients::new(device, mem, extent, visibility)?);
         }
         Ok(())
     }
@@ -496,6 +559,11 @@ impl Targets {
             v.destroy(device, mem);
         }
         self.depth.destroy(device, mem);
+        if self.ldr_storage != vk::ImageView::null() {
+            // SAFETY: the device is idle; the view is of `ldr`, destroyed next.
+            unsafe { device.destroy_image_view(self.ldr_storage, None) };
+            self.ldr_storage = vk::ImageView::null();
+        }
         self.ldr.destroy(device, mem);
         if let Some(mut t) = self.transients.take() {
             t.destroy(device, mem);
