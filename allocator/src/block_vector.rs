@@ -749,11 +749,14 @@ impl BlockVector {
     /// allocation is still current (a reset pool's stale handles touch
     /// nothing).
     ///
+    /// `env` is called only when the block empties (to destroy or recycle
+    /// it): the common free never builds an [`Env`].
+    ///
     /// # Errors
     /// [`Error::Invariant`] if the location names no live range (a bug).
-    pub fn free(
+    pub fn free<'e>(
         &self,
-        env: Env<'_>,
+        env: &dyn Fn() -> Env<'e>,
         location: &Location,
         margin: u64,
     ) -> Result<FreeOutcome, Error> {
@@ -777,7 +780,7 @@ impl BlockVector {
             .free(location.block, location.range.id, location.range.offset)
             .map_err(invariant)?;
         if emptied {
-            self.free_emptied(env, list, location, moving);
+            self.free_emptied(env(), list, location, moving);
         } else {
             self.freed_under_lock(&mut list, location, moving);
         }

@@ -298,11 +298,13 @@ impl<D: MemoryDevice> Allocator<D> {
         }
         let margin = self.margin(allocation.memory_type);
         let freed = match location.list {
-            ListRef::Type(t) => self.types[t as usize]
-                .vector
-                .free(self.env(), &location, margin),
+            ListRef::Type(t) => {
+                self.types[t as usize]
+                    .vector
+                    .free(&|| self.env(), &location, margin)
+            }
             ListRef::Pool(id) => match self.pool(id) {
-                Ok(pool) => pool.vector.free(self.env(), &location, margin),
+                Ok(pool) => pool.vector.free(&|| self.env(), &location, margin),
                 Err(e) => Err(e),
             },
         };
