@@ -211,6 +211,7 @@ impl Block {
     }
 
     /// Places `request` in this block, if it fits.
+    #[inline]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
         let range = match &mut self.algo {
             Algo::Tlsf(t) => t.allocate(request),
@@ -251,6 +252,7 @@ impl Block {
     }
 
     /// Frees the range `id` at `offset` of this block.
+    #[inline]
     pub fn free(&mut self, id: RangeId, offset: u64) -> Result<(), RangeError> {
         let result = match &mut self.algo {
             Algo::Tlsf(t) => t.free(id),

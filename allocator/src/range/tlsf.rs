@@ -658,6 +658,7 @@ impl RangeAllocator for TlsfAllocator {
         self.probe_head(worst, request, alignment)
     }
 
+    #[inline]
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
         debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
         let index = placement.node;
@@ -692,6 +693,7 @@ impl RangeAllocator for TlsfAllocator {
         }
     }
 
+    #[inline]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let mut index = id.slot();
         let node = match self.nodes.get_mut(index as usize) {
