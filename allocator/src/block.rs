@@ -211,6 +211,7 @@ impl Block {
     }
 
     /// Places `request` in this block, if it fits.
+    #[inline]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
         let range = match &mut self.algo {
             Algo::Tlsf(t) => t.allocate(request),
@@ -251,6 +252,7 @@ impl Block {
     }
 
     /// Frees the range `id` at `offset` of this block.
+    #[inline]
     pub fn free(&mut self, id: RangeId, offset: u64) -> Result<(), RangeError> {
         let result = match &mut self.algo {
             Algo::Tlsf(t) => t.free(id),
@@ -286,14 +288,59 @@ impl Block {
         }
     }
 
-    /// Records what is known of the live allocation in `meta.range`.
-    pub fn set_meta(&mut self, meta: Meta) {
+    /// Records what is known of a new live allocation in `range` (a
+    /// placement's `alignment`, `lead`, `margin`, and the `size` and `kind`
+    /// asked, made in `frame`), written field by field into the slot's
+    /// [`Meta`]: no whole record is built and moved (the allocate path's
+    /// one record per call). The slot's alias list is replaced by an empty
+    /// one and its flags cleared, as a fresh `Meta` would have them.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn set_meta(
+        &mut self,
+        id: u64,
+        range: Range,
+        alignment: u64,
+        lead: u64,
+        margin: u64,
+        size: u64,
+        kind: ResourceKind,
+        frame: u64,
+    ) {
         self.generation += 1;
-        let slot = meta.range.id.slot() as usize;
+        let slot = range.id.slot() as usize;
         if self.meta.len() <= slot {
             self.meta.resize(slot + 1, Meta::default());
         }
-        self.meta[slot] = meta;
+        // Destructured without `..`: a field added to `Meta` must be set here.
+        let Meta {
+            live,
+            id: meta_id,
+            range: meta_range,
+            alignment: meta_alignment,
+            lead: meta_lead,
+            margin: meta_margin,
+            size: meta_size,
+            kind: meta_kind,
+            pinned,
+            moving,
+            reserved,
+            aliases,
+            frame: meta_frame,
+        } = &mut self.meta[slot];
+        *live = true;
+        *meta_id = id;
+        *meta_range = range;
+        *meta_alignment = alignment;
+        *meta_lead = lead;
+        *meta_margin = margin;
+        *meta_size = size;
+        *meta_kind = kind;
+        *pinned = false;
+        *moving = false;
+        *reserved = false;
+        *aliases = Vec::new();
+        *meta_frame = frame;
     }
 
     /// The live allocation with range `id`, if its id is `alloc_id` (counted
@@ -323,10 +370,15 @@ impl Block {
         }
     }
 
+    /// Live allocations (matched per algorithm, not through the trait
+    /// object of [`Self::ranges`]: every free asks, through
+    /// [`Self::is_empty`]).
+    #[inline]
     pub fn allocation_count(&self) -> u32 {
         match &self.algo {
             Algo::Dedicated { live, .. } => u32::from(*live),
-            _ => self.ranges().map_or(0, |r| r.allocation_count()),
+            Algo::Tlsf(t) => t.allocation_count(),
+            Algo::Linear(l) => l.allocation_count(),
         }
     }
 
@@ -337,6 +389,7 @@ impl Block {
         }
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.allocation_count() == 0
     }

@@ -183,27 +183,27 @@ impl BlockList {
         Some(block)
     }
 
-    /// Frees a range; returns the blocks that should now be destroyed: a
-    /// dedicated block, or an empty block beyond what the list keeps.
-    /// `retain` is asked, only when a shared block became empty, for the
-    /// bytes of empty blocks the list may keep beyond its `keep_empty` count
-    /// (see [`Self::release_surplus_empty`]).
-    pub fn free(
-        &mut self,
-        index: u32,
-        id: RangeId,
-        offset: u64,
-        retain: impl FnOnce() -> u64,
-    ) -> Result<Option<Block>, RangeError> {
+    /// Frees a range; returns whether its block is now empty, in which case
+    /// the caller asks [`Self::release_emptied`] which block to destroy.
+    /// (The hot path moves no `Block` around: only a `bool` comes back.)
+    #[inline]
+    pub fn free(&mut self, index: u32, id: RangeId, offset: u64) -> Result<bool, RangeError> {
         let block = self.block_mut(index).ok_or(RangeError::UnknownId(id))?;
         block.free(id, offset)?;
-        if !block.is_empty() {
-            return Ok(None);
+        Ok(block.is_empty())
+    }
+
+    /// After [`Self::free`] emptied block `index`: the block that should now
+    /// be destroyed, a dedicated block, or an empty block beyond what the
+    /// list keeps. `retain` is asked, only for a shared block, for the bytes
+    /// of empty blocks the list may keep beyond its `keep_empty` count (see
+    /// [`Self::release_surplus_empty`]).
+    #[cold]
+    pub fn release_emptied(&mut self, index: u32, retain: impl FnOnce() -> u64) -> Option<Block> {
+        if self.block(index)?.is_dedicated() {
+            return self.remove(index);
         }
-        if block.is_dedicated() {
-            return Ok(self.remove(index));
-        }
-        Ok(self.release_surplus_empty(retain()))
+        self.release_surplus_empty(retain())
     }
 
     /// The smallest empty shared block, if more blocks are empty than the

@@ -40,7 +40,7 @@ use crate::error::Error;
 use crate::memory::{self, Doomed, MemoryRequest, PoolCaps};
 use crate::range::{Range, RangeRequest};
 use crate::recycle::RecycleBin;
-use crate::stats::{Counters, Usage};
+use crate::stats::{Counters, ShardCounters, Usage};
 
 /// What a vector needs from its allocator for one operation.
 #[derive(Clone, Copy)]
@@ -264,6 +264,24 @@ fn plan_steps(list: &BlockList, algorithm: DefragAlgorithm) -> Vec<Step> {
     }
 }
 
+/// The error of a free that names a block the list doesn't hold (a bug).
+#[cold]
+fn missing_block(block: u32) -> Error {
+    Error::Invariant(format!("free: block {block} does not exist"))
+}
+
+/// The error of a location that names a shard the vector doesn't have.
+#[cold]
+fn missing_shard(shard: u8) -> Error {
+    Error::Invariant(format!("shard {shard} does not exist"))
+}
+
+/// A range allocator's refusal of a free, as the allocator's error (a bug).
+#[cold]
+fn invariant(e: crate::range::RangeError) -> Error {
+    Error::Invariant(e.to_string())
+}
+
 /// What freeing found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum FreeOutcome {
@@ -311,8 +329,9 @@ fn set_home(shard: usize) {
 #[repr(align(128))]
 struct Shard {
     list: Mutex<BlockList>,
-    /// Blocks and allocations of this shard (the vector's are the sum).
-    counters: Counters,
+    /// Allocations of this shard (the vector's are the sum), written under
+    /// `list`'s lock.
+    counters: ShardCounters,
 }
 
 /// One list of blocks with everything that counts it.
@@ -365,7 +384,7 @@ impl BlockVector {
                 };
                 Shard {
                     list: Mutex::new(BlockList::new(list)),
-                    counters: Counters::default(),
+                    counters: ShardCounters::default(),
                 }
             })
             .collect();
@@ -538,11 +557,12 @@ impl BlockVector {
     }
 
     /// Locks `shard`'s list.
+    #[inline]
     fn lock(&self, shard: u8) -> Result<MutexGuard<'_, BlockList>, Error> {
-        self.shards
-            .get(usize::from(shard))
-            .map(|s| s.list.lock())
-            .ok_or_else(|| Error::Invariant(format!("shard {shard} does not exist")))
+        match self.shards.get(usize::from(shard)) {
+            Some(s) => Ok(s.list.lock()),
+            None => Err(missing_shard(shard)),
+        }
     }
 
     /// Holds `shard`'s lock (tests: a thread that finds it busy).
@@ -578,7 +598,7 @@ impl BlockVector {
             let (shard, mut list) = self.lock_any();
             if let Some((block, range)) = list.allocate(&placement.request) {
                 let id = list.next_id(env.next_id);
-                return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
+                return self.finish_ok(env, shard, &mut list, block, range, placement, desc, id);
             }
             let sizes = list
                 .next_block_sizes(
@@ -599,9 +619,8 @@ impl BlockVector {
                 };
                 if let Some((block, range)) = list.allocate(&placement.request) {
                     let id = list.next_id(env.next_id);
-                    return Ok(
-                        self.finish(env, other, &mut list, block, range, placement, desc, id)
-                    );
+                    return self
+                        .finish_ok(env, other, &mut list, block, range, placement, desc, id);
                 }
             }
             (shard, sizes)
@@ -633,9 +652,8 @@ impl BlockVector {
             match range {
                 Some(range) => {
                     let id = list.next_id(env.next_id);
-                    return Ok(
-                        self.finish(env, shard, &mut list, index, range, placement, desc, id)
-                    );
+                    return self
+                        .finish_ok(env, shard, &mut list, index, range, placement, desc, id);
                 }
                 None => {
                     // Alignment or granularity padding made the request larger
@@ -657,7 +675,7 @@ impl BlockVector {
             let mut list = self.shards[other].list.lock();
             if let Some((block, range)) = list.allocate(&placement.request) {
                 let id = list.next_id(env.next_id);
-                return Ok(self.finish(env, other, &mut list, block, range, placement, desc, id));
+                return self.finish_ok(env, other, &mut list, block, range, placement, desc, id);
             }
         }
         Err(last_error)
@@ -723,7 +741,7 @@ impl BlockVector {
             margin: 0,
         };
         let id = list.next_id(env.next_id);
-        Ok(self.finish(env, shard, &mut list, index, range, &whole, desc, id))
+        self.finish_ok(env, shard, &mut list, index, range, &whole, desc, id)
     }
 
     /// Frees `location`'s range. The corruption margins are checked under
@@ -731,61 +749,90 @@ impl BlockVector {
     /// allocation is still current (a reset pool's stale handles touch
     /// nothing).
     ///
+    /// `env` is called only when the block empties (to destroy or recycle
+    /// it): the common free never builds an [`Env`].
+    ///
     /// # Errors
     /// [`Error::Invariant`] if the location names no live range (a bug).
-    pub fn free(
+    pub fn free<'e>(
         &self,
-        env: Env<'_>,
+        env: &dyn Fn() -> Env<'e>,
         location: &Location,
         margin: u64,
     ) -> Result<FreeOutcome, Error> {
-        let shard = usize::from(location.shard);
-        let (doomed, corrupted) = {
-            let mut list = self.lock(location.shard)?;
-            if self.epoch.load(Ordering::Relaxed) != location.epoch {
-                return Ok(FreeOutcome::AlreadyFree);
-            }
-            let block = list.block(location.block).ok_or_else(|| {
-                Error::Invariant(format!("free: block {} does not exist", location.block))
-            })?;
-            let moving = block
-                .meta
-                .get(location.range.id.slot() as usize)
-                .filter(|m| m.live && m.moving && m.range.id == location.range.id)
-                .map(|m| m.id);
-            let corrupted = margin > 0
-                && block.host_address != 0
-                && !block.is_dedicated()
-                && !corruption::intact(block.host_address, block.size, &location.range, margin);
-            // Empty blocks past the `keep_empty` count are kept within the
-            // retention limit (default blocks; a pool keeps only the count).
-            // Asked only when a block empties; it takes the recycle bin's
-            // lock under the shard's, the one nesting of the two (no path
-            // takes a shard's lock while holding the bin's).
-            let retain = || {
-                if !self.adaptive() {
-                    return 0;
-                }
-                let live = self.live_bytes();
-                let limit = self.retain_limit(live.saturating_sub(location.range.size), live);
-                limit.saturating_sub(self.recycle.as_ref().map_or(0, |b| b.lock().bytes()))
-            };
-            let doomed = list
-                .free(
-                    location.block,
-                    location.range.id,
-                    location.range.offset,
-                    retain,
-                )
-                .map_err(|e| Error::Invariant(e.to_string()))?;
-            self.shards[shard]
-                .counters
-                .remove_allocations(1, location.range.size);
-            if let Some(id) = moving {
-                list.cancelled.insert(id);
-            }
-            (doomed, corrupted)
+        let mut list = self.lock(location.shard)?;
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return Ok(FreeOutcome::AlreadyFree);
+        }
+        let Some(block) = list.block(location.block) else {
+            return Err(missing_block(location.block));
         };
+        let moving = block
+            .meta
+            .get(location.range.id.slot() as usize)
+            .filter(|m| m.live && m.moving && m.range.id == location.range.id)
+            .map(|m| m.id);
+        let corrupted = margin > 0
+            && block.host_address != 0
+            && !block.is_dedicated()
+            && !corruption::intact(block.host_address, block.size, &location.range, margin);
+        let emptied = list
+            .free(location.block, location.range.id, location.range.offset)
+            .map_err(invariant)?;
+        if emptied {
+            self.free_emptied(env(), list, location, moving);
+        } else {
+            self.freed_under_lock(&mut list, location, moving);
+        }
+        Ok(if corrupted {
+            FreeOutcome::Corrupted
+        } else {
+            FreeOutcome::Freed
+        })
+    }
+
+    /// The end of [`Self::free`] under the shard's lock: the counters, and a
+    /// pending move of the allocation cancelled.
+    #[inline]
+    fn freed_under_lock(&self, list: &mut BlockList, location: &Location, moving: Option<u64>) {
+        self.shards[usize::from(location.shard)]
+            .counters
+            .remove_allocations(list, 1, location.range.size);
+        if let Some(id) = moving {
+            list.cancelled.insert(id);
+        }
+    }
+
+    /// The end of [`Self::free`] when the range's block is now empty (rare:
+    /// kept off the hot path, which then never moves a `Block`): the block
+    /// is released if the list keeps no more empty ones, and destroyed (or
+    /// recycled) once the lock is dropped.
+    #[cold]
+    #[inline(never)]
+    fn free_emptied(
+        &self,
+        env: Env<'_>,
+        mut list: MutexGuard<'_, BlockList>,
+        location: &Location,
+        moving: Option<u64>,
+    ) {
+        // Empty blocks past the `keep_empty` count are kept within the
+        // retention limit (default blocks; a pool keeps only the count).
+        // Asked only when a shared block empties, before the counters drop
+        // the freed range; it takes the recycle bin's lock under the
+        // shard's, the one nesting of the two (no path takes a shard's lock
+        // while holding the bin's).
+        let retain = || {
+            if !self.adaptive() {
+                return 0;
+            }
+            let live = self.live_bytes();
+            let limit = self.retain_limit(live.saturating_sub(location.range.size), live);
+            limit.saturating_sub(self.recycle.as_ref().map_or(0, |b| b.lock().bytes()))
+        };
+        let doomed = list.release_emptied(location.block, retain);
+        self.freed_under_lock(&mut list, location, moving);
+        drop(list);
         if let Some(block) = doomed {
             let doomed = match &self.recycle {
                 Some(bin) if block.recyclable => bin.lock().keep(block),
@@ -795,11 +842,6 @@ impl BlockVector {
                 self.destroy_block(env, block);
             }
         }
-        Ok(if corrupted {
-            FreeOutcome::Corrupted
-        } else {
-            FreeOutcome::Freed
-        })
     }
 
     /// Creates `count` empty blocks of the full block size up front (a
@@ -839,7 +881,9 @@ impl BlockVector {
                 }
                 doomed.extend(dedicated.into_iter().filter_map(|i| list.remove(i)));
                 list.iter_mut().for_each(Block::clear);
-                self.shards[shard].counters.remove_allocations(count, bytes);
+                self.shards[shard]
+                    .counters
+                    .remove_allocations(list, count, bytes);
             }
             doomed
         };
@@ -1240,8 +1284,27 @@ impl BlockVector {
         );
     }
 
+    /// [`Self::finish`] as the allocate path returns it: the `Allocation`
+    /// is built in place in the `Result` (no copy on the way out).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn finish_ok(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        list: &mut BlockList,
+        block_index: u32,
+        range: Range,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+        id: u64,
+    ) -> Result<Allocation, Error> {
+        Ok(self.finish(env, shard, list, block_index, range, placement, desc, id))
+    }
+
     /// Records a committed range as a handed-out allocation with id `id`.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn finish(
         &self,
         env: Env<'_>,
@@ -1253,6 +1316,7 @@ impl BlockVector {
         desc: &AllocationDesc<'_>,
         id: u64,
     ) -> Allocation {
+        self.shards[shard].counters.add_allocation(list, range.size);
         let block = list
             .block_mut(block_index)
             .expect("the block that just placed the range is in the list");
@@ -1265,19 +1329,16 @@ impl BlockVector {
         if !desc.options.tag.is_empty() {
             block.tags.insert(range.offset, desc.options.tag.into());
         }
-        block.set_meta(Meta {
-            live: true,
+        block.set_meta(
             id,
             range,
-            alignment: placement.request.alignment,
-            lead: placement.lead,
-            margin: placement.margin,
-            size: desc.size,
-            kind: desc.kind,
-            frame: env.frame,
-            ..Meta::default()
-        });
-        self.shards[shard].counters.add_allocation(range.size);
+            placement.request.alignment,
+            placement.lead,
+            placement.margin,
+            desc.size,
+            desc.kind,
+            env.frame,
+        );
         Allocation {
             id,
             memory: block.memory,

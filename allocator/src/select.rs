@@ -264,10 +264,24 @@ pub fn rebar_has_room(
     let Some(ty) = props.types.get(type_index as usize) else {
         return false;
     };
+    rebar_fits(props, type_index, size, room_of(heaps, ty.heap_index))
+}
+
+/// [`rebar_has_room`] given only the room of the type's own heap (the one
+/// [`rebar_has_room`] reads): no array of every heap's room to fill.
+pub(crate) fn rebar_fits(
+    props: &MemoryProperties,
+    type_index: u32,
+    size: u64,
+    room: HeapRoom,
+) -> bool {
+    let Some(ty) = props.types.get(type_index as usize) else {
+        return false;
+    };
     let Some(heap) = props.heaps.get(ty.heap_index as usize) else {
         return false;
     };
-    room_of(heaps, ty.heap_index).fits(size) && size <= heap.size / REBAR_HEAP_FRACTION
+    room.fits(size) && size <= heap.size / REBAR_HEAP_FRACTION
 }
 
 /// How many more bytes a heap can take before it goes over budget.

@@ -53,13 +53,12 @@ impl Usage {
     }
 }
 
-/// Counters updated with relaxed atomics, so reading them takes no lock.
+/// A vector's block counters, updated with relaxed atomics, so reading them
+/// takes no lock (allocations are counted per shard: [`ShardCounters`]).
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     blocks: AtomicU32,
     block_bytes: AtomicU64,
-    allocations: AtomicU64,
-    allocation_bytes: AtomicU64,
     dedicated: AtomicU32,
 }
 
@@ -80,23 +79,65 @@ impl Counters {
         }
     }
 
-    pub fn add_allocation(&self, bytes: u64) {
-        self.allocations.fetch_add(1, Ordering::Relaxed);
-        self.allocation_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    pub fn remove_allocations(&self, count: u64, bytes: u64) {
-        self.allocations.fetch_sub(count, Ordering::Relaxed);
-        self.allocation_bytes.fetch_sub(bytes, Ordering::Relaxed);
-    }
-
     pub fn snapshot(&self) -> Usage {
         Usage {
             block_count: self.blocks.load(Ordering::Relaxed),
             block_bytes: self.block_bytes.load(Ordering::Relaxed),
+            dedicated_count: self.dedicated.load(Ordering::Relaxed),
+            ..Usage::default()
+        }
+    }
+}
+
+/// One shard's allocation counters (see [`crate::block_vector`]): written
+/// only by the holder of the shard's lock, read without it. The lock
+/// already orders the writers, so an update is a relaxed load and store of
+/// each counter rather than an atomic read-modify-write (no `lock`-prefixed
+/// instruction on the allocate and free paths); a reader still sees every
+/// value whole. A writer that does not hold the shard's lock would lose
+/// counts (never memory safety): every caller passes the locked list.
+#[derive(Debug, Default)]
+pub(crate) struct ShardCounters {
+    allocations: AtomicU64,
+    allocation_bytes: AtomicU64,
+}
+
+impl ShardCounters {
+    /// Counts one allocation of `bytes`; `_locked` is the shard's list,
+    /// locked, which proves the caller serialises the writers.
+    #[inline]
+    pub fn add_allocation(&self, _locked: &mut crate::block_list::BlockList, bytes: u64) {
+        let count = self.allocations.load(Ordering::Relaxed);
+        self.allocations
+            .store(count.wrapping_add(1), Ordering::Relaxed);
+        let total = self.allocation_bytes.load(Ordering::Relaxed);
+        self.allocation_bytes
+            .store(total.wrapping_add(bytes), Ordering::Relaxed);
+    }
+
+    /// Uncounts `count` allocations of `bytes` in all, under the shard's
+    /// lock (as [`Self::add_allocation`]).
+    #[inline]
+    pub fn remove_allocations(
+        &self,
+        _locked: &mut crate::block_list::BlockList,
+        count: u64,
+        bytes: u64,
+    ) {
+        let live = self.allocations.load(Ordering::Relaxed);
+        self.allocations
+            .store(live.wrapping_sub(count), Ordering::Relaxed);
+        let total = self.allocation_bytes.load(Ordering::Relaxed);
+        self.allocation_bytes
+            .store(total.wrapping_sub(bytes), Ordering::Relaxed);
+    }
+
+    /// The counters now (no block counts: a vector counts its blocks once).
+    pub fn snapshot(&self) -> Usage {
+        Usage {
             allocation_count: self.allocations.load(Ordering::Relaxed),
             allocation_bytes: self.allocation_bytes.load(Ordering::Relaxed),
-            dedicated_count: self.dedicated.load(Ordering::Relaxed),
+            ..Usage::default()
         }
     }
 }

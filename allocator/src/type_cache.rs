@@ -54,7 +54,9 @@ impl TypeCache {
 
     /// The first choices for `usage` and `bits`, computed once and memoized.
     /// `None` for custom flags or when no type fits (the full ranking then
-    /// reports why).
+    /// reports why). The look-up is inlined into the allocate path; a miss
+    /// ranks in [`Self::fill`], out of line.
+    #[inline]
     pub fn first_choice(
         &self,
         props: &MemoryProperties,
@@ -71,6 +73,20 @@ impl TypeCache {
                 without_rebar: (entry >> 40 & 31) as u32,
             });
         }
+        Self::fill(slot, props, usage, bits, key)
+    }
+
+    /// Ranks the types for `usage` and `bits` (whose memo key is `key`) and
+    /// memoizes the first choices in `slot`.
+    #[cold]
+    #[inline(never)]
+    fn fill(
+        slot: &AtomicU64,
+        props: &MemoryProperties,
+        usage: MemoryUsage,
+        bits: u32,
+        key: u64,
+    ) -> Option<FirstChoice> {
         let rank = |rooms: &[HeapRoom]| {
             select::rank_memory_types(props, &TypeRequest::new(usage, bits, 1), rooms)
                 .ok()
@@ -101,17 +117,21 @@ fn is_rebar(props: &MemoryProperties, memory_type: u32) -> bool {
 /// The type the full ranking (with budgets) would put first for an
 /// allocation of `size` bytes, given the memoized `first` choices and each
 /// heap's room; `None` when that can't be told cheaply.
+#[inline]
 pub(crate) fn choose(
     props: &MemoryProperties,
     first: FirstChoice,
     size: u64,
     room: impl Fn(u32) -> u64,
 ) -> Option<u32> {
+    // The ReBAR heap's room, read once: the answer below reuses it when the
+    // choice stays on that heap.
+    let mut read: Option<(u32, u64)> = None;
     let choice = if first.with_rebar != first.without_rebar && is_rebar(props, first.with_rebar) {
         let heap = props.heap_of(first.with_rebar);
-        let mut rooms = [HeapRoom(0); select::MAX_MEMORY_HEAPS];
-        rooms[heap as usize] = HeapRoom(room(heap));
-        if select::rebar_has_room(props, first.with_rebar, size, &rooms) {
+        let heap_room = room(heap);
+        read = Some((heap, heap_room));
+        if select::rebar_fits(props, first.with_rebar, size, HeapRoom(heap_room)) {
             first.with_rebar
         } else {
             first.without_rebar
@@ -119,7 +139,12 @@ pub(crate) fn choose(
     } else {
         first.with_rebar
     };
-    (room(props.heap_of(choice)) >= size).then_some(choice)
+    let heap = props.heap_of(choice);
+    let heap_room = match read {
+        Some((read_heap, read_room)) if read_heap == heap => read_room,
+        _ => room(heap),
+    };
+    (heap_room >= size).then_some(choice)
 }
 
 #[cfg(test)]

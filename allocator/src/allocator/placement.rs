@@ -63,41 +63,67 @@ impl<D: MemoryDevice> Allocator<D> {
         extra_required: MemoryPropertyFlags,
     ) -> Result<Allocation, Error> {
         check_request(desc)?;
-        let allocation = match desc.options.pool {
-            Some(id) => {
-                let pool = self.pool(id)?;
-                let memory_type = pool.vector.memory_type;
-                if desc.memory_type_bits & (1 << memory_type) == 0 {
-                    return Err(Error::NoCompatibleMemoryType {
-                        memory_type_bits: desc.memory_type_bits,
-                        required: self.types[memory_type as usize].flags,
-                    });
-                }
-                self.allocate_in(&pool.vector, desc)?
-            }
-            None => self.allocate_in_types(desc, extra_required)?,
+        // The result is handed back as it came (never unpacked and packed
+        // again), so the `Allocation` is not copied on the way out.
+        let result = match desc.options.pool {
+            Some(id) => self.allocate_in_pool(id, desc),
+            None => self.allocate_in_types(desc, extra_required),
         };
         #[cfg(feature = "trace")]
-        self.record(|r| r.alloc(desc, allocation.memory, allocation.offset));
-        Ok(allocation)
+        if let Ok(allocation) = &result {
+            self.record(|r| r.alloc(desc, allocation.memory, allocation.offset));
+        }
+        result
     }
 
-    /// Tries the memory types best first, falling back on out-of-memory.
+    /// Allocates in pool `id`, whose memory type `desc` must allow.
+    fn allocate_in_pool(
+        &self,
+        id: crate::pool::PoolId,
+        desc: &AllocationDesc<'_>,
+    ) -> Result<Allocation, Error> {
+        let pool = self.pool(id)?;
+        let memory_type = pool.vector.memory_type;
+        if desc.memory_type_bits & (1 << memory_type) == 0 {
+            return Err(Error::NoCompatibleMemoryType {
+                memory_type_bits: desc.memory_type_bits,
+                required: self.types[memory_type as usize].flags,
+            });
+        }
+        self.allocate_in(&pool.vector, desc)
+    }
+
+    /// Tries the memory types best first, falling back on out-of-memory:
+    /// the memo's first choice here, the full ranking in
+    /// [`Self::allocate_ranked`] (kept out of line, so the common path
+    /// carries no fallback loop).
     fn allocate_in_types(
         &self,
         desc: &AllocationDesc<'_>,
         extra_required: MemoryPropertyFlags,
     ) -> Result<Allocation, Error> {
-        let mut last_error = None;
-        let mut tried = None;
-        if let Some(memory_type) = self.fast_choice(desc, extra_required) {
-            match self.allocate_in(&self.types[memory_type as usize].vector, desc) {
-                Ok(allocation) => return Ok(allocation),
-                Err(e) if e.may_fall_back() => last_error = Some(e),
-                Err(e) => return Err(e),
+        let Some(memory_type) = self.fast_choice(desc, extra_required) else {
+            return self.allocate_ranked(desc, extra_required, None, None);
+        };
+        let result = self.allocate_in(&self.types[memory_type as usize].vector, desc);
+        match result {
+            Err(e) if e.may_fall_back() => {
+                self.allocate_ranked(desc, extra_required, Some(memory_type), Some(e))
             }
-            tried = Some(memory_type);
+            result => result,
         }
+    }
+
+    /// The memory types in the full ranking's order, but `tried` (the
+    /// memo's choice, which failed with `last_error`).
+    #[inline(never)]
+    fn allocate_ranked(
+        &self,
+        desc: &AllocationDesc<'_>,
+        extra_required: MemoryPropertyFlags,
+        tried: Option<u32>,
+        mut last_error: Option<Error>,
+    ) -> Result<Allocation, Error> {
         let candidates = self.rank_types(
             desc.options.usage,
             desc.memory_type_bits,
@@ -272,11 +298,13 @@ impl<D: MemoryDevice> Allocator<D> {
         }
         let margin = self.margin(allocation.memory_type);
         let freed = match location.list {
-            ListRef::Type(t) => self.types[t as usize]
-                .vector
-                .free(self.env(), &location, margin),
+            ListRef::Type(t) => {
+                self.types[t as usize]
+                    .vector
+                    .free(&|| self.env(), &location, margin)
+            }
             ListRef::Pool(id) => match self.pool(id) {
-                Ok(pool) => pool.vector.free(self.env(), &location, margin),
+                Ok(pool) => pool.vector.free(&|| self.env(), &location, margin),
                 Err(e) => Err(e),
             },
         };

@@ -34,6 +34,15 @@ enum State {
     Vacant,
 }
 
+impl State {
+    /// Whether this is [`State::Free`] (a tag compare; the derived `==`
+    /// also compares a `Used` payload).
+    #[inline(always)]
+    fn is_free(self) -> bool {
+        matches!(self, State::Free)
+    }
+}
+
 /// A range of the block (free or used), or a vacant slot of the slab.
 #[derive(Clone, Copy, Debug)]
 struct Node {
@@ -59,6 +68,7 @@ impl Node {
 }
 
 /// The size class and list of a free range of `size` bytes (rounding down).
+#[inline]
 fn mapping(size: u64) -> (usize, usize) {
     if size < LINEAR_LIMIT {
         return (0, size as usize);
@@ -70,6 +80,7 @@ fn mapping(size: u64) -> (usize, usize) {
 /// `size` rounded up to the smallest size of the next list, so that every
 /// range of the list that [`mapping`] gives for the result holds `size`
 /// bytes. `None` on overflow.
+#[inline]
 fn round_up_to_list(size: u64) -> Option<u64> {
     if size < LINEAR_LIMIT {
         return Some(size);
@@ -217,6 +228,7 @@ impl TlsfAllocator {
     }
 
     /// Takes a slot for a free node (not yet in any list).
+    #[inline(always)]
     fn new_node(&mut self, offset: u64, size: u64, prev: u32, next: u32) -> u32 {
         let fields = |generation| Node {
             offset,
@@ -241,6 +253,7 @@ impl TlsfAllocator {
     }
 
     /// Gives a slot back.
+    #[inline(always)]
     fn release_node(&mut self, index: u32) {
         let node = &mut self.nodes[index as usize];
         node.state = State::Vacant;
@@ -250,11 +263,13 @@ impl TlsfAllocator {
     }
 
     /// Slots holding ranges.
+    #[inline]
     fn live_nodes(&self) -> u32 {
         self.nodes.len() as u32 - self.vacant_count
     }
 
     /// Puts a free node at the head of its list.
+    #[inline(always)]
     fn insert_free(&mut self, index: u32) {
         let (fl, sl) = mapping(self.nodes[index as usize].size);
         let head = self.heads[fl][sl];
@@ -271,6 +286,7 @@ impl TlsfAllocator {
     }
 
     /// Takes a free node out of its list.
+    #[inline(always)]
     fn remove_free(&mut self, index: u32) {
         let Node {
             size,
@@ -298,6 +314,7 @@ impl TlsfAllocator {
 
     /// Splits node `index` at offset `at` (strictly inside it); the new node
     /// holds `[at, end)`, is free and in no list.
+    #[inline(always)]
     fn split(&mut self, index: u32, at: u64) -> u32 {
         let Node {
             offset, size, next, ..
@@ -313,6 +330,7 @@ impl TlsfAllocator {
     }
 
     /// Merges the node after `index` into it and gives its slot back.
+    #[inline(always)]
     fn absorb_next(&mut self, index: u32) {
         let next = self.nodes[index as usize].next;
         let Node {
@@ -328,6 +346,7 @@ impl TlsfAllocator {
     }
 
     /// The first non-empty list at or after `(fl, sl)`.
+    #[inline]
     fn first_nonempty(&self, fl: usize, sl: usize) -> Option<(usize, usize)> {
         let in_class = self.sl_bitmaps[fl] & (u32::MAX << sl);
         if in_class != 0 {
@@ -342,6 +361,7 @@ impl TlsfAllocator {
     }
 
     /// Where free node `index` would take `size` bytes, if it can.
+    #[inline]
     fn fit(&self, index: u32, size: u64, alignment: u64, kind: RangeKind) -> Option<u64> {
         let node = &self.nodes[index as usize];
         let neighbour = |other: u32| match self.nodes.get(other as usize).map(|n| n.state) {
@@ -359,6 +379,7 @@ impl TlsfAllocator {
 
     /// Checks the head of the first non-empty list at or after the one that
     /// [`mapping`] gives for `list_size`.
+    #[inline]
     fn probe_head(
         &self,
         list_size: u64,
@@ -402,7 +423,7 @@ impl TlsfAllocator {
         let mut index = self.first;
         while index != NIL {
             let node = &self.nodes[index as usize];
-            if node.state == State::Free {
+            if node.state.is_free() {
                 visit(node.offset, node.size, index);
             }
             index = node.next;
@@ -447,7 +468,7 @@ impl TlsfAllocator {
             if node.offset >= below {
                 return None;
             }
-            if node.state == State::Free && node.size >= request.size {
+            if node.state.is_free() && node.size >= request.size {
                 if let Some(offset) = self.fit(index, request.size, alignment, request.kind) {
                     return (offset < below).then(|| self.placement(index, offset, request));
                 }
@@ -459,6 +480,7 @@ impl TlsfAllocator {
 
     /// The size of a range that holds `size` bytes at any offset, whatever
     /// the neighbours.
+    #[inline]
     fn worst_case_size(&self, size: u64, alignment: u64) -> Option<u64> {
         let g = self.granularity;
         if g > 1 {
@@ -468,6 +490,7 @@ impl TlsfAllocator {
         }
     }
 
+    #[inline]
     fn placement(&self, node: u32, offset: u64, request: &RangeRequest) -> Placement {
         Placement {
             offset,
@@ -502,7 +525,7 @@ impl TlsfAllocator {
             match node.state {
                 State::Vacant => return Self::broken(format!("vacant node {index} in use")),
                 State::Free => {
-                    if prev != NIL && self.nodes[prev as usize].state == State::Free {
+                    if prev != NIL && self.nodes[prev as usize].state.is_free() {
                         return Self::broken(format!("free nodes {prev} and {index} are adjacent"));
                     }
                     free += 1;
@@ -635,13 +658,14 @@ impl RangeAllocator for TlsfAllocator {
         self.probe_head(worst, request, alignment)
     }
 
+    #[inline]
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
         debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
         let index = placement.node;
         let node = self.nodes[index as usize];
         let end = placement.offset + placement.size;
         assert!(
-            node.state == State::Free && node.offset <= placement.offset && end <= node.end(),
+            node.state.is_free() && node.offset <= placement.offset && end <= node.end(),
             "{placement:?} does not lie in a free range"
         );
         self.remove_free(index);
@@ -669,6 +693,7 @@ impl RangeAllocator for TlsfAllocator {
         }
     }
 
+    #[inline]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let mut index = id.slot();
         let node = match self.nodes.get_mut(index as usize) {
@@ -685,11 +710,11 @@ impl RangeAllocator for TlsfAllocator {
         } = *node;
         self.used_count -= 1;
         self.used_bytes -= size;
-        if next != NIL && self.nodes[next as usize].state == State::Free {
+        if next != NIL && self.nodes[next as usize].state.is_free() {
             self.remove_free(next);
             self.absorb_next(index);
         }
-        if prev != NIL && self.nodes[prev as usize].state == State::Free {
+        if prev != NIL && self.nodes[prev as usize].state.is_free() {
             self.remove_free(prev);
             self.absorb_next(prev);
             index = prev;
@@ -730,7 +755,7 @@ impl RangeAllocator for TlsfAllocator {
         let mut index = self.first;
         while index != NIL {
             let node = &self.nodes[index as usize];
-            if node.state == State::Free {
+            if node.state.is_free() {
                 visit(node.offset, node.size);
             }
             index = node.next;
@@ -1056,7 +1081,7 @@ mod tests {
                 let mut index = t.first;
                 while index != NIL {
                     let node = &t.nodes[index as usize];
-                    if node.state == State::Free {
+                    if node.state.is_free() {
                         if let Some(o) = t.fit(index, request.size, request.alignment, request.kind)
                         {
                             expected = Some(o).filter(|&o| o < below);
