@@ -40,6 +40,20 @@ pub struct ComputePost {
 }
 
 impl ComputePost {
+    /// Every handle null (nothing to destroy).
+    fn null() -> Self {
+        Self {
+            output_layout: vk::DescriptorSetLayout::null(),
+            pool: vk::DescriptorPool::null(),
+            ldr_set: vk::DescriptorSet::null(),
+            bloom_set: vk::DescriptorSet::null(),
+            tonemap_layout: vk::PipelineLayout::null(),
+            tonemap: vk::Pipeline::null(),
+            bloom_layout: vk::PipelineLayout::null(),
+            bloom: vk::Pipeline::null(),
+        }
+    }
+
     /// Creates the pipelines and the output sets; `tonemap_set_layout` and
     /// `bloom_set_layout` (null without the effects) are the renderer's input
     /// layouts, `push_bytes` the tone map's push constants. On failure nothing is
@@ -50,16 +64,7 @@ impl ComputePost {
         bloom_set_layout: vk::DescriptorSetLayout,
         push_bytes: u32,
     ) -> Result<Self, GpuError> {
-        let mut p = Self {
-            output_layout: vk::DescriptorSetLayout::null(),
-            pool: vk::DescriptorPool::null(),
-            ldr_set: vk::DescriptorSet::null(),
-            bloom_set: vk::DescriptorSet::null(),
-            tonemap_layout: vk::PipelineLayout::null(),
-            tonemap: vk::Pipeline::null(),
-            bloom_layout: vk::PipelineLayout::null(),
-            bloom: vk::Pipeline::null(),
-        };
+        let mut p = Self::null();
         match p.build(d, tonemap_set_layout, bloom_set_layout, push_bytes) {
             Ok(()) => Ok(p),
             Err(e) => {
@@ -178,15 +183,6 @@ impl ComputePost {
             d.destroy_descriptor_pool(self.pool, None);
             d.destroy_descriptor_set_layout(self.output_layout, None);
         }
-        *self = Self {
-            output_layout: vk::DescriptorSetLayout::null(),
-            pool: vk::DescriptorPool::null(),
-            ldr_set: vk::DescriptorSet::null(),
-            bloom_set: vk::DescriptorSet::null(),
-            tonemap_layout: vk::PipelineLayout::null(),
-            tonemap: vk::Pipeline::null(),
-            bloom_layout: vk::PipelineLayout::null(),
-            bloom: vk::Pipeline::null(),
-        };
+        *self = Self::null();
     }
 }
