@@ -755,9 +755,12 @@ impl Renderer {
                     vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
                 )
                 .stages(
-                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT
-                        | vk::PipelineStageFlags2::FRAGMENT_SHADER,
-                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+                    // The bloom image's last uses: written by the bloom pass
+                    // (fragment, or compute with visibility shading), read by the
+                    // tone map (fragment or compute).
+                    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT | SAMPLING_STAGES,
+                    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE
+                        | vk::AccessFlags2::SHADER_STORAGE_WRITE,
                     vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS
                         | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS,
                     vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE
@@ -888,14 +891,15 @@ impl Renderer {
                     vk::AccessFlags2::SHADER_STORAGE_READ,
                 );
                 // The HDR frame's last uses were the previous frame's bloom and
-                // tone map (sampled); its contents are discarded.
+                // tone map (sampled, in fragment or compute shaders); its contents
+                // are discarded.
                 let hdr_out = ImageTransition::color(
                     self.targets.hdr.image(),
                     vk::ImageLayout::UNDEFINED,
                     vk::ImageLayout::GENERAL,
                 )
                 .stages(
-                    vk::PipelineStageFlags2::FRAGMENT_SHADER,
+                    SAMPLING_STAGES,
                     vk::AccessFlags2::NONE,
                     vk::PipelineStageFlags2::COMPUTE_SHADER,
                     vk::AccessFlags2::SHADER_STORAGE_WRITE,
