@@ -170,37 +170,46 @@ fn layout_with_push(
     unsafe { device.create_pipeline_layout(&info, None) }.check("vkCreatePipelineLayout")
 }
 
-/// Creates a descriptor pool of `sizes` for one set and allocates that set of
-/// `layout` from it; on failure nothing is left behind.
-pub fn one_set(
+/// Creates a descriptor pool of `sizes` holding exactly the sets of `layouts`
+/// and allocates them (in that order); on failure nothing is left behind.
+pub fn pool_with_sets(
     device: &ash::Device,
-    layout: vk::DescriptorSetLayout,
+    layouts: &[vk::DescriptorSetLayout],
     sizes: &[vk::DescriptorPoolSize],
-) -> Result<(vk::DescriptorPool, vk::DescriptorSet), GpuError> {
+) -> Result<(vk::DescriptorPool, Vec<vk::DescriptorSet>), GpuError> {
     // SAFETY: valid create infos on a live device; the pool is destroyed if the
     // allocation fails, and is otherwise the caller's.
     unsafe {
         let pool = device
             .create_descriptor_pool(
                 &vk::DescriptorPoolCreateInfo::default()
-                    .max_sets(1)
+                    .max_sets(layouts.len() as u32)
                     .pool_sizes(sizes),
                 None,
             )
             .check("vkCreateDescriptorPool")?;
-        let layouts = [layout];
         match device.allocate_descriptor_sets(
             &vk::DescriptorSetAllocateInfo::default()
                 .descriptor_pool(pool)
-                .set_layouts(&layouts),
+                .set_layouts(layouts),
         ) {
-            Ok(sets) => Ok((pool, sets[0])),
+            Ok(sets) => Ok((pool, sets)),
             Err(e) => {
                 device.destroy_descriptor_pool(pool, None);
                 Err(e).check("vkAllocateDescriptorSets")
             }
         }
     }
+}
+
+/// [`pool_with_sets`] for one set of `layout`.
+pub fn one_set(
+    device: &ash::Device,
+    layout: vk::DescriptorSetLayout,
+    sizes: &[vk::DescriptorPoolSize],
+) -> Result<(vk::DescriptorPool, vk::DescriptorSet), GpuError> {
+    let (pool, sets) = pool_with_sets(device, &[layout], sizes)?;
+    Ok((pool, sets[0]))
 }
 
 /// Creates a compute pipeline from SPIR-V (entry point `main`).

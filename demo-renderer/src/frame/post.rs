@@ -13,7 +13,7 @@
 
 use ash::vk;
 
-use super::pipelines::{create_compute_layout, create_compute_pipeline};
+use super::pipelines::{create_compute_layout, create_compute_pipeline, pool_with_sets};
 use crate::gpu::{GpuError, VkCheck};
 use crate::shaders;
 
@@ -99,28 +99,9 @@ impl ComputePost {
             ty: vk::DescriptorType::STORAGE_IMAGE,
             descriptor_count: 2,
         }];
-        // Both output sets from one pool.
-        // SAFETY: valid create infos on a live device; handles stored at once.
-        unsafe {
-            self.pool = d
-                .create_descriptor_pool(
-                    &vk::DescriptorPoolCreateInfo::default()
-                        .max_sets(2)
-                        .pool_sizes(&sizes),
-                    None,
-                )
-                .check("vkCreateDescriptorPool")?;
-            let layouts = [self.output_layout, self.output_layout];
-            let sets = d
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(self.pool)
-                        .set_layouts(&layouts),
-                )
-                .check("vkAllocateDescriptorSets")?;
-            self.ldr_set = sets[0];
-            self.bloom_set = sets[1];
-        }
+        let (pool, sets) = pool_with_sets(d, &[self.output_layout, self.output_layout], &sizes)?;
+        self.pool = pool;
+        (self.ldr_set, self.bloom_set) = (sets[0], sets[1]);
         self.tonemap_layout =
             create_compute_layout(d, &[tonemap_set_layout, self.output_layout], push_bytes)?;
         self.tonemap = create_compute_pipeline(
