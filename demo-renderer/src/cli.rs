@@ -115,7 +115,7 @@ USAGE: demo-renderer [FLAGS]
   --texture-budget SIZE  texture memory budget, e.g. 1GiB, 512MiB, 1073741824 (default 1GiB)
   --streaming on|off     stream mip levels under the budget as the camera moves (on, the
                          default), or pick one level per texture at load time (off)
-  --upload-budget SIZE   file bytes uploaded per frame while streaming (default 64MiB)
+  --upload-budget SIZE   file bytes uploaded per frame while streaming (default 256MiB)
   --defrag-budget SIZE   texture bytes a defragmentation pass of the texture pool may move
                          per frame while streaming (default 32MiB; 0: no defragmentation)
   --upload-queue auto|graphics|transfer  the queue streaming uploads go on: a
@@ -524,7 +524,7 @@ impl Settings {
             cache: f.cache.clone().unwrap_or_else(default_cache),
             scaled_down,
             streaming: f.streaming.unwrap_or(StreamingMode::On),
-            upload_budget: f.upload_budget.unwrap_or(64 << 20),
+            upload_budget: f.upload_budget.unwrap_or(256 << 20),
             defrag_budget: f
                 .defrag_budget
                 .unwrap_or(crate::streaming::DEFAULT_DEFRAG_BUDGET),

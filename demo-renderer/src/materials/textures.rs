@@ -156,6 +156,28 @@ pub fn chain_bytes(format: Format, size: u32, base: u32) -> u64 {
     }
 }
 
+/// The largest streaming budget the texture pool takes as one block: a quarter
+/// of the largest device-local heap, and at most `maxMemoryAllocationSize`.
+fn single_block_limit(ctx: &Context) -> u64 {
+    let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
+    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
+    // SAFETY: a physical device of this instance; Vulkan 1.1 core queries with a
+    // valid pNext chain.
+    let mem = unsafe {
+        ctx.instance
+            .get_physical_device_properties2(ctx.physical_device, &mut props);
+        ctx.instance
+            .get_physical_device_memory_properties(ctx.physical_device)
+    };
+    let heap = mem.memory_heaps[..mem.memory_heap_count as usize]
+        .iter()
+        .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+        .map(|h| h.size)
+        .max()
+        .unwrap_or(0);
+    (heap / 4).min(m3.max_memory_allocation_size)
+}
+
 impl TextureSet {
     /// Loads every material's maps at the finest level that keeps them all within
     /// `budget` bytes, then gives textures, in order, one level more while they
@@ -261,20 +283,33 @@ impl TextureSet {
         let staging_block = (64u64 << 20)
             .max(largest_level.next_power_of_two())
             .max(staging_min.next_power_of_two());
-        // Blocks of 64 KiB to 64 MiB and at most 1/8 of the budget, so that the last
-        // block still fits under it; larger textures get dedicated memory in the pool.
-        let block = (budget / 8).clamp(64 << 10, 64 << 20);
-        let block = if block.is_power_of_two() {
-            block
+        let streaming = matches!(mode, Residency::Tails { .. });
+        let (block, max_blocks) = if streaming && budget <= single_block_limit(ctx) {
+            // Streaming: one block of exactly the budget. Free bytes are then all in
+            // one TLSF range space that defragmentation can merge, so a grow that
+            // fits the budget by bytes can always be placed after compaction; with
+            // many blocks, free space split across blocks (up to a fifth of the
+            // budget on the H200 at 1 GiB with 64 materials) stays unusable by a
+            // larger image, since the pool may not commit past its budget.
+            (budget, 1)
         } else {
-            block.next_power_of_two() / 2
+            // Blocks of 64 KiB to 64 MiB and at most 1/8 of the budget, so that the
+            // last block still fits under it; larger textures get dedicated memory
+            // in the pool.
+            let block = (budget / 8).clamp(64 << 10, 64 << 20);
+            let block = if block.is_power_of_two() {
+                block
+            } else {
+                block.next_power_of_two() / 2
+            };
+            (block, u32::MAX)
         };
         let texture_pool = mem.create_pool(
             "textures",
             MemoryUsage::GpuOnly,
             PoolAlgorithm::Tlsf,
             block,
-            u32::MAX,
+            max_blocks,
             Some(budget),
         )?;
         let staging_pool = mem.create_pool(
