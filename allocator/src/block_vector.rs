@@ -183,6 +183,132 @@ impl LowestFree {
 /// until they can hold the live bytes plus 1/16; every other block is
 /// emptied into the keep set, emptiest first, and each kept block is
 /// compacted toward its lowest offsets.
+/// The window [`DefragAlgorithm::Room`] empties: `(block, start, end)` of
+/// the `bytes`-long range, its start aligned to `alignment`, in a TLSF block,
+/// overlapping the fewest bytes of allocations, none of them pinned, moving,
+/// reserved or larger than `max_move`. `None` when a free range of `bytes`
+/// exists already (nothing to do) or no window qualifies.
+fn room_window(
+    list: &BlockList,
+    bytes: u64,
+    alignment: u64,
+    max_move: u64,
+) -> Option<(u32, u64, u64)> {
+    let tlsf = || list.iter().filter(|(_, b)| b.is_tlsf());
+    if bytes == 0 || tlsf().any(|(_, b)| b.largest_free() >= bytes.saturating_add(alignment - 1)) {
+        return None;
+    }
+    // Every qualifying window with its cost; the cheapest that the free
+    // ranges outside it can take (by a best-fit dry run) wins.
+    let mut windows: Vec<(u64, u32, u64)> = Vec::new();
+    for (index, block) in tlsf() {
+        if block.size < bytes {
+            continue;
+        }
+        // (offset, size, movable), in address order.
+        let mut spans: Vec<(u64, u64, bool)> = block
+            .live_metas()
+            .map(|m| {
+                let movable = !(m.pinned || m.moving || m.reserved) && m.range.size <= max_move;
+                (m.range.offset, m.range.size, movable)
+            })
+            .collect();
+        spans.sort_unstable_by_key(|s| s.0);
+        let mut bytes_before = Vec::with_capacity(spans.len() + 1);
+        let mut stuck_before = Vec::with_capacity(spans.len() + 1);
+        let (mut sum, mut stuck) = (0u64, 0u32);
+        bytes_before.push(0);
+        stuck_before.push(0);
+        for s in &spans {
+            sum += s.1;
+            stuck += u32::from(!s.2);
+            bytes_before.push(sum);
+            stuck_before.push(stuck);
+        }
+        // Windows that start where an allocation ends, or end where one
+        // starts (or at the block's ends): the cheapest is among them.
+        let starts = std::iter::once(0)
+            .chain(std::iter::once(block.size - bytes))
+            .chain(spans.iter().map(|s| s.0 + s.1))
+            .chain(spans.iter().filter_map(|s| s.0.checked_sub(bytes)));
+        for raw in starts {
+            let Some(start) = raw.checked_next_multiple_of(alignment) else {
+                continue;
+            };
+            let Some(end) = start.checked_add(bytes).filter(|&e| e <= block.size) else {
+                continue;
+            };
+            let first = spans.partition_point(|s| s.0 + s.1 <= start);
+            let last = spans.partition_point(|s| s.0 < end);
+            if last < first || stuck_before[last] != stuck_before[first] {
+                continue;
+            }
+            windows.push((bytes_before[last] - bytes_before[first], index, start));
+        }
+    }
+    windows.sort_unstable();
+    windows.dedup();
+    windows
+        .into_iter()
+        .map(|(_, index, start)| (index, start, start + bytes))
+        .find(|&w| room_outside(list, w))
+}
+
+/// Whether the allocations overlapping window `(block, start, end)` fit the
+/// free ranges outside it, placed largest first into the smallest range
+/// that holds each at its alignment (a dry run of
+/// [`BlockVector::plan_room`]'s placements).
+fn room_outside(list: &BlockList, (window_block, start, end): (u32, u64, u64)) -> bool {
+    // Free spans (offset, size) outside the window.
+    let mut free: Vec<(u64, u64)> = Vec::new();
+    let mut inside: Vec<(u64, u64)> = Vec::new();
+    for (index, block) in list.iter().filter(|(_, b)| b.is_tlsf()) {
+        block.for_each_free(&mut |offset, size| {
+            let span_end = offset + size;
+            if index != window_block || span_end <= start || offset >= end {
+                free.push((offset, size));
+                return;
+            }
+            if offset < start {
+                free.push((offset, start - offset));
+            }
+            if span_end > end {
+                free.push((end, span_end - end));
+            }
+        });
+        if index == window_block {
+            inside.extend(
+                block
+                    .live_metas()
+                    .filter(|m| m.range.offset < end && m.range.offset + m.range.size > start)
+                    .map(|m| (m.range.size, m.alignment.max(1))),
+            );
+        }
+    }
+    inside.sort_unstable_by(|a, b| b.cmp(a));
+    for (size, alignment) in inside {
+        let pad = |offset: u64| offset.next_multiple_of(alignment) - offset;
+        let Some(best) = free
+            .iter()
+            .enumerate()
+            .filter(|(_, &(offset, span))| pad(offset).saturating_add(size) <= span)
+            .min_by_key(|(_, &(_, span))| span)
+            .map(|(i, _)| i)
+        else {
+            return false;
+        };
+        let (offset, span) = free.swap_remove(best);
+        let used = pad(offset) + size;
+        if pad(offset) > 0 {
+            free.push((offset, pad(offset)));
+        }
+        if span > used {
+            free.push((offset + used, span - used));
+        }
+    }
+    true
+}
+
 fn plan_steps(list: &BlockList, algorithm: DefragAlgorithm) -> Vec<Step> {
     struct B {
         index: u32,
@@ -202,6 +328,8 @@ fn plan_steps(list: &BlockList, algorithm: DefragAlgorithm) -> Vec<Step> {
         .collect();
     blocks.sort_by(|a, b| b.allocated.cmp(&a.allocated).then(a.index.cmp(&b.index)));
     match algorithm {
+        // Planned by `BlockVector::plan_room` instead.
+        DefragAlgorithm::Room { .. } => Vec::new(),
         DefragAlgorithm::Fast => (0..blocks.len())
             .rev()
             .map(|pos| Step {
@@ -971,11 +1099,112 @@ impl BlockVector {
         // Moves stay inside a shard: each shard is planned on its own.
         for shard in 0..self.open_shards() {
             let mut list = self.shards[shard].list.lock();
-            if !self.plan_shard(env, shard, &mut list, algorithm, budget, &mut moves) {
+            let more = match algorithm {
+                DefragAlgorithm::Room { bytes, alignment } => self.plan_room(
+                    env,
+                    shard,
+                    &mut list,
+                    (bytes, alignment),
+                    budget,
+                    &mut moves,
+                ),
+                _ => self.plan_shard(env, shard, &mut list, algorithm, budget, &mut moves),
+            };
+            if !more {
                 break;
             }
         }
         moves
+    }
+
+    /// Plans the moves of [`DefragAlgorithm::Room`] in one shard: the window
+    /// of `bytes` (start aligned to `alignment`) holding the fewest movable
+    /// bytes, emptied largest allocation first into free ranges outside it.
+    /// `false` when the budget is spent.
+    fn plan_room(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        list: &mut BlockList,
+        (bytes, alignment): (u64, u64),
+        budget: &mut MoveBudget,
+        moves: &mut Vec<PlannedMove>,
+    ) -> bool {
+        let Some(window) = room_window(list, bytes, alignment.max(1), budget.bytes) else {
+            return true;
+        };
+        let (block_index, start, end) = window;
+        let Some(block) = list.block(block_index) else {
+            return true;
+        };
+        let mut inside: Vec<Meta> = block
+            .live_metas()
+            .filter(|m| m.range.offset < end && m.range.offset + m.range.size > start)
+            .cloned()
+            .collect();
+        inside.sort_by_key(|m| std::cmp::Reverse(m.range.size));
+        let dests: Vec<u32> = list
+            .iter()
+            .filter(|(_, b)| b.is_tlsf())
+            .map(|(i, _)| i)
+            .collect();
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        // Free ranges of the window that a destination search took: held
+        // until planning ends so that no destination lands in the window.
+        let mut held: Vec<(u32, Range)> = Vec::new();
+        let mut more = true;
+        for meta in inside {
+            if budget.allocations == 0 {
+                more = false;
+                break;
+            }
+            if meta.range.size > budget.bytes {
+                more = false;
+                break;
+            }
+            let request = RangeRequest {
+                size: meta.range.size,
+                alignment: meta.alignment.max(1),
+                kind: meta.kind.range_kind(),
+            };
+            let mut placed = None;
+            'search: for &dest in &dests {
+                while let Some(range) = list.block_mut(dest).and_then(|b| b.allocate(&request)) {
+                    let in_window = dest == block_index
+                        && range.offset < end
+                        && range.offset + range.size > start;
+                    if in_window {
+                        held.push((dest, range));
+                        continue;
+                    }
+                    placed = Some((dest, range));
+                    break 'search;
+                }
+            }
+            let Some(placed) = placed else {
+                // No room outside the window for this one: later passes may
+                // find some once other moves have ended.
+                continue;
+            };
+            self.reserve_move(
+                env,
+                shard,
+                list,
+                block_index,
+                placed,
+                &meta,
+                epoch,
+                budget,
+                moves,
+            );
+        }
+        for (index, range) in held {
+            if let Some(b) = list.block_mut(index) {
+                // The range was taken just above and is not an allocation.
+                let _ = b.free(range.id, range.offset);
+            }
+        }
+        more
     }
 
     /// Plans one shard's moves into `moves`; `false` when the budget is spent.
@@ -1014,7 +1243,7 @@ impl BlockVector {
                 DefragAlgorithm::Fast => {
                     candidates.sort_by_key(|m| std::cmp::Reverse(m.range.size))
                 }
-                DefragAlgorithm::Full => {
+                DefragAlgorithm::Full | DefragAlgorithm::Room { .. } => {
                     candidates.sort_by_key(|m| std::cmp::Reverse(m.range.offset))
                 }
             }
@@ -1057,61 +1286,96 @@ impl BlockVector {
                 if dest != src {
                     received.insert(dest);
                 }
-                let tag: String = list
-                    .block(src)
-                    .and_then(|b| b.tags.get(&meta.range.offset))
-                    .map(|t| t.to_string())
-                    .unwrap_or_default();
-                let placement = SharedPlacement {
-                    request,
-                    lead: meta.lead,
-                    margin: meta.margin,
-                };
-                let desc = AllocationDesc {
-                    size: meta.size,
-                    alignment: meta.alignment,
-                    kind: meta.kind,
-                    options: crate::desc::AllocationOptions::default().tagged(&tag),
-                    ..AllocationDesc::default()
-                };
-                let dest_allocation =
-                    self.finish(env, shard, list, dest, range, &placement, &desc, meta.id);
-                if let Some(m) = list
-                    .block_mut(dest)
-                    .and_then(|b| b.live_meta_mut(range.id, meta.id))
-                {
-                    m.reserved = true;
-                    // A move keeps the allocation's age.
-                    m.frame = meta.frame;
-                }
-                if let Some(m) = list
-                    .block_mut(src)
-                    .and_then(|b| b.live_meta_mut(meta.range.id, meta.id))
-                {
-                    m.moving = true;
-                }
-                budget.bytes -= meta.range.size;
-                budget.allocations -= 1;
-                moves.push(PlannedMove {
-                    source: Location {
-                        allocator: env.allocator,
-                        list: self.list_ref,
-                        shard: shard as u8,
-                        block: src,
-                        range: meta.range,
-                        epoch,
-                    },
-                    id: meta.id,
-                    size: meta.size,
-                    source_memory: list
-                        .block(src)
-                        .map_or(crate::device::DeviceMemory(0), |b| b.memory),
-                    source_offset: meta.range.offset + meta.lead,
-                    dest: dest_allocation,
-                });
+                self.reserve_move(
+                    env,
+                    shard,
+                    list,
+                    src,
+                    (dest, range),
+                    &meta,
+                    epoch,
+                    budget,
+                    moves,
+                );
             }
         }
         true
+    }
+
+    /// Records the move of `meta` (in block `src`) to `range` of block
+    /// `dest` (already taken from that block): the destination becomes a
+    /// reserved allocation with the source's id, the source is marked moving,
+    /// and the budget is charged.
+    #[allow(clippy::too_many_arguments)]
+    fn reserve_move(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        list: &mut BlockList,
+        src: u32,
+        (dest, range): (u32, Range),
+        meta: &Meta,
+        epoch: u32,
+        budget: &mut MoveBudget,
+        moves: &mut Vec<PlannedMove>,
+    ) {
+        let request = RangeRequest {
+            size: meta.range.size,
+            alignment: meta.alignment.max(1),
+            kind: meta.kind.range_kind(),
+        };
+        let tag: String = list
+            .block(src)
+            .and_then(|b| b.tags.get(&meta.range.offset))
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let placement = SharedPlacement {
+            request,
+            lead: meta.lead,
+            margin: meta.margin,
+        };
+        let desc = AllocationDesc {
+            size: meta.size,
+            alignment: meta.alignment,
+            kind: meta.kind,
+            options: crate::desc::AllocationOptions::default().tagged(&tag),
+            ..AllocationDesc::default()
+        };
+        let dest_allocation =
+            self.finish(env, shard, list, dest, range, &placement, &desc, meta.id);
+        if let Some(m) = list
+            .block_mut(dest)
+            .and_then(|b| b.live_meta_mut(range.id, meta.id))
+        {
+            m.reserved = true;
+            // A move keeps the allocation's age.
+            m.frame = meta.frame;
+        }
+        if let Some(m) = list
+            .block_mut(src)
+            .and_then(|b| b.live_meta_mut(meta.range.id, meta.id))
+        {
+            m.moving = true;
+        }
+        budget.bytes -= meta.range.size;
+        budget.allocations -= 1;
+        moves.push(PlannedMove {
+            source: Location {
+                allocator: env.allocator,
+                list: self.list_ref,
+                shard: shard as u8,
+                block: src,
+                range: meta.range,
+                epoch,
+            },
+            id: meta.id,
+            size: meta.size,
+            source_memory: list
+                .block(src)
+                .map_or(crate::device::DeviceMemory(0), |b| b.memory),
+            source_offset: meta.range.offset + meta.lead,
+            dest: dest_allocation,
+        });
     }
 
     /// Clears a planned move's marks: the source is no longer moving, a

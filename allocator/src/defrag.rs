@@ -103,6 +103,24 @@ pub enum DefragAlgorithm {
     /// Compaction: everything moves toward the fullest blocks and, inside a
     /// block, toward lower offsets. More moves; the fewest blocks.
     Full,
+    /// Opens one free range of at least `bytes`, its start aligned to
+    /// `alignment` (a power of two; 0 or 1: none), in some block: of the
+    /// windows of that size, the one holding the fewest bytes of movable
+    /// allocations is emptied into free ranges outside it. For a caller
+    /// whose request fits the free bytes but no free range (a texture
+    /// streamer's grow under a hard pool budget). A pass moves nothing when
+    /// such a range is free already, or when every window holds an
+    /// allocation that can't move (pinned, or larger than a pass may move)
+    /// or no room outside it; a window costlier than a pass's limits is
+    /// emptied over several passes. Buffer-image granularity between the
+    /// opened range and its neighbours is not accounted for: ask for a
+    /// granularity more where kinds mix.
+    Room {
+        /// Bytes the free range must hold.
+        bytes: u64,
+        /// Alignment of its start.
+        alignment: u64,
+    },
 }
 
 /// What a defragmentation session may touch and how much a pass may move.

@@ -747,3 +747,140 @@ fn a_trace_recorded_across_passes_is_consistent() {
     assert_eq!(summary.live_at_end, 0);
     free_all(allocator, &sim, HashMap::new());
 }
+
+/// An allocator with one TLSF pool of a single 64 MiB block under a 64 MiB
+/// budget: the texture pool of a streamer, where a larger request that fits
+/// the free bytes can only be placed by opening a range in that block.
+fn one_block_pool() -> (Arc<SimDevice>, Alloc, vkalloc::PoolId) {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap();
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            block_size: 64 * MIB,
+            max_blocks: 1,
+            budget: Some(64 * MIB),
+            ..PoolDesc::new("textures")
+        })
+        .unwrap();
+    (sim, allocator, pool)
+}
+
+fn in_pool(size: u64, pool: vkalloc::PoolId) -> AllocationDesc<'static> {
+    AllocationDesc {
+        size,
+        alignment: 64 * KIB,
+        kind: ResourceKind::OptimalImage,
+        options: AllocationOptions::usage(MemoryUsage::GpuOnly).in_pool(pool),
+        ..AllocationDesc::default()
+    }
+}
+
+/// `Room` opens one free range as large as asked in a fragmented single-block
+/// pool, over several passes when a pass's byte limit is smaller than the
+/// window's contents, and the request that failed before fits after; with a
+/// range already free it moves nothing; with a pinned allocation in every
+/// window it moves nothing either.
+#[test]
+fn room_opens_a_range_for_a_request_that_fits_by_bytes_only() {
+    for seed in 0..8u64 {
+        let (sim, allocator, pool) = one_block_pool();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Fill the block with images of 0.5..4 MiB, then free about half.
+        let mut all = Vec::new();
+        loop {
+            let size = rng.gen_range(8..=64u64) * 64 * KIB;
+            match allocator.allocate(&in_pool(size, pool)) {
+                Ok(a) => all.push(a),
+                Err(_) => break,
+            }
+        }
+        let mut live = HashMap::new();
+        for a in all {
+            if rng.gen_bool(0.5) {
+                allocator.free(a).unwrap();
+            } else {
+                live.insert(a.id(), a);
+            }
+        }
+        let p = allocator.pool_pressure(pool).unwrap();
+        let free = p.pool_committed_bytes - p.pool_allocated_bytes;
+        let want = (free * 3 / 4) / (64 * KIB) * (64 * KIB);
+        assert!(
+            p.largest_free_range < want,
+            "seed {seed}: the workload must be fragmented"
+        );
+        assert!(
+            allocator.allocate(&in_pool(want, pool)).is_err(),
+            "seed {seed}: fits by bytes, not by range"
+        );
+        let room = DefragDesc::default()
+            .with_algorithm(DefragAlgorithm::Room {
+                bytes: want,
+                alignment: 64 * KIB,
+            })
+            .with_pass_limits(8 * MIB, 64);
+        let passes = run_passes(&allocator, &room, &mut live, 64, &mut rng);
+        assert!(passes > 1, "seed {seed}: 8 MiB a pass can't do it in one");
+        let p = allocator.pool_pressure(pool).unwrap();
+        assert!(
+            p.largest_free_range >= want,
+            "seed {seed}: {} < {want} after {passes} passes",
+            p.largest_free_range
+        );
+        let big = allocator.allocate(&in_pool(want, pool)).unwrap();
+
+        // A range of that size is free now elsewhere? Then nothing moves.
+        allocator.free(big).unwrap();
+        let mut defrag = allocator.begin_defragmentation(&room).unwrap();
+        assert!(defrag.begin_pass(&allocator).unwrap().is_empty());
+        assert!(defrag.end_pass(&allocator).unwrap().complete);
+        defrag.end(&allocator).unwrap();
+        free_all(allocator, &sim, live);
+    }
+
+    // Every window holds a pinned allocation: nothing moves.
+    let (sim, allocator, pool) = one_block_pool();
+    let mut live = HashMap::new();
+    let all: Vec<Allocation> = (0..32)
+        .map(|_| allocator.allocate(&in_pool(2 * MIB, pool)).unwrap())
+        .collect();
+    for (i, a) in all.into_iter().enumerate() {
+        if i % 2 == 0 {
+            allocator.free(a).unwrap();
+        } else {
+            if i % 4 == 1 {
+                allocator.set_movable(&a, false).unwrap();
+            }
+            live.insert(a.id(), a);
+        }
+    }
+    // Pinned images every 8 MiB: no 12 MiB window avoids them.
+    let mut defrag = allocator
+        .begin_defragmentation(
+            &DefragDesc::default().with_algorithm(DefragAlgorithm::Room {
+                bytes: 12 * MIB,
+                alignment: 64 * KIB,
+            }),
+        )
+        .unwrap();
+    assert!(defrag.begin_pass(&allocator).unwrap().is_empty());
+    assert!(defrag.end_pass(&allocator).unwrap().complete);
+    defrag.end(&allocator).unwrap();
+    // A 6 MiB window between two pinned images opens.
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    run_passes(
+        &allocator,
+        &DefragDesc::default().with_algorithm(DefragAlgorithm::Room {
+            bytes: 6 * MIB,
+            alignment: 64 * KIB,
+        }),
+        &mut live,
+        8,
+        &mut rng,
+    );
+    assert!(allocator.pool_pressure(pool).unwrap().largest_free_range >= 6 * MIB);
+    for a in live.values() {
+        let _ = allocator.set_movable(a, true);
+    }
+    free_all(allocator, &sim, live);
+}

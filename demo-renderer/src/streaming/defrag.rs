@@ -39,6 +39,10 @@ use crate::materials::textures::{Texture, TextureSet};
 /// Moves a pass hands out, at most.
 pub const MAX_MOVES_PER_PASS: u32 = 64;
 
+/// The start alignment a pass that opens room asks for: large optimal images'
+/// (64 KiB on the H200; lavapipe's are smaller).
+const ROOM_ALIGNMENT: u64 = 64 << 10;
+
 /// A main image's description while its image is inside a move.
 struct Parked {
     texture: usize,
@@ -131,16 +135,48 @@ impl Compactor {
     /// its moves: the main images moved leave `mains` until [`Self::finish`].
     /// `busy[i]`: texture `i`'s main image is used by work of this frame other
     /// than sampling (it is pinned for the planning and never moved).
+    ///
+    /// With `room` (the bytes of a grow that fits the budget but no free range)
+    /// the pass opens one free range of that size (`DefragAlgorithm::Room`: the
+    /// window holding the fewest movable bytes is emptied into free ranges
+    /// outside it); when no window can be emptied, or a range is free already, it
+    /// compacts instead (`Full`).
     pub fn begin(
         &mut self,
         set: &TextureSet,
         mains: &mut [Option<Texture>],
         busy: &[bool],
         pass_bytes: u64,
+        room: Option<u64>,
     ) -> Result<(), GpuError> {
         if self.open.is_some() || pass_bytes == 0 {
             return Ok(());
         }
+        if let Some(bytes) = room {
+            // Slack for the image's alignment and its memory requirements beyond
+            // its texel bytes.
+            let room = DefragAlgorithm::Room {
+                bytes: bytes + bytes / 32 + ROOM_ALIGNMENT,
+                alignment: ROOM_ALIGNMENT,
+            };
+            self.begin_with(set, mains, busy, pass_bytes, room)?;
+            if self.open.is_some() {
+                return Ok(());
+            }
+        }
+        self.begin_with(set, mains, busy, pass_bytes, DefragAlgorithm::Full)
+    }
+
+    /// [`Self::begin`] with one algorithm; leaves `self.open` empty when the pass
+    /// has nothing to move.
+    fn begin_with(
+        &mut self,
+        set: &TextureSet,
+        mains: &mut [Option<Texture>],
+        busy: &[bool],
+        pass_bytes: u64,
+        algorithm: DefragAlgorithm,
+    ) -> Result<(), GpuError> {
         let a = &self.allocator;
         let pin = |movable: bool| {
             for (m, _) in mains.iter().zip(busy).filter(|(_, b)| **b) {
@@ -152,7 +188,7 @@ impl Compactor {
             }
         };
         let desc = DefragDesc::default()
-            .with_algorithm(DefragAlgorithm::Full)
+            .with_algorithm(algorithm)
             .only_pools(vec![set.texture_pool])
             .with_pass_limits(pass_bytes, MAX_MOVES_PER_PASS);
         let mut session = a.begin_defragmentation(&desc).map_err(defrag_err)?;

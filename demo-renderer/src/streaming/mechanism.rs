@@ -169,6 +169,9 @@ pub struct Started {
     /// New images not attempted because no free range of the pool held them
     /// although it had the bytes free (fragmentation; they wait).
     pub fragmentation_deferrals: u32,
+    /// Bytes of the first image deferred for fragmentation (the most wanted:
+    /// replacements come in the policy's order); 0 when none.
+    pub first_deferred_bytes: u64,
     /// File bytes read into staging.
     pub upload_bytes: u64,
     /// Seconds spent reading them (wall clock, all threads).
@@ -489,6 +492,9 @@ impl Mechanism {
                 if !fits {
                     if p.free_in_blocks() + p.headroom() >= size {
                         result.fragmentation_deferrals += 1;
+                        if result.first_deferred_bytes == 0 {
+                            result.first_deferred_bytes = size;
+                        }
                     }
                     result.deferred.push(t);
                     continue;

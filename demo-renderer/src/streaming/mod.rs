@@ -329,6 +329,9 @@ struct Applied {
     fragmentation_deferrals: u32,
     /// The policy found a wanted grow blocked by fragmentation.
     range_blocked: bool,
+    /// Bytes of the most wanted grow blocked by fragmentation (the policy's, or
+    /// else the first the mechanism deferred); 0 when none.
+    room_bytes: u64,
     /// Textures changed this frame (their main image is new or gone).
     busy: Vec<bool>,
     /// Changes the policy planned.
@@ -1007,6 +1010,7 @@ impl Streamer {
             .collect();
         let mut out = Applied {
             range_blocked: plan.range_blocked,
+            room_bytes: plan.range_blocked_bytes,
             busy: vec![false; inputs.len()],
             planned: plan.changes.len(),
             ..Applied::default()
@@ -1058,6 +1062,9 @@ impl Streamer {
         out.fragmentation_failures = started.fragmentation_failures;
         out.fragmentation_deferrals = started.fragmentation_deferrals;
         out.range_blocked |= started.fragmentation_deferrals > 0;
+        if out.room_bytes == 0 {
+            out.room_bytes = started.first_deferred_bytes;
+        }
         // Swap at once: the batch's barrier orders its copies before this frame's
         // reads. The old image is freed once this frame (after the batch) is done.
         for op in started.ops {
@@ -1111,7 +1118,9 @@ impl Streamer {
             min_free: self.cfg.budget / 64,
         });
         if let Some(c) = self.compactor.as_mut() {
-            c.begin(set, &mut self.mains, &applied.busy, pass_bytes)?;
+            let room =
+                (applied.range_blocked && applied.room_bytes > 0).then_some(applied.room_bytes);
+            c.begin(set, &mut self.mains, &applied.busy, pass_bytes, room)?;
         }
         Ok(fragmentation)
     }

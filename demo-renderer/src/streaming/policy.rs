@@ -240,6 +240,9 @@ pub struct Plan {
     /// Whether a wanted grow fitted the budget by bytes but no free range of the
     /// pool (fragmentation): a trigger for a defragmentation pass.
     pub range_blocked: bool,
+    /// Bytes of the most needed such grow's new image (one level finer than it
+    /// holds): the free range a defragmentation pass should open; 0 when none.
+    pub range_blocked_bytes: u64,
 }
 
 /// Resident bytes: every texture's tail, main and in-flight images, plus images
@@ -403,6 +406,7 @@ struct PlanState<'a> {
     /// Grows started this frame.
     grown: usize,
     range_blocked: bool,
+    range_blocked_bytes: u64,
     /// A grow the present view wants waits for room.
     present_waits: bool,
     /// Any grow (prefetch included) waits for room.
@@ -538,8 +542,14 @@ impl PlanState<'_> {
             if chosen.is_none() {
                 // Fits the budget but no free range is large enough: fragmentation.
                 let to = t.resident - 1;
-                self.range_blocked |= self.total + t.image_bytes(to) <= self.cfg.budget
-                    && t.image_bytes(to) > self.max_alloc;
+                let bytes = t.image_bytes(to);
+                let blocked = self.total + bytes <= self.cfg.budget && bytes > self.max_alloc;
+                if blocked && self.range_blocked_bytes == 0 {
+                    // Grows come most needed first: the first blocked one is
+                    // the one to make room for.
+                    self.range_blocked_bytes = bytes;
+                }
+                self.range_blocked |= blocked;
             }
             if let Some((to, bytes, up)) = chosen {
                 self.total += bytes;
@@ -575,6 +585,7 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
         busy: textures.iter().map(|t| t.pending.is_some()).collect(),
         grown: 0,
         range_blocked: false,
+        range_blocked_bytes: 0,
         present_waits: false,
         any_waits: false,
         present_grows: false,
@@ -619,6 +630,7 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
         upload,
         busy,
         range_blocked,
+        range_blocked_bytes,
         ..
     } = st;
     let full = |changes: &Vec<Change>| {
@@ -654,6 +666,7 @@ pub fn plan(cfg: &PolicyConfig, textures: &[TextureInput], retiring: u64, max_al
         upload_bytes: upload,
         resident_after: total,
         range_blocked,
+        range_blocked_bytes,
     }
 }
 
@@ -1345,8 +1358,12 @@ mod tests {
         let p = plan(&cfg(budget), &ts, 0, 1024);
         assert!(p.range_blocked);
         assert!(p.changes.is_empty());
+        // The room to open: the image one level finer than the tail alone.
+        assert_eq!(p.range_blocked_bytes, ts[0].image_bytes(ts[0].tail() - 1));
+        assert!(p.range_blocked_bytes > 1024);
         let p = plan(&cfg(budget), &ts, 0, u64::MAX);
         assert!(!p.range_blocked);
+        assert_eq!(p.range_blocked_bytes, 0);
         assert!(!p.changes.is_empty());
     }
 }
