@@ -153,10 +153,10 @@ impl Compactor {
             return Ok(());
         }
         if let Some(bytes) = room {
-            // Slack for the image's alignment and its memory requirements beyond
-            // its texel bytes.
+            // The mechanism places an image in a free range of its texel bytes
+            // (`main_bytes`); the alignment is asked for separately.
             let room = DefragAlgorithm::Room {
-                bytes: bytes + bytes / 32 + ROOM_ALIGNMENT,
+                bytes,
                 alignment: ROOM_ALIGNMENT,
             };
             self.begin_with(set, mains, busy, pass_bytes, room)?;
