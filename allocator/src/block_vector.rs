@@ -183,6 +183,9 @@ impl LowestFree {
 /// until they can hold the live bytes plus 1/16; every other block is
 /// emptied into the keep set, emptiest first, and each kept block is
 /// compacted toward its lowest offsets.
+/// Windows [`room_window`] dry-runs at most, cheapest first.
+const ROOM_WINDOWS_CHECKED: usize = 32;
+
 /// The window [`DefragAlgorithm::Room`] empties: `(block, start, end)` of
 /// the `bytes`-long range, its start aligned to `alignment`, in a TLSF block,
 /// overlapping the fewest bytes of allocations, none of them pinned, moving,
@@ -248,8 +251,11 @@ fn room_window(
     }
     windows.sort_unstable();
     windows.dedup();
+    // The dry run walks every free range: bound the windows it checks, so a
+    // pool of many small allocations and no feasible window stays linear.
     windows
         .into_iter()
+        .take(ROOM_WINDOWS_CHECKED)
         .map(|(_, index, start)| (index, start, start + bytes))
         .find(|&w| room_outside(list, w))
 }
