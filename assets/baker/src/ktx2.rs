@@ -356,6 +356,47 @@ impl Reader {
         self.file.read_exact(out).map_err(io)
     }
 
+    /// Reads `out.len()` bytes of level `level` from byte `start` of the level
+    /// into `out` (a part of a level: several threads can read one large level).
+    ///
+    /// # Errors
+    /// [`KtxError::Invalid`] when the level does not exist or the range runs
+    /// past its end; [`KtxError::Io`] when reading fails.
+    pub fn read_level_range_into(
+        &mut self,
+        level: usize,
+        start: u64,
+        out: &mut [u8],
+    ) -> Result<(), KtxError> {
+        let invalid = |what: String| KtxError::Invalid {
+            path: self.path.clone(),
+            what,
+        };
+        let Some(&l) = self.levels.get(level) else {
+            return Err(invalid(format!(
+                "no level {level} (the file has {})",
+                self.levels.len()
+            )));
+        };
+        let end = start.checked_add(out.len() as u64);
+        if end.is_none_or(|e| e > l.length) {
+            return Err(invalid(format!(
+                "bytes {start}..+{} of level {level} run past its {} bytes",
+                out.len(),
+                l.length
+            )));
+        }
+        let path = self.path.clone();
+        let io = |source| KtxError::Io {
+            path: path.clone(),
+            source,
+        };
+        self.file
+            .seek(SeekFrom::Start(l.offset + start))
+            .map_err(io)?;
+        self.file.read_exact(out).map_err(io)
+    }
+
     /// Reads level `level` into a new vector.
     pub fn read_level(&mut self, level: usize) -> Result<Vec<u8>, KtxError> {
         let mut v = vec![0u8; self.levels[level].length as usize];
@@ -391,6 +432,21 @@ mod tests {
         }
         // Smallest level first in the file.
         assert!(r.levels[3].offset < r.levels[0].offset);
+
+        // A level read in parts, in any order, equals the level.
+        let mut parts = vec![0u8; levels[0].len()];
+        for (c, part) in parts.chunks_mut(40).enumerate().rev() {
+            r.read_level_range_into(0, (c * 40) as u64, part).unwrap();
+        }
+        assert_eq!(parts, levels[0]);
+        // Past the level's end, or a level that does not exist: an error.
+        let mut buf = [0u8; 8];
+        let len = levels[1].len() as u64;
+        assert!(r.read_level_range_into(1, len - 4, &mut buf).is_err());
+        assert!(r.read_level_range_into(1, u64::MAX, &mut buf).is_err());
+        assert!(r.read_level_range_into(9, 0, &mut buf).is_err());
+        r.read_level_range_into(1, len - 8, &mut buf).unwrap();
+        assert_eq!(&buf[..], &levels[1][levels[1].len() - 8..]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

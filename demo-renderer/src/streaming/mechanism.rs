@@ -565,7 +565,17 @@ impl Mechanism {
                 for &(level, si) in &p.uploads {
                     let len = infos[p.texture].level_bytes[level as usize] as usize;
                     if let Some(slice) = slices[si].take() {
-                        jobs.push((k, infos[p.texture].path.clone(), level, &mut slice[..len]));
+                        // Large levels in parts, so that several threads read them.
+                        for (c, part) in slice[..len].chunks_mut(READ_CHUNK).enumerate() {
+                            jobs.push(Job {
+                                owner: k,
+                                path: infos[p.texture].path.clone(),
+                                level,
+                                level_len: len as u64,
+                                start: (c * READ_CHUNK) as u64,
+                                out: part,
+                            });
+                        }
                     }
                 }
             }
@@ -867,19 +877,26 @@ fn create_main(
     })
 }
 
-/// Reads each job's level into its slice on up to `threads` threads; returns the
-/// failures as (job owner, message). Reads of files whose path contains `refuse`
-/// fail.
+/// Reads each job's part of a level into its slice on up to `threads` threads;
+/// returns the failures as (job owner, message). Reads of files whose path
+/// contains `refuse` fail. Threads take runs of consecutive jobs of about equal
+/// bytes (a level's parts are consecutive: a thread keeps its file open).
 fn read_levels(jobs: Vec<Job<'_>>, threads: usize, refuse: Option<&str>) -> Vec<(usize, String)> {
     if jobs.is_empty() {
         return Vec::new();
     }
     let threads = threads.min(jobs.len()).max(1);
+    let total: u64 = jobs.iter().map(|j| j.out.len() as u64).sum();
+    let share = total.div_ceil(threads as u64).max(1);
     let mut buckets: Vec<Vec<Job<'_>>> = (0..threads).map(|_| Vec::new()).collect();
-    for (k, job) in jobs.into_iter().enumerate() {
-        buckets[k % threads].push(job);
+    let mut before = 0u64;
+    for job in jobs {
+        let t = ((before / share) as usize).min(threads - 1);
+        before += job.out.len() as u64;
+        buckets[t].push(job);
     }
-    if threads == 1 {
+    buckets.retain(|b| !b.is_empty());
+    if buckets.len() == 1 {
         return buckets
             .into_iter()
             .flat_map(|b| read_bucket(b, refuse))
@@ -900,12 +917,35 @@ fn read_levels(jobs: Vec<Job<'_>>, threads: usize, refuse: Option<&str>) -> Vec<
     })
 }
 
-type Job<'a> = (usize, PathBuf, u32, &'a mut [u8]);
+/// Bytes one read job covers at most: a 64 MiB level 0 is 128 jobs, spread over
+/// the threads (and the tests' 1 MiB levels are read in two parts).
+const READ_CHUNK: usize = 512 << 10;
+
+/// One read: part of a level of a texture's file into mapped staging memory.
+struct Job<'a> {
+    /// Index of the planned change the level belongs to.
+    owner: usize,
+    path: PathBuf,
+    level: u32,
+    /// The level's size as the streamer knows it (the file must agree).
+    level_len: u64,
+    /// The part's first byte within the level.
+    start: u64,
+    out: &'a mut [u8],
+}
 
 fn read_bucket(bucket: Vec<Job<'_>>, refuse: Option<&str>) -> Vec<(usize, String)> {
     let mut failures = Vec::new();
     let mut open: Option<(PathBuf, Reader)> = None;
-    for (owner, path, level, out) in bucket {
+    for job in bucket {
+        let Job {
+            owner,
+            path,
+            level,
+            level_len,
+            start,
+            out,
+        } = job;
         if refuse.is_some_and(|r| path.to_string_lossy().contains(r)) {
             failures.push((
                 owner,
@@ -927,13 +967,13 @@ fn read_bucket(bucket: Vec<Job<'_>>, refuse: Option<&str>) -> Vec<(usize, String
             let ok = r
                 .levels
                 .get(level as usize)
-                .is_some_and(|l| l.length as usize == out.len());
+                .is_some_and(|l| l.length == level_len);
             if !ok {
                 failures.push((
                     owner,
                     format!("{}: level {level} changed size", path.display()),
                 ));
-            } else if let Err(e) = r.read_level_into(level as usize, out) {
+            } else if let Err(e) = r.read_level_range_into(level as usize, start, out) {
                 failures.push((owner, e.to_string()));
             }
         }
