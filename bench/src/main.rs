@@ -624,6 +624,9 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
             traces.push(generate(&n, a.seed, a.scale).expect("standard trace"));
         }
     }
+    if let Some(prefixes) = &a.name_prefixes {
+        traces.retain(|t| prefixes.iter().any(|p| t.header.name.starts_with(p.as_str())));
+    }
     println!(
         "simulated device {} ({} memory types), {} traces, corpus seed {}, scale {}, {desc:?}",
         table.name,
