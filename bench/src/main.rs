@@ -452,9 +452,16 @@ fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
         }
     }
     if let Some(prefixes) = &a.name_prefixes {
-        traces.retain(|t| prefixes.iter().any(|p| t.header.name.starts_with(p.as_str())));
+        traces.retain(|t| {
+            prefixes
+                .iter()
+                .any(|p| t.header.name.starts_with(p.as_str()))
+        });
         if traces.is_empty() {
-            return Err(format!("--only {}: no trace of that name", prefixes.join(",")));
+            return Err(format!(
+                "--only {}: no trace of that name",
+                prefixes.join(",")
+            ));
         }
     }
     Ok(traces)
@@ -625,7 +632,11 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
         }
     }
     if let Some(prefixes) = &a.name_prefixes {
-        traces.retain(|t| prefixes.iter().any(|p| t.header.name.starts_with(p.as_str())));
+        traces.retain(|t| {
+            prefixes
+                .iter()
+                .any(|p| t.header.name.starts_with(p.as_str()))
+        });
     }
     println!(
         "simulated device {} ({} memory types), {} traces, corpus seed {}, scale {}, {desc:?}",
