@@ -37,6 +37,8 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --corpus-seed N        the corpus sample's seed (default 825173086512)
   --corpus-size N        configurations in the sample (default 32)
   --corpus-ops N         operations per corpus trace (default 6000 at small scale, 60000 full)
+  --only A,B             run only the traces whose names start with A or B (after loading:
+                         corpus-17,many-small picks one corpus trace and one standard trace)
   --scale small|full     standard trace scale (default small; full is for a real GPU)
   --seed N               standard trace seed (default 1592598566)
   --reps N               repetitions per trace and allocator, alternating (default 5)
@@ -91,6 +93,8 @@ struct Args {
     corpus_seed: u64,
     corpus_size: usize,
     corpus_ops: Option<usize>,
+    /// `--only`: name prefixes of the traces to keep.
+    name_prefixes: Option<Vec<String>>,
     sim: Option<String>,
 }
 
@@ -121,6 +125,7 @@ fn parse_args() -> Result<Args, String> {
         corpus_seed: DEFAULT_CORPUS_SEED,
         corpus_size: DEFAULT_CORPUS_SIZE,
         corpus_ops: None,
+        name_prefixes: None,
         sim: None,
     };
     let mut it = std::env::args().skip(1);
@@ -202,6 +207,9 @@ fn parse_args() -> Result<Args, String> {
                         .parse()
                         .map_err(|e| format!("--corpus-ops: {e}"))?,
                 )
+            }
+            "--only" => {
+                a.name_prefixes = Some(value("--only")?.split(',').map(str::to_owned).collect())
             }
             "-h" | "--help" => {
                 print!("{HELP}");
@@ -443,6 +451,19 @@ fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
             t.header.name = format!("{}#{n}", t.header.name);
         }
     }
+    if let Some(prefixes) = &a.name_prefixes {
+        traces.retain(|t| {
+            prefixes
+                .iter()
+                .any(|p| t.header.name.starts_with(p.as_str()))
+        });
+        if traces.is_empty() {
+            return Err(format!(
+                "--only {}: no trace of that name",
+                prefixes.join(",")
+            ));
+        }
+    }
     Ok(traces)
 }
 
@@ -609,6 +630,13 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
         for n in standard_names(a) {
             traces.push(generate(&n, a.seed, a.scale).expect("standard trace"));
         }
+    }
+    if let Some(prefixes) = &a.name_prefixes {
+        traces.retain(|t| {
+            prefixes
+                .iter()
+                .any(|p| t.header.name.starts_with(p.as_str()))
+        });
     }
     println!(
         "simulated device {} ({} memory types), {} traces, corpus seed {}, scale {}, {desc:?}",

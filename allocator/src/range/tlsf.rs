@@ -379,7 +379,7 @@ impl TlsfAllocator {
 
     /// Checks the head of the first non-empty list at or after the one that
     /// [`mapping`] gives for `list_size`.
-    #[inline]
+    #[inline(always)]
     fn probe_head(
         &self,
         list_size: u64,
@@ -391,6 +391,14 @@ impl TlsfAllocator {
         let head = self.heads[fl][sl];
         let offset = self.fit(head, request.size, alignment, request.kind)?;
         Some(self.placement(head, offset, request))
+    }
+
+    /// Whether some free range may hold `size` bytes: false only when no
+    /// list of the class of `size` or above holds a range (then none does).
+    #[inline(always)]
+    fn may_hold(&self, size: u64) -> bool {
+        // `mapping` gives a class below FL_COUNT (60) for every size.
+        self.fl_bitmap >> mapping(size).0 != 0
     }
 
     /// Checks up to [`SCAN_LIMIT`] ranges of the list holding `request.size`.
@@ -633,6 +641,20 @@ impl TlsfAllocator {
 impl RangeAllocator for TlsfAllocator {
     fn capacity(&self) -> u64 {
         self.capacity
+    }
+
+    /// [`Self::find`] then [`Self::commit`], refusing at once (inline, no
+    /// call) a request that no free range can hold: every free range of at
+    /// least `request.size` bytes sits in a list of class `mapping(size).0`
+    /// or above, so an empty `fl_bitmap` from that class up means `find`
+    /// would fail too (a full block, passed over by a list of blocks).
+    #[inline]
+    fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
+        if !self.may_hold(request.size) {
+            return None;
+        }
+        let placement = self.find(request)?;
+        Some(self.commit(placement, request.kind))
     }
 
     fn find(&self, request: &RangeRequest) -> Option<Placement> {
