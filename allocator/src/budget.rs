@@ -55,6 +55,9 @@ pub(crate) struct Budgets {
     heaps: Vec<HeapState>,
     heap_sizes: Vec<u64>,
     from_driver: AtomicBool,
+    /// The recent high-water mark of [`Self::committed`] (the allocation
+    /// policy's, see [`crate::policy::retain_below_peak`]).
+    committed_high: AtomicU64,
 }
 
 impl Budgets {
@@ -63,7 +66,40 @@ impl Budgets {
             heaps: props.heaps.iter().map(|_| HeapState::default()).collect(),
             heap_sizes: props.heaps.iter().map(|h| h.size).collect(),
             from_driver: AtomicBool::new(false),
+            committed_high: AtomicU64::new(0),
         }
+    }
+
+    /// Device memory this allocator has committed on every heap.
+    pub fn committed(&self) -> u64 {
+        self.heaps
+            .iter()
+            .map(|h| h.block_bytes.load(Ordering::Relaxed))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The recent high-water mark of [`Self::committed`].
+    pub fn committed_high(&self) -> u64 {
+        self.committed_high.load(Ordering::Relaxed)
+    }
+
+    /// Raises the committed high-water mark to what is committed now (after
+    /// memory was created).
+    pub fn note_committed(&self) {
+        self.committed_high
+            .fetch_max(self.committed(), Ordering::Relaxed);
+    }
+
+    /// Once a frame: the committed high-water mark moves
+    /// 1/[`crate::policy::COMMITTED_DECAY`] of the way down to what is
+    /// committed now.
+    pub fn decay_committed_high(&self) {
+        let committed = self.committed();
+        let high = self.committed_high();
+        self.committed_high.store(
+            crate::policy::decay_committed_high(high, committed, committed),
+            Ordering::Relaxed,
+        );
     }
 
     /// Reads the driver's budgets (if any) and remembers our usage then.

@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
 use crate::block_list::ListConfig;
-use crate::block_vector::{BlockVector, Env, VectorConfig};
+use crate::block_vector::{BlockVector, Env, RetainedMemory, VectorConfig};
 use crate::budget::Budgets;
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
@@ -355,6 +355,7 @@ impl<D: MemoryDevice> Allocator<D> {
         for ts in &self.types {
             ts.vector.end_frame(self.env());
         }
+        self.budgets.decay_committed_high();
         let _frame = self.frame.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "trace")]
         self.record(|r| r.frame(_frame));
@@ -413,6 +414,7 @@ impl<D: MemoryDevice> Allocator<D> {
             granularity: self.device.limits().buffer_image_granularity,
             next_id: &self.next_id,
             frame: self.frame.load(Ordering::Relaxed),
+            retained: self,
         }
     }
 
@@ -579,5 +581,20 @@ mod tests {
             allocator.free(a).unwrap();
         }
         allocator.validate().unwrap();
+    }
+}
+
+impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
+    fn release_others(&self, except: u32, bytes: u64) -> u64 {
+        let mut freed = 0u64;
+        for ts in &self.types {
+            if freed >= bytes {
+                break;
+            }
+            if ts.vector.memory_type != except {
+                freed += ts.vector.release_retained(self.env(), bytes - freed);
+            }
+        }
+        freed
     }
 }
