@@ -589,7 +589,7 @@ impl BlockVector {
         let retained = self.retained_bytes();
         let in_use = committed.saturating_sub(retained);
         let old = self.committed_high.load(Ordering::Relaxed);
-        let high = crate::policy::decay_committed_high(old, committed, in_use);
+        let high = crate::policy::decay_committed_high(old, in_use);
         self.committed_high.store(high, Ordering::Relaxed);
         let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
         // Hysteresis: the live set's limit is passed twice over, or the

@@ -97,7 +97,7 @@ impl Budgets {
         let committed = self.committed();
         let high = self.committed_high();
         self.committed_high.store(
-            crate::policy::decay_committed_high(high, committed, committed),
+            crate::policy::decay_committed_high(high, committed),
             Ordering::Relaxed,
         );
     }
@@ -200,6 +200,32 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_committed_peak_spans_every_heap_and_decays() {
+        let props = crate::sim::tables::nvidia_h200().memory_properties;
+        let budgets = Budgets::new(&props);
+        budgets
+            .reserve(0, 300 << 20, false)
+            .expect("no budget asked");
+        budgets
+            .reserve(1, 212 << 20, false)
+            .expect("no budget asked");
+        assert_eq!(budgets.committed(), 512 << 20);
+        assert_eq!(budgets.committed_high(), 0);
+        budgets.note_committed();
+        assert_eq!(budgets.committed_high(), 512 << 20);
+        // Memory freed: the mark stays, then falls 1/256 of the gap a frame.
+        budgets.release(0, 256 << 20);
+        budgets.note_committed();
+        assert_eq!(budgets.committed_high(), 512 << 20);
+        budgets.decay_committed_high();
+        assert_eq!(budgets.committed_high(), 511 << 20);
+        for _ in 0..4000 {
+            budgets.decay_committed_high();
+        }
+        assert_eq!(budgets.committed_high(), budgets.committed());
+    }
 
     /// Threads released together at the edge of the budget: room for two
     /// reservations, eight threads asking; exactly two get one. (The race

@@ -81,7 +81,12 @@ pub struct AllocatorDesc {
     /// it when the heap is short) and, once the limit is passed twice over,
     /// at [`Allocator::begin_frame`]; the high-water mark falls 1/64 of the
     /// way to the live bytes each frame, so memory kept for a steady churn is
-    /// reused rather than freed and made again every frame.
+    /// reused rather than freed and made again every frame. A type also keeps
+    /// what stays below its own committed high-water mark (which falls 1/256
+    /// of the way to the bytes in use each frame), unless new memory would
+    /// pass the allocator's committed peak by more than 1/16: then kept
+    /// memory of that type, then of the others, is freed first (see
+    /// `policy.rs`).
     pub keep_empty_blocks: u32,
     /// Bytes of corruption margin before and after each allocation in
     /// host-visible shared blocks, filled with a pattern and checked on free
