@@ -592,9 +592,10 @@ impl BlockVector {
         let high = crate::policy::decay_committed_high(old, in_use);
         self.committed_high.store(high, Ordering::Relaxed);
         let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
-        // Hysteresis: the live set's limit is passed twice over, or the
-        // committed high-water mark has decayed below what is kept.
-        if retained > limit.saturating_mul(2).max(below_peak) {
+        // Hysteresis: what is kept passes twice the larger of the two
+        // limits (memory is freed in whole blocks: a mark just below what is
+        // kept would free a block that the next frame makes again).
+        if retained > limit.max(below_peak).saturating_mul(2) {
             self.trim_retained(env, limit.max(below_peak));
         }
     }

@@ -452,6 +452,21 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 }
 
+impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
+    fn release_others(&self, except: u32, bytes: u64) -> u64 {
+        let mut freed = 0u64;
+        for ts in &self.types {
+            if freed >= bytes {
+                break;
+            }
+            if ts.vector.memory_type != except {
+                freed += ts.vector.release_retained(self.env(), bytes - freed);
+            }
+        }
+        freed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::defrag::DefragDesc;
@@ -586,20 +601,5 @@ mod tests {
             allocator.free(a).unwrap();
         }
         allocator.validate().unwrap();
-    }
-}
-
-impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
-    fn release_others(&self, except: u32, bytes: u64) -> u64 {
-        let mut freed = 0u64;
-        for ts in &self.types {
-            if freed >= bytes {
-                break;
-            }
-            if ts.vector.memory_type != except {
-                freed += ts.vector.release_retained(self.env(), bytes - freed);
-            }
-        }
-        freed
     }
 }
