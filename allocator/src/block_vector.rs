@@ -936,13 +936,17 @@ impl BlockVector {
             let usage = self.usage();
             let live = usage.allocation_bytes;
             let elsewhere = self.retained_bytes();
-            let limit = self.keep_limit(
-                live.saturating_sub(location.range.size),
-                live,
-                usage.block_bytes,
-                elsewhere.saturating_add(own_empty),
-                0,
-            );
+            let in_use = usage
+                .block_bytes
+                .saturating_sub(elsewhere.saturating_add(own_empty));
+            let high = self.committed_high.load(Ordering::Relaxed);
+            // The frame's hysteresis (see `end_frame`): kept until twice
+            // the room below the committed high-water mark; new memory
+            // trims it to the room itself first (`make_room`).
+            let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
+            let limit = self
+                .retain_limit(live.saturating_sub(location.range.size), live)
+                .max(below_peak.saturating_mul(2));
             limit.saturating_sub(elsewhere)
         };
         let doomed = list.release_emptied(location.block, retain);
