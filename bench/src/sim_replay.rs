@@ -3,9 +3,11 @@
 //! (the H200's, read off the real driver, among them), so the allocation
 //! policy on a device with several memory types can be explored here, with
 //! no GPU. Only what the simulator knows exactly is reported: peak committed
-//! bytes (the device's live `VkDeviceMemory` bytes), peak live bytes and
-//! `vkAllocateMemory` / `vkFreeMemory` calls. There is no wall time: the
-//! simulator's calls cost nothing.
+//! bytes (the device's live `VkDeviceMemory` bytes), peak live bytes,
+//! `vkAllocateMemory` / `vkFreeMemory` calls and the bytes allocated (the
+//! driver-time proxy on the H200, whose allocation cost grows with the
+//! size); with `explain`, where those bytes went and when memory was freed.
+//! There is no wall time: the simulator's calls cost nothing.
 //!
 //! Requirements come from [`SimResolver`]: the standard traces' desktop rules
 //! ([`crate::corpus::Synthetic`]), with the driver's dedicated preference
