@@ -56,6 +56,18 @@ pub(crate) struct Env<'a> {
     /// The allocator's frame counter ([`crate::Allocator::begin_frame`]),
     /// recorded in each allocation for its age.
     pub frame: u64,
+    /// The other memory types' kept memory, freed when new memory would
+    /// raise the allocator's committed peak ([`Self::make_room`]).
+    pub retained: &'a dyn RetainedMemory,
+}
+
+/// Kept memory (empty blocks, recycled dedicated memory) across an
+/// allocator's memory types.
+pub(crate) trait RetainedMemory {
+    /// Frees kept memory of memory types other than `except`, down to each
+    /// type's own retention limit ([`crate::policy::retain_limit`]), until
+    /// `bytes` are freed; returns the bytes freed.
+    fn release_others(&self, except: u32, bytes: u64) -> u64;
 }
 
 /// How a vector's blocks are configured.
@@ -496,6 +508,11 @@ pub(crate) struct BlockVector {
     /// policy of default blocks ([`crate::policy`]); updated when memory is
     /// created, when a block empties and once a frame.
     high_water: AtomicU64,
+    /// The recent high-water mark of the vector's committed bytes (blocks
+    /// and recycle bin): raised when memory is created, decayed once a frame
+    /// ([`crate::policy::decay_committed_high`]). Freed memory below it is
+    /// kept ([`crate::policy::retain_below_peak`]).
+    committed_high: AtomicU64,
 }
 
 impl BlockVector {
@@ -537,6 +554,7 @@ impl BlockVector {
                 .then(|| Mutex::new(RecycleBin::new(config.recycle_bytes))),
             blocks: Counters::default(),
             high_water: AtomicU64::new(0),
+            committed_high: AtomicU64::new(0),
         }
     }
 
@@ -557,6 +575,26 @@ impl BlockVector {
     fn retain_limit(&self, live: u64, peak: u64) -> u64 {
         let high_water = self.high_water.fetch_max(peak, Ordering::Relaxed).max(peak);
         crate::policy::retain_limit(live, high_water)
+    }
+
+    /// Raises the committed high-water mark to the vector's committed bytes
+    /// (after memory was created).
+    fn note_committed(&self, env: Env<'_>) {
+        let committed = self.blocks.snapshot().block_bytes;
+        self.committed_high.fetch_max(committed, Ordering::Relaxed);
+        env.memory.budgets.note_committed();
+    }
+
+    /// The bytes of freed memory the vector may keep: the larger of
+    /// [`crate::policy::retain_limit`] (with `live` bytes live and a peak of
+    /// `peak`) and what keeps its committed bytes within their high-water
+    /// mark when `needed` more are made ([`crate::policy::retain_below_peak`]),
+    /// with `committed` bytes committed of which `retained` are kept.
+    fn keep_limit(&self, live: u64, peak: u64, committed: u64, retained: u64, needed: u64) -> u64 {
+        let in_use = committed.saturating_sub(retained);
+        let high = self.committed_high.load(Ordering::Relaxed);
+        self.retain_limit(live, peak)
+            .max(crate::policy::retain_below_peak(high, in_use, needed))
     }
 
     /// Bytes of freed memory kept: empty shared blocks and the recycle bin.
@@ -612,17 +650,65 @@ impl BlockVector {
         if !self.adaptive() {
             return;
         }
-        let live = self.live_bytes();
-        let mut limit = self.retain_limit(live, live.saturating_add(needed));
+        let usage = self.usage();
+        let live = usage.allocation_bytes;
+        let retained = self.retained_bytes();
+        let mut limit = self.keep_limit(
+            live,
+            live.saturating_add(needed),
+            usage.block_bytes,
+            retained,
+            needed,
+        );
         if env.memory.budgets.free_bytes(self.heap) < needed {
             limit = 0;
         }
+        // The allocator's committed peak: what is kept here, then in the
+        // other memory types, makes way for the new memory before it passes
+        // that peak.
+        let budgets = env.memory.budgets;
+        let kept = retained.min(limit);
+        let over = budgets
+            .committed()
+            .saturating_add(needed)
+            .saturating_sub(retained - kept)
+            .saturating_sub(budgets.committed_high());
+        let limit = kept.saturating_sub(over);
+        let over = over.saturating_sub(kept);
         self.trim_retained(env, limit);
+        // Hysteresis: the other types' memory is freed in whole blocks and
+        // made again when they next need it; a small overshoot of the peak
+        // costs less than that.
+        let tolerance = budgets.committed_high() / crate::policy::PEAK_TOLERANCE_DIVISOR;
+        if over > tolerance {
+            env.retained.release_others(self.memory_type, over);
+        }
     }
 
-    /// Once a frame: the high-water mark decays toward the live set
-    /// ([`crate::policy::decay_high_water`]) and kept memory above the
-    /// retention limit is freed.
+    /// Frees kept memory down to the retention limit of the live set alone
+    /// ([`crate::policy::retain_limit`] with no high-water mark), at most
+    /// `bytes` of it; returns
+    /// the bytes freed. For another memory type that makes new memory.
+    pub fn release_retained(&self, env: Env<'_>, bytes: u64) -> u64 {
+        if !self.adaptive() || bytes == 0 {
+            return 0;
+        }
+        // Down to what the live set alone keeps (its high-water mark left
+        // out: the peak that matters is the allocator's).
+        let floor = crate::policy::retain_limit(self.live_bytes(), 0);
+        let retained = self.retained_bytes();
+        let excess = retained.saturating_sub(floor).min(bytes);
+        if excess == 0 {
+            return 0;
+        }
+        self.trim_retained(env, retained - excess);
+        retained.saturating_sub(self.retained_bytes())
+    }
+
+    /// Once a frame: the high-water marks decay, the live one toward the
+    /// live set ([`crate::policy::decay_high_water`]), the committed one
+    /// toward the bytes in use ([`crate::policy::decay_committed_high`]), and
+    /// kept memory above the retention limit is freed.
     pub fn end_frame(&self, env: Env<'_>) {
         if !self.adaptive() {
             return;
@@ -633,12 +719,18 @@ impl BlockVector {
         let high_water = crate::policy::decay_high_water(old, live);
         self.high_water.store(high_water, Ordering::Relaxed);
         let limit = crate::policy::retain_limit(live, high_water);
-        // Hysteresis: trim only when twice the limit is kept. Committed
-        // minus live bounds what is kept: look closer only when that passes.
-        if usage.block_bytes.saturating_sub(live) > limit.saturating_mul(2)
-            && self.retained_bytes() > limit.saturating_mul(2)
-        {
-            self.trim_retained(env, limit);
+        let committed = usage.block_bytes;
+        let retained = self.retained_bytes();
+        let in_use = committed.saturating_sub(retained);
+        let old = self.committed_high.load(Ordering::Relaxed);
+        let high = crate::policy::decay_committed_high(old, in_use);
+        self.committed_high.store(high, Ordering::Relaxed);
+        let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
+        // Hysteresis: what is kept passes twice the larger of the two
+        // limits (memory is freed in whole blocks: a mark just below what is
+        // kept would free a block that the next frame makes again).
+        if retained > limit.max(below_peak).saturating_mul(2) {
+            self.trim_retained(env, limit.max(below_peak));
         }
     }
 
@@ -764,7 +856,10 @@ impl BlockVector {
             max: self.block_size,
         };
         let mut last_error = too_large.clone();
-        self.make_room(env, placement.request.size);
+        // The block to be made, not the request: what it adds beyond the
+        // request counts against the committed high-water mark too.
+        let first = sizes.first().copied().unwrap_or(placement.request.size);
+        self.make_room(env, first.max(placement.request.size));
         for size in sizes {
             let block = match self.create_block(env, size, desc.options.within_budget) {
                 Ok(block) => block,
@@ -853,6 +948,7 @@ impl BlockVector {
                     },
                 )?;
                 self.blocks.add_block(placement.size, true);
+                self.note_committed(env);
                 Block::dedicated(
                     created.memory,
                     placement.size,
@@ -956,13 +1052,36 @@ impl BlockVector {
         // the freed range; it takes the recycle bin's lock under the
         // shard's, the one nesting of the two (no path takes a shard's lock
         // while holding the bin's).
+        // The list's own empty bytes are counted here: the other shards are
+        // only tried (this one's lock is held).
+        let own_empty = if self.adaptive()
+            && list
+                .block(location.block)
+                .is_some_and(|b| !b.is_dedicated())
+        {
+            list.empty_bytes()
+        } else {
+            0
+        };
         let retain = || {
             if !self.adaptive() {
                 return 0;
             }
-            let live = self.live_bytes();
-            let limit = self.retain_limit(live.saturating_sub(location.range.size), live);
-            limit.saturating_sub(self.recycle.as_ref().map_or(0, |b| b.lock().bytes()))
+            let usage = self.usage();
+            let live = usage.allocation_bytes;
+            let elsewhere = self.retained_bytes();
+            let in_use = usage
+                .block_bytes
+                .saturating_sub(elsewhere.saturating_add(own_empty));
+            let high = self.committed_high.load(Ordering::Relaxed);
+            // The frame's hysteresis (see `end_frame`): kept until twice
+            // the room below the committed high-water mark; new memory
+            // trims it to the room itself first (`make_room`).
+            let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
+            let limit = self
+                .retain_limit(live.saturating_sub(location.range.size), live)
+                .max(below_peak.saturating_mul(2));
+            limit.saturating_sub(elsewhere)
         };
         let doomed = list.release_emptied(location.block, retain);
         self.freed_under_lock(&mut list, location, moving);
@@ -1530,6 +1649,7 @@ impl BlockVector {
             },
         )?;
         self.blocks.add_block(size, false);
+        self.note_committed(env);
         Ok(Block::new(
             created.memory,
             size,

@@ -55,6 +55,9 @@ pub(crate) struct Budgets {
     heaps: Vec<HeapState>,
     heap_sizes: Vec<u64>,
     from_driver: AtomicBool,
+    /// The recent high-water mark of [`Self::committed`] (the allocation
+    /// policy's, see [`crate::policy::retain_below_peak`]).
+    committed_high: AtomicU64,
 }
 
 impl Budgets {
@@ -63,7 +66,40 @@ impl Budgets {
             heaps: props.heaps.iter().map(|_| HeapState::default()).collect(),
             heap_sizes: props.heaps.iter().map(|h| h.size).collect(),
             from_driver: AtomicBool::new(false),
+            committed_high: AtomicU64::new(0),
         }
+    }
+
+    /// Device memory this allocator has committed on every heap.
+    pub fn committed(&self) -> u64 {
+        self.heaps
+            .iter()
+            .map(|h| h.block_bytes.load(Ordering::Relaxed))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The recent high-water mark of [`Self::committed`].
+    pub fn committed_high(&self) -> u64 {
+        self.committed_high.load(Ordering::Relaxed)
+    }
+
+    /// Raises the committed high-water mark to what is committed now (after
+    /// memory was created).
+    pub fn note_committed(&self) {
+        self.committed_high
+            .fetch_max(self.committed(), Ordering::Relaxed);
+    }
+
+    /// Once a frame: the committed high-water mark moves
+    /// 1/[`crate::policy::COMMITTED_DECAY`] of the way down to what is
+    /// committed now.
+    pub fn decay_committed_high(&self) {
+        let committed = self.committed();
+        let high = self.committed_high();
+        self.committed_high.store(
+            crate::policy::decay_committed_high(high, committed),
+            Ordering::Relaxed,
+        );
     }
 
     /// Reads the driver's budgets (if any) and remembers our usage then.
@@ -164,6 +200,32 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_committed_peak_spans_every_heap_and_decays() {
+        let props = crate::sim::tables::nvidia_h200().memory_properties;
+        let budgets = Budgets::new(&props);
+        budgets
+            .reserve(0, 300 << 20, false)
+            .expect("no budget asked");
+        budgets
+            .reserve(1, 212 << 20, false)
+            .expect("no budget asked");
+        assert_eq!(budgets.committed(), 512 << 20);
+        assert_eq!(budgets.committed_high(), 0);
+        budgets.note_committed();
+        assert_eq!(budgets.committed_high(), 512 << 20);
+        // Memory freed: the mark stays, then falls 1/256 of the gap a frame.
+        budgets.release(0, 256 << 20);
+        budgets.note_committed();
+        assert_eq!(budgets.committed_high(), 512 << 20);
+        budgets.decay_committed_high();
+        assert_eq!(budgets.committed_high(), 511 << 20);
+        for _ in 0..4000 {
+            budgets.decay_committed_high();
+        }
+        assert_eq!(budgets.committed_high(), budgets.committed());
+    }
 
     /// Threads released together at the edge of the budget: room for two
     /// reservations, eight threads asking; exactly two get one. (The race

@@ -725,7 +725,7 @@ pub type Metric = fn(&crate::runner::Row) -> f64;
 
 /// The metrics the corpus summary and the Pareto check compare (lower is
 /// better for each): name, and how to read it from a row.
-pub const METRICS: [(&str, Metric); 6] = [
+pub const METRICS: [(&str, Metric); 7] = [
     ("committed/live", |r| r.committed_to_live_ratio),
     ("peak committed MiB", |r| {
         r.peak_committed_bytes / MIB as f64
@@ -734,6 +734,7 @@ pub const METRICS: [(&str, Metric); 6] = [
     ("vkAllocateMemory", |r| r.device_allocations),
     ("alloc own ns", |r| r.alloc_own_ns_median),
     ("free own ns", |r| r.free_own_ns_median),
+    ("allocated MiB", |r| r.device_allocated_bytes / MIB as f64),
 ];
 
 /// The Pareto metrics: peak committed, wall, driver calls, own times.

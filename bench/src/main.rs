@@ -369,6 +369,17 @@ fn recorded_dir() -> Option<PathBuf> {
     .find(|p| p.is_dir())
 }
 
+/// `dir`'s `*.jsonl` files, sorted.
+fn trace_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 fn read_trace(p: &Path) -> Result<Trace, String> {
     let f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
     Trace::read(BufReader::new(f)).map_err(|e| format!("{}: {e}", p.display()))
@@ -378,11 +389,16 @@ fn read_trace(p: &Path) -> Result<Trace, String> {
 /// device's `memory_type_bits`, which name other types on another device:
 /// when its note's memory types differ from `ctx`'s, every request may use
 /// any type (the replayer masks them to the device's, and usage decides).
-fn adapt_recorded(mut t: Trace, ctx: &VulkanContext) -> Trace {
+fn adapt_recorded(t: Trace, ctx: &VulkanContext) -> Trace {
+    widen_types(t, &ctx.memory_type_flags())
+}
+
+/// [`adapt_recorded`] for a device whose memory types have `flags`.
+fn widen_types(mut t: Trace, flags: &[u32]) -> Trace {
     let Some(recorded) = vkalloc::trace::memory_types_of_note(&t.header.note) else {
         return t;
     };
-    if recorded == ctx.memory_type_flags() {
+    if recorded == flags {
         return t;
     }
     for e in &mut t.events {
@@ -426,13 +442,7 @@ fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
     // unless `--traces DIR` names another directory.
     let recorded = a.corpus.then(recorded_dir).flatten();
     if let Some(dir) = a.trace_dir.as_ref().or(recorded.as_ref()) {
-        let mut files: Vec<PathBuf> = fs::read_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        files.sort();
-        for p in files {
+        for p in trace_files(dir)? {
             traces.push(adapt_recorded(read_trace(&p)?, ctx));
         }
     }
@@ -626,7 +636,21 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
     for p in &a.traces {
         traces.push(read_trace(p)?);
     }
-    if a.corpus || a.traces.is_empty() {
+    // As on a device: the corpus includes the demo's recorded traces, their
+    // memory types widened when they were recorded on other ones.
+    let recorded = a.corpus.then(recorded_dir).flatten();
+    if let Some(dir) = a.trace_dir.as_ref().or(recorded.as_ref()) {
+        let flags: Vec<u32> = table
+            .memory_properties
+            .types
+            .iter()
+            .map(|t| t.flags.0)
+            .collect();
+        for p in trace_files(dir)? {
+            traces.push(widen_types(read_trace(&p)?, &flags));
+        }
+    }
+    if a.corpus || (a.traces.is_empty() && a.trace_dir.is_none()) {
         for n in standard_names(a) {
             traces.push(generate(&n, a.seed, a.scale).expect("standard trace"));
         }
@@ -651,6 +675,9 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
         let row = sim_replay::replay(t, &table, desc, a.explain_peak)?;
         if let Some(p) = &row.at_peak {
             println!("  {} at peak: {p}", row.trace);
+        }
+        if let Some(c) = &row.churn_report {
+            println!("  {} {c}", row.trace);
         }
         rows.push(row);
     }

@@ -123,6 +123,11 @@ pub struct Row {
     pub device_allocations: f64,
     /// `vkFreeMemory` calls during the trace (teardown excluded).
     pub device_frees: f64,
+    /// Bytes passed to the successful `vkAllocateMemory` calls, summed over
+    /// the trace: with a driver whose allocation cost grows with the size
+    /// (the H200's), what `driver_ms` is made of.
+    #[serde(default)]
+    pub device_allocated_bytes: f64,
     /// Time inside `vkAllocateMemory` and `vkFreeMemory` (ms).
     pub driver_ms: f64,
     /// Peak `VkDeviceMemory` bytes.
@@ -305,6 +310,9 @@ fn aggregate(
     let wall_ms = field("wall_ms", &|r| r.wall_ms);
     let device_allocations = field("device_allocations", &|r| r.driver.allocate_calls as f64);
     let device_frees = field("device_frees", &|r| r.driver.free_calls as f64);
+    let device_allocated_bytes = field("device_allocated_bytes", &|r| {
+        r.driver.allocate_bytes as f64
+    });
     let driver_ms = field("driver_ms", &|r| {
         (r.driver.allocate_ns + r.driver.free_ns) as f64 / 1e6
     });
@@ -353,6 +361,7 @@ fn aggregate(
         wall_ms,
         device_allocations,
         device_frees,
+        device_allocated_bytes,
         driver_ms,
         peak_committed_bytes,
         peak_live_bytes,
@@ -410,16 +419,16 @@ pub fn format_table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| trace | allocator | alloc own ns med (p99) | free own ns med (p99) | alloc+free ns (min..max) | total ns/op | wall ms (min..max) | vkAllocateMemory (min..max) | peak committed MiB | peak live MiB | ratio | largest free at end MiB |"
+        "| trace | allocator | alloc own ns med (p99) | free own ns med (p99) | alloc+free ns (min..max) | total ns/op | wall ms (min..max) | vkAllocateMemory (min..max) | allocated MiB | peak committed MiB | peak live MiB | ratio | largest free at end MiB |"
     );
     let _ = writeln!(
         out,
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} ({:.0}) | {:.0} ({:.0}) | {} | {:.0} | {} | {} | {} | {} | {:.2} | {} |",
+            "| {} | {} | {:.0} ({:.0}) | {:.0} ({:.0}) | {} | {:.0} | {} | {} | {} | {} | {} | {:.2} | {} |",
             r.trace,
             r.allocator,
             r.alloc_own_ns_median,
@@ -430,6 +439,7 @@ pub fn format_table(rows: &[Row]) -> String {
             r.total_ns_per_op,
             with_range(r, "wall_ms", r.wall_ms, 1),
             with_range(r, "device_allocations", r.device_allocations, 0),
+            mib(r.device_allocated_bytes),
             mib(r.peak_committed_bytes),
             mib(r.peak_live_bytes),
             r.committed_to_live_ratio,
@@ -458,11 +468,11 @@ pub fn format_ratios(rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "| trace | theirs/ours | alloc own | free own | alloc+free own | wall | vkAllocateMemory calls | peak committed |"
+        "| trace | theirs/ours | alloc own | free own | alloc+free own | wall | vkAllocateMemory calls | allocated bytes | peak committed |"
     );
     let _ = writeln!(
         out,
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     let ratio = |a: f64, b: f64| {
         if b > 0.0 {
@@ -477,7 +487,7 @@ pub fn format_ratios(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.trace,
             r.allocator,
             ratio(r.alloc_own_ns_median, o.alloc_own_ns_median),
@@ -485,6 +495,7 @@ pub fn format_ratios(rows: &[Row]) -> String {
             ratio(r.alloc_free_own_ns_median, o.alloc_free_own_ns_median),
             ratio(r.wall_ms, o.wall_ms),
             ratio(r.device_allocations, o.device_allocations),
+            ratio(r.device_allocated_bytes, o.device_allocated_bytes),
             ratio(r.peak_committed_bytes, o.peak_committed_bytes),
         );
     }

@@ -3,9 +3,11 @@
 //! (the H200's, read off the real driver, among them), so the allocation
 //! policy on a device with several memory types can be explored here, with
 //! no GPU. Only what the simulator knows exactly is reported: peak committed
-//! bytes (the device's live `VkDeviceMemory` bytes), peak live bytes and
-//! `vkAllocateMemory` / `vkFreeMemory` calls. There is no wall time: the
-//! simulator's calls cost nothing.
+//! bytes (the device's live `VkDeviceMemory` bytes), peak live bytes,
+//! `vkAllocateMemory` / `vkFreeMemory` calls and the bytes allocated (the
+//! driver-time proxy on the H200, whose allocation cost grows with the
+//! size); with `explain`, where those bytes went and when memory was freed.
+//! There is no wall time: the simulator's calls cost nothing.
 //!
 //! Requirements come from [`SimResolver`]: the standard traces' desktop rules
 //! ([`crate::corpus::Synthetic`]), with the driver's dedicated preference
@@ -74,6 +76,10 @@ pub struct SimRow {
     pub peak_live_bytes: u64,
     /// `vkAllocateMemory` calls.
     pub allocate_calls: u64,
+    /// Bytes of the successful `vkAllocateMemory` calls, summed over the
+    /// trace (the driver-time proxy on drivers whose allocation cost grows
+    /// with the size).
+    pub allocated_bytes: u64,
     /// `vkFreeMemory` calls.
     pub free_calls: u64,
     /// The most device memory while the live bytes were at most half the
@@ -85,6 +91,47 @@ pub struct SimRow {
     pub first_failure: Option<String>,
     /// With `explain`: where the memory sat at the committed peak.
     pub at_peak: Option<String>,
+    /// With `explain`: where the allocated bytes went and when device memory
+    /// was freed during the trace.
+    pub churn_report: Option<String>,
+}
+
+/// Where a trace's `vkAllocateMemory` bytes went (per memory type, shared
+/// blocks or dedicated memory) and when memory was freed (by a free, before
+/// new memory was made, or at a frame).
+#[derive(Default)]
+struct Churn {
+    /// (memory type, dedicated) -> (calls, bytes).
+    made: std::collections::BTreeMap<(u32, bool), (u64, u64)>,
+    /// Dedicated allocations served without a call (the recycle bin).
+    reused: (u64, u64),
+    /// Freed bytes: during a free, during an allocation, at a frame.
+    freed: [u64; 3],
+}
+
+impl Churn {
+    fn report(&self) -> String {
+        let made: Vec<String> = self
+            .made
+            .iter()
+            .map(|((t, d), (n, b))| {
+                format!(
+                    "type {t} {}: {n} calls / {:.0} MiB",
+                    if *d { "dedicated" } else { "blocks" },
+                    mib(*b)
+                )
+            })
+            .collect();
+        format!(
+            "allocated: {}; dedicated reused without a call: {} / {:.0} MiB; freed MiB: by frees {:.0}, before new memory {:.0}, at frames {:.0}",
+            made.join(", "),
+            self.reused.0,
+            mib(self.reused.1),
+            mib(self.freed[0]),
+            mib(self.freed[1]),
+            mib(self.freed[2]),
+        )
+    }
 }
 
 impl SimRow {
@@ -92,6 +139,17 @@ impl SimRow {
     pub fn ratio(&self) -> f64 {
         self.peak_committed_bytes as f64 / self.peak_live_bytes.max(1) as f64
     }
+
+    /// Allocated bytes / peak committed: 1 when no device memory was ever
+    /// freed and made again.
+    pub fn churn(&self) -> f64 {
+        self.allocated_bytes as f64 / self.peak_committed_bytes.max(1) as f64
+    }
+}
+
+/// Bytes in MiB.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
 }
 
 /// Replays `trace` through a new allocator with `desc` on a simulated device
@@ -117,18 +175,36 @@ pub fn replay(
         peak_committed_bytes: 0,
         peak_live_bytes: 0,
         allocate_calls: 0,
+        allocated_bytes: 0,
         free_calls: 0,
         peak_committed_at_half_heap_bytes: 0,
         failures: 0,
         first_failure: None,
         at_peak: None,
+        churn_report: None,
     };
+    let mut churn = Churn::default();
+    let mut committed_before = 0u64;
     for event in &trace.events {
+        let allocated_before = allocator.device().stats().allocated_bytes;
         match event {
             TraceEvent::Alloc(a) => {
                 let desc = a.desc();
                 match allocator.allocate(&desc) {
                     Ok(allocation) => {
+                        if explain {
+                            let stats = allocator.device().stats();
+                            let made = stats.allocated_bytes - allocated_before;
+                            let key = (allocation.memory_type(), allocation.is_dedicated());
+                            if made > 0 {
+                                let e = churn.made.entry(key).or_default();
+                                e.0 += 1;
+                                e.1 += made;
+                            } else if key.1 {
+                                churn.reused.0 += 1;
+                                churn.reused.1 += allocation.size();
+                            }
+                        }
                         live_bytes += a.size;
                         live.insert(a.id, allocation);
                     }
@@ -155,6 +231,17 @@ pub fn replay(
             .iter()
             .map(|h| h.live_bytes)
             .sum();
+        if explain {
+            let made = allocator.device().stats().allocated_bytes - allocated_before;
+            let freed = (committed_before + made).saturating_sub(committed);
+            let when = match event {
+                TraceEvent::Free { .. } => 0,
+                TraceEvent::Alloc(_) => 1,
+                TraceEvent::Frame { .. } => 2,
+            };
+            churn.freed[when] += freed;
+        }
+        committed_before = committed;
         row.peak_live_bytes = row.peak_live_bytes.max(live_bytes);
         if live_bytes <= largest_heap / 2 {
             row.peak_committed_at_half_heap_bytes =
@@ -174,6 +261,10 @@ pub fn replay(
     }
     let stats = allocator.device().stats();
     row.allocate_calls = stats.allocate_calls;
+    row.allocated_bytes = stats.allocated_bytes;
+    if explain {
+        row.churn_report = Some(churn.report());
+    }
     row.free_calls = stats.free_calls;
     Ok(row)
 }
@@ -245,27 +336,34 @@ pub fn geomean(values: impl Iterator<Item = f64>) -> f64 {
 /// past the largest heap while their live set is at most half of it.
 pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
     let mut out = String::from(
-        "| trace | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | vkFreeMemory | failures |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| trace | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | allocated MiB | vkFreeMemory | failures |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.2} | {} | {} | {} |\n",
+            "| {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {} |\n",
             r.trace,
             r.peak_live_bytes as f64 / (1 << 20) as f64,
             r.peak_committed_bytes as f64 / (1 << 20) as f64,
             r.ratio(),
             r.allocate_calls,
+            r.allocated_bytes as f64 / (1 << 20) as f64,
             r.free_calls,
             r.failures
         ));
     }
     let worst = |f: &dyn Fn(&SimRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
     out.push_str(&format!(
-        "\ncommitted/live: geomean {:.2}, worst {:.2}; vkAllocateMemory: geomean {:.1}, worst {}; traces over the heap with live <= heap/2: {}\n",
+        "\ncommitted/live: geomean {:.2}, worst {:.2}; peak committed MiB: geomean {:.1}, worst {:.1}; vkAllocateMemory: geomean {:.1}, worst {}; allocated MiB: geomean {:.1}, worst {:.1}; allocated/peak committed: geomean {:.2}, worst {:.2}; traces over the heap with live <= heap/2: {}\n",
         geomean(rows.iter().map(SimRow::ratio)),
         worst(&|r| r.ratio()),
+        geomean(rows.iter().map(|r| mib(r.peak_committed_bytes))),
+        worst(&|r| mib(r.peak_committed_bytes)),
         geomean(rows.iter().map(|r| r.allocate_calls as f64)),
         worst(&|r| r.allocate_calls as f64),
+        geomean(rows.iter().map(|r| mib(r.allocated_bytes))),
+        worst(&|r| mib(r.allocated_bytes)),
+        geomean(rows.iter().map(SimRow::churn)),
+        worst(&|r| r.churn()),
         rows.iter()
             .filter(|r| r.peak_committed_at_half_heap_bytes > largest_heap)
             .count()
@@ -287,6 +385,8 @@ mod tests {
         assert!(row.peak_live_bytes > 0);
         assert!(row.peak_committed_bytes >= row.peak_live_bytes);
         assert!(row.allocate_calls > 0);
+        // Every byte committed at the peak was allocated once at least.
+        assert!(row.allocated_bytes >= row.peak_committed_bytes);
         // Everything was freed at the end: one vkFreeMemory per object, save
         // what the allocator still keeps (dropped with it).
         assert!(row.free_calls <= row.allocate_calls);

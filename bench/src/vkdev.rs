@@ -174,6 +174,7 @@ pub fn time_requirement_queries(on: bool) {
 }
 
 static ALLOC_CALLS: AtomicU64 = AtomicU64::new(0);
+static ALLOC_BYTES: AtomicU64 = AtomicU64::new(0);
 static ALLOC_FAILURES: AtomicU64 = AtomicU64::new(0);
 static FREE_CALLS: AtomicU64 = AtomicU64::new(0);
 static ALLOC_TICKS: AtomicU64 = AtomicU64::new(0);
@@ -233,6 +234,7 @@ pub unsafe extern "system" fn counting_allocate_memory(
         if let Ok(mut map) = sizes().lock() {
             map.insert(memory, size);
         }
+        ALLOC_BYTES.fetch_add(size, Ordering::Relaxed);
         let now = COMMITTED.fetch_add(size, Ordering::Relaxed) + size;
         PEAK_COMMITTED.fetch_max(now, Ordering::Relaxed);
         LIVE_OBJECTS.fetch_add(1, Ordering::Relaxed);
@@ -290,6 +292,10 @@ pub struct DriverCounters {
     pub allocate_calls: u64,
     /// `vkAllocateMemory` calls that failed.
     pub allocate_failures: u64,
+    /// Bytes of the successful `vkAllocateMemory` calls, summed
+    /// (`allocationSize`): on drivers whose allocation cost grows with the
+    /// size, what the driver time is made of.
+    pub allocate_bytes: u64,
     /// `vkFreeMemory` calls with a non-null handle.
     pub free_calls: u64,
     /// Nanoseconds inside `vkAllocateMemory`.
@@ -309,6 +315,7 @@ pub fn counters() -> DriverCounters {
     DriverCounters {
         allocate_calls: ALLOC_CALLS.load(Ordering::Relaxed),
         allocate_failures: ALLOC_FAILURES.load(Ordering::Relaxed),
+        allocate_bytes: ALLOC_BYTES.load(Ordering::Relaxed),
         free_calls: FREE_CALLS.load(Ordering::Relaxed),
         allocate_ns: clock::ticks_to_ns(ALLOC_TICKS.load(Ordering::Relaxed) as f64) as u64,
         free_ns: clock::ticks_to_ns(FREE_TICKS.load(Ordering::Relaxed) as f64) as u64,
@@ -322,6 +329,7 @@ pub fn counters() -> DriverCounters {
 pub fn reset_counters() {
     for c in [
         &ALLOC_CALLS,
+        &ALLOC_BYTES,
         &ALLOC_FAILURES,
         &FREE_CALLS,
         &ALLOC_TICKS,

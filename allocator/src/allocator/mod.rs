@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
 use crate::block_list::ListConfig;
-use crate::block_vector::{BlockVector, Env, VectorConfig};
+use crate::block_vector::{BlockVector, Env, RetainedMemory, VectorConfig};
 use crate::budget::Budgets;
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
@@ -81,7 +81,12 @@ pub struct AllocatorDesc {
     /// it when the heap is short) and, once the limit is passed twice over,
     /// at [`Allocator::begin_frame`]; the high-water mark falls 1/64 of the
     /// way to the live bytes each frame, so memory kept for a steady churn is
-    /// reused rather than freed and made again every frame.
+    /// reused rather than freed and made again every frame. A type also keeps
+    /// what stays below its own committed high-water mark (which falls 1/256
+    /// of the way to the bytes in use each frame), unless new memory would
+    /// pass the allocator's committed peak by more than 1/16: then kept
+    /// memory of that type, then of the others, is freed first (see
+    /// `policy.rs`).
     pub keep_empty_blocks: u32,
     /// Bytes of corruption margin before and after each allocation in
     /// host-visible shared blocks, filled with a pattern and checked on free
@@ -355,6 +360,7 @@ impl<D: MemoryDevice> Allocator<D> {
         for ts in &self.types {
             ts.vector.end_frame(self.env());
         }
+        self.budgets.decay_committed_high();
         let _frame = self.frame.fetch_add(1, Ordering::Relaxed);
         #[cfg(feature = "trace")]
         self.record(|r| r.frame(_frame));
@@ -413,6 +419,7 @@ impl<D: MemoryDevice> Allocator<D> {
             granularity: self.device.limits().buffer_image_granularity,
             next_id: &self.next_id,
             frame: self.frame.load(Ordering::Relaxed),
+            retained: self,
         }
     }
 
@@ -442,6 +449,21 @@ impl<D: MemoryDevice> Allocator<D> {
         for pool in self.live_pools() {
             visit(&pool.vector, Some(&pool.desc));
         }
+    }
+}
+
+impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
+    fn release_others(&self, except: u32, bytes: u64) -> u64 {
+        let mut freed = 0u64;
+        for ts in &self.types {
+            if freed >= bytes {
+                break;
+            }
+            if ts.vector.memory_type != except {
+                freed += ts.vector.release_retained(self.env(), bytes - freed);
+            }
+        }
+        freed
     }
 }
 

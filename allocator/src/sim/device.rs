@@ -213,6 +213,9 @@ pub struct SimStats {
     pub allocate_calls: u64,
     /// `allocate_memory` calls that returned an error.
     pub failed_allocate_calls: u64,
+    /// Bytes of the successful `allocate_memory` calls, summed (what a
+    /// driver whose allocation cost grows with the size is paid for).
+    pub allocated_bytes: u64,
     /// `free_memory` calls, bad ones included.
     pub free_calls: u64,
     /// `map_memory` calls, failed ones included.
@@ -278,6 +281,8 @@ struct State {
     live_total: u64,
     peak_objects: u64,
     failed_allocate_calls: u64,
+    /// Bytes of the successful allocations, summed.
+    allocated_bytes: u64,
     plan: FailurePlan,
     /// Allocate and map call counts when the plan was installed.
     plan_allocate_base: u64,
@@ -388,6 +393,7 @@ impl SimDeviceBuilder {
                 live_total: 0,
                 peak_objects: 0,
                 failed_allocate_calls: 0,
+                allocated_bytes: 0,
                 plan: self.plan,
                 plan_allocate_base: 0,
                 plan_map_base: 0,
@@ -595,6 +601,7 @@ impl SimDevice {
         SimStats {
             allocate_calls: self.allocate_calls(),
             failed_allocate_calls: state.failed_allocate_calls,
+            allocated_bytes: state.allocated_bytes,
             free_calls: self.free_calls(),
             map_calls: self.map_calls(),
             unmap_calls: self.unmap_calls(),
@@ -739,6 +746,7 @@ impl MemoryDevice for SimDevice {
             },
         );
         state.live_total = total_after;
+        state.allocated_bytes = state.allocated_bytes.saturating_add(info.size);
         state.peak_objects = state.peak_objects.max(state.objects.len() as u64);
         let heap = &mut state.heaps[heap_index as usize];
         heap.live += info.size;
@@ -932,6 +940,7 @@ mod tests {
         free(&device, c);
         let stats = device.stats();
         assert_eq!(stats.allocate_calls, 3);
+        assert_eq!(stats.allocated_bytes, 81 * MIB);
         assert_eq!(stats.free_calls, 3);
         assert_eq!(stats.live_objects, 0);
         assert_eq!(stats.peak_objects, 3);
