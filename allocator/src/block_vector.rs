@@ -195,6 +195,16 @@ impl LowestFree {
 /// until they can hold the live bytes plus 1/16; every other block is
 /// emptied into the keep set, emptiest first, and each kept block is
 /// compacted toward its lowest offsets.
+/// The range request that places `meta`'s allocation again (a move's
+/// destination): its whole committed range, at its alignment and kind.
+fn move_request(meta: &Meta) -> RangeRequest {
+    RangeRequest {
+        size: meta.range.size,
+        alignment: meta.alignment.max(1),
+        kind: meta.kind.range_kind(),
+    }
+}
+
 /// Windows [`room_window`] dry-runs at most, cheapest first.
 const ROOM_WINDOWS_CHECKED: usize = 32;
 
@@ -1287,11 +1297,7 @@ impl BlockVector {
                 more = false;
                 break;
             }
-            let request = RangeRequest {
-                size: meta.range.size,
-                alignment: meta.alignment.max(1),
-                kind: meta.kind.range_kind(),
-            };
+            let request = move_request(&meta);
             let mut placed = None;
             'search: for &dest in &dests {
                 while let Some(range) = list.block_mut(dest).and_then(|b| b.allocate(&request)) {
@@ -1379,11 +1385,7 @@ impl BlockVector {
                 if meta.range.size > budget.bytes {
                     continue;
                 }
-                let request = RangeRequest {
-                    size: meta.range.size,
-                    alignment: meta.alignment.max(1),
-                    kind: meta.kind.range_kind(),
-                };
+                let request = move_request(&meta);
                 let mut placed = None;
                 for &dest in &step.dests {
                     let Some(block) = list.block_mut(dest) else {
@@ -1444,11 +1446,7 @@ impl BlockVector {
         budget: &mut MoveBudget,
         moves: &mut Vec<PlannedMove>,
     ) {
-        let request = RangeRequest {
-            size: meta.range.size,
-            alignment: meta.alignment.max(1),
-            kind: meta.kind.range_kind(),
-        };
+        let request = move_request(meta);
         let tag: String = list
             .block(src)
             .and_then(|b| b.tags.get(&meta.range.offset))
