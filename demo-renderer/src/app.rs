@@ -300,7 +300,13 @@ pub fn make_scene(
             let residency = match settings.streaming {
                 StreamingMode::On => Residency::Tails {
                     tail_texels: crate::streaming::TAIL_TEXELS,
-                    staging_bytes: settings.upload_budget.saturating_mul(2),
+                    // Two frames of uploads; a frame never uploads more than the
+                    // texture budget can hold (the loader adds room for the largest
+                    // level twice over).
+                    staging_bytes: settings
+                        .upload_budget
+                        .min(settings.texture_budget)
+                        .saturating_mul(2),
                 },
                 StreamingMode::Off => Residency::Static,
             };
