@@ -169,8 +169,10 @@ fn single_block_limit(ctx: &Context) -> u64 {
         ctx.instance
             .get_physical_device_memory_properties(ctx.physical_device)
     };
-    let heap = mem.memory_heaps[..mem.memory_heap_count as usize]
+    let heap = mem
+        .memory_heaps
         .iter()
+        .take(mem.memory_heap_count as usize)
         .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
         .map(|h| h.size)
         .max()
