@@ -392,7 +392,7 @@ impl Reader {
             source,
         };
         self.file
-            .seek(SeekFrom::Start(l.offset + start))
+            .seek(SeekFrom::Start(l.offset.saturating_add(start)))
             .map_err(io)?;
         self.file.read_exact(out).map_err(io)
     }

@@ -959,20 +959,13 @@ impl Renderer {
                     vk::AccessFlags2::SHADER_STORAGE_WRITE,
                 );
                 transition(d, cmd, &[bloom_in]);
-                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, p.bloom);
-                d.cmd_bind_descriptor_sets(
+                post::dispatch(
+                    d,
                     cmd,
-                    vk::PipelineBindPoint::COMPUTE,
-                    p.bloom_layout,
-                    0,
+                    (p.bloom, p.bloom_layout),
                     &[e.bloom_set, p.bloom_set],
                     &[],
-                );
-                d.cmd_dispatch(
-                    cmd,
-                    t.bloom.extent.width.div_ceil(post::GROUP),
-                    t.bloom.extent.height.div_ceil(post::GROUP),
-                    1,
+                    t.bloom.extent,
                 );
                 let bloom_read = ImageTransition::color(
                     t.bloom.image(),
@@ -1061,27 +1054,13 @@ impl Renderer {
                         vk::AccessFlags2::SHADER_STORAGE_WRITE,
                     );
                     transition(d, cmd, &[out_in]);
-                    d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, p.tonemap);
-                    d.cmd_bind_descriptor_sets(
+                    post::dispatch(
+                        d,
                         cmd,
-                        vk::PipelineBindPoint::COMPUTE,
-                        p.tonemap_layout,
-                        0,
+                        (p.tonemap, p.tonemap_layout),
                         &[self.tonemap.set, p.ldr_set],
-                        &[],
-                    );
-                    d.cmd_push_constants(
-                        cmd,
-                        p.tonemap_layout,
-                        vk::ShaderStageFlags::COMPUTE,
-                        0,
                         bytemuck::bytes_of(&push),
-                    );
-                    d.cmd_dispatch(
-                        cmd,
-                        extent.width.div_ceil(post::GROUP),
-                        extent.height.div_ceil(post::GROUP),
-                        1,
+                        extent,
                     );
                     stamp(7, vk::PipelineStageFlags2::ALL_COMMANDS);
                     // Into the layout the overlay draws in and the readback leaves from.

@@ -20,6 +20,39 @@ use crate::shaders;
 /// Workgroup side of the post-processing dispatches (8x8).
 pub const GROUP: u32 = 8;
 
+/// Records one post-processing dispatch over `extent`: binds `pipeline` and
+/// `sets` (from set 0) with `layout`, pushes `push` when it is not empty, and
+/// dispatches one [`GROUP`]x[`GROUP`] workgroup per tile.
+///
+/// # Safety
+/// `cmd` is recording outside a render pass on `d`; `pipeline`, `layout` and
+/// `sets` are live objects of `d` that fit together, `push` fits the layout's
+/// compute push-constant range, and the images the sets name are in the layouts
+/// the shader expects.
+pub unsafe fn dispatch(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    (pipeline, layout): (vk::Pipeline, vk::PipelineLayout),
+    sets: &[vk::DescriptorSet],
+    push: &[u8],
+    extent: vk::Extent2D,
+) {
+    // SAFETY: per the contract above.
+    unsafe {
+        d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+        d.cmd_bind_descriptor_sets(cmd, vk::PipelineBindPoint::COMPUTE, layout, 0, sets, &[]);
+        if !push.is_empty() {
+            d.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, push);
+        }
+        d.cmd_dispatch(
+            cmd,
+            extent.width.div_ceil(GROUP),
+            extent.height.div_ceil(GROUP),
+            1,
+        );
+    }
+}
+
 /// The compute post-processing's objects.
 pub struct ComputePost {
     /// One storage image, compute stage.
