@@ -7,5 +7,6 @@
 
 layout(set = 1, binding = 0) uniform sampler2D u_textures[];
 
-#define SAMPLE_MAP(k, uv) texture(u_textures[pc.material.x * 3u + (k)], uv)
+// By tiles: lifted to the resident level (`g_tile_bias`, pbr_shading.glsl).
+#define SAMPLE_MAP(k, uv) (u_frame.tiles.x != 0u ? texture(u_textures[pc.material.x * 3u + (k)], uv, g_tile_bias) : texture(u_textures[pc.material.x * 3u + (k)], uv))
 #include "pbr_shading.glsl"

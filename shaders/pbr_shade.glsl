@@ -105,7 +105,17 @@ void main() {
     g_uv_dy = (uvs * by - uv) * sign(to_y.y);
     if (u_frame.stream.z != 0u && ((uint(p.x) | uint(p.y)) & 7u) == 0u) {
         float side = float(pc.material.y);
-        stream_feedback(pc.material.x, pc.material.y, g_uv_dx * side, g_uv_dy * side);
+        stream_feedback(pc.material.x, pc.material.y, uv, g_uv_dx * side, g_uv_dy * side);
+    }
+    uint level = pc.material.z;
+    if (u_frame.tiles.x != 0u) {
+        // Gradients scaled by 2^lift: the anisotropy ratio stays, the level
+        // rises by lift (compute shaders have no LOD bias).
+        level = tile_level(pc.material.x, uv);
+        float side = float(pc.material.y);
+        float lift = tile_lift(level, g_uv_dx * side, g_uv_dy * side);
+        g_uv_dx *= exp2(lift);
+        g_uv_dy *= exp2(lift);
     }
 
     mat3 nmat = mat3(pc.model); // uniform scale only, as pbr.vert
@@ -113,6 +123,6 @@ void main() {
     vec3 normal = nmat * (mat3(c0.normal, c1.normal, c2.normal) * b);
     vec4 tangent = c0.tangent * b.x + c1.tangent * b.y + c2.tangent * b.z;
     tangent.xyz = nmat * tangent.xyz;
-    vec3 color = shade(world, normal, tangent, uv, pc.material.z, pc.uv_scale.z);
+    vec3 color = shade(world, normal, tangent, uv, level, pc.uv_scale.z);
     imageStore(u_hdr, p, vec4(color, 1.0));
 }

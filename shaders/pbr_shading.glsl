@@ -10,6 +10,10 @@ layout(location = 2) in vec4 v_tangent;
 layout(location = 3) in vec2 v_uv;
 layout(location = 0) out vec4 o_color;
 
+// The LOD bias SAMPLE_MAP samples with when streaming by tiles: what lifts
+// the sampler's level to the finest resident one (0 where it is resident).
+float g_tile_bias = 0.0;
+
 // The feedback writes below are side effects: without this, the driver must run
 // the shader for fragments the depth test would reject (late Z), shading every
 // occluded layer and counting it as coverage. Nothing here writes depth or
@@ -51,6 +55,19 @@ layout(set = 0, binding = 1, std430) buffer Feedback {
     uint words[];
 } u_feedback;
 
+// Streaming by tiles (u_frame.tiles.x = g > 0): per material, g x g cells of
+// its texture-coordinate square, the finest level resident around each (its
+// tiles and every coarser level's, over the cell widened by a tile).
+layout(set = 0, binding = 3, std430) readonly buffer Residency {
+    uint words[];
+} u_residency;
+
+// The cell of `uv` (repeating) in a g x g grid.
+uint tile_cell(vec2 uv, uint g) {
+    uvec2 c = uvec2(clamp(fract(uv) * float(g), vec2(0.0), vec2(float(g) - 0.5)));
+    return c.y * g + c.x;
+}
+
 // The level the sampler picks (Vulkan's LOD rule with anisotropy), from the
 // derivatives of the texel coordinates in the full-size map.
 float wanted_lod(vec2 dx, vec2 dy) {
@@ -87,12 +104,37 @@ vec3 f_schlick(float v_h, vec3 f0) {
 }
 
 // Streaming feedback of one sampled pixel of `material` (map side `map_size`
-// texels at level 0), from the texel-coordinate derivatives `tdx`, `tdy`.
-void stream_feedback(uint material, uint map_size, vec2 tdx, vec2 tdy) {
+// texels at level 0) at `uv`, from the texel-coordinate derivatives `tdx`,
+// `tdy`; by tiles also per cell: the finest LOD x16 and the hits.
+void stream_feedback(uint material, uint map_size, vec2 uv, vec2 tdx, vec2 tdy) {
     float lod = clamp(wanted_lod(tdx, tdy), 0.0, 31.0);
     uint base = material * 16u;
     atomicMin(u_feedback.words[base], uint(lod * 16.0));
     atomicAdd(u_feedback.words[base + 2u + min(uint(lod), 13u)], 1u);
+    uint g = u_frame.tiles.x;
+    if (g != 0u) {
+        uint cell = u_frame.tiles.y + 2u * (material * g * g + tile_cell(uv, g));
+        atomicMin(u_feedback.words[cell], uint(lod * 16.0));
+        atomicAdd(u_feedback.words[cell + 1u], 1u);
+    }
+}
+
+// Streaming by tiles: the finest level resident around `uv` of `material`.
+uint tile_level(uint material, vec2 uv) {
+    uint g = u_frame.tiles.x;
+    return u_residency.words[material * g * g + tile_cell(uv, g)];
+}
+
+// How many levels the sampler's level of detail, from the texel-coordinate
+// derivatives `tdx`, `tdy`, must rise to reach resident `level` (plus 1/128:
+// the sampler's LOD has 8 fractional bits on NVIDIA; at the level itself
+// trilinear filtering takes nothing of the next finer one). Level 0 needs none.
+float tile_lift(uint level, vec2 tdx, vec2 tdy) {
+    if (level == 0u) {
+        return 0.0;
+    }
+    float lod = max(wanted_lod(tdx, tdy), -16.0);
+    return max(float(level) + 1.0 / 128.0 - lod, 0.0);
 }
 
 // The lit colour of a surface point: `world` position, interpolated `normal` and
@@ -169,8 +211,15 @@ void main() {
     vec2 tdx = dFdx(texel);
     vec2 tdy = dFdy(texel);
     if (u_frame.stream.z != 0u && ((uint(gl_FragCoord.x) | uint(gl_FragCoord.y)) & 7u) == 0u) {
-        stream_feedback(pc.material.x, pc.material.y, tdx, tdy);
+        stream_feedback(pc.material.x, pc.material.y, v_uv, tdx, tdy);
     }
-    o_color = vec4(shade(v_world, v_normal, v_tangent, v_uv, pc.material.z, pc.uv_scale.z), 1.0);
+    uint level = pc.material.z;
+    if (u_frame.tiles.x != 0u) {
+        // A bias, not explicit gradients: the implicit derivatives stay the
+        // sampler's own, so a resident region samples exactly as without tiles.
+        level = tile_level(pc.material.x, v_uv);
+        g_tile_bias = tile_lift(level, tdx, tdy);
+    }
+    o_color = vec4(shade(v_world, v_normal, v_tangent, v_uv, level, pc.uv_scale.z), 1.0);
 }
 #endif

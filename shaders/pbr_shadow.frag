@@ -6,5 +6,6 @@
 layout(set = 1, binding = 0) uniform sampler2D u_maps[3];
 
 #define SHADOWS
-#define SAMPLE_MAP(k, uv) texture(u_maps[k], uv)
+// By tiles: lifted to the resident level (`g_tile_bias`, pbr_shading.glsl).
+#define SAMPLE_MAP(k, uv) (u_frame.tiles.x != 0u ? texture(u_maps[k], uv, g_tile_bias) : texture(u_maps[k], uv))
 #include "pbr_shading.glsl"

@@ -344,6 +344,7 @@ pub fn make_scene(
                 anisotropy: settings.anisotropy,
                 defrag_budget: settings.defrag_budget,
                 lookahead_frames: settings.lookahead,
+                residency: settings.residency,
             };
             let shadows = settings.effects;
             let pass = GalleryPass::new(

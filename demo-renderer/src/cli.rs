@@ -81,6 +81,8 @@ pub struct Flags {
     pub lookahead: Option<u32>,
     /// `--prefill on|off`.
     pub prefill: Option<bool>,
+    /// `--residency auto|tiles|levels`.
+    pub residency: Option<crate::streaming::ResidencyMode>,
     /// `--show-mips`.
     pub show_mips: bool,
     /// `--compare DIR`: per-frame PSNR against that run's PNG frames.
@@ -128,6 +130,9 @@ USAGE: demo-renderer [FLAGS]
   --prefill on|off       before the first frame, load what the first view and the
                          look-ahead want under the budget, as a loading screen would
                          (on, the default), or start from the mip tails (off)
+  --residency auto|tiles|levels  stream by tiles (sparse images: one 64 KiB page at a
+                         time, where the camera looks) or by whole mip levels; auto (the
+                         default): tiles where the device has sparse residency
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -305,6 +310,19 @@ impl Flags {
                         v => return Err(FlagError(format!("--prefill: '{v}' is not on or off"))),
                     })
                 }
+                "--residency" => {
+                    use crate::streaming::ResidencyMode as R;
+                    f.residency = Some(match value(&mut it)?.as_str() {
+                        "auto" => R::Auto,
+                        "tiles" => R::Tiles,
+                        "levels" => R::Levels,
+                        v => {
+                            return Err(FlagError(format!(
+                                "--residency: '{v}' is not auto, tiles or levels"
+                            )))
+                        }
+                    })
+                }
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
@@ -431,6 +449,8 @@ pub struct Settings {
     pub lookahead: u32,
     /// Whether the streamer fills the first view before the first frame.
     pub prefill: bool,
+    /// Tiles or whole levels.
+    pub residency: crate::streaming::ResidencyMode,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
     /// Another run's frames to compare with (PSNR).
@@ -531,6 +551,7 @@ impl Settings {
             upload_queue: f.upload_queue.unwrap_or_default(),
             lookahead: f.lookahead.unwrap_or(crate::streaming::DEFAULT_LOOKAHEAD),
             prefill: f.prefill.unwrap_or(true),
+            residency: f.residency.unwrap_or_default(),
             show_mips: f.show_mips,
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
@@ -636,6 +657,10 @@ mod tests {
         assert!(Settings::resolve(&parse("").unwrap(), true).prefill);
         assert!(!Settings::resolve(&parse("--prefill off").unwrap(), true).prefill);
         assert!(parse("--prefill maybe").is_err());
+        use crate::streaming::ResidencyMode as R;
+        assert_eq!(parse("--residency tiles").unwrap().residency, Some(R::Tiles));
+        assert_eq!(Settings::resolve(&parse("").unwrap(), true).residency, R::Auto);
+        assert!(parse("--residency pages").is_err());
         assert!(parse("--prefill").is_err());
     }
 }

@@ -397,6 +397,56 @@ impl Reader {
         self.file.read_exact(out).map_err(io)
     }
 
+    /// Reads a rectangle of level `level` into `out`, row after row, tightly
+    /// packed: `w` x `h` blocks (texels for uncompressed formats) from block
+    /// column `x`, row `y`. One positioned read per row, no seek (several
+    /// threads may read one file through their own readers).
+    ///
+    /// # Errors
+    /// [`KtxError::Invalid`] when the level does not exist, the rectangle runs
+    /// past the level, or `out` is not `w * h` blocks; [`KtxError::Io`] when
+    /// reading fails.
+    pub fn read_level_rect_into(
+        &self,
+        level: usize,
+        (x, y): (u32, u32),
+        (w, h): (u32, u32),
+        out: &mut [u8],
+    ) -> Result<(), KtxError> {
+        use std::os::unix::fs::FileExt;
+        let invalid = |what: String| KtxError::Invalid {
+            path: self.path.clone(),
+            what,
+        };
+        let Some(&l) = self.levels.get(level) else {
+            return Err(invalid(format!(
+                "no level {level} (the file has {})",
+                self.levels.len()
+            )));
+        };
+        let side = self.format.block_side();
+        let bytes = u64::from(self.format.block_bytes());
+        let (cols, rows) = (l.width.div_ceil(side), l.height.div_ceil(side));
+        let fits = x.checked_add(w).is_some_and(|e| e <= cols)
+            && y.checked_add(h).is_some_and(|e| e <= rows);
+        let row = u64::from(w) * bytes;
+        if !fits || out.len() as u64 != row * u64::from(h) {
+            return Err(invalid(format!(
+                "a {w}x{h}-block rectangle at ({x}, {y}) into {} bytes does not fit level {level} ({cols}x{rows} blocks)",
+                out.len()
+            )));
+        }
+        let pitch = u64::from(cols) * bytes;
+        for (r, dst) in out.chunks_exact_mut(row.max(1) as usize).enumerate() {
+            let at = l.offset + (u64::from(y) + r as u64) * pitch + u64::from(x) * bytes;
+            self.file.read_exact_at(dst, at).map_err(|source| KtxError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Reads level `level` into a new vector.
     pub fn read_level(&mut self, level: usize) -> Result<Vec<u8>, KtxError> {
         let mut v = vec![0u8; self.levels[level].length as usize];
@@ -447,6 +497,18 @@ mod tests {
         assert!(r.read_level_range_into(9, 0, &mut buf).is_err());
         r.read_level_range_into(1, len - 8, &mut buf).unwrap();
         assert_eq!(&buf[..], &levels[1][levels[1].len() - 8..]);
+
+        // A rectangle of a level: rows (texel pairs of 2 bytes) packed, as the level holds them.
+        let mut rect = vec![0u8; 3 * 2 * 2];
+        r.read_level_rect_into(0, (4, 5), (3, 2), &mut rect).unwrap();
+        let row = |y: usize| &levels[0][(y * 8 + 4) * 2..(y * 8 + 7) * 2];
+        assert_eq!(&rect[..6], row(5));
+        assert_eq!(&rect[6..], row(6));
+        // Past the level's edge, a wrong buffer, an overflowing position: errors.
+        assert!(r.read_level_rect_into(0, (6, 0), (3, 2), &mut rect).is_err());
+        assert!(r.read_level_rect_into(0, (0, 0), (3, 1), &mut rect).is_err());
+        assert!(r.read_level_rect_into(0, (u32::MAX, 0), (3, 2), &mut rect).is_err());
+        assert!(r.read_level_rect_into(7, (0, 0), (3, 2), &mut rect).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

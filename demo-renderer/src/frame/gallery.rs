@@ -49,6 +49,7 @@ struct FrameUniforms {
     light_count: [u32; 4],
     stream: [u32; 4],
     light_view_proj: [f32; 16],
+    tiles: [u32; 4],
 }
 
 /// A draw's push constants, laid out as `common.glsl`'s `Push` block.
@@ -297,6 +298,12 @@ impl GalleryPass {
                     .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE),
+                // The tile residency map (a placeholder when streaming by levels).
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(3)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE),
                 // The sun's shadow map (with shadows).
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(2)
@@ -304,7 +311,7 @@ impl GalleryPass {
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::FRAGMENT | vk::ShaderStageFlags::COMPUTE),
             ];
-            let bindings = &all_bindings[..if self.shadows { 3 } else { 2 }];
+            let bindings = &all_bindings[..if self.shadows { 4 } else { 3 }];
             self.frame_set_layout = d
                 .create_descriptor_set_layout(
                     &vk::DescriptorSetLayoutCreateInfo::default().bindings(bindings),
@@ -322,7 +329,7 @@ impl GalleryPass {
                 },
                 vk::DescriptorPoolSize {
                     ty: vk::DescriptorType::STORAGE_BUFFER,
-                    descriptor_count: 1,
+                    descriptor_count: 2,
                 },
             ];
             (self.frame_pool, self.frame_set) = one_set(d, self.frame_set_layout, &sizes)?;
@@ -333,12 +340,25 @@ impl GalleryPass {
                     offset: 0,
                     range,
                 }];
-                let write = vk::WriteDescriptorSet::default()
-                    .dst_set(self.frame_set)
-                    .dst_binding(1)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(&info);
-                d.update_descriptor_sets(&[write], &[]);
+                let (map, map_range) = s.residency_buffer();
+                let map_info = [vk::DescriptorBufferInfo {
+                    buffer: map,
+                    offset: 0,
+                    range: map_range,
+                }];
+                let writes = [
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(self.frame_set)
+                        .dst_binding(1)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(&info),
+                    vk::WriteDescriptorSet::default()
+                        .dst_set(self.frame_set)
+                        .dst_binding(3)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .buffer_info(&map_info),
+                ];
+                d.update_descriptor_sets(&writes, &[]);
             }
         }
         self.layout = create_layout(
@@ -753,6 +773,7 @@ impl ScenePass for GalleryPass {
         let pose = self.gallery.path.pose(frame, frames);
         let fov_y = FOV_Y_DEGREES.to_radians();
         let mut stream = [0; 4];
+        let mut tiles = [0; 4];
         let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
         let (view, ahead) = self.stream_views(frame, frames, lookahead);
         if let Some(s) = self.streamer.as_mut() {
@@ -767,6 +788,7 @@ impl ScenePass for GalleryPass {
                 &ahead,
             )?;
             stream = s.uniform();
+            tiles = s.tiles_uniform();
         }
         let vp = view_proj(pose, self.aspect, fov_y);
         self.view_proj = vp;
@@ -788,6 +810,7 @@ impl ScenePass for GalleryPass {
             light_count: [self.gallery.lights.len().min(MAX_LIGHTS) as u32, 0, 0, 0],
             stream,
             light_view_proj: self.sun_view_proj().to_cols_array(),
+            tiles,
         };
         let bytes = bytemuck::bytes_of(&u);
         let mut buffer = mem.create_buffer_mapped(

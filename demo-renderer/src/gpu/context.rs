@@ -109,6 +109,10 @@ pub struct DeviceInfo {
     /// Whether queries may be reset from the host (`hostQueryReset`, enabled where
     /// supported): the streaming uploads' timestamps, on any queue.
     pub host_query_reset: bool,
+    /// Sparse residency of 2D images with the graphics queue able to bind
+    /// (`sparseBinding`, `sparseResidencyImage2D`, `VK_QUEUE_SPARSE_BINDING_BIT`):
+    /// streaming by tiles is possible.
+    pub sparse_tiles: bool,
 }
 
 /// The Vulkan instance and device, one graphics queue, and the debug messenger.
@@ -459,7 +463,16 @@ impl Context {
         // Vulkan 1.3 compute shaders declare their group size with LocalSizeId
         // (`maintenance4`).
         let visibility_shading = base.geometry_shader != 0 && f13.maintenance4 != 0;
+        // Tiled streaming: sparse images whose tiles are bound one memory page at
+        // a time, by vkQueueBindSparse on the graphics queue.
+        let sparse_tiles = base.sparse_binding != 0
+            && base.sparse_residency_image2_d != 0
+            && families[queue_family as usize]
+                .queue_flags
+                .contains(vk::QueueFlags::SPARSE_BINDING);
         let features = vk::PhysicalDeviceFeatures::default()
+            .sparse_binding(sparse_tiles)
+            .sparse_residency_image2_d(sparse_tiles)
             .sampler_anisotropy(base.sampler_anisotropy != 0)
             .texture_compression_bc(base.texture_compression_bc != 0)
             .fragment_stores_and_atomics(base.fragment_stores_and_atomics != 0)
@@ -517,6 +530,7 @@ impl Context {
             fragment_stores: base.fragment_stores_and_atomics != 0,
             visibility_shading,
             host_query_reset: f12.host_query_reset != 0,
+            sparse_tiles,
         };
         Ok((chosen, device, queue_family, upload, info))
     }

@@ -342,6 +342,41 @@ impl GpuMemory {
         }
     }
 
+    /// Allocates memory with no resource of its own: a sparse image's pages and
+    /// mip tails, bound by `vkQueueBindSparse`. `memory_type_bits` and
+    /// `alignment` come from the image's `VkMemoryRequirements`.
+    pub fn allocate_memory(
+        &self,
+        size: u64,
+        alignment: u64,
+        memory_type_bits: u32,
+        opts: &MemOptions<'_>,
+    ) -> Result<Allocation, GpuError> {
+        let desc = vkalloc::AllocationDesc {
+            size,
+            alignment,
+            memory_type_bits,
+            kind: vkalloc::ResourceKind::OptimalImage,
+            driver_dedicated: Default::default(),
+            dedicated_to: None,
+            options: opts.to_vkalloc(),
+        };
+        let r = self.allocator.allocate(&desc);
+        self.counted(r, opts.tag)
+    }
+
+    /// Frees memory of [`Self::allocate_memory`].
+    ///
+    /// # Safety
+    /// Nothing may use the memory any more: no resource bound to it that the
+    /// GPU may still read (a sparse binding is unbound and the unbinding done).
+    pub unsafe fn free_memory(&self, allocation: Allocation) {
+        self.ops.frees.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.allocator.free(allocation) {
+            log::error!("free_memory: {}", e.error());
+        }
+    }
+
     /// Frees what `queue` holds for GPU progress up to `done` (every entry with
     /// `None`, for teardown), counting the frees.
     pub fn collect_frees(&self, queue: &vkalloc::FreeQueue, done: Option<u64>) {

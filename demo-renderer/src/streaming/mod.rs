@@ -73,12 +73,13 @@ pub mod mechanism;
 pub mod policy;
 pub mod psnr;
 pub mod summary;
+pub mod tiles;
 
 use std::time::{Duration, Instant};
 
 use ash::vk;
 
-use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
+use crate::gpu::memory::{Buffer, MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::{Texture, TextureSet};
 use crate::scene::Object;
@@ -86,6 +87,7 @@ use defrag::Compactor;
 use estimate::View;
 use mechanism::{Mechanism, TexInfo};
 use policy::{Change, DefragInput, PolicyConfig, TextureInput};
+use tiles::TileStreamer;
 
 /// One texture's row in the overlay's streaming panel ([`Streamer::panel`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -144,6 +146,22 @@ pub struct StreamConfig {
     /// Frames of the camera path ahead whose wants are prefetched (`--lookahead`;
     /// 0: off). Informational here: the caller passes the views.
     pub lookahead_frames: u32,
+    /// Tiles or whole levels (`--residency`).
+    pub residency: ResidencyMode,
+}
+
+/// How streaming keeps textures resident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResidencyMode {
+    /// Tiles where the device has sparse residency (and every texture format
+    /// can be sparse), whole levels elsewhere.
+    #[default]
+    Auto,
+    /// Tiles; an error where the device can't.
+    Tiles,
+    /// Whole mip levels (one image per resident range).
+    Levels,
 }
 
 /// `--defrag-budget`'s default: bytes a defragmentation pass may move per frame.
@@ -392,6 +410,14 @@ pub struct Streamer {
     compactor: Option<Compactor>,
     /// An error of `frame_done`, returned by the next `prepare`.
     error: Option<GpuError>,
+    /// Streaming by tiles (mode `On` on a device with sparse residency).
+    tiles: Option<TileStreamer>,
+    /// The last feedback's cells (tiles only): wanted level and hits.
+    last_cells: Option<(Vec<u8>, Vec<u32>)>,
+    /// The residency map the frame being drawn samples with (tiles only).
+    drawn_map: Vec<u32>,
+    /// Set 0, binding 3 when not streaming by tiles: a small buffer nothing reads.
+    dummy_map: Option<Buffer>,
 }
 
 impl Streamer {
@@ -439,8 +465,28 @@ impl Streamer {
             prev_feedback: None,
             compactor: None,
             error: None,
+            tiles: None,
+            last_cells: None,
+            drawn_map: Vec::new(),
+            dummy_map: None,
         };
-        let size = (materials.max(1) * FEEDBACK_WORDS * 4) as u64;
+        if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
+            s.tiles = TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget)?;
+            if s.tiles.is_none() && cfg.residency == ResidencyMode::Tiles {
+                return Err(GpuError::Other(format!(
+                    "--residency tiles: {} has no sparse residency for these textures \
+                     (sparseBinding, sparseResidencyImage2D, a graphics queue with sparse \
+                     binding, and sparse support for every texture format); use \
+                     --residency levels or auto",
+                    ctx.info.name
+                )));
+            }
+        }
+        let cells = s.tiles.as_ref().map_or(0, |t| {
+            let g = t.cells_per_side() as usize;
+            materials * g * g * 2
+        });
+        let size = ((materials.max(1) * FEEDBACK_WORDS + cells) * 4) as u64;
         let fb = mem.create_buffer_mapped(
             &vk::BufferCreateInfo::default()
                 .size(size)
@@ -449,7 +495,18 @@ impl Streamer {
         )?;
         s.feedback = Some(fb);
         s.reset_feedback(mem);
-        if cfg.mode == Mode::On {
+        if s.tiles.is_none() {
+            s.dummy_map = Some(mem.create_buffer(
+                &vk::BufferCreateInfo::default()
+                    .size(16)
+                    .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
+                &MemOptions::new(MemoryUsage::GpuOnly, "tile residency map (unused)"),
+            )?);
+        }
+        if let Some(t) = s.tiles.as_ref() {
+            s.drawn_map = t.map().to_vec();
+        }
+        if cfg.mode == Mode::On && s.tiles.is_none() {
             s.mechanism = Some(Mechanism::new(ctx)?);
             // The tails are always resident and sampled: never moved.
             for t in &set.textures {
@@ -468,6 +525,35 @@ impl Streamer {
         self.feedback.as_ref().map_or((vk::Buffer::null(), 0), |b| {
             (b.raw(), b.allocation().size())
         })
+    }
+
+    /// The tile residency map (set 0, binding 3 of the PBR pass; a placeholder
+    /// when not streaming by tiles).
+    pub fn residency_buffer(&self) -> (vk::Buffer, u64) {
+        match (self.tiles.as_ref(), self.dummy_map.as_ref()) {
+            (Some(t), _) => t.map_buffer(),
+            (None, Some(b)) => (b.raw(), b.size()),
+            (None, None) => (vk::Buffer::null(), 0),
+        }
+    }
+
+    /// The frame uniform's `tiles` vector: cells per side of the residency map
+    /// (0: whole levels), and the feedback's first word of cells.
+    pub fn tiles_uniform(&self) -> [u32; 4] {
+        match self.tiles.as_ref() {
+            Some(t) => [
+                t.cells_per_side(),
+                (self.map_sizes.len() * FEEDBACK_WORDS) as u32,
+                0,
+                0,
+            ],
+            None => [0; 4],
+        }
+    }
+
+    /// Whether textures stream by tiles.
+    pub fn tiled(&self) -> bool {
+        self.tiles.is_some()
     }
 
     /// Whether the shader should write feedback.
@@ -489,6 +575,7 @@ impl Streamer {
     /// (`--lookahead`; 0 in mode `Off`, where nothing streams).
     pub fn lookahead_frames(&self) -> u32 {
         match self.cfg.mode {
+            Mode::On if self.tiles.is_some() => 0,
             Mode::On => self.cfg.lookahead_frames,
             Mode::Off => 0,
         }
@@ -580,6 +667,7 @@ impl Streamer {
     /// both images of each defragmentation move in flight, included).
     pub fn resident_bytes(&self, set: &TextureSet) -> u64 {
         set.allocated_bytes()
+            + self.tiles.as_ref().map_or(0, TileStreamer::bytes)
             + self
                 .mains
                 .iter()
@@ -598,8 +686,15 @@ impl Streamer {
         if let Some(b) = self.feedback.as_mut() {
             let m = b.mapped_mut();
             let mut words = vec![0u32; (m.size() / 4) as usize];
-            for w in words.chunks_exact_mut(FEEDBACK_WORDS) {
+            let materials = self.map_sizes.len() * FEEDBACK_WORDS;
+            let split = materials.min(words.len());
+            let (per_material, cells) = words.split_at_mut(split);
+            for w in per_material.chunks_exact_mut(FEEDBACK_WORDS) {
                 w[0] = u32::MAX;
+            }
+            // Cells: finest LOD x16 (atomicMin), hits.
+            for c in cells.chunks_exact_mut(2) {
+                c[0] = u32::MAX;
             }
             m.write(0, bytemuck::cast_slice(&words))
                 .expect("write inside the allocation");
@@ -624,6 +719,17 @@ impl Streamer {
             let materials = self.map_sizes.len();
             let mut bytes = vec![0u8; materials * FEEDBACK_WORDS * 4];
             m.read(0, &mut bytes).expect("read inside the allocation");
+            if let Some(t) = self.tiles.as_ref() {
+                let g = t.cells_per_side() as usize;
+                let mut cells = vec![0u8; materials * g * g * 2 * 4];
+                m.read(bytes.len() as u64, &mut cells)
+                    .expect("read inside the allocation");
+                let words: Vec<u32> = cells
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                self.last_cells = Some(tiles::cells_from_feedback(&words));
+            }
             let words: Vec<u32> = bytes
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -784,6 +890,9 @@ impl Streamer {
             return Err(e);
         }
         self.finish_defrag(ctx, mem, set)?;
+        if self.tiles.is_some() {
+            return self.prepare_tiles(ctx, mem, set, frame);
+        }
         // Finished batches free their staging; old images retired up to the
         // last frame done are freed.
         let done = self.frames_prepared;
@@ -866,6 +975,47 @@ impl Streamer {
             .map_or(0, |p| p.pool_committed_bytes);
         self.used_wants = wants;
         self.drawn_levels = self.levels(set);
+        self.frame = frame;
+        self.unread = true;
+        self.frames_prepared += 1;
+        Ok(())
+    }
+
+    /// [`Self::prepare`] when streaming by tiles: the last frame's cells drive
+    /// the tile policy (no feedback yet: nothing but the tails).
+    fn prepare_tiles(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        mut frame: StreamFrame,
+    ) -> Result<(), GpuError> {
+        let Some(t) = self.tiles.as_mut() else {
+            return Ok(());
+        };
+        let g = t.cells_per_side() as usize;
+        let n = self.map_sizes.len() * g * g;
+        let (wants, hits) = match self.last_cells.as_ref() {
+            Some(c) => {
+                frame.wanted_from = "feedback";
+                (c.0.clone(), c.1.clone())
+            }
+            None => {
+                frame.wanted_from = "none";
+                (vec![tiles::policy::UNSEEN; n], vec![0; n])
+            }
+        };
+        let tf = t.prepare(ctx, mem, &wants, &hits)?;
+        frame.residency_changes = tf.loads + tf.evictions;
+        frame.upload_bytes = tf.upload_bytes;
+        frame.upload_ms = tf.read_seconds * 1e3;
+        frame.pending_loads = tf.missing.min(u64::from(u32::MAX)) as u32;
+        frame.texture_wanted_bytes = tf.wanted_bytes + set.allocated_bytes();
+        frame.texture_pool_committed_bytes = mem
+            .pool_pressure(set.texture_pool)
+            .map_or(0, |p| p.pool_committed_bytes);
+        self.drawn_map = t.map().to_vec();
+        frame.texture_resident_bytes = self.resident_bytes(set);
         self.frame = frame;
         self.unread = true;
         self.frames_prepared += 1;
@@ -1183,6 +1333,24 @@ impl Streamer {
             self.error.get_or_insert(e);
         }
         self.read_feedback(mem);
+        if let (Some(t), Some((wants, hits))) = (self.tiles.as_ref(), self.last_cells.as_ref()) {
+            let g = t.cells_per_side() as usize;
+            let cells = g * g;
+            let (mut sum, mut n) = (0.0, 0.0);
+            for m in 0..self.map_sizes.len() {
+                let r = m * cells..(m + 1) * cells;
+                let map: Vec<u8> = self.drawn_map[r.clone()]
+                    .iter()
+                    .map(|&l| l.min(255) as u8)
+                    .collect();
+                let (s, h) = tiles::policy::deficit(&wants[r.clone()], &hits[r], &map);
+                sum += s;
+                n += h;
+            }
+            let mut f = self.frame.clone();
+            f.mip_deficit = if n > 0.0 { sum / n } else { 0.0 };
+            return f;
+        }
         let wants = match self.last_feedback.as_ref() {
             Some(fb) => self.feedback_wants(fb),
             None => self.used_wants.clone(),
@@ -1204,6 +1372,13 @@ impl Streamer {
         }
         if let Some(mut m) = self.mechanism.take() {
             m.destroy(ctx, mem);
+        }
+        if let Some(mut t) = self.tiles.take() {
+            t.destroy(ctx, mem, set);
+        }
+        if let Some(b) = self.dummy_map.take() {
+            // SAFETY: the device is idle.
+            unsafe { mem.destroy_buffer(b) };
         }
         for t in self.mains.iter_mut().filter_map(Option::take) {
             TextureSet::free_texture(&ctx.device, mem, t);

@@ -1,0 +1,1009 @@
+//! Streaming by tiles: each map is one sparse image (`VK_IMAGE_CREATE_SPARSE_RESIDENCY_BIT`)
+//! holding its whole mip chain in address space only. Its mip tail is bound at
+//! start and always resident; finer levels are bound one tile (one memory page,
+//! typically 64 KiB: 256 x 256 texels of BC7) at a time, where the camera
+//! looks. A close-up wants level 0 of the few hundred tiles on screen, not the
+//! whole 64 MiB level: partial residency is what lets a 256 MiB budget show 8K
+//! materials at full detail.
+//!
+//! - [`geometry`]: tile grids, cells, footprints (pure).
+//! - [`policy`]: scores, loads, evictions, residency maps (pure, property-tested).
+//! - [`TileStreamer`]: the images, their pages (memory from the texture pool,
+//!   whose hard budget is the texture budget), `vkQueueBindSparse`, threaded
+//!   reads of tile rectangles from the KTX2 files, the copies, and the
+//!   residency map the shaders read.
+//!
+//! # A frame
+//!
+//! The renderer waits for each frame, so when [`TileStreamer::prepare`] runs the
+//! GPU is idle. It plans from the last frame's per-cell feedback, unbinds the
+//! evicted tiles (one `vkQueueBindSparse`, waited for) and frees their pages,
+//! allocates pages for the loads and binds them (a second, waited for), reads
+//! the tiles on worker threads into mapped staging, copies them and the new
+//! residency map in one submission, and waits. The frame then samples with the
+//! new map. Waiting keeps the order simple (a bind before the copies into its
+//! tiles, an unbind after the last frame that sampled there); its cost shows in
+//! the report's wall times.
+//!
+//! # The residency map
+//!
+//! Per material, per cell, the finest level whose tiles, and those of every
+//! coarser level, are resident over the cell's footprint widened by a tile
+//! ([`policy::residency_map`]). The shaders read it and scale the texture-
+//! coordinate gradients so that the sampler's level of detail is never finer
+//! than it (`tile_clamp` in `pbr_shading.glsl`): no sample reads an unbound
+//! tile, without `shaderResourceMinLod`, which lavapipe lacks.
+
+pub mod geometry;
+pub mod policy;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ash::vk;
+use material_baker::ktx2::{Format, Reader};
+use vkalloc::Allocation;
+
+use crate::gpu::memory::{Buffer, MappedBuffer, MemOptions, MemoryUsage, PoolId};
+use crate::gpu::util::OneShot;
+use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
+use crate::materials::textures::TextureSet;
+use geometry::{MapTiles, TileRef};
+use policy::{TileInput, UNSEEN};
+
+/// Cells per side of a material's grid, at most (32: one cell per level-0 tile
+/// of an 8K BC map).
+pub const MAX_CELLS: u32 = 32;
+/// Reader threads, at most.
+const READERS: usize = 8;
+
+/// One sparse map.
+struct SparseMap {
+    image: vk::Image,
+    view: vk::ImageView,
+    path: PathBuf,
+    format: Format,
+}
+
+/// What [`TileStreamer::prepare`] did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TileFrame {
+    /// Tiles bound and filled.
+    pub loads: u32,
+    /// Tiles unbound.
+    pub evictions: u32,
+    /// File bytes read into staging.
+    pub upload_bytes: u64,
+    /// Wall seconds the reads took.
+    pub read_seconds: f64,
+    /// Bytes every region the feedback saw at its wanted level would take
+    /// (tiles and mip tails).
+    pub wanted_bytes: u64,
+    /// Wanted tiles not resident after this frame's loads.
+    pub missing: u64,
+}
+
+/// The tile streamer of one texture set.
+pub struct TileStreamer {
+    maps: Vec<MapTiles>,
+    sparse: Vec<SparseMap>,
+    g: u32,
+    page: u64,
+    type_bits: u32,
+    pool: PoolId,
+    pages: Vec<Vec<Option<Allocation>>>,
+    resident: Vec<Vec<bool>>,
+    tails: Vec<Allocation>,
+    tail_bytes: u64,
+    /// Per material, per cell: the level the shaders may sample down to.
+    map_words: Vec<u32>,
+    map_host: Option<MappedBuffer>,
+    map_gpu: Option<Buffer>,
+    map_dirty: bool,
+    staging: Option<MappedBuffer>,
+    /// Staging bytes per load.
+    slot: u64,
+    max_loads: usize,
+    one_shot: OneShot,
+    fence: vk::Fence,
+}
+
+/// Whether every format of `set` can be a sparse 2D image with one sample.
+fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
+    set.textures.iter().all(|t| {
+        // SAFETY: a plain query of this instance's physical device.
+        let props = unsafe {
+            ctx.instance
+                .get_physical_device_sparse_image_format_properties(
+                    ctx.physical_device,
+                    t.format,
+                    vk::ImageType::TYPE_2D,
+                    vk::SampleCountFlags::TYPE_1,
+                    vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST,
+                    vk::ImageTiling::OPTIMAL,
+                )
+        };
+        props
+            .iter()
+            .any(|p| p.aspect_mask.contains(vk::ImageAspectFlags::COLOR))
+    })
+}
+
+impl TileStreamer {
+    /// Makes a sparse image for every texture of `set` (which holds the mip
+    /// tails the level streamer would use; they stay as they are), binds and
+    /// fills each image's mip tail, and points the descriptors at the sparse
+    /// images. `None` when the device or a format can't (then stream by levels).
+    pub fn new(
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        upload_budget: u64,
+        budget: u64,
+    ) -> Result<Option<Self>, GpuError> {
+        if !ctx.info.sparse_tiles || set.textures.is_empty() || !formats_supported(ctx, set) {
+            return Ok(None);
+        }
+        let d = &ctx.device;
+        // SAFETY: valid create info on a live device.
+        let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
+            .check("vkCreateFence")?;
+        let one_shot = match OneShot::new(ctx) {
+            Ok(o) => o,
+            Err(e) => {
+                // SAFETY: the fence was never used.
+                unsafe { d.destroy_fence(fence, None) };
+                return Err(e);
+            }
+        };
+        let mut s = Self {
+            maps: Vec::new(),
+            sparse: Vec::new(),
+            g: 1,
+            page: 0,
+            type_bits: u32::MAX,
+            pool: set.texture_pool,
+            pages: Vec::new(),
+            resident: Vec::new(),
+            tails: Vec::new(),
+            tail_bytes: 0,
+            map_words: Vec::new(),
+            map_host: None,
+            map_gpu: None,
+            map_dirty: true,
+            staging: None,
+            slot: 0,
+            max_loads: 0,
+            one_shot,
+            fence,
+        };
+        match s.build(ctx, mem, set, upload_budget, budget) {
+            Ok(true) => Ok(Some(s)),
+            Ok(false) => {
+                s.destroy(ctx, mem, set);
+                Ok(None)
+            }
+            Err(e) => {
+                ctx.wait_idle();
+                s.destroy(ctx, mem, set);
+                Err(e)
+            }
+        }
+    }
+
+    fn build(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        upload_budget: u64,
+        budget: u64,
+    ) -> Result<bool, GpuError> {
+        let d = &ctx.device;
+        let mut tail_binds = Vec::new();
+        let mut small_binds = Vec::new();
+        for t in &set.textures {
+            let reader = Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?;
+            let levels = reader.levels.len() as u32;
+            let info = vk::ImageCreateInfo::default()
+                .flags(vk::ImageCreateFlags::SPARSE_BINDING | vk::ImageCreateFlags::SPARSE_RESIDENCY)
+                .image_type(vk::ImageType::TYPE_2D)
+                .format(t.format)
+                .extent(vk::Extent3D {
+                    width: reader.width,
+                    height: reader.height,
+                    depth: 1,
+                })
+                .mip_levels(levels)
+                .array_layers(1)
+                .samples(vk::SampleCountFlags::TYPE_1)
+                .tiling(vk::ImageTiling::OPTIMAL)
+                .usage(vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST)
+                .sharing_mode(vk::SharingMode::EXCLUSIVE)
+                .initial_layout(vk::ImageLayout::UNDEFINED);
+            // SAFETY: a valid create info (the format supports sparse residency).
+            let image = unsafe { d.create_image(&info, None) }.check("vkCreateImage")?;
+            // SAFETY: the image is live.
+            let (reqs, sparse) = unsafe {
+                (
+                    d.get_image_memory_requirements(image),
+                    d.get_image_sparse_memory_requirements(image),
+                )
+            };
+            let view = {
+                // SAFETY: the image is live; every level, one layer.
+                let r = unsafe {
+                    d.create_image_view(
+                        &vk::ImageViewCreateInfo::default()
+                            .image(image)
+                            .view_type(vk::ImageViewType::TYPE_2D)
+                            .format(t.format)
+                            .subresource_range(vk::ImageSubresourceRange {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                base_mip_level: 0,
+                                level_count: levels,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            }),
+                        None,
+                    )
+                };
+                match r {
+                    Ok(v) => v,
+                    Err(e) => {
+                        // SAFETY: unused, unbound.
+                        unsafe { d.destroy_image(image, None) };
+                        return Err(GpuError::Vk {
+                            call: "vkCreateImageView",
+                            result: e,
+                        });
+                    }
+                }
+            };
+            self.sparse.push(SparseMap {
+                image,
+                view,
+                path: t.path.clone(),
+                format: reader.format,
+            });
+            let Some(sr) = sparse
+                .iter()
+                .find(|r| r.format_properties.aspect_mask.contains(vk::ImageAspectFlags::COLOR))
+            else {
+                return Ok(false);
+            };
+            let gran = sr.format_properties.image_granularity;
+            if gran.width == 0 || gran.height == 0 || reqs.alignment == 0 {
+                return Ok(false);
+            }
+            self.page = self.page.max(reqs.alignment);
+            self.type_bits &= reqs.memory_type_bits;
+            let driver_tail = sr.image_mip_tail_first_lod.min(levels);
+            let mut map = MapTiles {
+                size: reader.width,
+                levels,
+                tile_w: gran.width,
+                tile_h: gran.height,
+                tail_first: driver_tail,
+            };
+            // Levels of one tile or less before the driver's mip tail (lavapipe
+            // has no mip tail: every level down to 1x1 is a tile of its own)
+            // join the always-resident tail, a page each.
+            let single = (0..driver_tail).find(|&l| map.grid(l) == (1, 1));
+            if let Some(first) = single {
+                for level in first..driver_tail {
+                    let page = mem.allocate_memory(
+                        reqs.alignment,
+                        reqs.alignment,
+                        reqs.memory_type_bits,
+                        &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
+                    )?;
+                    let side = map.side(level);
+                    small_binds.push((
+                        image,
+                        vk::SparseImageMemoryBind {
+                            subresource: vk::ImageSubresource {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: level,
+                                array_layer: 0,
+                            },
+                            offset: vk::Offset3D::default(),
+                            extent: vk::Extent3D {
+                                width: side,
+                                height: side,
+                                depth: 1,
+                            },
+                            memory: page.vk_memory(),
+                            memory_offset: page.offset(),
+                            flags: vk::SparseMemoryBindFlags::empty(),
+                        },
+                    ));
+                    self.tail_bytes += page.size();
+                    self.tails.push(page);
+                }
+                map.tail_first = first;
+            }
+            if std::env::var_os("VKALLOC_DEMO_DEBUG_TILES").is_some() { eprintln!("sparse map {}: {:?}, page {} B, tail {} B at {}", t.path.display(), map, reqs.alignment, sr.image_mip_tail_size, sr.image_mip_tail_offset); }
+            self.maps.push(map);
+            self.pages.push((0..map.tile_count()).map(|_| None).collect());
+            self.resident.push(vec![false; map.tile_count()]);
+            if map.tail_first < levels && sr.image_mip_tail_size > 0 {
+                let tail = mem.allocate_memory(
+                    sr.image_mip_tail_size,
+                    reqs.alignment,
+                    reqs.memory_type_bits,
+                    &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
+                )?;
+                self.tail_bytes += tail.size();
+                tail_binds.push((
+                    image,
+                    vk::SparseMemoryBind {
+                        resource_offset: sr.image_mip_tail_offset,
+                        size: sr.image_mip_tail_size,
+                        memory: tail.vk_memory(),
+                        memory_offset: tail.offset(),
+                        flags: vk::SparseMemoryBindFlags::empty(),
+                    },
+                ));
+                self.tails.push(tail);
+            }
+        }
+        if self.type_bits == 0 {
+            return Ok(false);
+        }
+        // The mip tails: bound, then filled from the files.
+        let binds: Vec<[vk::SparseMemoryBind; 1]> = tail_binds.iter().map(|b| [b.1]).collect();
+        let opaque: Vec<vk::SparseImageOpaqueMemoryBindInfo> = tail_binds
+            .iter()
+            .zip(&binds)
+            .map(|(b, m)| {
+                vk::SparseImageOpaqueMemoryBindInfo::default()
+                    .image(b.0)
+                    .binds(m)
+            })
+            .collect();
+        let smalls: Vec<[vk::SparseImageMemoryBind; 1]> =
+            small_binds.iter().map(|b| [b.1]).collect();
+        let image_binds: Vec<vk::SparseImageMemoryBindInfo> = small_binds
+            .iter()
+            .zip(&smalls)
+            .map(|(b, m)| vk::SparseImageMemoryBindInfo::default().image(b.0).binds(m))
+            .collect();
+        self.bind_sparse(ctx, &opaque, &image_binds)?;
+        let mut tail_levels = Vec::new();
+        let mut tail_total = 0u64;
+        for (i, (m, s)) in self.maps.iter().zip(&self.sparse).enumerate() {
+            for level in m.tail_first..m.levels {
+                let side = m.side(level);
+                let bytes = s.format.level_bytes(side, side);
+                tail_levels.push((i, level, tail_total, bytes));
+                tail_total += bytes.next_multiple_of(16);
+            }
+        }
+        let mut tail_staging = mem.create_buffer_mapped(
+            &vk::BufferCreateInfo::default()
+                .size(tail_total.max(16))
+                .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+            &MemOptions::new(MemoryUsage::Upload, "sparse tail staging"),
+        )?;
+        let filled = (|| {
+            let out = tail_staging.mapped_mut().as_mut_slice();
+            for &(i, level, off, bytes) in &tail_levels {
+                let mut r = Reader::open(&self.sparse[i].path)
+                    .map_err(|e| GpuError::Other(e.to_string()))?;
+                r.read_level_into(level as usize, &mut out[off as usize..(off + bytes) as usize])
+                    .map_err(|e| GpuError::Other(e.to_string()))?;
+            }
+            Ok::<(), GpuError>(())
+        })();
+        if let Err(e) = filled {
+            // SAFETY: never used by the GPU.
+            unsafe { mem.destroy_buffer(tail_staging) };
+            return Err(e);
+        }
+        mem.flush(tail_staging.allocation());
+        let src = tail_staging.raw();
+        let images: Vec<vk::Image> = self.sparse.iter().map(|s| s.image).collect();
+        let maps = self.maps.clone();
+        let r = self.one_shot.run(ctx, |cmd| {
+            // SAFETY: recording; the images are live and their tails bound.
+            unsafe {
+                let to_general: Vec<vk::ImageMemoryBarrier2> = images
+                    .iter()
+                    .zip(&maps)
+                    .map(|(&image, m)| {
+                        vk::ImageMemoryBarrier2::default()
+                            .src_stage_mask(vk::PipelineStageFlags2::NONE)
+                            .dst_stage_mask(vk::PipelineStageFlags2::COPY)
+                            .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                            .old_layout(vk::ImageLayout::UNDEFINED)
+                            .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                            .image(image)
+                            .subresource_range(color_levels(0, m.levels))
+                    })
+                    .collect();
+                d.cmd_pipeline_barrier2(
+                    cmd,
+                    &vk::DependencyInfo::default().image_memory_barriers(&to_general),
+                );
+                for &(i, level, off, _) in &tail_levels {
+                    let side = maps[i].side(level);
+                    let region = [vk::BufferImageCopy::default()
+                        .buffer_offset(off)
+                        .image_subresource(vk::ImageSubresourceLayers {
+                            aspect_mask: vk::ImageAspectFlags::COLOR,
+                            mip_level: level,
+                            base_array_layer: 0,
+                            layer_count: 1,
+                        })
+                        .image_extent(vk::Extent3D {
+                            width: side,
+                            height: side,
+                            depth: 1,
+                        })];
+                    d.cmd_copy_buffer_to_image(
+                        cmd,
+                        src,
+                        images[i],
+                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        &region,
+                    );
+                }
+                let all: Vec<(vk::Image, u32, u32)> =
+                    images.iter().zip(&maps).map(|(&i, m)| (i, 0, m.levels)).collect();
+                copies_to_shaders(d, cmd, &all);
+            }
+        });
+        // SAFETY: the submission finished (or never started).
+        unsafe { mem.destroy_buffer(tail_staging) };
+        r?;
+
+        // Cells, residency maps, staging.
+        self.g = geometry::cells_per_side(&self.maps, MAX_CELLS);
+        let materials = self.maps.len() / policy::MAPS_PER_MATERIAL;
+        let cells = (self.g * self.g) as usize;
+        self.map_words = vec![0; materials * cells];
+        self.refresh_map();
+        let map_bytes = (self.map_words.len().max(4) * 4) as u64;
+        self.map_host = Some(mem.create_buffer_mapped(
+            &vk::BufferCreateInfo::default()
+                .size(map_bytes)
+                .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+            &MemOptions::new(MemoryUsage::Upload, "tile residency map staging"),
+        )?);
+        self.map_gpu = Some(mem.create_buffer(
+            &vk::BufferCreateInfo::default()
+                .size(map_bytes)
+                .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST),
+            &MemOptions::new(MemoryUsage::GpuOnly, "tile residency map"),
+        )?);
+        self.slot = self
+            .maps
+            .iter()
+            .zip(&self.sparse)
+            .map(|(m, s)| s.format.level_bytes(m.tile_w, m.tile_h))
+            .max()
+            .unwrap_or(0)
+            .next_multiple_of(256)
+            .max(256);
+        let staging = upload_budget.min(budget).max(self.slot);
+        self.max_loads = (staging / self.slot).clamp(1, 1 << 16) as usize;
+        self.staging = Some(mem.create_buffer_mapped(
+            &vk::BufferCreateInfo::default()
+                .size(self.max_loads as u64 * self.slot)
+                .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+            &MemOptions::new(MemoryUsage::Upload, "tile staging"),
+        )?);
+        self.upload(ctx, mem, &[])?;
+        for (i, s) in self.sparse.iter().enumerate() {
+            set.write_view(d, i, s.view);
+        }
+        Ok(true)
+    }
+
+    /// Cells per side of a material's grid (the shaders' `tiles.x`).
+    pub fn cells_per_side(&self) -> u32 {
+        self.g
+    }
+
+    /// The residency map buffer (set 0, binding 3) and its size.
+    pub fn map_buffer(&self) -> (vk::Buffer, u64) {
+        self.map_gpu
+            .as_ref()
+            .map_or((vk::Buffer::null(), 0), |b| (b.raw(), b.size()))
+    }
+
+    /// The residency map the next frame draws with, per material and cell.
+    pub fn map(&self) -> &[u32] {
+        &self.map_words
+    }
+
+    /// Bytes of memory bound now: tiles and mip tails.
+    pub fn bytes(&self) -> u64 {
+        let tiles: u64 = self
+            .pages
+            .iter()
+            .flatten()
+            .flatten()
+            .map(Allocation::size)
+            .sum();
+        tiles + self.tail_bytes
+    }
+
+    /// The bytes of a page (the images' memory alignment).
+    pub fn page_bytes(&self) -> u64 {
+        self.page
+    }
+
+    fn refresh_map(&mut self) {
+        let cells = (self.g * self.g) as usize;
+        for m in 0..self.maps.len() / policy::MAPS_PER_MATERIAL {
+            let rm = policy::residency_map(&self.maps, self.g, m, &self.resident);
+            for (w, l) in self.map_words[m * cells..(m + 1) * cells].iter_mut().zip(rm) {
+                *w = u32::from(l);
+            }
+        }
+        self.map_dirty = true;
+    }
+
+    /// One waited-for `vkQueueBindSparse` of `opaque` and `image` binds.
+    fn bind_sparse(
+        &self,
+        ctx: &Context,
+        opaque: &[vk::SparseImageOpaqueMemoryBindInfo<'_>],
+        image: &[vk::SparseImageMemoryBindInfo<'_>],
+    ) -> Result<(), GpuError> {
+        if opaque.is_empty() && image.is_empty() {
+            return Ok(());
+        }
+        let info = vk::BindSparseInfo::default()
+            .image_opaque_binds(opaque)
+            .image_binds(image);
+        let d = &ctx.device;
+        // SAFETY: the graphics queue supports sparse binding (`sparse_tiles`);
+        // every image and memory is live; the GPU is idle on these images'
+        // regions (the caller's frame order); the fence is unsignalled.
+        unsafe {
+            d.queue_bind_sparse(ctx.queue, &[info], self.fence)
+                .check("vkQueueBindSparse")?;
+            d.wait_for_fences(&[self.fence], true, u64::MAX)
+                .check("vkWaitForFences")?;
+            d.reset_fences(&[self.fence]).check("vkResetFences")?;
+        }
+        Ok(())
+    }
+
+    /// Binds (`Some`) or unbinds (`None`) the tiles of `changes`.
+    fn bind_tiles(
+        &self,
+        ctx: &Context,
+        changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
+    ) -> Result<(), GpuError> {
+        let mut per_image: HashMap<u32, Vec<vk::SparseImageMemoryBind>> = HashMap::new();
+        for (t, mem) in changes {
+            let m = &self.maps[t.map as usize];
+            let side = m.side(t.level);
+            let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+            let (memory, memory_offset) = mem.unwrap_or((vk::DeviceMemory::null(), 0));
+            per_image
+                .entry(t.map)
+                .or_default()
+                .push(vk::SparseImageMemoryBind {
+                    subresource: vk::ImageSubresource {
+                        aspect_mask: vk::ImageAspectFlags::COLOR,
+                        mip_level: t.level,
+                        array_layer: 0,
+                    },
+                    offset: vk::Offset3D {
+                        x: x as i32,
+                        y: y as i32,
+                        z: 0,
+                    },
+                    extent: vk::Extent3D {
+                        width: m.tile_w.min(side - x),
+                        height: m.tile_h.min(side - y),
+                        depth: 1,
+                    },
+                    memory,
+                    memory_offset,
+                    flags: vk::SparseMemoryBindFlags::empty(),
+                });
+        }
+        let mut keys: Vec<u32> = per_image.keys().copied().collect();
+        keys.sort_unstable();
+        let infos: Vec<vk::SparseImageMemoryBindInfo> = keys
+            .iter()
+            .map(|k| {
+                vk::SparseImageMemoryBindInfo::default()
+                    .image(self.sparse[*k as usize].image)
+                    .binds(&per_image[k])
+            })
+            .collect();
+        self.bind_sparse(ctx, &[], &infos)
+    }
+
+    /// Plans and carries out this frame's tile changes from the last frame's
+    /// per-cell feedback (`wants`, `hits`: per material, `g * g` cells).
+    pub fn prepare(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        wants: &[u8],
+        hits: &[u32],
+    ) -> Result<TileFrame, GpuError> {
+        let pressure = mem.pool_pressure(self.pool);
+        let free_bytes = pressure.map_or(0, |p| {
+            p.pool_budget
+                .unwrap_or(u64::MAX)
+                .saturating_sub(p.pool_allocated_bytes)
+        });
+        let input = TileInput {
+            maps: &self.maps,
+            g: self.g,
+            wants,
+            hits,
+            resident: &self.resident,
+            free_pages: free_bytes / self.page.max(1),
+            max_loads: self.max_loads,
+        };
+        let plan = policy::plan(&input);
+        let mut frame = TileFrame {
+            wanted_bytes: plan.wanted * self.page + self.tail_bytes,
+            missing: plan.missing,
+            ..TileFrame::default()
+        };
+        // Evictions: unbind, then free their pages.
+        if !plan.evictions.is_empty() {
+            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
+                plan.evictions.iter().map(|&t| (t, None)).collect();
+            self.bind_tiles(ctx, &unbinds)?;
+            for t in &plan.evictions {
+                let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+                if let Some(a) = self.pages[t.map as usize][idx].take() {
+                    // SAFETY: unbound (the bind above was waited for), and no
+                    // frame is in flight.
+                    unsafe { mem.free_memory(a) };
+                }
+                self.resident[t.map as usize][idx] = false;
+            }
+            frame.evictions = plan.evictions.len() as u32;
+        }
+        // Loads: a page each, as long as the pool gives one.
+        let mut loads = Vec::new();
+        let mut binds = Vec::new();
+        for &t in &plan.loads {
+            let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
+            match mem.allocate_memory(self.page, self.page, self.type_bits, &opts) {
+                Ok(a) => {
+                    binds.push((t, Some((a.vk_memory(), a.offset()))));
+                    let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+                    self.pages[t.map as usize][idx] = Some(a);
+                    loads.push(t);
+                }
+                Err(GpuError::Alloc { .. }) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        frame.missing += (plan.loads.len() - loads.len()) as u64;
+        if !binds.is_empty() {
+            if let Err(e) = self.bind_tiles(ctx, &binds) {
+                self.drop_pages(mem, &loads);
+                return Err(e);
+            }
+        }
+        // Reads into staging, on worker threads.
+        let started = Instant::now();
+        if let Err(e) = self.read(&loads) {
+            // Unbind what was bound for them, free the pages, and carry on
+            // without those tiles (the tails remain: the shaders never see them).
+            log::warn!("tile streaming: {e}; these tiles stay at coarser levels");
+            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
+                loads.iter().map(|&t| (t, None)).collect();
+            self.bind_tiles(ctx, &unbinds)?;
+            self.drop_pages(mem, &loads);
+            loads.clear();
+        }
+        frame.read_seconds = started.elapsed().as_secs_f64();
+        frame.upload_bytes = loads.len() as u64 * self.slot;
+        for t in &loads {
+            let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            self.resident[t.map as usize][idx] = true;
+        }
+        frame.loads = loads.len() as u32;
+        if !loads.is_empty() || !plan.evictions.is_empty() {
+            self.refresh_map();
+        }
+        self.upload(ctx, mem, &loads)?;
+        Ok(frame)
+    }
+
+    /// Frees the pages of `tiles` (not bound, or unbound) and marks them absent.
+    fn drop_pages(&mut self, mem: &GpuMemory, tiles: &[TileRef]) {
+        for t in tiles {
+            let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            if let Some(a) = self.pages[t.map as usize][idx].take() {
+                // SAFETY: never sampled (the map did not name it) and unbound.
+                unsafe { mem.free_memory(a) };
+            }
+            self.resident[t.map as usize][idx] = false;
+        }
+    }
+
+    /// Reads `loads` into staging slots 0.., split over reader threads.
+    fn read(&mut self, loads: &[TileRef]) -> Result<(), String> {
+        if loads.is_empty() {
+            return Ok(());
+        }
+        let slot = self.slot as usize;
+        let maps = &self.maps;
+        let sparse = &self.sparse;
+        let staging = self.staging.as_mut().expect("built");
+        let out = &mut staging.mapped_mut().as_mut_slice()[..loads.len() * slot];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, READERS)
+            .min(loads.len());
+        let per = loads.len().div_ceil(threads);
+        let result = std::thread::scope(|scope| {
+            let handles: Vec<_> = out
+                .chunks_mut(per * slot)
+                .zip(loads.chunks(per))
+                .map(|(dst, tiles)| {
+                    scope.spawn(move || {
+                        let mut readers: HashMap<u32, Reader> = HashMap::new();
+                        for (t, dst) in tiles.iter().zip(dst.chunks_mut(slot)) {
+                            let s = &sparse[t.map as usize];
+                            let m = &maps[t.map as usize];
+                            let r = match readers.entry(t.map) {
+                                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                                std::collections::hash_map::Entry::Vacant(v) => {
+                                    v.insert(Reader::open(&s.path).map_err(|e| e.to_string())?)
+                                }
+                            };
+                            let bs = s.format.block_side();
+                            let side = m.side(t.level);
+                            let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                            let (w, h) = (m.tile_w.min(side - x), m.tile_h.min(side - y));
+                            let bytes = s.format.level_bytes(w, h) as usize;
+                            r.read_level_rect_into(
+                                t.level as usize,
+                                (x / bs, y / bs),
+                                (w.div_ceil(bs), h.div_ceil(bs)),
+                                &mut dst[..bytes],
+                            )
+                            .map_err(|e| e.to_string())?;
+                        }
+                        Ok::<(), String>(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a reader thread panicked".into())))
+                .collect::<Result<(), String>>()
+        });
+        result
+    }
+
+    /// Copies the staged `loads` into their tiles and, when it changed, the
+    /// residency map to the GPU; waits.
+    fn upload(&mut self, ctx: &Context, mem: &GpuMemory, loads: &[TileRef]) -> Result<(), GpuError> {
+        if loads.is_empty() && !self.map_dirty {
+            return Ok(());
+        }
+        let d = &ctx.device;
+        if let Some(s) = self.staging.as_ref() {
+            mem.flush(s.allocation());
+        }
+        let map_bytes = (self.map_words.len() * 4) as u64;
+        if self.map_dirty {
+            let host = self.map_host.as_mut().expect("built");
+            host.mapped_mut()
+                .write(0, bytemuck::cast_slice(&self.map_words))
+                .map_err(|e| GpuError::Other(format!("tile residency map: {e}")))?;
+            mem.flush(host.allocation());
+        }
+        let dirty = self.map_dirty && map_bytes > 0;
+        let staging = self.staging.as_ref().map(|b| b.raw());
+        let map_src = self.map_host.as_ref().map(|b| b.raw());
+        let map_dst = self.map_gpu.as_ref().map(|b| b.raw());
+        let maps = &self.maps;
+        let sparse = &self.sparse;
+        let slot = self.slot;
+        let mut levels: Vec<(vk::Image, u32, u32)> = loads
+            .iter()
+            .map(|t| (sparse[t.map as usize].image, t.level, 1))
+            .collect();
+        levels.sort_unstable_by_key(|&(i, l, _)| (ash::vk::Handle::as_raw(i), l));
+        levels.dedup();
+        self.one_shot.run(ctx, |cmd| {
+            // SAFETY: recording; every buffer and image is live, the tiles are
+            // bound (the binds were waited for), the GPU is idle.
+            unsafe {
+                // The last frame's sampling and map reads come before these
+                // writes; the levels written go to TRANSFER_DST_OPTIMAL (their
+                // bound tiles keep their contents) and back.
+                let before = [vk::MemoryBarrier2::default()
+                    .src_stage_mask(
+                        vk::PipelineStageFlags2::FRAGMENT_SHADER
+                            | vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    )
+                    .dst_stage_mask(vk::PipelineStageFlags2::COPY)];
+                let to_dst: Vec<vk::ImageMemoryBarrier2> = levels
+                    .iter()
+                    .map(|&(image, level, count)| {
+                        vk::ImageMemoryBarrier2::default()
+                            .src_stage_mask(
+                                vk::PipelineStageFlags2::FRAGMENT_SHADER
+                                    | vk::PipelineStageFlags2::COMPUTE_SHADER,
+                            )
+                            .dst_stage_mask(vk::PipelineStageFlags2::COPY)
+                            .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                            .old_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
+                            .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                            .image(image)
+                            .subresource_range(color_levels(level, count))
+                    })
+                    .collect();
+                d.cmd_pipeline_barrier2(
+                    cmd,
+                    &vk::DependencyInfo::default()
+                        .memory_barriers(&before)
+                        .image_memory_barriers(&to_dst),
+                );
+                if let Some(src) = staging {
+                    for (k, t) in loads.iter().enumerate() {
+                        let m = &maps[t.map as usize];
+                        let side = m.side(t.level);
+                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                        let region = [vk::BufferImageCopy::default()
+                            .buffer_offset(k as u64 * slot)
+                            .image_subresource(vk::ImageSubresourceLayers {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: t.level,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            })
+                            .image_offset(vk::Offset3D {
+                                x: x as i32,
+                                y: y as i32,
+                                z: 0,
+                            })
+                            .image_extent(vk::Extent3D {
+                                width: m.tile_w.min(side - x),
+                                height: m.tile_h.min(side - y),
+                                depth: 1,
+                            })];
+                        d.cmd_copy_buffer_to_image(
+                            cmd,
+                            src,
+                            sparse[t.map as usize].image,
+                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            &region,
+                        );
+                    }
+                }
+                if let (true, Some(src), Some(dst)) = (dirty, map_src, map_dst) {
+                    d.cmd_copy_buffer(
+                        cmd,
+                        src,
+                        dst,
+                        &[vk::BufferCopy {
+                            src_offset: 0,
+                            dst_offset: 0,
+                            size: map_bytes,
+                        }],
+                    );
+                }
+                copies_to_shaders(d, cmd, &levels);
+            }
+        })?;
+        self.map_dirty = false;
+        Ok(())
+    }
+
+    /// Frees every page, tail, image, buffer and sync object; the device must
+    /// be idle. The descriptors go back to `set`'s own tail images.
+    pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet) {
+        let d = &ctx.device;
+        for (i, t) in set.textures.iter().enumerate() {
+            if i < self.sparse.len() {
+                set.write_view(d, i, t.view);
+            }
+        }
+        for s in self.sparse.drain(..) {
+            // SAFETY: the device is idle; the descriptors no longer name them.
+            unsafe {
+                d.destroy_image_view(s.view, None);
+                d.destroy_image(s.image, None);
+            }
+        }
+        for a in self.pages.iter_mut().flatten().filter_map(Option::take) {
+            // SAFETY: the images bound to them are destroyed.
+            unsafe { mem.free_memory(a) };
+        }
+        for a in self.tails.drain(..) {
+            // SAFETY: as above.
+            unsafe { mem.free_memory(a) };
+        }
+        for b in [self.map_host.take(), self.staging.take()].into_iter().flatten() {
+            // SAFETY: the device is idle.
+            unsafe { mem.destroy_buffer(b) };
+        }
+        if let Some(b) = self.map_gpu.take() {
+            // SAFETY: the device is idle.
+            unsafe { mem.destroy_buffer(b) };
+        }
+        self.one_shot.destroy(d);
+        // SAFETY: not in use (every bind waits for it).
+        unsafe { d.destroy_fence(self.fence, None) };
+        self.fence = vk::Fence::null();
+    }
+}
+
+/// `count` levels from `level`, one layer, colour.
+fn color_levels(level: u32, count: u32) -> vk::ImageSubresourceRange {
+    vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: level,
+        level_count: count,
+        base_array_layer: 0,
+        layer_count: 1,
+    }
+}
+
+/// Transfer writes before shader reads (sampling and storage-buffer reads);
+/// `levels` (image, first level, count) go from `TRANSFER_DST_OPTIMAL` to
+/// `SHADER_READ_ONLY_OPTIMAL`.
+///
+/// # Safety
+/// `cmd` is recording; `levels` are in `TRANSFER_DST_OPTIMAL`.
+unsafe fn copies_to_shaders(d: &ash::Device, cmd: vk::CommandBuffer, levels: &[(vk::Image, u32, u32)]) {
+    let shaders = vk::PipelineStageFlags2::FRAGMENT_SHADER | vk::PipelineStageFlags2::COMPUTE_SHADER;
+    let reads = vk::AccessFlags2::SHADER_SAMPLED_READ | vk::AccessFlags2::SHADER_STORAGE_READ;
+    let after = [vk::MemoryBarrier2::default()
+        .src_stage_mask(vk::PipelineStageFlags2::COPY)
+        .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+        .dst_stage_mask(shaders)
+        .dst_access_mask(reads)];
+    let to_read: Vec<vk::ImageMemoryBarrier2> = levels
+        .iter()
+        .map(|&(image, level, count)| {
+            vk::ImageMemoryBarrier2::default()
+                .src_stage_mask(vk::PipelineStageFlags2::COPY)
+                .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                .dst_stage_mask(shaders)
+                .dst_access_mask(vk::AccessFlags2::SHADER_SAMPLED_READ)
+                .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                .new_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
+                .image(image)
+                .subresource_range(color_levels(level, count))
+        })
+        .collect();
+    // SAFETY: per the contract.
+    unsafe {
+        d.cmd_pipeline_barrier2(
+            cmd,
+            &vk::DependencyInfo::default()
+                .memory_barriers(&after)
+                .image_memory_barriers(&to_read),
+        )
+    };
+}
+
+/// Wanted levels and hits of `materials` materials' cells from the feedback
+/// words (`lod x16`, hits per cell), as [`policy`] takes them.
+pub fn cells_from_feedback(words: &[u32]) -> (Vec<u8>, Vec<u32>) {
+    let mut wants = Vec::with_capacity(words.len() / 2);
+    let mut hits = Vec::with_capacity(words.len() / 2);
+    for c in words.chunks_exact(2) {
+        wants.push(if c[1] == 0 || c[0] == u32::MAX {
+            UNSEEN
+        } else {
+            (c[0] / 16).min(u32::from(UNSEEN) - 1) as u8
+        });
+        hits.push(c[1]);
+    }
+    (wants, hits)
+}

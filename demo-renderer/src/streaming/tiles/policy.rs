@@ -1,0 +1,476 @@
+//! The tile residency policy: a pure function from each material's per-cell
+//! wanted levels and coverage, the tiles resident and the free pages to this
+//! frame's tile loads and evictions. No Vulkan, no I/O.
+//!
+//! # The model
+//!
+//! A map's levels below its mip tail are grids of tiles, one memory page each
+//! ([`super::geometry`]); the tail is always resident. The GPU feedback gives,
+//! per cell of a material's texture-coordinate square, the finest level a
+//! sampled pixel wanted (`want`, 255 for none) and how many sampled pixels
+//! landed there (`hits`).
+//!
+//! # Scores
+//!
+//! Tile (level `L`, x, y) of a map scores the hits of every cell that wants
+//! level `L` or finer and whose footprint at `L`, widened by one tile
+//! ([`MapTiles::cell_tiles`]), holds it: the pixels that the tile brings to
+//! level `L` (x8); a cell that wants `L + 1` adds 1/64 of that: a margin of one
+//! level for a camera coming closer (the loads act on the last frame's
+//! feedback), taken only with pages nothing wanted more. A parent tile's footprint holds its children's, and a cell that
+//! wants `L` wants `L + 1` too, so a parent scores at least what each child
+//! does; ties rank the coarser tile first. Ranked by score, every prefix of the
+//! ranking therefore holds a tile's parents before it: the budget fills
+//! coarse-to-fine where pixels look, and when it is short the finest tiles of
+//! the least-seen regions are what is left out.
+//!
+//! # The budget and hysteresis
+//!
+//! The pages available are the resident tiles' plus the free ones; the target is
+//! the best-ranked tiles that fit. Resident tiles rank with 5/4 of their score,
+//! so a tile is displaced only by one clearly better (no flapping at the edge).
+//! Loads are the target's tiles not resident, best first, at most `max_loads`;
+//! evictions are the resident tiles outside the target, lowest score and finest
+//! first, and only as many as the loads need beyond the free pages: a tile no
+//! longer seen stays resident (a cache for when the camera returns) until its
+//! page is wanted. So `loads <= free pages + evictions` always: the pages in
+//! use never pass the budget.
+#![forbid(unsafe_code)]
+
+use super::geometry::{MapTiles, TileRef};
+
+/// Maps per material (albedo, normal, ORM).
+pub const MAPS_PER_MATERIAL: usize = 3;
+/// `want` of a cell no sampled pixel landed in.
+pub const UNSEEN: u8 = u8::MAX;
+
+/// What the policy looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct TileInput<'a> {
+    /// Every map's tile layout, three per material.
+    pub maps: &'a [MapTiles],
+    /// Cells per side of a material's grid.
+    pub g: u32,
+    /// Per material, `g * g` cells (row-major): the finest level wanted, or
+    /// [`UNSEEN`].
+    pub wants: &'a [u8],
+    /// Per material, `g * g` cells: sampled pixels that landed there.
+    pub hits: &'a [u32],
+    /// Per map, per tile ([`MapTiles::index`]): resident now.
+    pub resident: &'a [Vec<bool>],
+    /// Pages that can be bound now without an eviction.
+    pub free_pages: u64,
+    /// Loads this frame may start, at most.
+    pub max_loads: usize,
+}
+
+/// This frame's changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TilePlan {
+    /// Tiles to bind and fill, best first.
+    pub loads: Vec<TileRef>,
+    /// Tiles to unbind (before the loads bind their pages).
+    pub evictions: Vec<TileRef>,
+    /// Tiles some cell wants (score > 0): what every visible region at its
+    /// wanted level would take.
+    pub wanted: u64,
+    /// Wanted tiles neither resident nor loaded this frame.
+    pub missing: u64,
+}
+
+/// Every map's tile scores, per map, per flat tile index.
+pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
+    let g = input.g.max(1);
+    let cells = (g * g) as usize;
+    input
+        .maps
+        .iter()
+        .enumerate()
+        .map(|(i, map)| {
+            let m = i / MAPS_PER_MATERIAL;
+            let mut s = vec![0u64; map.tile_count()];
+            let wants = input.wants.get(m * cells..(m + 1) * cells);
+            let hits = input.hits.get(m * cells..(m + 1) * cells);
+            let (Some(wants), Some(hits)) = (wants, hits) else {
+                return s;
+            };
+            for level in 0..map.tail_first {
+                let (w, _) = map.grid(level);
+                let start = map.level_start(level);
+                let cols: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
+                let rows: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
+                for cy in 0..g {
+                    for cx in 0..g {
+                        let c = (cy * g + cx) as usize;
+                        if wants[c] == UNSEEN || u32::from(wants[c]) > level + 1 {
+                            continue;
+                        }
+                        // One level finer than wanted scores an eighth: a margin
+                        // for the camera coming closer, bought with spare pages.
+                        let full = u64::from(hits[c].max(1)) * 8;
+                        let h = if u32::from(wants[c]) > level { full / 64 } else { full };
+                        for &y in &rows[cy as usize] {
+                            for &x in &cols[cx as usize] {
+                                s[start + y as usize * w as usize + x as usize] += h;
+                            }
+                        }
+                    }
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// The tile of flat index `idx` of `map` (index `map_index`).
+fn tile_at(map: &MapTiles, map_index: usize, idx: usize) -> TileRef {
+    let mut level = 0;
+    while level + 1 < map.tail_first && map.level_start(level + 1) <= idx {
+        level += 1;
+    }
+    let (w, _) = map.grid(level);
+    let local = idx - map.level_start(level);
+    TileRef {
+        map: map_index as u32,
+        level,
+        x: (local % w as usize) as u32,
+        y: (local / w as usize) as u32,
+    }
+}
+
+/// This frame's loads and evictions (see the module's documentation).
+pub fn plan(input: &TileInput<'_>) -> TilePlan {
+    let scores = scores(input);
+    let resident = |i: usize, idx: usize| {
+        input
+            .resident
+            .get(i)
+            .and_then(|r| r.get(idx))
+            .copied()
+            .unwrap_or(false)
+    };
+    // (rank, score, level, map, idx): rank = score x4, x5 when resident.
+    let mut ranked = Vec::new();
+    let mut resident_count = 0u64;
+    let mut wanted = 0u64;
+    for (i, s) in scores.iter().enumerate() {
+        for (idx, &score) in s.iter().enumerate() {
+            let r = resident(i, idx);
+            resident_count += u64::from(r);
+            wanted += u64::from(score > 0);
+            if score > 0 || r {
+                let rank = score.saturating_mul(if r { 5 } else { 4 });
+                ranked.push((rank, score, i, idx));
+            }
+        }
+    }
+    let level_of = |i: usize, idx: usize| tile_at(&input.maps[i], i, idx).level;
+    ranked.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| level_of(b.2, b.3).cmp(&level_of(a.2, a.3)))
+            .then_with(|| (a.2, a.3).cmp(&(b.2, b.3)))
+    });
+    let capacity = resident_count.saturating_add(input.free_pages);
+    let mut in_target = vec![false; ranked.len()];
+    let mut taken = 0u64;
+    for (k, &(_, score, _, _)) in ranked.iter().enumerate() {
+        if taken >= capacity {
+            break;
+        }
+        if score > 0 {
+            in_target[k] = true;
+            taken += 1;
+        }
+    }
+    let mut loads = Vec::new();
+    let mut missing = 0u64;
+    for (k, &(_, score, i, idx)) in ranked.iter().enumerate() {
+        if score == 0 || resident(i, idx) {
+            continue;
+        }
+        if in_target[k] && loads.len() < input.max_loads {
+            loads.push(tile_at(&input.maps[i], i, idx));
+        } else {
+            missing += 1;
+        }
+    }
+    let need = (loads.len() as u64).saturating_sub(input.free_pages);
+    let mut out: Vec<(u64, u32, usize, usize)> = ranked
+        .iter()
+        .enumerate()
+        .filter(|&(k, &(_, _, i, idx))| !in_target[k] && resident(i, idx))
+        .map(|(_, &(_, score, i, idx))| (score, level_of(i, idx), i, idx))
+        .collect();
+    out.sort();
+    let evictions = out
+        .into_iter()
+        .take(need as usize)
+        .map(|(_, _, i, idx)| tile_at(&input.maps[i], i, idx))
+        .collect();
+    TilePlan {
+        loads,
+        evictions,
+        wanted,
+        missing,
+    }
+}
+
+/// Material `m`'s residency map: per cell, the finest level a sample there may
+/// use: the coarsest over its maps of the finest level from which every level
+/// down to the tail has all the cell's widened footprint resident.
+pub fn residency_map(maps: &[MapTiles], g: u32, m: usize, resident: &[Vec<bool>]) -> Vec<u8> {
+    let g = g.max(1);
+    let cells = (g * g) as usize;
+    let mut out = vec![0u8; cells];
+    let first = m * MAPS_PER_MATERIAL;
+    for i in first..(first + MAPS_PER_MATERIAL).min(maps.len()) {
+        let map = &maps[i];
+        let res = resident.get(i);
+        let is_res = |idx: usize| res.and_then(|r| r.get(idx)).copied().unwrap_or(false);
+        let mut finest = vec![map.tail_first; cells];
+        for level in (0..map.tail_first).rev() {
+            let (w, _) = map.grid(level);
+            let start = map.level_start(level);
+            let cols: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
+            let rows: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
+            for cy in 0..g {
+                for cx in 0..g {
+                    let c = (cy * g + cx) as usize;
+                    if finest[c] != level + 1 {
+                        continue;
+                    }
+                    let here = rows[cy as usize].iter().all(|&y| {
+                        cols[cx as usize]
+                            .iter()
+                            .all(|&x| is_res(start + y as usize * w as usize + x as usize))
+                    });
+                    if here {
+                        finest[c] = level;
+                    }
+                }
+            }
+        }
+        for (o, f) in out.iter_mut().zip(finest) {
+            *o = (*o).max(f.min(255) as u8);
+        }
+    }
+    out
+}
+
+/// Material `m`'s coverage-weighted deficit: the sum over seen cells of hits x
+/// how many levels the resident one is coarser than the wanted one, and the
+/// hits (their quotient is the mean deficit).
+pub fn deficit(wants: &[u8], hits: &[u32], map: &[u8]) -> (f64, f64) {
+    let mut sum = 0.0;
+    let mut n = 0.0;
+    for ((&w, &h), &r) in wants.iter().zip(hits).zip(map) {
+        if w == UNSEEN || h == 0 {
+            continue;
+        }
+        sum += f64::from(h) * f64::from(r.saturating_sub(w));
+        n += f64::from(h);
+    }
+    (sum, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn map(size: u32, tile: u32) -> MapTiles {
+        let levels = 32 - size.leading_zeros();
+        let tail_first = (0..levels).find(|&l| (size >> l) < tile).unwrap_or(levels);
+        MapTiles {
+            size,
+            levels,
+            tile_w: tile,
+            tile_h: tile,
+            tail_first,
+        }
+    }
+
+    fn empty(maps: &[MapTiles]) -> Vec<Vec<bool>> {
+        maps.iter().map(|m| vec![false; m.tile_count()]).collect()
+    }
+
+    /// Applies a plan to the resident sets.
+    fn apply(resident: &mut [Vec<bool>], maps: &[MapTiles], plan: &TilePlan) {
+        for t in &plan.evictions {
+            let m = &maps[t.map as usize];
+            resident[t.map as usize][m.index(t.level, t.x, t.y)] = false;
+        }
+        for t in &plan.loads {
+            let m = &maps[t.map as usize];
+            resident[t.map as usize][m.index(t.level, t.x, t.y)] = true;
+        }
+    }
+
+    #[test]
+    fn one_close_cell_loads_its_footprint_coarse_first() {
+        let maps = vec![map(1024, 128); 3];
+        let g = 8;
+        let mut wants = vec![UNSEEN; 64];
+        let mut hits = vec![0; 64];
+        wants[9] = 0; // cell (1, 1) wants level 0
+        hits[9] = 10;
+        let resident = empty(&maps);
+        let input = TileInput {
+            maps: &maps,
+            g,
+            wants: &wants,
+            hits: &hits,
+            resident: &resident,
+            free_pages: 1000,
+            max_loads: 1000,
+        };
+        let p = plan(&input);
+        // Per map: 3x3 tiles at level 0, and at levels 1 (4x4 grid: 3x3), 2
+        // (2x2: all 4), 3 (1 tile).
+        assert_eq!(p.loads.len(), 3 * (9 + 9 + 4 + 1));
+        assert!(p.evictions.is_empty());
+        assert_eq!(p.missing, 0);
+        // Coarse first.
+        let levels: Vec<u32> = p.loads.iter().map(|t| t.level).collect();
+        let mut sorted = levels.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        assert_eq!(levels, sorted);
+        // After loading, the cell's residency map says level 0.
+        let mut r = resident.clone();
+        apply(&mut r, &maps, &p);
+        let rm = residency_map(&maps, g, 0, &r);
+        assert_eq!(rm[9], 0);
+        // Level 2 is a 2x2 grid: the widened footprint of cell 9 covers it all.
+        assert_eq!(rm[63], 2, "a far cell gets what the near one loaded");
+    }
+
+    #[test]
+    fn nothing_resident_means_the_tail() {
+        let maps = vec![map(1024, 128); 3];
+        let rm = residency_map(&maps, 8, 0, &empty(&maps));
+        assert!(rm.iter().all(|&l| l == maps[0].tail_first as u8));
+    }
+
+    #[test]
+    fn a_short_budget_keeps_the_coarse_levels_of_what_is_seen() {
+        let maps = vec![map(1024, 128); 3];
+        let g = 8;
+        let wants = vec![0u8; 64];
+        let hits = vec![1u32; 64];
+        let resident = empty(&maps);
+        let input = TileInput {
+            maps: &maps,
+            g,
+            wants: &wants,
+            hits: &hits,
+            resident: &resident,
+            free_pages: 3 * (1 + 4 + 16),
+            max_loads: usize::MAX,
+        };
+        let p = plan(&input);
+        assert_eq!(p.loads.len(), 63);
+        assert!(p.loads.iter().all(|t| t.level >= 1));
+        assert_eq!(p.missing, 3 * 64);
+    }
+
+    #[test]
+    fn hysteresis_keeps_a_resident_tile_against_a_slightly_better_one() {
+        let maps = vec![map(256, 128); 3];
+        let g = 2;
+        // Level 0: 2x2 tiles, every cell's footprint is all of them; tail at 1.
+        let wants = vec![0u8; 4];
+        let resident: Vec<Vec<bool>> = maps.iter().map(|_| vec![true, true, true, false]).collect();
+        let hits = vec![10u32; 4];
+        let input = TileInput {
+            maps: &maps,
+            g,
+            wants: &wants,
+            hits: &hits,
+            resident: &resident,
+            free_pages: 0,
+            max_loads: usize::MAX,
+        };
+        // Equal scores: the resident tiles win, nothing moves.
+        let p = plan(&input);
+        assert!(p.loads.is_empty() && p.evictions.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn plans_respect_the_budget_and_the_coarse_first_closure(
+            seed_wants in proptest::collection::vec(0u8..8, 3 * 16),
+            seed_hits in proptest::collection::vec(0u32..20, 3 * 16),
+            seen in proptest::collection::vec(any::<bool>(), 3 * 16),
+            free in 0u64..60,
+            max_loads in 0usize..80,
+            rounds in 1usize..5,
+            churn in any::<u64>(),
+        ) {
+            // Three materials of 512-texel maps, 64-texel tiles, 4x4 cells.
+            let maps = vec![map(512, 64); 9];
+            let g = 4;
+            let budget_pages = free;
+            let mut resident = empty(&maps);
+            let mut wants: Vec<u8> = seed_wants
+                .iter()
+                .zip(&seen)
+                .map(|(&w, &s)| if s { w.min(3) } else { UNSEEN })
+                .collect();
+            let hits = seed_hits.clone();
+            let mut rng = churn;
+            for _ in 0..rounds {
+                let used: u64 = resident.iter().flatten().map(|&r| u64::from(r)).sum();
+                let input = TileInput {
+                    maps: &maps,
+                    g,
+                    wants: &wants,
+                    hits: &hits,
+                    resident: &resident,
+                    free_pages: budget_pages.saturating_sub(used),
+                    max_loads,
+                };
+                let p = plan(&input);
+                // Budget: loads fit the free pages plus the evictions.
+                prop_assert!(p.loads.len() as u64 <= input.free_pages + p.evictions.len() as u64);
+                prop_assert!(p.loads.len() <= max_loads);
+                for t in &p.evictions {
+                    prop_assert!(resident[t.map as usize][maps[t.map as usize].index(t.level, t.x, t.y)]);
+                }
+                let before = resident.clone();
+                apply(&mut resident, &maps, &p);
+                // Closure: a loaded tile's parent is resident afterwards.
+                for t in &p.loads {
+                    prop_assert!(!before[t.map as usize][maps[t.map as usize].index(t.level, t.x, t.y)]);
+                    let m = &maps[t.map as usize];
+                    if t.level + 1 < m.tail_first {
+                        prop_assert!(resident[t.map as usize][m.index(t.level + 1, t.x / 2, t.y / 2)],
+                            "parent of {:?} not resident", t);
+                    }
+                }
+                let used: u64 = resident.iter().flatten().map(|&r| u64::from(r)).sum();
+                prop_assert!(used <= budget_pages);
+                // The residency map never claims a level whose footprint is missing.
+                for mat in 0..3 {
+                    let rm = residency_map(&maps, g, mat, &resident);
+                    for (c, &l) in rm.iter().enumerate() {
+                        let (cx, cy) = (c as u32 % g, c as u32 / g);
+                        for i in mat * 3..mat * 3 + 3 {
+                            let m = &maps[i];
+                            for level in u32::from(l)..m.tail_first {
+                                for y in m.cell_tiles(level, g, cy, true) {
+                                    for x in m.cell_tiles(level, g, cx, false) {
+                                        prop_assert!(resident[i][m.index(level, x, y)]);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                // The camera moves: some cells change what they want.
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let c = (rng >> 33) as usize % wants.len();
+                wants[c] = if wants[c] == UNSEEN { (rng >> 20) as u8 % 4 } else { UNSEEN };
+            }
+        }
+    }
+}
