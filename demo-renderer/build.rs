@@ -30,20 +30,30 @@ fn main() {
         .collect();
     sources.sort();
 
-    let mut table = String::from("/// Every compiled shader module: (file name, SPIR-V bytes).\npub const ALL: &[(&str, &[u8])] = &[\n");
+    // The PBR shaders also as a variant sampling with a hardware minimum LOD
+    // (`-DTILE_MIN_LOD`: GL_ARB_sparse_texture_clamp, for devices with
+    // shaderResourceMinLod when streaming by tiles).
+    let mut modules: Vec<(PathBuf, String, Option<&str>)> = Vec::new();
     for src in &sources {
-        println!("cargo:rerun-if-changed={}", src.display());
         let name = src.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("pbr") && !name.ends_with(".vert") {
+            modules.push((src.clone(), format!("{name}.minlod"), Some("TILE_MIN_LOD")));
+        }
+        modules.push((src.clone(), name, None));
+    }
+    modules.sort_by(|a, b| a.1.cmp(&b.1));
+    let mut table = String::from("/// Every compiled shader module: (file name, SPIR-V bytes).\npub const ALL: &[(&str, &[u8])] = &[\n");
+    for (src, name, define) in &modules {
+        println!("cargo:rerun-if-changed={}", src.display());
         let out = out_dir.join(format!("{name}.spv"));
-        compile(src, &out, &shader_dir);
+        compile(src, &out, &shader_dir, *define);
         table.push_str(&format!(
             "    ({name:?}, include_bytes!({:?})),\n",
             out.display().to_string()
         ));
     }
     table.push_str("];\n");
-    for src in &sources {
-        let name = src.file_name().unwrap().to_string_lossy().into_owned();
+    for (_, name, _) in &modules {
         let ident = name.replace('.', "_").to_uppercase();
         let out = out_dir.join(format!("{name}.spv"));
         table.push_str(&format!(
@@ -54,11 +64,12 @@ fn main() {
     std::fs::write(out_dir.join("shaders.rs"), table).expect("write shaders.rs");
 }
 
-fn compile(src: &Path, out: &Path, include_dir: &Path) {
+fn compile(src: &Path, out: &Path, include_dir: &Path, define: Option<&str>) {
     let result = Command::new("glslangValidator")
         .arg("-V")
         .args(["--target-env", "vulkan1.3"])
         .arg(format!("-I{}", include_dir.display()))
+        .args(define.map(|d| format!("-D{d}")))
         .arg("-o")
         .arg(out)
         .arg(src)

@@ -32,8 +32,13 @@ layout(set = 2, binding = 3, std430) readonly buffer Indices {
 vec2 g_uv_dx;
 vec2 g_uv_dy;
 
-// Samples `map` at `uv` with the pixel's gradients.
+// Samples `map` at `uv` with the pixel's gradients (and, with TILE_MIN_LOD,
+// no finer than the resident level).
+#ifdef TILE_MIN_LOD
+#define SAMPLE_GRAD(map, uv) textureGradClampARB(map, uv, g_uv_dx, g_uv_dy, g_tile_min_lod)
+#else
 #define SAMPLE_GRAD(map, uv) textureGrad(map, uv, g_uv_dx, g_uv_dy)
+#endif
 
 #define SHADE_COMPUTE
 #include "pbr_shading.glsl"
@@ -112,10 +117,14 @@ void main() {
         // Gradients scaled by 2^lift: the anisotropy ratio stays, the level
         // rises by lift (compute shaders have no LOD bias).
         level = tile_level(pc.material.x, uv);
+#ifdef TILE_MIN_LOD
+        g_tile_min_lod = float(level);
+#else
         float side = float(pc.material.y);
         float lift = tile_lift(level, g_uv_dx * side, g_uv_dy * side);
         g_uv_dx *= exp2(lift);
         g_uv_dy *= exp2(lift);
+#endif
     }
 
     mat3 nmat = mat3(pc.model); // uniform scale only, as pbr.vert

@@ -4,6 +4,9 @@
 // material is the dispatch's).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_nonuniform_qualifier : require
+#ifdef TILE_MIN_LOD
+#extension GL_ARB_sparse_texture_clamp : require
+#endif
 #include "common.glsl"
 
 layout(set = 1, binding = 0) uniform sampler2D u_textures[];

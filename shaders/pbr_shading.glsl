@@ -13,6 +13,13 @@ layout(location = 0) out vec4 o_color;
 // The LOD bias SAMPLE_MAP samples with when streaming by tiles: what lifts
 // the sampler's level to the finest resident one (0 where it is resident).
 float g_tile_bias = 0.0;
+#endif
+
+// The minimum LOD SAMPLE_MAP samples with when streaming by tiles on a device
+// with shaderResourceMinLod (TILE_MIN_LOD: the sampler clamps its own LOD,
+// anisotropic filtering included, so no sample reaches an unbound tile).
+float g_tile_min_lod = 0.0;
+#ifndef SHADE_COMPUTE
 
 // The feedback writes below are side effects: without this, the driver must run
 // the shader for fragments the depth test would reject (late Z), shading every
@@ -218,7 +225,11 @@ void main() {
         // A bias, not explicit gradients: the implicit derivatives stay the
         // sampler's own, so a resident region samples exactly as without tiles.
         level = tile_level(pc.material.x, v_uv);
+#ifdef TILE_MIN_LOD
+        g_tile_min_lod = float(level);
+#else
         g_tile_bias = tile_lift(level, tdx, tdy);
+#endif
     }
     o_color = vec4(shade(v_world, v_normal, v_tangent, v_uv, level, pc.uv_scale.z), 1.0);
 }

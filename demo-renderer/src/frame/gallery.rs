@@ -361,6 +361,9 @@ impl GalleryPass {
                 d.update_descriptor_sets(&writes, &[]);
             }
         }
+        // Streaming by tiles on a device with shaderResourceMinLod: the shaders
+        // clamp the sampler's LOD in hardware (the `_MINLOD` variants).
+        let min_lod = ctx.info.min_lod && self.streamer.as_ref().is_some_and(Streamer::tiled);
         self.layout = create_layout(
             d,
             &[self.frame_set_layout, self.textures.set_layout],
@@ -388,6 +391,10 @@ impl GalleryPass {
             &PipelineDesc {
                 vertex: shaders::PBR_VERT,
                 fragment: match (self.textures.bindless, self.shadows) {
+                    (true, true) if min_lod => shaders::PBR_BINDLESS_SHADOW_FRAG_MINLOD,
+                    (true, false) if min_lod => shaders::PBR_BINDLESS_FRAG_MINLOD,
+                    (false, true) if min_lod => shaders::PBR_SHADOW_FRAG_MINLOD,
+                    (false, false) if min_lod => shaders::PBR_FRAG_MINLOD,
                     (true, true) => shaders::PBR_BINDLESS_SHADOW_FRAG,
                     (true, false) => shaders::PBR_BINDLESS_FRAG,
                     (false, true) => shaders::PBR_SHADOW_FRAG,
@@ -471,6 +478,7 @@ impl GalleryPass {
         attributes: &[vk::VertexInputAttributeDescription],
     ) -> Result<(), GpuError> {
         let d = &ctx.device;
+        let min_lod = ctx.info.min_lod && self.streamer.as_ref().is_some_and(Streamer::tiled);
         let draws = self.gallery.objects.len() as u64;
         let triangles = self
             .meshes
@@ -568,6 +576,10 @@ impl GalleryPass {
         self.shade_pipeline = create_compute_pipeline(
             d,
             match (self.textures.bindless, self.shadows) {
+                (true, true) if min_lod => shaders::PBR_SHADE_BINDLESS_SHADOW_COMP_MINLOD,
+                (true, false) if min_lod => shaders::PBR_SHADE_BINDLESS_COMP_MINLOD,
+                (false, true) if min_lod => shaders::PBR_SHADE_SHADOW_COMP_MINLOD,
+                (false, false) if min_lod => shaders::PBR_SHADE_COMP_MINLOD,
                 (true, true) => shaders::PBR_SHADE_BINDLESS_SHADOW_COMP,
                 (true, false) => shaders::PBR_SHADE_BINDLESS_COMP,
                 (false, true) => shaders::PBR_SHADE_SHADOW_COMP,

@@ -113,6 +113,9 @@ pub struct DeviceInfo {
     /// (`sparseBinding`, `sparseResidencyImage2D`, `VK_QUEUE_SPARSE_BINDING_BIT`):
     /// streaming by tiles is possible.
     pub sparse_tiles: bool,
+    /// `shaderResourceMinLod` (with `sparse_tiles`): the shaders clamp the
+    /// sampler's LOD to the resident level in hardware.
+    pub min_lod: bool,
 }
 
 /// The Vulkan instance and device, one graphics queue, and the debug messenger.
@@ -470,9 +473,11 @@ impl Context {
             && families[queue_family as usize]
                 .queue_flags
                 .contains(vk::QueueFlags::SPARSE_BINDING);
+        let min_lod = sparse_tiles && base.shader_resource_min_lod != 0;
         let features = vk::PhysicalDeviceFeatures::default()
             .sparse_binding(sparse_tiles)
             .sparse_residency_image2_d(sparse_tiles)
+            .shader_resource_min_lod(min_lod)
             .sampler_anisotropy(base.sampler_anisotropy != 0)
             .texture_compression_bc(base.texture_compression_bc != 0)
             .fragment_stores_and_atomics(base.fragment_stores_and_atomics != 0)
@@ -531,6 +536,7 @@ impl Context {
             visibility_shading,
             host_query_reset: f12.host_query_reset != 0,
             sparse_tiles,
+            min_lod,
         };
         Ok((chosen, device, queue_family, upload, info))
     }

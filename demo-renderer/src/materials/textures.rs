@@ -447,22 +447,10 @@ impl TextureSet {
     /// Points texture `index`'s descriptor at `view` (the caller makes sure no
     /// pending GPU work reads a per-material set it rewrites).
     pub fn write_view(&self, d: &ash::Device, index: usize, view: vk::ImageView) {
-        self.write_view_in(d, index, view, vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL);
-    }
-
-    /// [`Self::write_view`] for an image sampled in `layout` (sparse textures
-    /// stay in `GENERAL`: their tiles are written while the rest is sampled).
-    pub fn write_view_in(
-        &self,
-        d: &ash::Device,
-        index: usize,
-        view: vk::ImageView,
-        layout: vk::ImageLayout,
-    ) {
         let info = [vk::DescriptorImageInfo {
             sampler: self.sampler,
             image_view: view,
-            image_layout: layout,
+            image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
         }];
         let (set, element) = if self.bindless {
             (self.sets[0], index as u32)

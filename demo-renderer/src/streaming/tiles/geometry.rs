@@ -43,7 +43,10 @@ impl MapTiles {
     /// Level `level`'s tile grid: columns and rows.
     pub fn grid(&self, level: u32) -> (u32, u32) {
         let s = self.side(level);
-        (s.div_ceil(self.tile_w.max(1)), s.div_ceil(self.tile_h.max(1)))
+        (
+            s.div_ceil(self.tile_w.max(1)),
+            s.div_ceil(self.tile_h.max(1)),
+        )
     }
 
     /// Tiles of levels below the tail.

@@ -84,6 +84,40 @@ pub struct TileFrame {
     pub missing: u64,
 }
 
+/// Adjacent tiles of one row of one level, read and staged together: `len`
+/// loads from `start` in the sorted loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    start: usize,
+    len: u32,
+}
+
+/// Runs of horizontally adjacent full tiles in `loads` (sorted by map, level,
+/// row, column), at most `max` long.
+fn runs(maps: &[MapTiles], loads: &[TileRef], max: u32) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for (i, t) in loads.iter().enumerate() {
+        let m = &maps[t.map as usize];
+        let full = |t: &TileRef| {
+            (t.x + 1) * m.tile_w <= m.side(t.level) && (t.y + 1) * m.tile_h <= m.side(t.level)
+        };
+        if let Some(r) = out.last_mut() {
+            let p = loads[r.start + r.len as usize - 1];
+            if r.len < max
+                && (p.map, p.level, p.y) == (t.map, t.level, t.y)
+                && p.x + 1 == t.x
+                && full(&p)
+                && full(t)
+            {
+                r.len += 1;
+                continue;
+            }
+        }
+        out.push(Run { start: i, len: 1 });
+    }
+    out
+}
+
 /// The tile streamer of one texture set.
 pub struct TileStreamer {
     maps: Vec<MapTiles>,
@@ -207,7 +241,9 @@ impl TileStreamer {
             let reader = Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?;
             let levels = reader.levels.len() as u32;
             let info = vk::ImageCreateInfo::default()
-                .flags(vk::ImageCreateFlags::SPARSE_BINDING | vk::ImageCreateFlags::SPARSE_RESIDENCY)
+                .flags(
+                    vk::ImageCreateFlags::SPARSE_BINDING | vk::ImageCreateFlags::SPARSE_RESIDENCY,
+                )
                 .image_type(vk::ImageType::TYPE_2D)
                 .format(t.format)
                 .extent(vk::Extent3D {
@@ -267,10 +303,11 @@ impl TileStreamer {
                 path: t.path.clone(),
                 format: reader.format,
             });
-            let Some(sr) = sparse
-                .iter()
-                .find(|r| r.format_properties.aspect_mask.contains(vk::ImageAspectFlags::COLOR))
-            else {
+            let Some(sr) = sparse.iter().find(|r| {
+                r.format_properties
+                    .aspect_mask
+                    .contains(vk::ImageAspectFlags::COLOR)
+            }) else {
                 return Ok(false);
             };
             let gran = sr.format_properties.image_granularity;
@@ -297,7 +334,8 @@ impl TileStreamer {
                         reqs.alignment,
                         reqs.alignment,
                         reqs.memory_type_bits,
-                        &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
+                        &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail")
+                            .in_pool(self.pool),
                     )?;
                     let side = map.side(level);
                     small_binds.push((
@@ -324,9 +362,9 @@ impl TileStreamer {
                 }
                 map.tail_first = first;
             }
-            if std::env::var_os("VKALLOC_DEMO_DEBUG_TILES").is_some() { eprintln!("sparse map {}: {:?}, page {} B, tail {} B at {}", t.path.display(), map, reqs.alignment, sr.image_mip_tail_size, sr.image_mip_tail_offset); }
             self.maps.push(map);
-            self.pages.push((0..map.tile_count()).map(|_| None).collect());
+            self.pages
+                .push((0..map.tile_count()).map(|_| None).collect());
             self.resident.push(vec![false; map.tile_count()]);
             if map.tail_first < levels && sr.image_mip_tail_size > 0 {
                 let tail = mem.allocate_memory(
@@ -392,8 +430,11 @@ impl TileStreamer {
             for &(i, level, off, bytes) in &tail_levels {
                 let mut r = Reader::open(&self.sparse[i].path)
                     .map_err(|e| GpuError::Other(e.to_string()))?;
-                r.read_level_into(level as usize, &mut out[off as usize..(off + bytes) as usize])
-                    .map_err(|e| GpuError::Other(e.to_string()))?;
+                r.read_level_into(
+                    level as usize,
+                    &mut out[off as usize..(off + bytes) as usize],
+                )
+                .map_err(|e| GpuError::Other(e.to_string()))?;
             }
             Ok::<(), GpuError>(())
         })();
@@ -450,8 +491,11 @@ impl TileStreamer {
                         &region,
                     );
                 }
-                let all: Vec<(vk::Image, u32, u32)> =
-                    images.iter().zip(&maps).map(|(&i, m)| (i, 0, m.levels)).collect();
+                let all: Vec<(vk::Image, u32, u32)> = images
+                    .iter()
+                    .zip(&maps)
+                    .map(|(&i, m)| (i, 0, m.levels))
+                    .collect();
                 copies_to_shaders(d, cmd, &all);
             }
         });
@@ -466,18 +510,21 @@ impl TileStreamer {
         self.map_words = vec![0; materials * cells];
         self.refresh_map();
         let map_bytes = (self.map_words.len().max(4) * 4) as u64;
-        self.map_host = Some(mem.create_buffer_mapped(
-            &vk::BufferCreateInfo::default()
-                .size(map_bytes)
-                .usage(vk::BufferUsageFlags::TRANSFER_SRC),
-            &MemOptions::new(MemoryUsage::Upload, "tile residency map staging"),
-        )?);
-        self.map_gpu = Some(mem.create_buffer(
-            &vk::BufferCreateInfo::default()
-                .size(map_bytes)
-                .usage(vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST),
-            &MemOptions::new(MemoryUsage::GpuOnly, "tile residency map"),
-        )?);
+        self.map_host = Some(
+            mem.create_buffer_mapped(
+                &vk::BufferCreateInfo::default()
+                    .size(map_bytes)
+                    .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+                &MemOptions::new(MemoryUsage::Upload, "tile residency map staging"),
+            )?,
+        );
+        self.map_gpu =
+            Some(mem.create_buffer(
+                &vk::BufferCreateInfo::default().size(map_bytes).usage(
+                    vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
+                ),
+                &MemOptions::new(MemoryUsage::GpuOnly, "tile residency map"),
+            )?);
         self.slot = self
             .maps
             .iter()
@@ -489,13 +536,15 @@ impl TileStreamer {
             .max(256);
         let staging = upload_budget.min(budget).max(self.slot);
         self.max_loads = (staging / self.slot).clamp(1, 1 << 16) as usize;
-        self.staging = Some(mem.create_buffer_mapped(
-            &vk::BufferCreateInfo::default()
-                .size(self.max_loads as u64 * self.slot)
-                .usage(vk::BufferUsageFlags::TRANSFER_SRC),
-            &MemOptions::new(MemoryUsage::Upload, "tile staging"),
-        )?);
-        self.upload(ctx, mem, &[])?;
+        self.staging = Some(
+            mem.create_buffer_mapped(
+                &vk::BufferCreateInfo::default()
+                    .size(self.max_loads as u64 * self.slot)
+                    .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+                &MemOptions::new(MemoryUsage::Upload, "tile staging"),
+            )?,
+        );
+        self.upload(ctx, mem, &[], &[])?;
         for (i, s) in self.sparse.iter().enumerate() {
             set.write_view(d, i, s.view);
         }
@@ -540,7 +589,10 @@ impl TileStreamer {
         let cells = (self.g * self.g) as usize;
         for m in 0..self.maps.len() / policy::MAPS_PER_MATERIAL {
             let rm = policy::residency_map(&self.maps, self.g, m, &self.resident);
-            for (w, l) in self.map_words[m * cells..(m + 1) * cells].iter_mut().zip(rm) {
+            for (w, l) in self.map_words[m * cells..(m + 1) * cells]
+                .iter_mut()
+                .zip(rm)
+            {
                 *w = u32::from(l);
             }
         }
@@ -631,6 +683,7 @@ impl TileStreamer {
         mem: &GpuMemory,
         wants: &[u8],
         hits: &[u32],
+        prefetch: &[u8],
     ) -> Result<TileFrame, GpuError> {
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
@@ -646,6 +699,10 @@ impl TileStreamer {
             resident: &self.resident,
             free_pages: free_bytes / self.page.max(1),
             max_loads: self.max_loads,
+            prefetch,
+            // A sixteenth of a frame's loads: the reads are waited for, and
+            // over a look-ahead of 16 frames that is one frame's worth.
+            max_prefetch_loads: self.max_loads.div_ceil(16),
         };
         let plan = policy::plan(&input);
         let mut frame = TileFrame {
@@ -670,7 +727,7 @@ impl TileStreamer {
             frame.evictions = plan.evictions.len() as u32;
         }
         // Loads: a page each, as long as the pool gives one.
-        let mut loads = Vec::new();
+        let mut loads: Vec<TileRef> = Vec::new();
         let mut binds = Vec::new();
         for &t in &plan.loads {
             let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
@@ -692,9 +749,11 @@ impl TileStreamer {
                 return Err(e);
             }
         }
-        // Reads into staging, on worker threads.
+        // Reads into staging, on worker threads, by runs of adjacent tiles.
+        loads.sort_unstable();
+        let runs = runs(&self.maps, &loads, 32);
         let started = Instant::now();
-        if let Err(e) = self.read(&loads) {
+        if let Err(e) = self.read(&loads, &runs) {
             // Unbind what was bound for them, free the pages, and carry on
             // without those tiles (the tails remain: the shaders never see them).
             log::warn!("tile streaming: {e}; these tiles stay at coarser levels");
@@ -714,7 +773,7 @@ impl TileStreamer {
         if !loads.is_empty() || !plan.evictions.is_empty() {
             self.refresh_map();
         }
-        self.upload(ctx, mem, &loads)?;
+        self.upload(ctx, mem, &loads, &runs)?;
         Ok(frame)
     }
 
@@ -730,8 +789,11 @@ impl TileStreamer {
         }
     }
 
-    /// Reads `loads` into staging slots 0.., split over reader threads.
-    fn read(&mut self, loads: &[TileRef]) -> Result<(), String> {
+    /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
+    /// slot `runs[r].start`, its rows spanning the run's tiles (one positioned
+    /// read per block row of a run, not per tile), runs shared over reader
+    /// threads.
+    fn read(&mut self, loads: &[TileRef], runs: &[Run]) -> Result<(), String> {
         if loads.is_empty() {
             return Ok(());
         }
@@ -739,20 +801,36 @@ impl TileStreamer {
         let maps = &self.maps;
         let sparse = &self.sparse;
         let staging = self.staging.as_mut().expect("built");
-        let out = &mut staging.mapped_mut().as_mut_slice()[..loads.len() * slot];
+        let mut rest = &mut staging.mapped_mut().as_mut_slice()[..loads.len() * slot];
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, READERS)
-            .min(loads.len());
-        let per = loads.len().div_ceil(threads);
-        let result = std::thread::scope(|scope| {
-            let handles: Vec<_> = out
-                .chunks_mut(per * slot)
-                .zip(loads.chunks(per))
-                .map(|(dst, tiles)| {
+            .min(runs.len());
+        // Cut the runs into `threads` groups of about equal tiles.
+        let per = loads.len().div_ceil(threads.max(1));
+        let mut groups: Vec<(&[Run], &mut [u8])> = Vec::new();
+        let mut first = 0;
+        let mut tiles = 0;
+        for (k, r) in runs.iter().enumerate() {
+            tiles += r.len as usize;
+            if tiles >= per || k + 1 == runs.len() {
+                let bytes = (r.start + r.len as usize - runs[first].start) * slot;
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+                groups.push((&runs[first..=k], head));
+                rest = tail;
+                first = k + 1;
+                tiles = 0;
+            }
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .into_iter()
+                .map(|(group, dst)| {
                     scope.spawn(move || {
+                        let base = group.first().map_or(0, |r| r.start);
                         let mut readers: HashMap<u32, Reader> = HashMap::new();
-                        for (t, dst) in tiles.iter().zip(dst.chunks_mut(slot)) {
+                        for run in group {
+                            let t = loads[run.start];
                             let s = &sparse[t.map as usize];
                             let m = &maps[t.map as usize];
                             let r = match readers.entry(t.map) {
@@ -764,13 +842,15 @@ impl TileStreamer {
                             let bs = s.format.block_side();
                             let side = m.side(t.level);
                             let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-                            let (w, h) = (m.tile_w.min(side - x), m.tile_h.min(side - y));
+                            let w = (m.tile_w * run.len).min(side - x);
+                            let h = m.tile_h.min(side - y);
                             let bytes = s.format.level_bytes(w, h) as usize;
+                            let at = (run.start - base) * slot;
                             r.read_level_rect_into(
                                 t.level as usize,
                                 (x / bs, y / bs),
                                 (w.div_ceil(bs), h.div_ceil(bs)),
-                                &mut dst[..bytes],
+                                &mut dst[at..at + bytes],
                             )
                             .map_err(|e| e.to_string())?;
                         }
@@ -778,17 +858,22 @@ impl TileStreamer {
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err("a reader thread panicked".into())))
-                .collect::<Result<(), String>>()
-        });
-        result
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a reader thread panicked".into()))
+            })
+        })
     }
 
     /// Copies the staged `loads` into their tiles and, when it changed, the
     /// residency map to the GPU; waits.
-    fn upload(&mut self, ctx: &Context, mem: &GpuMemory, loads: &[TileRef]) -> Result<(), GpuError> {
+    fn upload(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        loads: &[TileRef],
+        runs: &[Run],
+    ) -> Result<(), GpuError> {
         if loads.is_empty() && !self.map_dirty {
             return Ok(());
         }
@@ -853,35 +938,43 @@ impl TileStreamer {
                         .image_memory_barriers(&to_dst),
                 );
                 if let Some(src) = staging {
-                    for (k, t) in loads.iter().enumerate() {
-                        let m = &maps[t.map as usize];
-                        let side = m.side(t.level);
-                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-                        let region = [vk::BufferImageCopy::default()
-                            .buffer_offset(k as u64 * slot)
-                            .image_subresource(vk::ImageSubresourceLayers {
-                                aspect_mask: vk::ImageAspectFlags::COLOR,
-                                mip_level: t.level,
-                                base_array_layer: 0,
-                                layer_count: 1,
-                            })
-                            .image_offset(vk::Offset3D {
-                                x: x as i32,
-                                y: y as i32,
-                                z: 0,
-                            })
-                            .image_extent(vk::Extent3D {
-                                width: m.tile_w.min(side - x),
-                                height: m.tile_h.min(side - y),
-                                depth: 1,
-                            })];
-                        d.cmd_copy_buffer_to_image(
-                            cmd,
-                            src,
-                            sparse[t.map as usize].image,
-                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                            &region,
-                        );
+                    for run in runs {
+                        let tiles = &loads[run.start..run.start + run.len as usize];
+                        for (j, t) in tiles.iter().enumerate() {
+                            let m = &maps[t.map as usize];
+                            let side = m.side(t.level);
+                            let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                            let fmt = sparse[t.map as usize].format;
+                            // Tile j of the run starts j tile-widths into the run's rows.
+                            let across = fmt.level_bytes(m.tile_w, fmt.block_side()) * j as u64;
+                            let region = [vk::BufferImageCopy::default()
+                                .buffer_offset(run.start as u64 * slot + across)
+                                .buffer_row_length(m.tile_w * run.len)
+                                .buffer_image_height(m.tile_h)
+                                .image_subresource(vk::ImageSubresourceLayers {
+                                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                                    mip_level: t.level,
+                                    base_array_layer: 0,
+                                    layer_count: 1,
+                                })
+                                .image_offset(vk::Offset3D {
+                                    x: x as i32,
+                                    y: y as i32,
+                                    z: 0,
+                                })
+                                .image_extent(vk::Extent3D {
+                                    width: m.tile_w.min(side - x),
+                                    height: m.tile_h.min(side - y),
+                                    depth: 1,
+                                })];
+                            d.cmd_copy_buffer_to_image(
+                                cmd,
+                                src,
+                                sparse[t.map as usize].image,
+                                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                                &region,
+                            );
+                        }
                     }
                 }
                 if let (true, Some(src), Some(dst)) = (dirty, map_src, map_dst) {
@@ -927,7 +1020,10 @@ impl TileStreamer {
             // SAFETY: as above.
             unsafe { mem.free_memory(a) };
         }
-        for b in [self.map_host.take(), self.staging.take()].into_iter().flatten() {
+        for b in [self.map_host.take(), self.staging.take()]
+            .into_iter()
+            .flatten()
+        {
             // SAFETY: the device is idle.
             unsafe { mem.destroy_buffer(b) };
         }
@@ -959,8 +1055,13 @@ fn color_levels(level: u32, count: u32) -> vk::ImageSubresourceRange {
 ///
 /// # Safety
 /// `cmd` is recording; `levels` are in `TRANSFER_DST_OPTIMAL`.
-unsafe fn copies_to_shaders(d: &ash::Device, cmd: vk::CommandBuffer, levels: &[(vk::Image, u32, u32)]) {
-    let shaders = vk::PipelineStageFlags2::FRAGMENT_SHADER | vk::PipelineStageFlags2::COMPUTE_SHADER;
+unsafe fn copies_to_shaders(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    levels: &[(vk::Image, u32, u32)],
+) {
+    let shaders =
+        vk::PipelineStageFlags2::FRAGMENT_SHADER | vk::PipelineStageFlags2::COMPUTE_SHADER;
     let reads = vk::AccessFlags2::SHADER_SAMPLED_READ | vk::AccessFlags2::SHADER_STORAGE_READ;
     let after = [vk::MemoryBarrier2::default()
         .src_stage_mask(vk::PipelineStageFlags2::COPY)

@@ -27,8 +27,9 @@
 //! # The budget and hysteresis
 //!
 //! The pages available are the resident tiles' plus the free ones; the target is
-//! the best-ranked tiles that fit. Resident tiles rank with 5/4 of their score,
-//! so a tile is displaced only by one clearly better (no flapping at the edge).
+//! the best-ranked tiles that fit. Resident tiles rank with twice their score,
+//! so a tile is displaced only by one clearly better (no flapping at the edge:
+//! the feedback samples one pixel in 64, and a tile's score moves with it).
 //! Loads are the target's tiles not resident, best first, at most `max_loads`;
 //! evictions are the resident tiles outside the target, lowest score and finest
 //! first, and only as many as the loads need beyond the free pages: a tile no
@@ -62,7 +63,17 @@ pub struct TileInput<'a> {
     pub free_pages: u64,
     /// Loads this frame may start, at most.
     pub max_loads: usize,
+    /// Per material, the finest level the camera's coming views may want (the
+    /// CPU estimate along the path, a cut included), or [`UNSEEN`]: every tile
+    /// of that level and coarser scores [`PREFETCH_SCORE`].
+    pub prefetch: &'a [u8],
+    /// Loads of tiles only the prefetch wants, at most.
+    pub max_prefetch_loads: usize,
 }
+
+/// The score a prefetched tile adds: below any tile a sampled pixel wants
+/// (those score 8 per hit), so prefetch takes only pages nothing seen needs.
+pub const PREFETCH_SCORE: u64 = 1;
 
 /// This frame's changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -91,14 +102,25 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
             let mut s = vec![0u64; map.tile_count()];
             let wants = input.wants.get(m * cells..(m + 1) * cells);
             let hits = input.hits.get(m * cells..(m + 1) * cells);
+            if let Some(&p) = input.prefetch.get(m).filter(|&&p| p != UNSEEN) {
+                for level in u32::from(p)..map.tail_first {
+                    let start = map.level_start(level);
+                    let (w, h) = map.grid(level);
+                    for v in &mut s[start..start + (w * h) as usize] {
+                        *v += PREFETCH_SCORE;
+                    }
+                }
+            }
             let (Some(wants), Some(hits)) = (wants, hits) else {
                 return s;
             };
             for level in 0..map.tail_first {
                 let (w, _) = map.grid(level);
                 let start = map.level_start(level);
-                let cols: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
-                let rows: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
+                let cols: Vec<Vec<u32>> =
+                    (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
+                let rows: Vec<Vec<u32>> =
+                    (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
                 for cy in 0..g {
                     for cx in 0..g {
                         let c = (cy * g + cx) as usize;
@@ -108,7 +130,11 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
                         // One level finer than wanted scores an eighth: a margin
                         // for the camera coming closer, bought with spare pages.
                         let full = u64::from(hits[c].max(1)) * 8;
-                        let h = if u32::from(wants[c]) > level { full / 64 } else { full };
+                        let h = if u32::from(wants[c]) > level {
+                            full / 64
+                        } else {
+                            full
+                        };
                         for &y in &rows[cy as usize] {
                             for &x in &cols[cx as usize] {
                                 s[start + y as usize * w as usize + x as usize] += h;
@@ -149,17 +175,19 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             .copied()
             .unwrap_or(false)
     };
-    // (rank, score, level, map, idx): rank = score x4, x5 when resident.
+    // (rank, score, level, map, idx): rank = score x4, x8 when resident.
     let mut ranked = Vec::new();
     let mut resident_count = 0u64;
     let mut wanted = 0u64;
+    // Prefetch alone is not "wanted" (the report's wanted bytes are what the
+    // present view samples).
     for (i, s) in scores.iter().enumerate() {
         for (idx, &score) in s.iter().enumerate() {
             let r = resident(i, idx);
             resident_count += u64::from(r);
-            wanted += u64::from(score > 0);
+            wanted += u64::from(score > PREFETCH_SCORE);
             if score > 0 || r {
-                let rank = score.saturating_mul(if r { 5 } else { 4 });
+                let rank = score.saturating_mul(if r { 8 } else { 4 });
                 ranked.push((rank, score, i, idx));
             }
         }
@@ -184,13 +212,19 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     }
     let mut loads = Vec::new();
     let mut missing = 0u64;
+    let mut prefetched = 0usize;
     for (k, &(_, score, i, idx)) in ranked.iter().enumerate() {
         if score == 0 || resident(i, idx) {
             continue;
         }
+        let prefetch_only = score <= PREFETCH_SCORE;
+        if prefetch_only && prefetched >= input.max_prefetch_loads {
+            continue;
+        }
         if in_target[k] && loads.len() < input.max_loads {
             loads.push(tile_at(&input.maps[i], i, idx));
-        } else {
+            prefetched += usize::from(prefetch_only);
+        } else if !prefetch_only {
             missing += 1;
         }
     }
@@ -223,8 +257,7 @@ pub fn residency_map(maps: &[MapTiles], g: u32, m: usize, resident: &[Vec<bool>]
     let cells = (g * g) as usize;
     let mut out = vec![0u8; cells];
     let first = m * MAPS_PER_MATERIAL;
-    for i in first..(first + MAPS_PER_MATERIAL).min(maps.len()) {
-        let map = &maps[i];
+    for (i, map) in maps.iter().enumerate().skip(first).take(MAPS_PER_MATERIAL) {
         let res = resident.get(i);
         let is_res = |idx: usize| res.and_then(|r| r.get(idx)).copied().unwrap_or(false);
         let mut finest = vec![map.tail_first; cells];
@@ -323,6 +356,8 @@ mod tests {
             resident: &resident,
             free_pages: 1000,
             max_loads: 1000,
+            prefetch: &[],
+            max_prefetch_loads: 0,
         };
         let p = plan(&input);
         // Per map: 3x3 tiles at level 0, and at levels 1 (4x4 grid: 3x3), 2
@@ -342,6 +377,44 @@ mod tests {
         assert_eq!(rm[9], 0);
         // Level 2 is a 2x2 grid: the widened footprint of cell 9 covers it all.
         assert_eq!(rm[63], 2, "a far cell gets what the near one loaded");
+    }
+
+    #[test]
+    fn prefetch_fills_spare_pages_coarse_first_below_what_is_seen() {
+        let maps = vec![map(1024, 128); 6];
+        let g = 8;
+        // Material 0 is seen (one cell at level 0); material 1 only prefetched.
+        let mut wants = vec![UNSEEN; 128];
+        let mut hits = vec![0; 128];
+        wants[9] = 0;
+        hits[9] = 1;
+        let resident = empty(&maps);
+        let seen_tiles = 3 * (9 + 9 + 4 + 1);
+        let input = TileInput {
+            maps: &maps,
+            g,
+            wants: &wants,
+            hits: &hits,
+            resident: &resident,
+            free_pages: seen_tiles as u64 + 3 * 5,
+            max_loads: usize::MAX,
+            prefetch: &[UNSEEN, 1],
+            max_prefetch_loads: 100,
+        };
+        let p = plan(&input);
+        assert_eq!(p.loads.len(), seen_tiles + 15);
+        // What is seen first, then material 1's levels 3 and 2 (1 + 4 tiles a map).
+        assert!(p.loads[..seen_tiles].iter().all(|t| t.map < 3));
+        assert!(p.loads[seen_tiles..]
+            .iter()
+            .all(|t| t.map >= 3 && t.level >= 2));
+        assert_eq!(p.wanted, seen_tiles as u64, "prefetch is not wanted");
+        // The prefetch cap holds.
+        let capped = plan(&TileInput {
+            max_prefetch_loads: 4,
+            ..input
+        });
+        assert_eq!(capped.loads.len(), seen_tiles + 4);
     }
 
     #[test]
@@ -366,6 +439,8 @@ mod tests {
             resident: &resident,
             free_pages: 3 * (1 + 4 + 16),
             max_loads: usize::MAX,
+            prefetch: &[],
+            max_prefetch_loads: 0,
         };
         let p = plan(&input);
         assert_eq!(p.loads.len(), 63);
@@ -389,6 +464,8 @@ mod tests {
             resident: &resident,
             free_pages: 0,
             max_loads: usize::MAX,
+            prefetch: &[],
+            max_prefetch_loads: 0,
         };
         // Equal scores: the resident tiles win, nothing moves.
         let p = plan(&input);
@@ -405,7 +482,10 @@ mod tests {
             max_loads in 0usize..80,
             rounds in 1usize..5,
             churn in any::<u64>(),
+            prefetch in proptest::collection::vec(0u8..6, 3),
+            max_prefetch_loads in 0usize..20,
         ) {
+            let prefetch: Vec<u8> = prefetch.iter().map(|&p| if p > 3 { UNSEEN } else { p }).collect();
             // Three materials of 512-texel maps, 64-texel tiles, 4x4 cells.
             let maps = vec![map(512, 64); 9];
             let g = 4;
@@ -428,6 +508,8 @@ mod tests {
                     resident: &resident,
                     free_pages: budget_pages.saturating_sub(used),
                     max_loads,
+                    prefetch: &prefetch,
+                    max_prefetch_loads,
                 };
                 let p = plan(&input);
                 // Budget: loads fit the free pages plus the evictions.
