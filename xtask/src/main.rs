@@ -854,14 +854,20 @@ fn fetch_sparse_driver(dir: &Path, manifest: &Path) -> Result<()> {
     let index = read_text(&scratch.join("Packages"))?;
 
     // The package, checked against the index; the newest version if several.
-    let mut candidates = packages_stanzas(&index, "mesa-vulkan-drivers");
-    if candidates.is_empty() {
+    let mut package: Option<PackageEntry> = None;
+    for candidate in packages_stanzas(&index, "mesa-vulkan-drivers") {
+        if package
+            .as_ref()
+            .is_none_or(|p| debian_version_newer(&candidate.version, &p.version))
+        {
+            package = Some(candidate);
+        }
+    }
+    let Some(package) = package else {
         return fail(format!(
             "bookworm-backports' {index_path} has no mesa-vulkan-drivers"
         ));
-    }
-    candidates.sort_by(|a, b| compare_debian_versions(&a.version, &b.version));
-    let package = candidates.pop().expect("not empty");
+    };
     let deb = scratch.join("mesa-vulkan-drivers.deb");
     download(&format!("{DEBIAN_MIRROR}/{}", package.filename), &deb)?;
     check_sha256(&deb, &package.sha256)?;
@@ -1060,19 +1066,12 @@ fn packages_stanzas(index: &str, package: &str) -> Vec<PackageEntry> {
     out
 }
 
-/// Debian version order, through `dpkg --compare-versions`.
-fn compare_debian_versions(a: &str, b: &str) -> std::cmp::Ordering {
-    let less = Command::new("dpkg")
-        .args(["--compare-versions", a, "lt", b])
+/// Whether Debian version `a` is newer than `b` (`dpkg --compare-versions`).
+fn debian_version_newer(a: &str, b: &str) -> bool {
+    Command::new("dpkg")
+        .args(["--compare-versions", a, "gt", b])
         .status()
-        .is_ok_and(|s| s.success());
-    if less {
-        std::cmp::Ordering::Less
-    } else if a == b {
-        std::cmp::Ordering::Equal
-    } else {
-        std::cmp::Ordering::Greater
-    }
+        .is_ok_and(|s| s.success())
 }
 
 /// The value of an ICD manifest's `"library_path"`.
