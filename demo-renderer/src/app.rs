@@ -214,7 +214,16 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let mut report = build_report(ctx, &mem, settings, frames, bake_seconds, load_seconds);
+    let residency = scene.residency();
+    let mut report = build_report(
+        ctx,
+        &mem,
+        settings,
+        frames,
+        bake_seconds,
+        load_seconds,
+        residency,
+    );
     report.set_prefill(prefill.as_ref());
     report.set_aliasing(renderer.aliasing_report());
     ctx.wait_idle();
@@ -362,7 +371,8 @@ pub fn make_scene(
     }
 }
 
-/// Assembles the report from the run's frames.
+/// Assembles the report from the run's frames; `residency` is the scene's
+/// ([`crate::frame::ScenePass::residency`]).
 pub fn build_report(
     ctx: &Context,
     mem: &GpuMemory,
@@ -370,6 +380,7 @@ pub fn build_report(
     frames: Vec<FrameRecord>,
     bake_seconds: f64,
     load_seconds: f64,
+    residency: Option<&'static str>,
 ) -> Report {
     let mut report = Report {
         settings: settings.clone(),
@@ -393,6 +404,7 @@ pub fn build_report(
         defrag: None,
         summary: String::new(),
         upload_queue: ctx.upload_queue_name(),
+        residency: residency.unwrap_or("levels"),
     };
     report.finish();
     report

@@ -128,6 +128,11 @@ pub struct Report {
     /// copied into `streaming.upload_queue` by [`Report::finish`].
     #[serde(skip)]
     pub upload_queue: &'static str,
+    /// How the scene streamed its textures, "tiles" or "levels"
+    /// ([`crate::frame::ScenePass::residency`]), copied into
+    /// `streaming.residency` by [`Report::finish`].
+    #[serde(skip)]
+    pub residency: &'static str,
 }
 
 impl Report {
@@ -163,6 +168,7 @@ impl Report {
         );
         if let Some(s) = self.streaming.as_mut() {
             s.upload_queue = self.upload_queue;
+            s.residency = self.residency;
         }
         if let Some(s) = &self.streaming {
             self.summary.push_str(&format!("; {}", s.line()));

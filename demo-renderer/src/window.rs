@@ -309,6 +309,7 @@ impl App {
             std::mem::take(&mut self.frames),
             live.bake_seconds,
             live.load_seconds,
+            live.scene.residency(),
         );
         report.set_prefill(live.prefill.as_ref());
         report.set_aliasing(live.renderer.aliasing_report());

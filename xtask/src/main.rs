@@ -14,6 +14,11 @@
 //! driver for the child processes (lavapipe unless told otherwise) and runs
 //! `cargo`.
 //!
+//! `test` and `setup` also fetch, once, a lavapipe with sparse residency
+//! (Mesa from bookworm-backports) into `target/xtask/sparse-lavapipe/` for the
+//! demo's tile tests, named by `VKALLOC_SPARSE_DRIVER`; it is unpacked there,
+//! not installed.
+//!
 //! The crate has no dependencies so that it compiles in a second or two.
 
 #![forbid(unsafe_code)]
@@ -46,6 +51,16 @@ const PACKAGES: &[(&str, &str)] = &[
         "g++",
         "builds VMA (vk-mem) for the benchmarks and links the BC encoder",
     ),
+    (
+        "curl",
+        "downloads lavapipe with sparse residency (bookworm-backports) for the tile tests",
+    ),
+    ("xz-utils", "unpacks the bookworm-backports package index"),
+    ("gpgv", "checks the bookworm-backports index's signature"),
+    (
+        "debian-archive-keyring",
+        "the keys that signed the bookworm-backports index",
+    ),
 ];
 
 /// Where Vulkan drivers (ICDs) describe themselves on Debian.
@@ -53,6 +68,11 @@ const ICD_DIRS: &[&str] = &["/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"];
 
 /// Set by xtask so the GPU test harness fails when the validation layer is missing.
 const REQUIRE_VALIDATION: &str = "VKALLOC_REQUIRE_VALIDATION";
+
+/// Set by xtask for the tests: the ICD manifest of a lavapipe with sparse
+/// residency (Mesa from bookworm-backports), for the demo's tile tests
+/// (`demo-renderer/tests/tiles.rs`). Respected when already set.
+const SPARSE_DRIVER: &str = "VKALLOC_SPARSE_DRIVER";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -87,7 +107,9 @@ usage: cargo xtask <command> [--driver lavapipe|system|PATH.json] [--] [args...]
 commands:
   test    install what is missing, then fmt check, clippy, doc, and every test
           on lavapipe with the validation layer on; stops at the first failing
-          step unless given --keep-going; --release builds the tests optimized
+          step unless given --keep-going; --release builds the tests optimized.
+          The demo's tile tests run on lavapipe from bookworm-backports (sparse
+          residency), downloaded once into target/xtask/sparse-lavapipe/
   demo    install what is missing, then run the demo renderer (release build);
           arguments after the command (or after --) go to the renderer
   bench   install what is missing, then run the benchmarks (release build);
@@ -194,7 +216,9 @@ fn run(args: Vec<String>) -> Result<()> {
     })?;
     match invocation.command.as_str() {
         "setup" => {
-            let env = prepare(&invocation.driver)?;
+            let mut env = prepare(&invocation.driver)?;
+            env.set
+                .push((SPARSE_DRIVER, sparse_driver()?.into_os_string()));
             env.print();
             println!("xtask setup: done");
             Ok(())
@@ -347,7 +371,11 @@ fn parse_test_options(rest: &[String]) -> Result<TestOptions> {
 
 fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
     let total = Instant::now();
-    let env = prepare(driver)?;
+    let mut env = prepare(driver)?;
+    // The tile tests run on their own driver (the system lavapipe has no
+    // sparse residency): fetched once, under target/.
+    env.set
+        .push((SPARSE_DRIVER, sparse_driver()?.into_os_string()));
     env.print();
     require_cargo_component("fmt", "rustfmt")?;
     require_cargo_component("clippy", "clippy")?;
@@ -724,6 +752,362 @@ fn ensure_packages() -> Result<()> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Lavapipe with sparse residency, for the tile tests
+
+/// The suite whose Mesa has a lavapipe with sparse residency (Mesa 25; Debian
+/// 12's own, 22.3, has none).
+const BACKPORTS_SUITE: &str = "http://deb.debian.org/debian/dists/bookworm-backports";
+/// Where the index's `Filename:` paths start.
+const DEBIAN_MIRROR: &str = "http://deb.debian.org/debian";
+/// The keys that sign Debian's `InRelease` files.
+const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/// The ICD manifest of lavapipe from bookworm-backports' `mesa-vulkan-drivers`,
+/// unpacked under `target/xtask/sparse-lavapipe/` (not installed: the system
+/// lavapipe stays what the other tests run on). Downloads once: the signed
+/// `InRelease`, the package index it vouches for, the package the index
+/// vouches for (each checked by SHA-256), then `dpkg-deb -x`; later runs find
+/// the manifest and download nothing. `VKALLOC_SPARSE_DRIVER`, when set, names
+/// the manifest instead.
+fn sparse_driver() -> Result<PathBuf> {
+    if let Some(path) = env::var_os(SPARSE_DRIVER).filter(|v| !v.is_empty()) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path.canonicalize().unwrap_or(path))
+        } else {
+            fail(format!(
+                "{SPARSE_DRIVER}={}: no such ICD manifest",
+                path.display()
+            ))
+        };
+    }
+    let dir = target_dir().join("xtask").join("sparse-lavapipe");
+    let manifest = dir.join("lvp_icd.json");
+    let unpacked = std::fs::read_to_string(&manifest)
+        .ok()
+        .and_then(|text| icd_library_path(&text))
+        .is_some_and(|library| Path::new(&library).is_file());
+    if unpacked {
+        return Ok(manifest);
+    }
+    fetch_sparse_driver(&dir, &manifest).map_err(|e| {
+        XtaskError(format!(
+            "cannot provision lavapipe with sparse residency (mesa-vulkan-drivers from \
+             bookworm-backports, for the demo's tile tests): {e}\n\
+             It needs {BACKPORTS_SUITE} to be reachable once (then it is cached in {}); \
+             or set {SPARSE_DRIVER}=/path/to/icd.json to a Vulkan driver with sparseBinding \
+             and sparseResidencyImage2D",
+            dir.display()
+        ))
+    })?;
+    Ok(manifest)
+}
+
+/// Cargo's target directory (`CARGO_TARGET_DIR`, else `target/` in the
+/// repository root, the current directory).
+fn target_dir() -> PathBuf {
+    let dir = env::var_os("CARGO_TARGET_DIR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    if dir.is_absolute() {
+        dir
+    } else {
+        env::current_dir().map_or(dir.clone(), |cwd| cwd.join(&dir))
+    }
+}
+
+fn fetch_sparse_driver(dir: &Path, manifest: &Path) -> Result<()> {
+    let arch = debian_arch();
+    println!(
+        "\nxtask: fetching lavapipe with sparse residency (mesa-vulkan-drivers:{arch} from \
+         bookworm-backports) into {} for the tile tests (once)",
+        dir.display()
+    );
+    let scratch = dir.join("download");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| XtaskError(format!("cannot create {}: {e}", scratch.display())))?;
+
+    // InRelease, checked against Debian's keys.
+    let in_release = scratch.join("InRelease");
+    download(&format!("{BACKPORTS_SUITE}/InRelease"), &in_release)?;
+    let release = scratch.join("Release");
+    let mut gpgv = Command::new("gpgv");
+    gpgv.args(["--keyring", DEBIAN_KEYRING, "--output"])
+        .arg(&release)
+        .arg(&in_release);
+    quiet_step("gpgv", &mut gpgv)?;
+    let release = read_text(&release)?;
+
+    // The package index, checked against InRelease.
+    let index_path = format!("main/binary-{arch}/Packages.xz");
+    let Some((index_sha, _)) = release_sha256(&release, &index_path) else {
+        return fail(format!("the signed InRelease lists no {index_path}"));
+    };
+    let index_xz = scratch.join("Packages.xz");
+    download(&format!("{BACKPORTS_SUITE}/{index_path}"), &index_xz)?;
+    check_sha256(&index_xz, &index_sha)?;
+    let mut xz = Command::new("xz");
+    xz.args(["-d", "-k", "-f"]).arg(&index_xz);
+    quiet_step("xz -d", &mut xz)?;
+    let index = read_text(&scratch.join("Packages"))?;
+
+    // The package, checked against the index; the newest version if several.
+    let mut package: Option<PackageEntry> = None;
+    for candidate in packages_stanzas(&index, "mesa-vulkan-drivers") {
+        if package
+            .as_ref()
+            .is_none_or(|p| debian_version_newer(&candidate.version, &p.version))
+        {
+            package = Some(candidate);
+        }
+    }
+    let Some(package) = package else {
+        return fail(format!(
+            "bookworm-backports' {index_path} has no mesa-vulkan-drivers"
+        ));
+    };
+    let deb = scratch.join("mesa-vulkan-drivers.deb");
+    download(&format!("{DEBIAN_MIRROR}/{}", package.filename), &deb)?;
+    check_sha256(&deb, &package.sha256)?;
+    let root = scratch.join("root");
+    let mut unpack = Command::new("dpkg-deb");
+    unpack.arg("-x").arg(&deb).arg(&root);
+    quiet_step("dpkg-deb -x", &mut unpack)?;
+
+    // The shipped manifest names the library by file name: point it at the unpacked one.
+    let icd_dir = root.join("usr/share/vulkan/icd.d");
+    let shipped = std::fs::read_dir(&icd_dir)
+        .map_err(|e| XtaskError(format!("{}: {e}", icd_dir.display())))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = file_name(p);
+            name.starts_with("lvp_icd") && name.ends_with(".json")
+        });
+    let Some(shipped) = shipped else {
+        return fail(format!(
+            "mesa-vulkan-drivers {} has no lvp_icd*.json",
+            package.version
+        ));
+    };
+    let shipped_text = read_text(&shipped)?;
+    let Some(library_name) = icd_library_path(&shipped_text) else {
+        return fail(format!("{}: no library_path", shipped.display()));
+    };
+    let library_name = file_name(Path::new(&library_name));
+    let final_root = dir.join("root");
+    let Some(library) = find_file(&root.join("usr/lib"), &library_name) else {
+        return fail(format!(
+            "mesa-vulkan-drivers {} has no {library_name}",
+            package.version
+        ));
+    };
+    let relative = library.strip_prefix(&root).expect("found under root");
+    let library = final_root.join(relative);
+    let Some(text) = with_icd_library_path(&shipped_text, &library.to_string_lossy()) else {
+        return fail(format!("{}: no library_path", shipped.display()));
+    };
+
+    // Into place: the unpacked tree, then the manifest last (its presence
+    // means the rest is there).
+    let _ = std::fs::remove_dir_all(&final_root);
+    std::fs::rename(&root, &final_root)
+        .map_err(|e| XtaskError(format!("cannot move {}: {e}", root.display())))?;
+    let partial = dir.join("lvp_icd.json.partial");
+    std::fs::write(&partial, text)
+        .map_err(|e| XtaskError(format!("cannot write {}: {e}", partial.display())))?;
+    std::fs::rename(&partial, manifest)
+        .map_err(|e| XtaskError(format!("cannot write {}: {e}", manifest.display())))?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!(
+        "xtask: lavapipe from mesa-vulkan-drivers {} ready: {}",
+        package.version,
+        manifest.display()
+    );
+    Ok(())
+}
+
+/// `curl` `url` into `to`, failing on HTTP errors.
+fn download(url: &str, to: &Path) -> Result<()> {
+    let mut curl = Command::new("curl");
+    curl.args([
+        "--fail",
+        "--silent",
+        "--show-error",
+        "--location",
+        "--retry",
+        "3",
+        "--connect-timeout",
+        "20",
+        "--output",
+    ])
+    .arg(to)
+    .arg(url);
+    quiet_step(&format!("download {url}"), &mut curl)
+}
+
+/// Runs `command`, its output shown only when it fails.
+fn quiet_step(name: &str, command: &mut Command) -> Result<()> {
+    let out = command.output().map_err(|e| {
+        XtaskError(format!(
+            "{name}: cannot start {:?}: {e}",
+            command.get_program()
+        ))
+    })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        fail(format!(
+            "{name} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| XtaskError(format!("cannot read {}: {e}", path.display())))
+}
+
+fn check_sha256(path: &Path, expected: &str) -> Result<()> {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .map_err(|e| XtaskError(format!("cannot run sha256sum: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got = text.split_whitespace().next().unwrap_or("");
+    if out.status.success() && got.eq_ignore_ascii_case(expected) {
+        Ok(())
+    } else {
+        fail(format!(
+            "{}: SHA-256 {got:?}, the signed index says {expected}",
+            path.display()
+        ))
+    }
+}
+
+/// The first file named `name` under `dir`.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if file_name(&path) == name {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// The SHA-256 and size a Release file's `SHA256:` section gives `path`.
+fn release_sha256(release: &str, path: &str) -> Option<(String, u64)> {
+    let mut in_sha256 = false;
+    for line in release.lines() {
+        if !line.starts_with(' ') {
+            in_sha256 = line.trim_end() == "SHA256:";
+            continue;
+        }
+        if !in_sha256 {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let [sha, size, name] = fields[..] {
+            if name == path {
+                return Some((sha.to_string(), size.parse().ok()?));
+            }
+        }
+    }
+    None
+}
+
+/// One package of a `Packages` index.
+#[derive(Debug, PartialEq, Eq)]
+struct PackageEntry {
+    version: String,
+    filename: String,
+    sha256: String,
+}
+
+/// The stanzas of a `Packages` index for `package`.
+fn packages_stanzas(index: &str, package: &str) -> Vec<PackageEntry> {
+    let mut out = Vec::new();
+    for stanza in index.split("\n\n") {
+        let field = |name: &str| {
+            stanza.lines().find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|r| r.strip_prefix(':'))
+                    .map(|v| v.trim().to_string())
+            })
+        };
+        if field("Package").as_deref() != Some(package) {
+            continue;
+        }
+        if let (Some(version), Some(filename), Some(sha256)) =
+            (field("Version"), field("Filename"), field("SHA256"))
+        {
+            out.push(PackageEntry {
+                version,
+                filename,
+                sha256,
+            });
+        }
+    }
+    out
+}
+
+/// Whether Debian version `a` is newer than `b` (`dpkg --compare-versions`).
+fn debian_version_newer(a: &str, b: &str) -> bool {
+    Command::new("dpkg")
+        .args(["--compare-versions", a, "gt", b])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The value of an ICD manifest's `"library_path"`.
+fn icd_library_path(json: &str) -> Option<String> {
+    let (start, end) = library_path_span(json)?;
+    Some(json[start..end].to_string())
+}
+
+/// The manifest with its `"library_path"` value replaced by `path` (JSON-escaped).
+fn with_icd_library_path(json: &str, path: &str) -> Option<String> {
+    let (start, end) = library_path_span(json)?;
+    let mut escaped = String::new();
+    for c in path.chars() {
+        match c {
+            '"' => escaped.push_str("\\\""),
+            '\\' => escaped.push_str("\\\\"),
+            c if (c as u32) < 0x20 => escaped.push_str(&format!("\\u{:04x}", c as u32)),
+            c => escaped.push(c),
+        }
+    }
+    Some(format!("{}{escaped}{}", &json[..start], &json[end..]))
+}
+
+/// Byte range of the `"library_path"` string value (between its quotes; the
+/// shipped manifests hold no escapes there).
+fn library_path_span(json: &str) -> Option<(usize, usize)> {
+    let key = json.find("\"library_path\"")? + "\"library_path\"".len();
+    let colon = key + json[key..].find(':')?;
+    let open = colon + 1 + json[colon + 1..].find('"')? + 1;
+    let close = open + json[open..].find('"')?;
+    json[colon + 1..open - 1]
+        .trim()
+        .is_empty()
+        .then_some((open, close))
+}
+
 fn package_installed(name: &str) -> bool {
     Command::new("dpkg-query")
         .args(["-W", "-f=${db:Status-Abbrev}", name])
@@ -803,6 +1187,51 @@ mod tests {
             inv.rest,
             args(&["--corpus", "--corpus-seed", "7", "--defrag"])
         );
+    }
+
+    #[test]
+    fn release_sha256_reads_the_sha256_section() {
+        let release = "Origin: Debian\nMD5Sum:\n 0123 10 main/binary-amd64/Packages.xz\n\
+                       SHA256:\n abcd 300 main/binary-arm64/Packages.xz\n \
+                       b74b 300424 main/binary-amd64/Packages.xz\n";
+        assert_eq!(
+            release_sha256(release, "main/binary-amd64/Packages.xz"),
+            Some(("b74b".to_string(), 300424))
+        );
+        assert_eq!(
+            release_sha256(release, "main/binary-i386/Packages.xz"),
+            None
+        );
+    }
+
+    #[test]
+    fn packages_stanzas_pick_the_package() {
+        let index = "Package: mesa-vulkan-drivers-dbg\nVersion: 1\nFilename: a.deb\nSHA256: 11\n\n\
+                     Package: mesa-vulkan-drivers\nSource: mesa\nVersion: 25.0.7-2~bpo12+1\n\
+                     Filename: pool/main/m/mesa/m.deb\nSize: 3\nSHA256: 22\n\n";
+        assert_eq!(
+            packages_stanzas(index, "mesa-vulkan-drivers"),
+            vec![PackageEntry {
+                version: "25.0.7-2~bpo12+1".to_string(),
+                filename: "pool/main/m/mesa/m.deb".to_string(),
+                sha256: "22".to_string(),
+            }]
+        );
+        assert!(packages_stanzas(index, "libvulkan1").is_empty());
+    }
+
+    #[test]
+    fn rewrites_the_icd_library_path() {
+        let shipped = "{\n    \"ICD\": {\n        \"api_version\": \"1.4.305\",\n        \
+                       \"library_path\": \"libvulkan_lvp.so\"\n    },\n    \"file_format_version\": \"1.0.0\"\n}";
+        assert_eq!(
+            icd_library_path(shipped).as_deref(),
+            Some("libvulkan_lvp.so")
+        );
+        let rewritten = with_icd_library_path(shipped, "/t/a \"b\"/libvulkan_lvp.so").unwrap();
+        assert!(rewritten.contains("\"library_path\": \"/t/a \\\"b\\\"/libvulkan_lvp.so\""));
+        assert!(rewritten.contains("\"api_version\": \"1.4.305\""));
+        assert_eq!(with_icd_library_path("{}", "/x"), None);
     }
 
     #[test]

@@ -1091,6 +1091,12 @@ impl ScenePass for GalleryPass {
         }
     }
 
+    fn residency(&self) -> Option<&'static str> {
+        self.streamer
+            .as_ref()
+            .map(|s| if s.tiled() { "tiles" } else { "levels" })
+    }
+
     fn texture_bytes(&self) -> u64 {
         match self.streamer.as_ref() {
             Some(s) => s.resident_bytes(&self.textures),

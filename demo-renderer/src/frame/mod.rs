@@ -60,6 +60,12 @@ pub trait ScenePass {
         Ok(None)
     }
 
+    /// How the pass streams its textures: "tiles" or "levels"
+    /// ([`crate::streaming::Streamer::tiled`]); `None` where nothing streams.
+    fn residency(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The output size changed (window resize).
     fn resize(&mut self, extent: vk::Extent2D) {
         let _ = extent;

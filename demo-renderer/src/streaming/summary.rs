@@ -19,6 +19,10 @@ pub struct StreamingSummary {
     /// "graphics-split" (the transfer path's submissions on the graphics queue, a
     /// test mode).
     pub upload_queue: &'static str,
+    /// How textures were streamed (`--residency`): "tiles" (sparse images, one
+    /// 64 KiB page at a time) or "levels" (whole mip levels; also with
+    /// streaming off).
+    pub residency: &'static str,
     /// Frames of the camera path ahead whose wants were prefetched (`--lookahead`;
     /// 0: off, and always 0 with streaming off).
     pub lookahead_frames: u32,
@@ -105,6 +109,7 @@ impl StreamingSummary {
         Some(Self {
             mode,
             upload_queue: "graphics",
+            residency: "levels",
             lookahead_frames: match mode {
                 Mode::On => lookahead_frames,
                 Mode::Off => 0,
@@ -155,11 +160,12 @@ impl StreamingSummary {
             .map(|r| r.map_or("never".to_owned(), |ms| format!("{ms:.0} ms")))
             .collect();
         let mut line = format!(
-            "streaming {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s (copies {:.2} GB/s on the {} queue), refill after cuts [{}]",
+            "streaming {} by {}: {} frames over budget, mip deficit mean {:.3} p99 {:.3}, uploads {:.1} MiB at {:.2} GB/s (copies {:.2} GB/s on the {} queue), refill after cuts [{}]",
             match self.mode {
                 Mode::On => "on",
                 Mode::Off => "off",
             },
+            self.residency,
             self.frames_over_budget,
             self.mean_mip_deficit,
             self.p99_mip_deficit,
