@@ -439,10 +439,12 @@ impl Reader {
         let pitch = u64::from(cols) * bytes;
         for (r, dst) in out.chunks_exact_mut(row.max(1) as usize).enumerate() {
             let at = l.offset + (u64::from(y) + r as u64) * pitch + u64::from(x) * bytes;
-            self.file.read_exact_at(dst, at).map_err(|source| KtxError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+            self.file
+                .read_exact_at(dst, at)
+                .map_err(|source| KtxError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }
@@ -500,15 +502,24 @@ mod tests {
 
         // A rectangle of a level: rows (texel pairs of 2 bytes) packed, as the level holds them.
         let mut rect = vec![0u8; 3 * 2 * 2];
-        r.read_level_rect_into(0, (4, 5), (3, 2), &mut rect).unwrap();
+        r.read_level_rect_into(0, (4, 5), (3, 2), &mut rect)
+            .unwrap();
         let row = |y: usize| &levels[0][(y * 8 + 4) * 2..(y * 8 + 7) * 2];
         assert_eq!(&rect[..6], row(5));
         assert_eq!(&rect[6..], row(6));
         // Past the level's edge, a wrong buffer, an overflowing position: errors.
-        assert!(r.read_level_rect_into(0, (6, 0), (3, 2), &mut rect).is_err());
-        assert!(r.read_level_rect_into(0, (0, 0), (3, 1), &mut rect).is_err());
-        assert!(r.read_level_rect_into(0, (u32::MAX, 0), (3, 2), &mut rect).is_err());
-        assert!(r.read_level_rect_into(7, (0, 0), (3, 2), &mut rect).is_err());
+        assert!(r
+            .read_level_rect_into(0, (6, 0), (3, 2), &mut rect)
+            .is_err());
+        assert!(r
+            .read_level_rect_into(0, (0, 0), (3, 1), &mut rect)
+            .is_err());
+        assert!(r
+            .read_level_rect_into(0, (u32::MAX, 0), (3, 2), &mut rect)
+            .is_err());
+        assert!(r
+            .read_level_rect_into(7, (0, 0), (3, 2), &mut rect)
+            .is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
