@@ -118,100 +118,6 @@ fn runs(maps: &[MapTiles], loads: &[TileRef], max: u32) -> Vec<Run> {
     out
 }
 
-/// What a reader needs of a map: its layout, file and format.
-#[derive(Clone, Debug)]
-struct MapFile {
-    tiles: MapTiles,
-    path: PathBuf,
-    format: Format,
-}
-
-/// Reads `loads` (sorted, grouped in `runs`) into `out`: run `r` at slot
-/// `runs[r].start` (slots of `slot` bytes), its rows spanning the run's tiles
-/// (one positioned read per block row of a run, not per tile), runs shared
-/// over reader threads.
-fn read_runs(
-    files: &[MapFile],
-    loads: &[TileRef],
-    runs: &[Run],
-    out: &mut [u8],
-    slot: usize,
-) -> Result<(), String> {
-    if loads.is_empty() {
-        return Ok(());
-    }
-    let mut rest = &mut out[..loads.len() * slot];
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, READERS)
-        .min(runs.len());
-    // Cut the runs into `threads` groups of about equal tiles.
-    let per = loads.len().div_ceil(threads.max(1));
-    let mut groups: Vec<(&[Run], &mut [u8])> = Vec::new();
-    let mut first = 0;
-    let mut tiles = 0;
-    for (k, r) in runs.iter().enumerate() {
-        tiles += r.len as usize;
-        if tiles >= per || k + 1 == runs.len() {
-            let bytes = (r.start + r.len as usize - runs[first].start) * slot;
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
-            groups.push((&runs[first..=k], head));
-            rest = tail;
-            first = k + 1;
-            tiles = 0;
-        }
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|(group, dst)| {
-                scope.spawn(move || {
-                    let base = group.first().map_or(0, |r| r.start);
-                    let mut readers: HashMap<u32, Reader> = HashMap::new();
-                    for run in group {
-                        let t = loads[run.start];
-                        let f = &files[t.map as usize];
-                        let m = &f.tiles;
-                        let r = match readers.entry(t.map) {
-                            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                            std::collections::hash_map::Entry::Vacant(v) => {
-                                v.insert(Reader::open(&f.path).map_err(|e| e.to_string())?)
-                            }
-                        };
-                        let bs = f.format.block_side();
-                        let side = m.side(t.level);
-                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-                        let w = (m.tile_w * run.len).min(side - x);
-                        let h = m.tile_h.min(side - y);
-                        let bytes = f.format.level_bytes(w, h) as usize;
-                        let at = (run.start - base) * slot;
-                        r.read_level_rect_into(
-                            t.level as usize,
-                            (x / bs, y / bs),
-                            (w.div_ceil(bs), h.div_ceil(bs)),
-                            &mut dst[at..at + bytes],
-                        )
-                        .map_err(|e| e.to_string())?;
-                    }
-                    Ok::<(), String>(())
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err("a reader thread panicked".into()))
-        })
-    })
-}
-
-/// Tiles whose pages are bound and whose reads run beside the frame.
-struct InFlight {
-    loads: Vec<TileRef>,
-    runs: Vec<Run>,
-    /// The reads: staging back, their result, and their wall seconds.
-    reads: std::thread::JoinHandle<(MappedBuffer, Result<(), String>, f64)>,
-}
-
 /// The tile streamer of one texture set.
 pub struct TileStreamer {
     maps: Vec<MapTiles>,
@@ -230,10 +136,6 @@ pub struct TileStreamer {
     map_gpu: Option<Buffer>,
     map_dirty: bool,
     staging: Option<MappedBuffer>,
-    /// Loads whose reads run while the frame renders (the staging with them).
-    in_flight: Option<InFlight>,
-    /// What the reader threads need of each map.
-    files: Vec<MapFile>,
     /// Staging bytes per load.
     slot: u64,
     max_loads: usize,
@@ -305,8 +207,6 @@ impl TileStreamer {
             map_gpu: None,
             map_dirty: true,
             staging: None,
-            in_flight: None,
-            files: Vec::new(),
             slot: 0,
             max_loads: 0,
             one_shot,
@@ -644,16 +544,6 @@ impl TileStreamer {
                 &MemOptions::new(MemoryUsage::Upload, "tile staging"),
             )?,
         );
-        self.files = self
-            .maps
-            .iter()
-            .zip(&self.sparse)
-            .map(|(m, s)| MapFile {
-                tiles: *m,
-                path: s.path.clone(),
-                format: s.format,
-            })
-            .collect();
         self.upload(ctx, mem, &[], &[])?;
         for (i, s) in self.sparse.iter().enumerate() {
             set.write_view(d, i, s.view);
@@ -795,40 +685,6 @@ impl TileStreamer {
         hits: &[u32],
         prefetch: &[u8],
     ) -> Result<TileFrame, GpuError> {
-        let mut frame = TileFrame::default();
-        // The last frame's reads: copy what arrived, with the new map.
-        if let Some(f) = self.in_flight.take() {
-            let Ok((staging, result, seconds)) = f.reads.join() else {
-                return Err(GpuError::Other(
-                    "tile streaming: the reader thread panicked".into(),
-                ));
-            };
-            self.staging = Some(staging);
-            frame.read_seconds = seconds;
-            let mut loads = f.loads;
-            let mut runs = f.runs;
-            if let Err(e) = result {
-                // Unbind what was bound for them, free the pages, and carry on
-                // without those tiles (the shaders never named them).
-                log::warn!("tile streaming: {e}; these tiles stay at coarser levels");
-                let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
-                    loads.iter().map(|&t| (t, None)).collect();
-                self.bind_tiles(ctx, &unbinds)?;
-                self.drop_pages(mem, &loads);
-                loads.clear();
-                runs.clear();
-            }
-            for t in &loads {
-                let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-                self.resident[t.map as usize][idx] = true;
-            }
-            frame.upload_bytes = loads.len() as u64 * self.slot;
-            frame.loads = loads.len() as u32;
-            if !loads.is_empty() {
-                self.refresh_map();
-            }
-            self.upload(ctx, mem, &loads, &runs)?;
-        }
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
             p.pool_budget
@@ -849,8 +705,11 @@ impl TileStreamer {
             max_prefetch_loads: self.max_loads.div_ceil(16),
         };
         let plan = policy::plan(&input);
-        frame.wanted_bytes = plan.wanted * self.page + self.tail_bytes;
-        frame.missing = plan.missing;
+        let mut frame = TileFrame {
+            wanted_bytes: plan.wanted * self.page + self.tail_bytes,
+            missing: plan.missing,
+            ..TileFrame::default()
+        };
         // Evictions: unbind, then free their pages.
         if !plan.evictions.is_empty() {
             let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
@@ -866,8 +725,6 @@ impl TileStreamer {
                 self.resident[t.map as usize][idx] = false;
             }
             frame.evictions = plan.evictions.len() as u32;
-            self.refresh_map();
-            self.upload(ctx, mem, &[], &[])?;
         }
         // Loads: a page each, as long as the pool gives one.
         let mut loads: Vec<TileRef> = Vec::new();
@@ -892,27 +749,31 @@ impl TileStreamer {
                 return Err(e);
             }
         }
-        // Reads into staging on worker threads, by runs of adjacent tiles,
-        // while the frame renders; the next `prepare` copies them. Until then
-        // the residency map does not name them: nothing samples them.
-        if !loads.is_empty() {
-            loads.sort_unstable();
-            let runs = runs(&self.maps, &loads, 32);
-            let Some(mut staging) = self.staging.take() else {
-                return Err(GpuError::Other(
-                    "tile streaming: no staging buffer (a reader thread was lost)".into(),
-                ));
-            };
-            let files = self.files.clone();
-            let slot = self.slot as usize;
-            let (l, r) = (loads.clone(), runs.clone());
-            let reads = std::thread::spawn(move || {
-                let started = Instant::now();
-                let result = read_runs(&files, &l, &r, staging.mapped_mut().as_mut_slice(), slot);
-                (staging, result, started.elapsed().as_secs_f64())
-            });
-            self.in_flight = Some(InFlight { loads, runs, reads });
+        // Reads into staging, on worker threads, by runs of adjacent tiles.
+        loads.sort_unstable();
+        let runs = runs(&self.maps, &loads, 32);
+        let started = Instant::now();
+        if let Err(e) = self.read(&loads, &runs) {
+            // Unbind what was bound for them, free the pages, and carry on
+            // without those tiles (the tails remain: the shaders never see them).
+            log::warn!("tile streaming: {e}; these tiles stay at coarser levels");
+            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
+                loads.iter().map(|&t| (t, None)).collect();
+            self.bind_tiles(ctx, &unbinds)?;
+            self.drop_pages(mem, &loads);
+            loads.clear();
         }
+        frame.read_seconds = started.elapsed().as_secs_f64();
+        frame.upload_bytes = loads.len() as u64 * self.slot;
+        for t in &loads {
+            let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            self.resident[t.map as usize][idx] = true;
+        }
+        frame.loads = loads.len() as u32;
+        if !loads.is_empty() || !plan.evictions.is_empty() {
+            self.refresh_map();
+        }
+        self.upload(ctx, mem, &loads, &runs)?;
         Ok(frame)
     }
 
@@ -926,6 +787,82 @@ impl TileStreamer {
             }
             self.resident[t.map as usize][idx] = false;
         }
+    }
+
+    /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
+    /// slot `runs[r].start`, its rows spanning the run's tiles (one positioned
+    /// read per block row of a run, not per tile), runs shared over reader
+    /// threads.
+    fn read(&mut self, loads: &[TileRef], runs: &[Run]) -> Result<(), String> {
+        if loads.is_empty() {
+            return Ok(());
+        }
+        let slot = self.slot as usize;
+        let maps = &self.maps;
+        let sparse = &self.sparse;
+        let staging = self.staging.as_mut().expect("built");
+        let mut rest = &mut staging.mapped_mut().as_mut_slice()[..loads.len() * slot];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, READERS)
+            .min(runs.len());
+        // Cut the runs into `threads` groups of about equal tiles.
+        let per = loads.len().div_ceil(threads.max(1));
+        let mut groups: Vec<(&[Run], &mut [u8])> = Vec::new();
+        let mut first = 0;
+        let mut tiles = 0;
+        for (k, r) in runs.iter().enumerate() {
+            tiles += r.len as usize;
+            if tiles >= per || k + 1 == runs.len() {
+                let bytes = (r.start + r.len as usize - runs[first].start) * slot;
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+                groups.push((&runs[first..=k], head));
+                rest = tail;
+                first = k + 1;
+                tiles = 0;
+            }
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .into_iter()
+                .map(|(group, dst)| {
+                    scope.spawn(move || {
+                        let base = group.first().map_or(0, |r| r.start);
+                        let mut readers: HashMap<u32, Reader> = HashMap::new();
+                        for run in group {
+                            let t = loads[run.start];
+                            let s = &sparse[t.map as usize];
+                            let m = &maps[t.map as usize];
+                            let r = match readers.entry(t.map) {
+                                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                                std::collections::hash_map::Entry::Vacant(v) => {
+                                    v.insert(Reader::open(&s.path).map_err(|e| e.to_string())?)
+                                }
+                            };
+                            let bs = s.format.block_side();
+                            let side = m.side(t.level);
+                            let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                            let w = (m.tile_w * run.len).min(side - x);
+                            let h = m.tile_h.min(side - y);
+                            let bytes = s.format.level_bytes(w, h) as usize;
+                            let at = (run.start - base) * slot;
+                            r.read_level_rect_into(
+                                t.level as usize,
+                                (x / bs, y / bs),
+                                (w.div_ceil(bs), h.div_ceil(bs)),
+                                &mut dst[at..at + bytes],
+                            )
+                            .map_err(|e| e.to_string())?;
+                        }
+                        Ok::<(), String>(())
+                    })
+                })
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a reader thread panicked".into()))
+            })
+        })
     }
 
     /// Copies the staged `loads` into their tiles and, when it changed, the
@@ -1063,11 +1000,6 @@ impl TileStreamer {
     /// be idle. The descriptors go back to `set`'s own tail images.
     pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet) {
         let d = &ctx.device;
-        if let Some(f) = self.in_flight.take() {
-            if let Ok((staging, _, _)) = f.reads.join() {
-                self.staging = Some(staging);
-            }
-        }
         for (i, t) in set.textures.iter().enumerate() {
             if i < self.sparse.len() {
                 set.write_view(d, i, t.view);
