@@ -154,9 +154,9 @@ pub struct StreamConfig {
 ///
 /// Whole levels are the default: on the H200 tiles win at 1 GiB (PSNR mean
 /// 93 against 91 dB, 2 frames below 40 dB against 6) and on the close-ups, but
-/// cost frame time (the tile reads and binds are waited for on the CPU, the GPU
-/// idles and clocks down: GPU median 8.1 against 4.7 ms at 256 MiB); see
-/// BENCHMARKS.md, "Streaming by tiles".
+/// cost frame time (every pass slower, more with more tiles resident: GPU
+/// median 8.1 against 4.7 ms at 256 MiB); see BENCHMARKS.md, "Streaming by
+/// tiles".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResidencyMode {
