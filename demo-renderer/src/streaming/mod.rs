@@ -477,15 +477,12 @@ impl Streamer {
             dummy_map: None,
         };
         if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
-            s.tiles = TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget)?;
-            if s.tiles.is_none() && cfg.residency == ResidencyMode::Tiles {
-                return Err(GpuError::Other(format!(
-                    "--residency tiles: {} has no sparse residency for these textures \
-                     (sparseBinding, sparseResidencyImage2D, a graphics queue with sparse \
-                     binding, and sparse support for every texture format); use \
-                     --residency levels or auto",
-                    ctx.info.name
-                )));
+            match TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget)? {
+                Ok(t) => s.tiles = Some(t),
+                Err(why) if cfg.residency == ResidencyMode::Tiles => {
+                    return Err(GpuError::Other(format!("--residency tiles: {why}")));
+                }
+                Err(why) => println!("streaming: by levels ({why})"),
             }
         }
         let cells = s.tiles.as_ref().map_or(0, |t| {

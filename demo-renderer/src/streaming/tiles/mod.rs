@@ -168,16 +168,22 @@ impl TileStreamer {
     /// Makes a sparse image for every texture of `set` (which holds the mip
     /// tails the level streamer would use; they stay as they are), binds and
     /// fills each image's mip tail, and points the descriptors at the sparse
-    /// images. `None` when the device or a format can't (then stream by levels).
+    /// images. `Ok(Err(why))` when the device, a format or the budget can't
+    /// (then stream by levels, or stop with `why` if tiles were asked for).
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
         set: &TextureSet,
         upload_budget: u64,
         budget: u64,
-    ) -> Result<Option<Self>, GpuError> {
+    ) -> Result<Result<Self, String>, GpuError> {
         if !ctx.info.sparse_tiles || set.textures.is_empty() || !formats_supported(ctx, set) {
-            return Ok(None);
+            return Ok(Err(format!(
+                "{} has no sparse residency for these textures (sparseBinding, \
+                 sparseResidencyImage2D, a graphics queue with sparse binding, and sparse \
+                 support for every texture format); use --residency levels or auto",
+                ctx.info.name
+            )));
         }
         let d = &ctx.device;
         // SAFETY: valid create info on a live device.
@@ -213,10 +219,11 @@ impl TileStreamer {
             fence,
         };
         match s.build(ctx, mem, set, upload_budget, budget) {
-            Ok(true) => Ok(Some(s)),
-            Ok(false) => {
+            Ok(Ok(())) => Ok(Ok(s)),
+            Ok(Err(why)) => {
+                ctx.wait_idle();
                 s.destroy(ctx, mem, set);
-                Ok(None)
+                Ok(Err(why))
             }
             Err(e) => {
                 ctx.wait_idle();
@@ -233,7 +240,7 @@ impl TileStreamer {
         set: &TextureSet,
         upload_budget: u64,
         budget: u64,
-    ) -> Result<bool, GpuError> {
+    ) -> Result<Result<(), String>, GpuError> {
         let d = &ctx.device;
         let mut tail_binds = Vec::new();
         let mut small_binds = Vec::new();
@@ -308,11 +315,17 @@ impl TileStreamer {
                     .aspect_mask
                     .contains(vk::ImageAspectFlags::COLOR)
             }) else {
-                return Ok(false);
+                return Ok(Err(format!(
+                    "{}: the driver gives no colour sparse memory requirements",
+                    t.path.display()
+                )));
             };
             let gran = sr.format_properties.image_granularity;
             if gran.width == 0 || gran.height == 0 || reqs.alignment == 0 {
-                return Ok(false);
+                return Ok(Err(format!(
+                    "{}: the driver gives a zero sparse granularity or alignment",
+                    t.path.display()
+                )));
             }
             self.page = self.page.max(reqs.alignment);
             self.type_bits &= reqs.memory_type_bits;
@@ -330,13 +343,17 @@ impl TileStreamer {
             let single = (0..driver_tail).find(|&l| map.grid(l) == (1, 1));
             if let Some(first) = single {
                 for level in first..driver_tail {
-                    let page = mem.allocate_memory(
+                    let page = match mem.allocate_memory(
                         reqs.alignment,
                         reqs.alignment,
                         reqs.memory_type_bits,
                         &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail")
                             .in_pool(self.pool),
-                    )?;
+                    ) {
+                        Ok(a) => a,
+                        Err(GpuError::Alloc { .. }) => return Ok(Err(self.too_small(set, budget))),
+                        Err(e) => return Err(e),
+                    };
                     let side = map.side(level);
                     small_binds.push((
                         image,
@@ -367,12 +384,16 @@ impl TileStreamer {
                 .push((0..map.tile_count()).map(|_| None).collect());
             self.resident.push(vec![false; map.tile_count()]);
             if map.tail_first < levels && sr.image_mip_tail_size > 0 {
-                let tail = mem.allocate_memory(
+                let tail = match mem.allocate_memory(
                     sr.image_mip_tail_size,
                     reqs.alignment,
                     reqs.memory_type_bits,
                     &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
-                )?;
+                ) {
+                    Ok(a) => a,
+                    Err(GpuError::Alloc { .. }) => return Ok(Err(self.too_small(set, budget))),
+                    Err(e) => return Err(e),
+                };
                 self.tail_bytes += tail.size();
                 tail_binds.push((
                     image,
@@ -388,7 +409,9 @@ impl TileStreamer {
             }
         }
         if self.type_bits == 0 {
-            return Ok(false);
+            return Ok(Err(
+                "the sparse images share no memory type with each other".into(),
+            ));
         }
         // The mip tails: bound, then filled from the files.
         let binds: Vec<[vk::SparseMemoryBind; 1]> = tail_binds.iter().map(|b| [b.1]).collect();
@@ -548,7 +571,22 @@ impl TileStreamer {
         for (i, s) in self.sparse.iter().enumerate() {
             set.write_view(d, i, s.view);
         }
-        Ok(true)
+        Ok(Ok(()))
+    }
+
+    /// Why the budget can't take the always-resident pages (mip tails, and
+    /// levels of one tile or less where the driver has no mip tail).
+    fn too_small(&self, set: &TextureSet, budget: u64) -> String {
+        format!(
+            "--texture-budget {budget} B is too small for streaming by tiles: the {} maps' \
+             always-resident pages (mip tails, and levels of one tile or less where the driver \
+             has no mip tail: {} pages of {} KiB bound so far) and the textures' own tails \
+             ({} B) do not fit; raise --texture-budget or use --residency levels",
+            set.textures.len(),
+            self.tails.len(),
+            self.page.max(1) >> 10,
+            set.allocated_bytes()
+        )
     }
 
     /// Cells per side of a material's grid (the shaders' `tiles.x`).
