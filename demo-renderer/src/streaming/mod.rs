@@ -1020,7 +1020,7 @@ impl Streamer {
                 (vec![tiles::policy::UNSEEN; n], vec![0; n])
             }
         };
-        let tf = t.prepare(ctx, mem, &wants, &hits, prefetch)?;
+        let tf = t.prepare(ctx, mem, &wants, &hits, prefetch, false)?;
         frame.residency_changes = tf.loads + tf.evictions;
         frame.upload_bytes = tf.upload_bytes;
         frame.upload_ms = tf.read_seconds * 1e3;
@@ -1052,6 +1052,9 @@ impl Streamer {
         ahead: &[View],
         limit: Duration,
     ) -> Result<Option<Prefill>, GpuError> {
+        if self.tiles.is_some() {
+            return self.prefill_tiles(ctx, mem, set, objects, view, ahead, limit);
+        }
         if self.cfg.mode != Mode::On || self.mechanism.is_none() {
             return Ok(None);
         }
@@ -1140,6 +1143,66 @@ impl Streamer {
         out.resident_bytes = self.resident_bytes(set);
         out.ms = started.elapsed().as_secs_f64() * 1e3;
         self.drawn_levels = self.levels(set);
+        Ok(Some(out))
+    }
+
+    /// [`Self::prefill`] by tiles: no feedback yet, so the first views' CPU
+    /// estimate (the present pose and the look-ahead's) prefetches, coarse
+    /// levels of every material in view first, round after round (each
+    /// waited for) until a round loads nothing or `limit` passes.
+    #[allow(clippy::too_many_arguments)]
+    fn prefill_tiles(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        objects: &[Object],
+        view: &View,
+        ahead: &[View],
+        limit: Duration,
+    ) -> Result<Option<Prefill>, GpuError> {
+        let started = Instant::now();
+        self.pixels = view.height as f32 * view.height as f32 * view.aspect;
+        let prefetch: Vec<u8> = self
+            .lookahead_wants(objects, view, ahead)
+            .iter()
+            .map(|w| match w {
+                Some(w) => w.level_lod.floor().clamp(0.0, 254.0) as u8,
+                None => tiles::policy::UNSEEN,
+            })
+            .collect();
+        let mut out = Prefill {
+            ms: 0.0,
+            bytes: 0,
+            rounds: 0,
+            changes: 0,
+            defrag_bytes: 0,
+            peak_bytes: self.resident_bytes(set),
+            resident_bytes: 0,
+            end: PrefillEnd::Settled,
+        };
+        let Some(t) = self.tiles.as_mut() else {
+            return Ok(None);
+        };
+        let n = prefetch.len() * (t.cells_per_side() as usize).pow(2);
+        let (wants, hits) = (vec![tiles::policy::UNSEEN; n], vec![0; n]);
+        loop {
+            let tf = t.prepare(ctx, mem, &wants, &hits, &prefetch, true)?;
+            out.rounds += 1;
+            out.changes += tf.loads + tf.evictions;
+            out.bytes += tf.upload_bytes;
+            if tf.loads == 0 {
+                break;
+            }
+            if started.elapsed() >= limit {
+                out.end = PrefillEnd::TimeLimit;
+                break;
+            }
+        }
+        self.drawn_map = t.map().to_vec();
+        out.resident_bytes = self.resident_bytes(set);
+        out.peak_bytes = out.peak_bytes.max(out.resident_bytes);
+        out.ms = started.elapsed().as_secs_f64() * 1e3;
         Ok(Some(out))
     }
 

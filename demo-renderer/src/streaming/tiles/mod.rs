@@ -722,6 +722,7 @@ impl TileStreamer {
         wants: &[u8],
         hits: &[u32],
         prefetch: &[u8],
+        prefill: bool,
     ) -> Result<TileFrame, GpuError> {
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
@@ -739,8 +740,13 @@ impl TileStreamer {
             max_loads: self.max_loads,
             prefetch,
             // A sixteenth of a frame's loads: the reads are waited for, and
-            // over a look-ahead of 16 frames that is one frame's worth.
-            max_prefetch_loads: self.max_loads.div_ceil(16),
+            // over a look-ahead of 16 frames that is one frame's worth. Before
+            // the first frame (the pre-fill), as many as a frame may load.
+            max_prefetch_loads: if prefill {
+                self.max_loads
+            } else {
+                self.max_loads.div_ceil(16)
+            },
         };
         let plan = policy::plan(&input);
         let mut frame = TileFrame {
@@ -1145,4 +1151,75 @@ pub fn cells_from_feedback(words: &[u32]) -> (Vec<u8>, Vec<u32>) {
         hits.push(c[1]);
     }
     (wants, hits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(size: u32, tile: u32) -> MapTiles {
+        MapTiles {
+            size,
+            levels: 32 - size.leading_zeros(),
+            tile_w: tile,
+            tile_h: tile,
+            tail_first: 2,
+        }
+    }
+
+    fn t(map: u32, level: u32, x: u32, y: u32) -> TileRef {
+        TileRef { map, level, x, y }
+    }
+
+    #[test]
+    fn runs_join_adjacent_tiles_of_one_row_only() {
+        let maps = vec![map(1024, 128); 2];
+        let mut loads = vec![
+            t(0, 0, 1, 0),
+            t(0, 0, 2, 0),
+            t(0, 0, 3, 0),
+            t(0, 0, 5, 0), // a gap
+            t(0, 0, 6, 1), // another row
+            t(0, 1, 7, 1), // another level (x 7 is past level 1's grid: not full)
+            t(1, 0, 7, 1), // another map
+        ];
+        loads.sort_unstable();
+        let r = runs(&maps, &loads, 32);
+        assert_eq!(
+            r,
+            vec![
+                Run { start: 0, len: 3 },
+                Run { start: 3, len: 1 },
+                Run { start: 4, len: 1 },
+                Run { start: 5, len: 1 },
+                Run { start: 6, len: 1 },
+            ]
+        );
+        // The cap splits a long row.
+        let row: Vec<TileRef> = (0..8).map(|x| t(0, 0, x, 2)).collect();
+        assert_eq!(
+            runs(&maps, &row, 3),
+            vec![
+                Run { start: 0, len: 3 },
+                Run { start: 3, len: 3 },
+                Run { start: 6, len: 2 },
+            ]
+        );
+        // Every load is in exactly one run, in order.
+        let covered: usize = r.iter().map(|r| r.len as usize).sum();
+        assert_eq!(covered, loads.len());
+        assert!(r
+            .windows(2)
+            .all(|w| w[0].start + w[0].len as usize == w[1].start));
+    }
+
+    #[test]
+    fn feedback_cells_become_wanted_levels_and_hits() {
+        // (lod x16, hits): level 2.5 seen 3 times; nothing; a hit with no LOD
+        // written (impossible, treated as unseen); a huge LOD clamped below UNSEEN.
+        let words = [40, 3, u32::MAX, 0, u32::MAX, 1, 16 * 4000, 2];
+        let (wants, hits) = cells_from_feedback(&words);
+        assert_eq!(wants, vec![2, UNSEEN, UNSEEN, UNSEEN - 1]);
+        assert_eq!(hits, vec![3, 0, 1, 2]);
+    }
 }
