@@ -895,16 +895,7 @@ impl Streamer {
         }
         self.finish_defrag(ctx, mem, set)?;
         if self.tiles.is_some() {
-            // The coming views' CPU estimate (the present one included, and
-            // the view after a cut among them): prefetched below what is seen.
-            let prefetch: Vec<u8> = self
-                .lookahead_wants(objects, view, ahead)
-                .iter()
-                .map(|w| match w {
-                    Some(w) => w.level_lod.floor().clamp(0.0, 254.0) as u8,
-                    None => tiles::policy::UNSEEN,
-                })
-                .collect();
+            let prefetch = self.tile_prefetch(objects, view, ahead);
             return self.prepare_tiles(ctx, mem, set, frame, &prefetch);
         }
         // Finished batches free their staging; old images retired up to the
@@ -1146,6 +1137,19 @@ impl Streamer {
         Ok(Some(out))
     }
 
+    /// The tile policy's prefetch: per material, the finest level the coming
+    /// views' CPU estimate wants (the present one included, and the view after
+    /// a cut among them), or `UNSEEN`.
+    fn tile_prefetch(&self, objects: &[Object], view: &View, ahead: &[View]) -> Vec<u8> {
+        self.lookahead_wants(objects, view, ahead)
+            .iter()
+            .map(|w| match w {
+                Some(w) => w.level_lod.floor().clamp(0.0, 254.0) as u8,
+                None => tiles::policy::UNSEEN,
+            })
+            .collect()
+    }
+
     /// [`Self::prefill`] by tiles: no feedback yet, so the first views' CPU
     /// estimate (the present pose and the look-ahead's) prefetches, coarse
     /// levels of every material in view first, round after round (each
@@ -1163,14 +1167,7 @@ impl Streamer {
     ) -> Result<Option<Prefill>, GpuError> {
         let started = Instant::now();
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        let prefetch: Vec<u8> = self
-            .lookahead_wants(objects, view, ahead)
-            .iter()
-            .map(|w| match w {
-                Some(w) => w.level_lod.floor().clamp(0.0, 254.0) as u8,
-                None => tiles::policy::UNSEEN,
-            })
-            .collect();
+        let prefetch = self.tile_prefetch(objects, view, ahead);
         let mut out = Prefill {
             ms: 0.0,
             bytes: 0,
