@@ -176,32 +176,39 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             .unwrap_or(false)
     };
     // (rank, score, level, map, idx): rank = score x4, x8 when resident.
-    let mut ranked = Vec::new();
+    let mut ranked: Vec<(u64, u64, u32, usize, usize)> = Vec::new();
     let mut resident_count = 0u64;
     let mut wanted = 0u64;
     // Prefetch alone is not "wanted" (the report's wanted bytes are what the
     // present view samples).
     for (i, s) in scores.iter().enumerate() {
-        for (idx, &score) in s.iter().enumerate() {
-            let r = resident(i, idx);
-            resident_count += u64::from(r);
-            wanted += u64::from(score > PREFETCH_SCORE);
-            if score > 0 || r {
-                let rank = score.saturating_mul(if r { 8 } else { 4 });
-                ranked.push((rank, score, i, idx));
+        let map = &input.maps[i];
+        for level in 0..map.tail_first {
+            let start = map.level_start(level);
+            let (w, h) = map.grid(level);
+            let end = start + (w * h) as usize;
+            for (idx, &score) in s.iter().enumerate().take(end).skip(start) {
+                let r = resident(i, idx);
+                resident_count += u64::from(r);
+                wanted += u64::from(score > PREFETCH_SCORE);
+                if score > 0 || r {
+                    let rank = score.saturating_mul(if r { 8 } else { 4 });
+                    ranked.push((rank, score, level, i, idx));
+                }
             }
         }
     }
-    let level_of = |i: usize, idx: usize| tile_at(&input.maps[i], i, idx).level;
-    ranked.sort_by(|a, b| {
+    // Best rank first; ties: coarser first (parents before children), then
+    // map and index (deterministic).
+    ranked.sort_unstable_by(|a, b| {
         b.0.cmp(&a.0)
-            .then_with(|| level_of(b.2, b.3).cmp(&level_of(a.2, a.3)))
-            .then_with(|| (a.2, a.3).cmp(&(b.2, b.3)))
+            .then_with(|| b.2.cmp(&a.2))
+            .then_with(|| (a.3, a.4).cmp(&(b.3, b.4)))
     });
     let capacity = resident_count.saturating_add(input.free_pages);
     let mut in_target = vec![false; ranked.len()];
     let mut taken = 0u64;
-    for (k, &(_, score, _, _)) in ranked.iter().enumerate() {
+    for (k, &(_, score, _, _, _)) in ranked.iter().enumerate() {
         if taken >= capacity {
             break;
         }
@@ -213,7 +220,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let mut loads = Vec::new();
     let mut missing = 0u64;
     let mut prefetched = 0usize;
-    for (k, &(_, score, i, idx)) in ranked.iter().enumerate() {
+    for (k, &(_, score, _, i, idx)) in ranked.iter().enumerate() {
         if score == 0 || resident(i, idx) {
             continue;
         }
@@ -232,10 +239,10 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let mut out: Vec<(u64, u32, usize, usize)> = ranked
         .iter()
         .enumerate()
-        .filter(|&(k, &(_, _, i, idx))| !in_target[k] && resident(i, idx))
-        .map(|(_, &(_, score, i, idx))| (score, level_of(i, idx), i, idx))
+        .filter(|&(k, &(_, _, _, i, idx))| !in_target[k] && resident(i, idx))
+        .map(|(_, &(_, score, level, i, idx))| (score, level, i, idx))
         .collect();
-    out.sort();
+    out.sort_unstable();
     let evictions = out
         .into_iter()
         .take(need as usize)
