@@ -93,11 +93,17 @@ pub struct TilePlan {
 pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
     let g = input.g.max(1);
     let cells = (g * g) as usize;
-    input
-        .maps
-        .iter()
-        .enumerate()
-        .map(|(i, map)| {
+    let mut out: Vec<Vec<u64>> = Vec::with_capacity(input.maps.len());
+    for (i, map) in input.maps.iter().enumerate() {
+        // A material's maps usually share one layout (size and tile shape):
+        // their scores are the same.
+        let first = i - i % MAPS_PER_MATERIAL;
+        if i != first && input.maps[first] == *map {
+            let same = out[first].clone();
+            out.push(same);
+            continue;
+        }
+        out.push({
             let m = i / MAPS_PER_MATERIAL;
             let mut s = vec![0u64; map.tile_count()];
             let wants = input.wants.get(m * cells..(m + 1) * cells);
@@ -112,7 +118,8 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
                 }
             }
             let (Some(wants), Some(hits)) = (wants, hits) else {
-                return s;
+                out.push(s);
+                continue;
             };
             for level in 0..map.tail_first {
                 let (w, _) = map.grid(level);
@@ -127,8 +134,8 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
                         if wants[c] == UNSEEN || u32::from(wants[c]) > level + 1 {
                             continue;
                         }
-                        // One level finer than wanted scores an eighth: a margin
-                        // for the camera coming closer, bought with spare pages.
+                        // One level finer than wanted scores 1/64: a margin for
+                        // the camera coming closer, bought with spare pages.
                         let full = u64::from(hits[c].max(1)) * 8;
                         let h = if u32::from(wants[c]) > level {
                             full / 64
@@ -144,8 +151,9 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
                 }
             }
             s
-        })
-        .collect()
+        });
+    }
+    out
 }
 
 /// The tile of flat index `idx` of `map` (index `map_index`).
@@ -199,13 +207,22 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         }
     }
     // Best rank first; ties: coarser first (parents before children), then
-    // map and index (deterministic).
-    ranked.sort_unstable_by(|a, b| {
+    // map and index (deterministic). Only the part that fits is put in order:
+    // the rest is partitioned off (it is looked at only for evictions, which
+    // are sorted on their own).
+    let order = |a: &(u64, u64, u32, usize, usize), b: &(u64, u64, u32, usize, usize)| {
         b.0.cmp(&a.0)
             .then_with(|| b.2.cmp(&a.2))
             .then_with(|| (a.3, a.4).cmp(&(b.3, b.4)))
-    });
+    };
     let capacity = resident_count.saturating_add(input.free_pages);
+    let head = usize::try_from(capacity)
+        .unwrap_or(usize::MAX)
+        .min(ranked.len());
+    if head < ranked.len() {
+        ranked.select_nth_unstable_by(head, order);
+    }
+    ranked[..head].sort_unstable_by(order);
     let mut in_target = vec![false; ranked.len()];
     let mut taken = 0u64;
     for (k, &(_, score, _, _, _)) in ranked.iter().enumerate() {
