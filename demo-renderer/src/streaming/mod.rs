@@ -596,6 +596,31 @@ impl Streamer {
             .enumerate()
             .map(|(i, t)| {
                 let info = &self.infos[i];
+                if let Some(tiles) = self.tiles.as_ref() {
+                    // By tiles: the finest level with a tile resident, the
+                    // pages' bytes, and the finest level a cell wanted.
+                    let (resident_mip, resident_bytes) = tiles.map_residency(i);
+                    let cells = (tiles.cells_per_side() as usize).pow(2);
+                    let m = i / 3;
+                    let wanted_mip = self.last_cells.as_ref().and_then(|(w, _)| {
+                        w.get(m * cells..(m + 1) * cells)?
+                            .iter()
+                            .filter(|&&l| l != tiles::policy::UNSEEN)
+                            .min()
+                            .map(|&l| u32::from(l))
+                    });
+                    return PanelRow {
+                        name: t
+                            .path
+                            .file_stem()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        resident_mip,
+                        resident_bytes,
+                        wanted_mip,
+                        wanted_bytes: None,
+                    };
+                }
                 let (resident_mip, resident_bytes) = self
                     .main_of(i)
                     .unwrap_or((t.base_level, t.allocation_bytes()));

@@ -618,6 +618,24 @@ impl TileStreamer {
         tiles + self.tail_bytes
     }
 
+    /// Map `i`'s finest level with a tile resident (the first level of its
+    /// always-resident tail when none) and the bytes of its tile pages.
+    pub fn map_residency(&self, i: usize) -> (u32, u64) {
+        let (Some(m), Some(res), Some(pages)) =
+            (self.maps.get(i), self.resident.get(i), self.pages.get(i))
+        else {
+            return (0, 0);
+        };
+        let finest = (0..m.tail_first)
+            .find(|&l| {
+                let start = m.level_start(l);
+                let (w, h) = m.grid(l);
+                res[start..start + (w * h) as usize].iter().any(|&r| r)
+            })
+            .unwrap_or(m.tail_first);
+        (finest, pages.iter().flatten().map(Allocation::size).sum())
+    }
+
     /// The bytes of a page (the images' memory alignment).
     pub fn page_bytes(&self) -> u64 {
         self.page
