@@ -485,7 +485,26 @@ impl Streamer {
                 Err(why) => println!("streaming: by levels ({why})"),
             }
         }
-        let cells = s.tiles.as_ref().map_or(0, |t| {
+        // What follows can fail: free what was made (the sparse images
+        // included) before handing the error back.
+        if let Err(e) = s.finish_new(ctx, mem, set, materials) {
+            ctx.wait_idle();
+            s.destroy(ctx, mem, set);
+            return Err(e);
+        }
+        s.drawn_levels = s.levels(set);
+        Ok(s)
+    }
+
+    /// The buffers and the level mechanism of [`Self::new`], after the tiles.
+    fn finish_new(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        materials: usize,
+    ) -> Result<(), GpuError> {
+        let cells = self.tiles.as_ref().map_or(0, |t| {
             let g = t.cells_per_side() as usize;
             materials * g * g * 2
         });
@@ -496,10 +515,10 @@ impl Streamer {
                 .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
             &MemOptions::new(MemoryUsage::Readback, "streaming feedback"),
         )?;
-        s.feedback = Some(fb);
-        s.reset_feedback(mem);
-        if s.tiles.is_none() {
-            s.dummy_map = Some(
+        self.feedback = Some(fb);
+        self.reset_feedback(mem);
+        if self.tiles.is_none() {
+            self.dummy_map = Some(
                 mem.create_buffer(
                     &vk::BufferCreateInfo::default()
                         .size(16)
@@ -508,21 +527,20 @@ impl Streamer {
                 )?,
             );
         }
-        if let Some(t) = s.tiles.as_ref() {
-            s.drawn_map = t.map().to_vec();
+        if let Some(t) = self.tiles.as_ref() {
+            self.drawn_map = t.map().to_vec();
         }
-        if cfg.mode == Mode::On && s.tiles.is_none() {
-            s.mechanism = Some(Mechanism::new(ctx)?);
+        if self.cfg.mode == Mode::On && self.tiles.is_none() {
+            self.mechanism = Some(Mechanism::new(ctx)?);
             // The tails are always resident and sampled: never moved.
             for t in &set.textures {
                 mem.allocator()
                     .set_movable(t.image.allocation(), false)
                     .map_err(|e| GpuError::Other(format!("pinning a mip tail: {e}")))?;
             }
-            s.compactor = Some(Compactor::new(mem));
+            self.compactor = Some(Compactor::new(mem));
         }
-        s.drawn_levels = s.levels(set);
-        Ok(s)
+        Ok(())
     }
 
     /// The feedback buffer (set 0, binding 1 of the PBR pass).
