@@ -32,10 +32,9 @@ pub(crate) struct BlockList {
     /// Every block, dedicated ones included; `None` marks a free slot.
     blocks: Vec<Option<Block>>,
     free_slots: Vec<u32>,
-    /// Indices of the blocks that suballocate (not dedicated), oldest first.
+    /// Indices of the blocks that suballocate (not dedicated), oldest first:
+    /// the order [`Self::allocate`] tries them in.
     shared: Vec<u32>,
-    /// The block that took the last allocation, tried first.
-    hint: u32,
     /// Ids of allocations freed while a defragmentation move of theirs was
     /// pending; cleared when the move's pass ends.
     pub cancelled: std::collections::HashSet<u64>,
@@ -71,28 +70,26 @@ impl BlockList {
             blocks: Vec::new(),
             free_slots: Vec::new(),
             shared: Vec::new(),
-            hint: u32::MAX,
             cancelled: std::collections::HashSet::new(),
             ids: 0..0,
         }
     }
 
-    /// Places `request` in an existing block.
+    /// Places `request` in an existing block: the oldest block that holds
+    /// it (first fit over the blocks in the order they were made).
+    ///
+    /// Oldest first packs small allocations into the long-lived blocks, so
+    /// that a newer block, made for a large request, holds little else and
+    /// empties when that request is freed (it can then be freed or reused
+    /// whole). Trying the block of the last allocation first instead spread
+    /// small allocations over every new block and left them all partly used
+    /// (BENCHMARKS.md, "Placement across blocks: oldest first").
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
-        if let Some(Some(block)) = self.blocks.get_mut(self.hint as usize) {
-            if let Some(range) = block.allocate(request) {
-                return Some((self.hint, range));
-            }
-        }
         for &index in &self.shared {
-            if index == self.hint {
-                continue;
-            }
             let block = self.blocks[index as usize]
                 .as_mut()
                 .expect("listed block exists");
             if let Some(range) = block.allocate(request) {
-                self.hint = index;
                 return Some((index, range));
             }
         }
@@ -177,9 +174,6 @@ impl BlockList {
         let block = self.blocks.get_mut(index as usize)?.take()?;
         self.free_slots.push(index);
         self.shared.retain(|&i| i != index);
-        if self.hint == index {
-            self.hint = u32::MAX;
-        }
         Some(block)
     }
 
@@ -305,7 +299,6 @@ impl BlockList {
     pub fn drain(&mut self) -> Vec<Block> {
         self.shared.clear();
         self.free_slots.clear();
-        self.hint = u32::MAX;
         self.blocks.drain(..).flatten().collect()
     }
 
@@ -329,5 +322,57 @@ impl BlockList {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::PoolAlgorithm;
+    use crate::device::DeviceMemory;
+    use crate::range::RangeKind;
+
+    const MIB: u64 = 1 << 20;
+
+    fn list() -> BlockList {
+        BlockList::new(ListConfig {
+            block_size: 64 * MIB,
+            fixed_block_size: false,
+            min_blocks: 0,
+            keep_empty: 1,
+        })
+    }
+
+    fn block(handle: u64, size: u64) -> Block {
+        Block::new(DeviceMemory(handle), size, 0, PoolAlgorithm::Tlsf, 1)
+    }
+
+    fn request(size: u64) -> RangeRequest {
+        RangeRequest {
+            size,
+            alignment: 256,
+            kind: RangeKind::Linear,
+        }
+    }
+
+    /// A small allocation after a large one in a newer block goes to the
+    /// oldest block with room, so the newer block empties with the large one.
+    #[test]
+    fn small_allocations_go_to_the_oldest_block_with_room() {
+        let mut list = list();
+        let old = list.insert(block(1, 16 * MIB));
+        let (_, filler) = list
+            .allocate(&request(15 * MIB))
+            .expect("fits the old block");
+        let new = list.insert(block(2, 64 * MIB));
+        let (at, large) = list
+            .allocate(&request(60 * MIB))
+            .expect("fits the new block");
+        assert_eq!(at, new);
+        let (at, _) = list.allocate(&request(MIB / 2)).expect("fits");
+        assert_eq!(at, old, "the small allocation went to the newer block");
+        assert_eq!(list.free(new, large.id, large.offset), Ok(true));
+        assert_eq!(list.free(old, filler.id, filler.offset), Ok(false));
+        assert!(list.block(new).is_some_and(Block::is_empty));
     }
 }
