@@ -300,3 +300,48 @@ fn tiles_on_a_driver_without_sparse_residency_fail_cleanly() {
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(r["streaming"]["residency"], "levels", "{}", r["streaming"]);
 }
+
+#[test]
+fn tiles_whose_file_fails_to_read_leave_the_others_streaming() {
+    // Every albedo map's tile reads fail (the always-resident pages were read
+    // at start): those maps keep what they have, with a message; the normal
+    // and ORM maps go on loading tiles; within budget, no validation error,
+    // no panic.
+    let out = common::scratch("tiles_failing_reads");
+    let o = demo_sparse()
+        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
+        .args(["--size", "320x180", "--texture-size", "512"])
+        .args(["--frames", "20", "--materials", "8"])
+        .args(["--textures", "rgba8", "--anisotropy", "0"])
+        .args(["--residency", "tiles", "--texture-budget", "20MiB"])
+        .args(["--png-every", "0"])
+        .args([
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--cache".as_ref(),
+            common::cache().as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("read refused"), "{stderr}");
+    assert!(stderr.contains("keeps the tiles it has"), "{stderr}");
+    assert!(stdout.contains("0 validation errors"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let budget = 20u64 << 20;
+    for f in frames(&r) {
+        assert!(
+            f["texture_resident_bytes"].as_u64().unwrap() <= budget,
+            "{f}"
+        );
+    }
+    let loaded: u64 = frames(&r)
+        .iter()
+        .map(|f| f["upload_bytes"].as_u64().unwrap())
+        .sum();
+    assert!(loaded > 0, "the other maps' tiles still load");
+}

@@ -128,6 +128,8 @@ pub struct TileStreamer {
     pool: PoolId,
     pages: Vec<Vec<Option<Allocation>>>,
     resident: Vec<Vec<bool>>,
+    /// Maps whose file could not be read: they load no more tiles.
+    blocked: Vec<bool>,
     tails: Vec<Allocation>,
     tail_bytes: u64,
     /// Per material, per cell: the level the shaders may sample down to.
@@ -206,6 +208,7 @@ impl TileStreamer {
             pool: set.texture_pool,
             pages: Vec::new(),
             resident: Vec::new(),
+            blocked: Vec::new(),
             tails: Vec::new(),
             tail_bytes: 0,
             map_words: Vec::new(),
@@ -383,6 +386,7 @@ impl TileStreamer {
             self.pages
                 .push((0..map.tile_count()).map(|_| None).collect());
             self.resident.push(vec![false; map.tile_count()]);
+            self.blocked.push(false);
             if map.tail_first < levels && sr.image_mip_tail_size > 0 {
                 let tail = match mem.allocate_memory(
                     sr.image_mip_tail_size,
@@ -754,6 +758,7 @@ impl TileStreamer {
             wants,
             hits,
             resident: &self.resident,
+            blocked: &self.blocked,
             free_pages: free_bytes / self.page.max(1),
             max_loads: self.max_loads,
             prefetch,
@@ -813,26 +818,50 @@ impl TileStreamer {
         }
         // Reads into staging, on worker threads, by runs of adjacent tiles.
         loads.sort_unstable();
-        let runs = runs(&self.maps, &loads, 32);
+        let mut runs = runs(&self.maps, &loads, 32);
         let started = Instant::now();
-        if let Err(e) = self.read(&loads, &runs) {
-            // Unbind what was bound for them, free the pages, and carry on
-            // without those tiles (the tails remain: the shaders never see them).
-            log::warn!("tile streaming: {e}; these tiles stay at coarser levels");
-            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
-                loads.iter().map(|&t| (t, None)).collect();
-            self.bind_tiles(ctx, &unbinds)?;
-            self.drop_pages(mem, &loads);
-            loads.clear();
-        }
+        let failed = self.read(&loads, &runs);
         frame.read_seconds = started.elapsed().as_secs_f64();
-        frame.upload_bytes = loads.len() as u64 * self.slot;
-        for t in &loads {
-            let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-            self.resident[t.map as usize][idx] = true;
+        if !failed.is_empty() {
+            // The failed runs' tiles: unbound, their pages freed; their maps
+            // load no more tiles and keep what they have (the shaders never
+            // named these tiles). The other runs go on.
+            let mut lost = Vec::new();
+            for (k, e) in &failed {
+                let run = runs[*k];
+                let tiles = &loads[run.start..run.start + run.len as usize];
+                let map = tiles[0].map as usize;
+                if !self.blocked[map] {
+                    self.blocked[map] = true;
+                    eprintln!("streaming: {e}; texture {map} keeps the tiles it has");
+                }
+                lost.extend_from_slice(tiles);
+            }
+            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
+                lost.iter().map(|&t| (t, None)).collect();
+            self.bind_tiles(ctx, &unbinds)?;
+            self.drop_pages(mem, &lost);
+            let bad: std::collections::HashSet<usize> = failed.iter().map(|f| f.0).collect();
+            runs = runs
+                .into_iter()
+                .enumerate()
+                .filter(|(k, _)| !bad.contains(k))
+                .map(|(_, r)| r)
+                .collect();
         }
-        frame.loads = loads.len() as u32;
-        if !loads.is_empty() || !plan.evictions.is_empty() {
+        // `loads` keeps its order (the staging layout); the runs left name
+        // the tiles that arrived.
+        let mut arrived = 0u64;
+        for run in &runs {
+            for t in &loads[run.start..run.start + run.len as usize] {
+                let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+                self.resident[t.map as usize][idx] = true;
+                arrived += 1;
+            }
+        }
+        frame.upload_bytes = arrived * self.slot;
+        frame.loads = arrived as u32;
+        if arrived > 0 || !plan.evictions.is_empty() {
             self.refresh_map();
         }
         self.upload(ctx, mem, &loads, &runs)?;
@@ -855,10 +884,15 @@ impl TileStreamer {
     /// slot `runs[r].start`, its rows spanning the run's tiles (one positioned
     /// read per block row of a run, not per tile), runs shared over reader
     /// threads.
-    fn read(&mut self, loads: &[TileRef], runs: &[Run]) -> Result<(), String> {
+    fn read(&mut self, loads: &[TileRef], runs: &[Run]) -> Vec<(usize, String)> {
         if loads.is_empty() {
-            return Ok(());
+            return Vec::new();
         }
+        // Failure injection for the tests, as the level mechanism's.
+        let refuse = std::env::var(crate::streaming::mechanism::FAIL_READS_ENV)
+            .ok()
+            .filter(|v| !v.is_empty());
+        let refuse = refuse.as_deref();
         let slot = self.slot as usize;
         let maps = &self.maps;
         let sparse = &self.sparse;
@@ -884,6 +918,7 @@ impl TileStreamer {
                 tiles = 0;
             }
         }
+        let group_lens: Vec<usize> = groups.iter().map(|g| g.0.len()).collect();
         std::thread::scope(|scope| {
             let handles: Vec<_> = groups
                 .into_iter()
@@ -891,14 +926,32 @@ impl TileStreamer {
                     scope.spawn(move || {
                         let base = group.first().map_or(0, |r| r.start);
                         let mut readers: HashMap<u32, Reader> = HashMap::new();
-                        for run in group {
+                        let mut failed = Vec::new();
+                        for (k, run) in group.iter().enumerate() {
                             let t = loads[run.start];
                             let s = &sparse[t.map as usize];
+                            if refuse.is_some_and(|r| s.path.to_string_lossy().contains(r)) {
+                                failed.push((
+                                    k,
+                                    format!(
+                                        "{}: read refused ({})",
+                                        s.path.display(),
+                                        crate::streaming::mechanism::FAIL_READS_ENV
+                                    ),
+                                ));
+                                continue;
+                            }
                             let m = &maps[t.map as usize];
                             let r = match readers.entry(t.map) {
                                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                                 std::collections::hash_map::Entry::Vacant(v) => {
-                                    v.insert(Reader::open(&s.path).map_err(|e| e.to_string())?)
+                                    match Reader::open(&s.path) {
+                                        Ok(r) => v.insert(r),
+                                        Err(e) => {
+                                            failed.push((k, e.to_string()));
+                                            continue;
+                                        }
+                                    }
                                 }
                             };
                             let bs = s.format.block_side();
@@ -908,22 +961,32 @@ impl TileStreamer {
                             let h = m.tile_h.min(side - y);
                             let bytes = s.format.level_bytes(w, h) as usize;
                             let at = (run.start - base) * slot;
-                            r.read_level_rect_into(
+                            if let Err(e) = r.read_level_rect_into(
                                 t.level as usize,
                                 (x / bs, y / bs),
                                 (w.div_ceil(bs), h.div_ceil(bs)),
                                 &mut dst[at..at + bytes],
-                            )
-                            .map_err(|e| e.to_string())?;
+                            ) {
+                                failed.push((k, e.to_string()));
+                            }
                         }
-                        Ok::<(), String>(())
+                        failed
                     })
                 })
                 .collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a reader thread panicked".into()))
-            })
+            // Failures as indices into `runs`; a thread that panicked fails its runs.
+            let mut out = Vec::new();
+            let mut first = 0;
+            for (h, len) in handles.into_iter().zip(group_lens) {
+                match h.join() {
+                    Ok(f) => out.extend(f.into_iter().map(|(k, e)| (first + k, e))),
+                    Err(_) => out.extend(
+                        (first..first + len).map(|k| (k, "a reader thread panicked".to_string())),
+                    ),
+                }
+                first += len;
+            }
+            out
         })
     }
 

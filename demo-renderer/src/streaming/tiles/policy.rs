@@ -59,6 +59,8 @@ pub struct TileInput<'a> {
     pub hits: &'a [u32],
     /// Per map, per tile ([`MapTiles::index`]): resident now.
     pub resident: &'a [Vec<bool>],
+    /// Per map: no more loads (its file failed to read); empty for none.
+    pub blocked: &'a [bool],
     /// Pages that can be bound now without an eviction.
     pub free_pages: u64,
     /// Loads this frame may start, at most.
@@ -97,8 +99,13 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
     for (i, map) in input.maps.iter().enumerate() {
         // A material's maps usually share one layout (size and tile shape):
         // their scores are the same.
+        if input.blocked.get(i).copied().unwrap_or(false) {
+            out.push(vec![0; map.tile_count()]);
+            continue;
+        }
         let first = i - i % MAPS_PER_MATERIAL;
-        if i != first && input.maps[first] == *map {
+        let first_blocked = input.blocked.get(first).copied().unwrap_or(false);
+        if i != first && !first_blocked && input.maps[first] == *map {
             let same = out[first].clone();
             out.push(same);
             continue;
@@ -378,6 +385,7 @@ mod tests {
             wants: &wants,
             hits: &hits,
             resident: &resident,
+            blocked: &[],
             free_pages: 1000,
             max_loads: 1000,
             prefetch: &[],
@@ -420,6 +428,7 @@ mod tests {
             wants: &wants,
             hits: &hits,
             resident: &resident,
+            blocked: &[],
             free_pages: seen_tiles as u64 + 3 * 5,
             max_loads: usize::MAX,
             prefetch: &[UNSEEN, 1],
@@ -461,6 +470,7 @@ mod tests {
             wants: &wants,
             hits: &hits,
             resident: &resident,
+            blocked: &[],
             free_pages: 3 * (1 + 4 + 16),
             max_loads: usize::MAX,
             prefetch: &[],
@@ -486,6 +496,7 @@ mod tests {
             wants: &wants,
             hits: &hits,
             resident: &resident,
+            blocked: &[],
             free_pages: 0,
             max_loads: usize::MAX,
             prefetch: &[],
@@ -508,7 +519,9 @@ mod tests {
             churn in any::<u64>(),
             prefetch in proptest::collection::vec(0u8..6, 3),
             max_prefetch_loads in 0usize..20,
+            blocked_map in 0usize..12,
         ) {
+            let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
             let prefetch: Vec<u8> = prefetch.iter().map(|&p| if p > 3 { UNSEEN } else { p }).collect();
             // Three materials of 512-texel maps, 64-texel tiles, 4x4 cells.
             let maps = vec![map(512, 64); 9];
@@ -530,12 +543,15 @@ mod tests {
                     wants: &wants,
                     hits: &hits,
                     resident: &resident,
+                    blocked: &blocked,
                     free_pages: budget_pages.saturating_sub(used),
                     max_loads,
                     prefetch: &prefetch,
                     max_prefetch_loads,
                 };
                 let p = plan(&input);
+                // A blocked map (its file failed) loads nothing.
+                prop_assert!(p.loads.iter().all(|t| !blocked[t.map as usize]));
                 // Budget: loads fit the free pages plus the evictions.
                 prop_assert!(p.loads.len() as u64 <= input.free_pages + p.evictions.len() as u64);
                 prop_assert!(p.loads.len() <= max_loads);
