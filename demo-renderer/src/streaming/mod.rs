@@ -614,6 +614,11 @@ impl Streamer {
             .enumerate()
             .map(|(i, t)| {
                 let info = &self.infos[i];
+                let name = t
+                    .path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 if let Some(tiles) = self.tiles.as_ref() {
                     // By tiles: the finest level with a tile resident, the
                     // pages' bytes, and the finest level a cell wanted.
@@ -628,11 +633,7 @@ impl Streamer {
                             .map(|&l| u32::from(l))
                     });
                     return PanelRow {
-                        name: t
-                            .path
-                            .file_stem()
-                            .map(|s| s.to_string_lossy().into_owned())
-                            .unwrap_or_default(),
+                        name,
                         resident_mip,
                         resident_bytes,
                         wanted_mip,
@@ -652,11 +653,7 @@ impl Streamer {
                     Mode::Off => None,
                 };
                 PanelRow {
-                    name: t
-                        .path
-                        .file_stem()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
+                    name,
                     resident_mip,
                     resident_bytes,
                     wanted_mip,
