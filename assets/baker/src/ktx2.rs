@@ -310,6 +310,13 @@ impl Reader {
             ));
         }
         let level_count = level_count.max(1);
+        // A full chain of a u32-sized image has at most 32 levels: a larger
+        // count is a corrupt header, not a reason to allocate its index.
+        if level_count > 32 || (width.max(height) >> (level_count - 1)) == 0 {
+            return Err(invalid(&format!(
+                "{level_count} levels for a {width}x{height} image"
+            )));
+        }
         let mut index = vec![0u8; level_count as usize * 24];
         file.read_exact(&mut index).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
@@ -319,7 +326,9 @@ impl Reader {
             let offset = u64::from_le_bytes(e[0..8].try_into().unwrap());
             let length = u64::from_le_bytes(e[8..16].try_into().unwrap());
             let (w, h) = ((width >> i).max(1), (height >> i).max(1));
-            if length != format.level_bytes(w, h) || offset + length > file_len {
+            if length != format.level_bytes(w, h)
+                || offset.checked_add(length).is_none_or(|e| e > file_len)
+            {
                 return Err(invalid(&format!("level {i} has a bad offset or length")));
             }
             levels.push(Level {
@@ -339,21 +348,37 @@ impl Reader {
         })
     }
 
-    /// Reads level `level` into `out` (exactly `levels[level].length` bytes): one seek, one read.
-    pub fn read_level_into(&mut self, level: usize, out: &mut [u8]) -> Result<(), KtxError> {
-        let l = self.levels[level];
-        assert_eq!(
-            out.len() as u64,
-            l.length,
-            "buffer size must match the level"
-        );
-        let path = self.path.clone();
-        let io = |source| KtxError::Io {
-            path: path.clone(),
-            source,
+    /// Reads level `level` into `out` (exactly `levels[level].length` bytes):
+    /// one positioned read.
+    ///
+    /// # Errors
+    /// [`KtxError::Invalid`] when the level does not exist or `out` is not the
+    /// level's size; [`KtxError::Io`] when reading fails.
+    pub fn read_level_into(&self, level: usize, out: &mut [u8]) -> Result<(), KtxError> {
+        use std::os::unix::fs::FileExt;
+        let invalid = |what: String| KtxError::Invalid {
+            path: self.path.clone(),
+            what,
         };
-        self.file.seek(SeekFrom::Start(l.offset)).map_err(io)?;
-        self.file.read_exact(out).map_err(io)
+        let Some(&l) = self.levels.get(level) else {
+            return Err(invalid(format!(
+                "no level {level} (the file has {})",
+                self.levels.len()
+            )));
+        };
+        if out.len() as u64 != l.length {
+            return Err(invalid(format!(
+                "level {level} is {} bytes, not the {} given",
+                l.length,
+                out.len()
+            )));
+        }
+        self.file
+            .read_exact_at(out, l.offset)
+            .map_err(|source| KtxError::Io {
+                path: self.path.clone(),
+                source,
+            })
     }
 
     /// Reads `out.len()` bytes of level `level` from byte `start` of the level
@@ -450,8 +475,17 @@ impl Reader {
     }
 
     /// Reads level `level` into a new vector.
-    pub fn read_level(&mut self, level: usize) -> Result<Vec<u8>, KtxError> {
-        let mut v = vec![0u8; self.levels[level].length as usize];
+    ///
+    /// # Errors
+    /// As [`Reader::read_level_into`].
+    pub fn read_level(&self, level: usize) -> Result<Vec<u8>, KtxError> {
+        let Some(l) = self.levels.get(level) else {
+            return Err(KtxError::Invalid {
+                path: self.path.clone(),
+                what: format!("no level {level} (the file has {})", self.levels.len()),
+            });
+        };
+        let mut v = vec![0u8; l.length as usize];
         self.read_level_into(level, &mut v)?;
         Ok(v)
     }
@@ -497,6 +531,9 @@ mod tests {
         assert!(r.read_level_range_into(1, len - 4, &mut buf).is_err());
         assert!(r.read_level_range_into(1, u64::MAX, &mut buf).is_err());
         assert!(r.read_level_range_into(9, 0, &mut buf).is_err());
+        assert!(r.read_level_into(9, &mut buf).is_err());
+        assert!(r.read_level_into(1, &mut buf).is_err(), "wrong size");
+        assert!(r.read_level(9).is_err());
         r.read_level_range_into(1, len - 8, &mut buf).unwrap();
         assert_eq!(&buf[..], &levels[1][levels[1].len() - 8..]);
 
@@ -520,6 +557,38 @@ mod tests {
         assert!(r
             .read_level_rect_into(7, (0, 0), (3, 2), &mut rect)
             .is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn corrupt_headers_are_errors() {
+        let dir = std::env::temp_dir().join(format!("ktx2-corrupt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.ktx2");
+        let levels: Vec<Vec<u8>> = (0..4u32)
+            .map(|i| vec![7u8; ((8 >> i) * (8 >> i) * 2) as usize])
+            .collect();
+        write(&path, Format::Rg8Unorm, 8, 8, &levels).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let open_patched = |at: usize, bytes: &[u8]| {
+            let mut f = good.clone();
+            f[at..at + bytes.len()].copy_from_slice(bytes);
+            let p = dir.join("patched.ktx2");
+            std::fs::write(&p, f).unwrap();
+            Reader::open(&p)
+        };
+        // Level count (header offset 40): more levels than the image has, or
+        // an absurd count that would size a huge index.
+        assert!(open_patched(40, &5u32.to_le_bytes()).is_err());
+        assert!(open_patched(40, &u32::MAX.to_le_bytes()).is_err());
+        // Level 0's offset (index entry at 80) near u64::MAX: offset + length
+        // overflows; an error, not a wrap.
+        assert!(open_patched(80, &(u64::MAX - 3).to_le_bytes()).is_err());
+        // Truncated: the last level runs past the end.
+        let p = dir.join("short.ktx2");
+        std::fs::write(&p, &good[..good.len() - 1]).unwrap();
+        assert!(Reader::open(&p).is_err());
+        assert!(open_patched(0, &[0u8; 4]).is_err(), "bad identifier");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -29,10 +29,14 @@
 //!
 //! Per material, per cell, the finest level whose tiles, and those of every
 //! coarser level, are resident over the cell's footprint widened by a tile
-//! ([`policy::residency_map`]). The shaders read it and scale the texture-
-//! coordinate gradients so that the sampler's level of detail is never finer
-//! than it (`tile_clamp` in `pbr_shading.glsl`): no sample reads an unbound
-//! tile, without `shaderResourceMinLod`, which lavapipe lacks.
+//! ([`policy::residency_map`]). The shaders read it (`tile_level` in
+//! `pbr_shading.glsl`) and keep the sampler's level of detail from going finer
+//! than it, so no sample reads an unbound tile. Where the device has
+//! `shaderResourceMinLod` the `_MINLOD` shader variants pass it as the
+//! sampler's own minimum LOD (`textureGradClampARB` / `textureClampARB`);
+//! elsewhere (lavapipe) `tile_lift` raises the LOD by a bias in fragment
+//! shaders and by scaled gradients in compute shaders, which assumes the
+//! specification's isotropic LOD formula.
 
 pub mod geometry;
 pub mod policy;
@@ -64,6 +68,10 @@ struct SparseMap {
     view: vk::ImageView,
     path: PathBuf,
     format: Format,
+    /// The map's file, opened once at build: its tail levels and tile
+    /// rectangles are read through it (positioned reads, shared by the reader
+    /// threads).
+    reader: Reader,
 }
 
 /// What [`TileStreamer::prepare`] did.
@@ -250,6 +258,7 @@ impl TileStreamer {
         for t in &set.textures {
             let reader = Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?;
             let levels = reader.levels.len() as u32;
+            let (width, height, format) = (reader.width, reader.height, reader.format);
             let info = vk::ImageCreateInfo::default()
                 .flags(
                     vk::ImageCreateFlags::SPARSE_BINDING | vk::ImageCreateFlags::SPARSE_RESIDENCY,
@@ -257,8 +266,8 @@ impl TileStreamer {
                 .image_type(vk::ImageType::TYPE_2D)
                 .format(t.format)
                 .extent(vk::Extent3D {
-                    width: reader.width,
-                    height: reader.height,
+                    width,
+                    height,
                     depth: 1,
                 })
                 .mip_levels(levels)
@@ -311,7 +320,8 @@ impl TileStreamer {
                 image,
                 view,
                 path: t.path.clone(),
-                format: reader.format,
+                format,
+                reader,
             });
             let Some(sr) = sparse.iter().find(|r| {
                 r.format_properties
@@ -334,7 +344,7 @@ impl TileStreamer {
             self.type_bits &= reqs.memory_type_bits;
             let driver_tail = sr.image_mip_tail_first_lod.min(levels);
             let mut map = MapTiles {
-                size: reader.width,
+                size: width,
                 levels,
                 tile_w: gran.width,
                 tile_h: gran.height,
@@ -455,13 +465,13 @@ impl TileStreamer {
         let filled = (|| {
             let out = tail_staging.mapped_mut().as_mut_slice();
             for &(i, level, off, bytes) in &tail_levels {
-                let mut r = Reader::open(&self.sparse[i].path)
+                self.sparse[i]
+                    .reader
+                    .read_level_into(
+                        level as usize,
+                        &mut out[off as usize..(off + bytes) as usize],
+                    )
                     .map_err(|e| GpuError::Other(e.to_string()))?;
-                r.read_level_into(
-                    level as usize,
-                    &mut out[off as usize..(off + bytes) as usize],
-                )
-                .map_err(|e| GpuError::Other(e.to_string()))?;
             }
             Ok::<(), GpuError>(())
         })();
@@ -477,7 +487,7 @@ impl TileStreamer {
         let r = self.one_shot.run(ctx, |cmd| {
             // SAFETY: recording; the images are live and their tails bound.
             unsafe {
-                let to_general: Vec<vk::ImageMemoryBarrier2> = images
+                let to_dst: Vec<vk::ImageMemoryBarrier2> = images
                     .iter()
                     .zip(&maps)
                     .map(|(&image, m)| {
@@ -493,7 +503,7 @@ impl TileStreamer {
                     .collect();
                 d.cmd_pipeline_barrier2(
                     cmd,
-                    &vk::DependencyInfo::default().image_memory_barriers(&to_general),
+                    &vk::DependencyInfo::default().image_memory_barriers(&to_dst),
                 );
                 for &(i, level, off, _) in &tail_levels {
                     let side = maps[i].side(level);
@@ -638,11 +648,6 @@ impl TileStreamer {
             })
             .unwrap_or(m.tail_first);
         (finest, pages.iter().flatten().map(Allocation::size).sum())
-    }
-
-    /// The bytes of a page (the images' memory alignment).
-    pub fn page_bytes(&self) -> u64 {
-        self.page
     }
 
     fn refresh_map(&mut self) {
@@ -925,7 +930,6 @@ impl TileStreamer {
                 .map(|(group, dst)| {
                     scope.spawn(move || {
                         let base = group.first().map_or(0, |r| r.start);
-                        let mut readers: HashMap<u32, Reader> = HashMap::new();
                         let mut failed = Vec::new();
                         for (k, run) in group.iter().enumerate() {
                             let t = loads[run.start];
@@ -942,18 +946,7 @@ impl TileStreamer {
                                 continue;
                             }
                             let m = &maps[t.map as usize];
-                            let r = match readers.entry(t.map) {
-                                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                                std::collections::hash_map::Entry::Vacant(v) => {
-                                    match Reader::open(&s.path) {
-                                        Ok(r) => v.insert(r),
-                                        Err(e) => {
-                                            failed.push((k, e.to_string()));
-                                            continue;
-                                        }
-                                    }
-                                }
-                            };
+                            let r = &s.reader;
                             let bs = s.format.block_side();
                             let side = m.side(t.level);
                             let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
