@@ -103,21 +103,24 @@ pub fn sphere(radius: f32, segments: u32, rings: u32) -> MeshData {
     m
 }
 
+/// The rounded box's faces: normal axis, u axis, v axis (u × v = normal, so
+/// CCW from outside). Face point `n * half + u_axis * (2u - 1) * half + v_axis
+/// * (2v - 1) * half` has texture coordinate (u, v), before the rounding.
+pub const BOX_FACES: [(Vec3, Vec3, Vec3); 6] = [
+    (Vec3::X, Vec3::NEG_Z, Vec3::NEG_Y),
+    (Vec3::NEG_X, Vec3::Z, Vec3::NEG_Y),
+    (Vec3::Y, Vec3::X, Vec3::Z),
+    (Vec3::NEG_Y, Vec3::X, Vec3::NEG_Z),
+    (Vec3::Z, Vec3::X, Vec3::NEG_Y),
+    (Vec3::NEG_Z, Vec3::NEG_X, Vec3::NEG_Y),
+];
+
 /// A box of half-extent `half` with edges rounded by `radius`; each face maps the
 /// texture once.
 pub fn rounded_box(half: f32, radius: f32, steps: u32) -> MeshData {
     let mut m = MeshData::default();
     let inner = half - radius;
-    // Each face: normal axis, u axis, v axis (u × v = normal, so CCW from outside).
-    let faces = [
-        (Vec3::X, Vec3::NEG_Z, Vec3::NEG_Y),
-        (Vec3::NEG_X, Vec3::Z, Vec3::NEG_Y),
-        (Vec3::Y, Vec3::X, Vec3::Z),
-        (Vec3::NEG_Y, Vec3::X, Vec3::NEG_Z),
-        (Vec3::Z, Vec3::X, Vec3::NEG_Y),
-        (Vec3::NEG_Z, Vec3::NEG_X, Vec3::NEG_Y),
-    ];
-    for (n0, ua, va) in faces {
+    for (n0, ua, va) in BOX_FACES {
         grid(
             &mut m,
             steps,

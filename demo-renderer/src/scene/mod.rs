@@ -20,6 +20,18 @@ pub enum Shape {
     Floor,
 }
 
+/// The sphere's radius, in object space.
+pub const SPHERE_RADIUS: f32 = 1.0;
+/// The rounded box's half-extent, in object space.
+pub const BOX_HALF: f32 = 0.85;
+/// The rounded box's edge radius.
+pub const BOX_ROUNDING: f32 = 0.18;
+/// The floor's side (a square at y = 0 centred on the origin) and how many times
+/// the texture repeats across it.
+pub const FLOOR_SIZE: f32 = 200.0;
+/// Texture repeats across the floor.
+pub const FLOOR_REPEATS: f32 = 50.0;
+
 impl Shape {
     /// Every shape, in mesh-buffer order.
     pub const ALL: [Shape; 3] = [Shape::Sphere, Shape::RoundedBox, Shape::Floor];
@@ -27,9 +39,9 @@ impl Shape {
     /// Generates the mesh.
     pub fn mesh(self) -> MeshData {
         match self {
-            Shape::Sphere => mesh::sphere(1.0, 64, 32),
-            Shape::RoundedBox => mesh::rounded_box(0.85, 0.18, 8),
-            Shape::Floor => mesh::plane(200.0, 50.0),
+            Shape::Sphere => mesh::sphere(SPHERE_RADIUS, 64, 32),
+            Shape::RoundedBox => mesh::rounded_box(BOX_HALF, BOX_ROUNDING, 8),
+            Shape::Floor => mesh::plane(FLOOR_SIZE, FLOOR_REPEATS),
         }
     }
 }

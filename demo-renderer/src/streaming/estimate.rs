@@ -44,7 +44,7 @@ pub struct Estimate {
 pub const CALIBRATION_LEVELS: f32 = 0.75;
 
 /// Bounding radius and UV repeats per world unit of a shape.
-fn shape_metrics(shape: Shape) -> (f32, f32) {
+pub(crate) fn shape_metrics(shape: Shape) -> (f32, f32) {
     match shape {
         // Radius 1; u wraps twice around 2*pi, v once pole to pole over pi.
         Shape::Sphere => (1.0, 1.0 / std::f32::consts::PI),

@@ -38,6 +38,12 @@
 //! the present view is over-subscribed (a level it wants does not fit). The
 //! budget rule is the same for both.
 //!
+//! By tiles (`--residency tiles`) a material-wide level cannot say which tiles
+//! a view needs: a CPU ray cast of the coming views through a coarse grid of
+//! their pixels ([`tiles::lookahead`]) gives per-cell levels, kept warm (spare
+//! pages only), and on a camera cut's own frame the cast of the new view
+//! replaces the stale feedback, so the cut's tiles load before it is drawn.
+//!
 //! The CPU estimate ([`estimate`]) is used instead: in the pre-fill and on the
 //! first frame (no feedback yet), on the frame of a camera cut (the feedback
 //! shows the old view), on devices without `fragmentStoresAndAtomics`, and for
@@ -935,8 +941,11 @@ impl Streamer {
         }
         self.finish_defrag(ctx, mem, set)?;
         if self.tiles.is_some() {
-            let prefetch = self.tile_prefetch(objects, view, ahead);
-            return self.prepare_tiles(ctx, mem, set, frame, &prefetch);
+            // On a cut the feedback shows the old view: the present one is
+            // cast instead.
+            let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true));
+            let ahead = self.tile_ahead(objects, view, ahead, false);
+            return self.prepare_tiles(ctx, mem, set, frame, present.as_ref(), &ahead);
         }
         // Finished batches free their staging; old images retired up to the
         // last frame done are freed.
@@ -1034,24 +1043,30 @@ impl Streamer {
         mem: &GpuMemory,
         set: &TextureSet,
         mut frame: StreamFrame,
-        prefetch: &[u8],
+        present: Option<&tiles::lookahead::AheadCells>,
+        ahead: &tiles::lookahead::AheadCells,
     ) -> Result<(), GpuError> {
         let Some(t) = self.tiles.as_mut() else {
             return Ok(());
         };
         let g = t.cells_per_side() as usize;
         let n = self.map_sizes.len() * g * g;
-        let (wants, hits) = match self.last_cells.as_ref() {
-            Some(c) => {
+        let (wants, hits) = match (present, self.last_cells.as_ref()) {
+            (Some(p), _) => {
+                frame.wanted_from = "estimate";
+                p.for_policy()
+            }
+            (None, Some(c)) => {
                 frame.wanted_from = "feedback";
                 (c.0.clone(), c.1.clone())
             }
-            None => {
+            (None, None) => {
                 frame.wanted_from = "none";
                 (vec![tiles::policy::UNSEEN; n], vec![0; n])
             }
         };
-        let tf = t.prepare(ctx, mem, &wants, &hits, prefetch, false)?;
+        let (ahead_wants, ahead_hits) = ahead.for_policy();
+        let tf = t.prepare(ctx, mem, &wants, &hits, (&ahead_wants, &ahead_hits), false)?;
         frame.residency_changes = tf.loads + tf.evictions;
         frame.upload_bytes = tf.upload_bytes;
         frame.upload_ms = tf.read_seconds * 1e3;
@@ -1177,23 +1192,63 @@ impl Streamer {
         Ok(Some(out))
     }
 
-    /// The tile policy's prefetch: per material, the finest level the coming
-    /// views' CPU estimate wants (the present one included, and the view after
-    /// a cut among them), or `UNSEEN`.
-    fn tile_prefetch(&self, objects: &[Object], view: &View, ahead: &[View]) -> Vec<u8> {
-        self.lookahead_wants(objects, view, ahead)
-            .iter()
-            .map(|w| match w {
-                Some(w) => w.level_lod.floor().clamp(0.0, 254.0) as u8,
-                None => tiles::policy::UNSEEN,
-            })
-            .collect()
+    /// The tile policy's look-ahead: the cells the coming views (`ahead`,
+    /// nearest first) will sample, by a CPU ray cast ([`tiles::lookahead`]),
+    /// kept warm (levels without hits: spare pages only). The next two views,
+    /// every fourth after them, the last, and the first after a pose that
+    /// jumps (a cut) are cast; a pose equal to the last one cast is not cast
+    /// again. With `present`, the present view is cast first with its pixels
+    /// (weight 1): the pre-fill's first view, and a cut's own frame, where the
+    /// feedback shows the old view and this cast takes its place, so the
+    /// cut's loads happen before the frame is drawn.
+    ///
+    /// Measured on lavapipe (BENCHMARKS.md, "The look-ahead by tiles"):
+    /// weighting the views after a cut by their pixels, so that the cut's
+    /// view is loaded in the frames before it, took pages the present frames
+    /// needed (15-25 dB lost on the frames before each cut) for nothing the
+    /// cut frame's own loads did not already give.
+    fn tile_ahead(
+        &self,
+        objects: &[Object],
+        view: &View,
+        ahead: &[View],
+        present: bool,
+    ) -> tiles::lookahead::AheadCells {
+        let g = self.tiles.as_ref().map_or(1, |t| t.cells_per_side());
+        let mut cells = tiles::lookahead::AheadCells::new(self.map_sizes.len(), g);
+        let n = ahead.len();
+        let mut last: Option<&View> = None;
+        let mut prev: Option<&View> = None;
+        for (k, v) in std::iter::once(view).chain(ahead).enumerate() {
+            let jump = prev.is_some_and(|l| l.pose.eye.distance(v.pose.eye) > 1.0);
+            prev = Some(v);
+            if k == 0 && !present {
+                last = Some(v);
+                continue;
+            }
+            let same =
+                last.is_some_and(|l| l.pose.eye == v.pose.eye && l.pose.target == v.pose.target);
+            let due = k <= 2 || k % 4 == 0 || k == n || jump;
+            if same || !due {
+                continue;
+            }
+            cells.cast(
+                objects,
+                v,
+                &self.map_sizes,
+                self.cfg.anisotropy.max(1) as f32,
+                if k == 0 { 1.0 } else { 0.0 },
+                tiles::lookahead::RAYS,
+            );
+            last = Some(v);
+        }
+        cells
     }
 
-    /// [`Self::prefill`] by tiles: no feedback yet, so the first views' CPU
-    /// estimate (the present pose and the look-ahead's) prefetches, coarse
-    /// levels of every material in view first, round after round (each
-    /// waited for) until a round loads nothing or `limit` passes.
+    /// [`Self::prefill`] by tiles: no feedback yet, so the ray cast of the
+    /// first view (by its pixels) and of the look-ahead's (kept warm) loads,
+    /// coarse tiles of what is in view first, round after round (each waited
+    /// for) until a round loads nothing or `limit` passes.
     #[allow(clippy::too_many_arguments)]
     fn prefill_tiles(
         &mut self,
@@ -1207,7 +1262,8 @@ impl Streamer {
     ) -> Result<Option<Prefill>, GpuError> {
         let started = Instant::now();
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        let prefetch = self.tile_prefetch(objects, view, ahead);
+        let ahead = self.tile_ahead(objects, view, ahead, true);
+        let (ahead_wants, ahead_hits) = ahead.for_policy();
         let mut out = Prefill {
             ms: 0.0,
             bytes: 0,
@@ -1221,10 +1277,10 @@ impl Streamer {
         let Some(t) = self.tiles.as_mut() else {
             return Ok(None);
         };
-        let n = prefetch.len() * (t.cells_per_side() as usize).pow(2);
+        let n = ahead_wants.len();
         let (wants, hits) = (vec![tiles::policy::UNSEEN; n], vec![0; n]);
         loop {
-            let tf = t.prepare(ctx, mem, &wants, &hits, &prefetch, true)?;
+            let tf = t.prepare(ctx, mem, &wants, &hits, (&ahead_wants, &ahead_hits), true)?;
             out.rounds += 1;
             out.changes += tf.loads + tf.evictions;
             out.bytes += tf.upload_bytes;

@@ -39,6 +39,7 @@
 //! specification's isotropic LOD formula.
 
 pub mod geometry;
+pub mod lookahead;
 pub mod policy;
 
 use std::collections::HashMap;
@@ -151,7 +152,17 @@ pub struct TileStreamer {
     max_loads: usize,
     one_shot: OneShot,
     fence: vk::Fence,
+    /// Calls of [`TileStreamer::prepare`] after the pre-fill.
+    frames: u64,
+    /// [`FREEZE_ENV`]: after this many frames, residency stays as it is.
+    freeze_after: Option<u64>,
 }
+
+/// A diagnostic: `VKALLOC_DEMO_TILES_FREEZE_AFTER=N` stops every change of
+/// residency (no plan, bind, read or copy) after `N` frames (at 0, the
+/// pre-fill too: the mip tails alone), so frame times with resident tiles can
+/// be told apart from the cost of changing them.
+pub const FREEZE_ENV: &str = "VKALLOC_DEMO_TILES_FREEZE_AFTER";
 
 /// Whether every format of `set` can be a sparse 2D image with one sample.
 fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
@@ -226,6 +237,10 @@ impl TileStreamer {
             staging: None,
             slot: 0,
             max_loads: 0,
+            frames: 0,
+            freeze_after: std::env::var(FREEZE_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
             one_shot,
             fence,
         };
@@ -741,16 +756,25 @@ impl TileStreamer {
     }
 
     /// Plans and carries out this frame's tile changes from the last frame's
-    /// per-cell feedback (`wants`, `hits`: per material, `g * g` cells).
+    /// per-cell feedback (`wants`, `hits`: per material, `g * g` cells) and
+    /// the look-ahead's cells (`ahead`, the same layout; see
+    /// [`policy::TileInput::ahead_wants`]).
     pub fn prepare(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
         wants: &[u8],
         hits: &[u32],
-        prefetch: &[u8],
+        ahead: (&[u8], &[u32]),
         prefill: bool,
     ) -> Result<TileFrame, GpuError> {
+        // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
+        if self.freeze_after.is_some_and(|n| self.frames >= n) {
+            return Ok(TileFrame::default());
+        }
+        if !prefill {
+            self.frames += 1;
+        }
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
             p.pool_budget
@@ -766,11 +790,12 @@ impl TileStreamer {
             blocked: &self.blocked,
             free_pages: free_bytes / self.page.max(1),
             max_loads: self.max_loads,
-            prefetch,
+            ahead_wants: ahead.0,
+            ahead_hits: ahead.1,
             // A sixteenth of a frame's loads: the reads are waited for, and
             // over a look-ahead of 16 frames that is one frame's worth. Before
             // the first frame (the pre-fill), as many as a frame may load.
-            max_prefetch_loads: if prefill {
+            max_ahead_loads: if prefill {
                 self.max_loads
             } else {
                 self.max_loads.div_ceil(16)

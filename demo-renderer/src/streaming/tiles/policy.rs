@@ -24,6 +24,19 @@
 //! coarse-to-fine where pixels look, and when it is short the finest tiles of
 //! the least-seen regions are what is left out.
 //!
+//! # The look-ahead
+//!
+//! The camera's coming views give cells of the same kind
+//! ([`TileInput::ahead_wants`], [`super::lookahead`]). A cell with hits (the
+//! sampled pixels a CPU ray cast expects there) scores as the feedback's
+//! cells do, added to them; a cell without hits is kept warm: [`WARM_SCORE`],
+//! below any tile a present pixel wants, so it takes only pages nothing seen
+//! needs. (The streamer keeps the path ahead warm; a cut's own frame casts
+//! its view as the present one instead of the stale feedback.) Either way
+//! the look-ahead's coarse tiles come before its fine ones, tiles only it
+//! wants are not counted as wanted or missing, and at most `max_ahead_loads`
+//! of them load per frame.
+//!
 //! # The budget and hysteresis
 //!
 //! The pages available are the resident tiles' plus the free ones; the target is
@@ -65,17 +78,16 @@ pub struct TileInput<'a> {
     pub free_pages: u64,
     /// Loads this frame may start, at most.
     pub max_loads: usize,
-    /// Per material, the finest level the camera's coming views may want (the
-    /// CPU estimate along the path, a cut included), or [`UNSEEN`]: every tile
-    /// of that level and coarser scores [`PREFETCH_SCORE`].
-    pub prefetch: &'a [u8],
-    /// Loads of tiles only the prefetch wants, at most.
-    pub max_prefetch_loads: usize,
+    /// The look-ahead, laid out as `wants`: per material, per cell, the finest
+    /// level the camera's coming views want ([`super::lookahead`]; a cut's
+    /// view included), or [`UNSEEN`]; empty for none.
+    pub ahead_wants: &'a [u8],
+    /// The look-ahead's sampled pixels per cell, as `hits`, already weighted
+    /// by how soon each view comes.
+    pub ahead_hits: &'a [u32],
+    /// Loads of tiles only the look-ahead wants, at most.
+    pub max_ahead_loads: usize,
 }
-
-/// The score a prefetched tile adds: below any tile a sampled pixel wants
-/// (those score 8 per hit), so prefetch takes only pages nothing seen needs.
-pub const PREFETCH_SCORE: u64 = 1;
 
 /// This frame's changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -91,8 +103,15 @@ pub struct TilePlan {
     pub missing: u64,
 }
 
-/// Every map's tile scores, per map, per flat tile index.
-pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
+/// The score of a tile only a warm look-ahead cell (no hits) wants: below any
+/// a sampled pixel wants (8 per hit), so such tiles take only pages nothing
+/// seen needs.
+pub const WARM_SCORE: u64 = 1;
+
+/// Every map's tile scores, per map, per flat tile index, from one set of
+/// cells (`wants`, `hits`, laid out as [`TileInput::wants`]; empty: all zero);
+/// a wanted cell with no hits gives `no_hits` to each of its tiles.
+fn cell_scores(input: &TileInput<'_>, wants: &[u8], hits: &[u32], no_hits: u64) -> Vec<Vec<u64>> {
     let g = input.g.max(1);
     let cells = (g * g) as usize;
     let mut out: Vec<Vec<u64>> = Vec::with_capacity(input.maps.len());
@@ -110,55 +129,47 @@ pub fn scores(input: &TileInput<'_>) -> Vec<Vec<u64>> {
             out.push(same);
             continue;
         }
-        out.push({
-            let m = i / MAPS_PER_MATERIAL;
-            let mut s = vec![0u64; map.tile_count()];
-            let wants = input.wants.get(m * cells..(m + 1) * cells);
-            let hits = input.hits.get(m * cells..(m + 1) * cells);
-            if let Some(&p) = input.prefetch.get(m).filter(|&&p| p != UNSEEN) {
-                for level in u32::from(p)..map.tail_first {
-                    let start = map.level_start(level);
-                    let (w, h) = map.grid(level);
-                    for v in &mut s[start..start + (w * h) as usize] {
-                        *v += PREFETCH_SCORE;
+        let m = i / MAPS_PER_MATERIAL;
+        let mut s = vec![0u64; map.tile_count()];
+        let (Some(wants), Some(hits)) = (
+            wants.get(m * cells..(m + 1) * cells),
+            hits.get(m * cells..(m + 1) * cells),
+        ) else {
+            out.push(s);
+            continue;
+        };
+        for level in 0..map.tail_first {
+            let (w, _) = map.grid(level);
+            let start = map.level_start(level);
+            let cols: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
+            let rows: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
+            for cy in 0..g {
+                for cx in 0..g {
+                    let c = (cy * g + cx) as usize;
+                    if wants[c] == UNSEEN || u32::from(wants[c]) > level + 1 {
+                        continue;
                     }
-                }
-            }
-            let (Some(wants), Some(hits)) = (wants, hits) else {
-                out.push(s);
-                continue;
-            };
-            for level in 0..map.tail_first {
-                let (w, _) = map.grid(level);
-                let start = map.level_start(level);
-                let cols: Vec<Vec<u32>> =
-                    (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
-                let rows: Vec<Vec<u32>> =
-                    (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
-                for cy in 0..g {
-                    for cx in 0..g {
-                        let c = (cy * g + cx) as usize;
-                        if wants[c] == UNSEEN || u32::from(wants[c]) > level + 1 {
-                            continue;
-                        }
-                        // One level finer than wanted scores 1/64: a margin for
-                        // the camera coming closer, bought with spare pages.
-                        let full = u64::from(hits[c].max(1)) * 8;
-                        let h = if u32::from(wants[c]) > level {
-                            full / 64
-                        } else {
-                            full
-                        };
-                        for &y in &rows[cy as usize] {
-                            for &x in &cols[cx as usize] {
-                                s[start + y as usize * w as usize + x as usize] += h;
-                            }
+                    // One level finer than wanted scores 1/64: a margin for
+                    // the camera coming closer, bought with spare pages.
+                    let full = match hits[c] {
+                        0 => no_hits,
+                        h => u64::from(h) * 8,
+                    };
+                    let h = if u32::from(wants[c]) > level {
+                        full / 64
+                    } else {
+                        full
+                    };
+                    for &y in &rows[cy as usize] {
+                        for &x in &cols[cx as usize] {
+                            let t = &mut s[start + y as usize * w as usize + x as usize];
+                            *t = t.saturating_add(h);
                         }
                     }
                 }
             }
-            s
-        });
+        }
+        out.push(s);
     }
     out
 }
@@ -181,7 +192,14 @@ fn tile_at(map: &MapTiles, map_index: usize, idx: usize) -> TileRef {
 
 /// This frame's loads and evictions (see the module's documentation).
 pub fn plan(input: &TileInput<'_>) -> TilePlan {
-    let scores = scores(input);
+    let present = cell_scores(input, input.wants, input.hits, 8);
+    let ahead = cell_scores(input, input.ahead_wants, input.ahead_hits, WARM_SCORE);
+    let scores: Vec<Vec<u64>> = present
+        .iter()
+        .zip(&ahead)
+        .map(|(p, a)| p.iter().zip(a).map(|(p, a)| p.saturating_add(*a)).collect())
+        .collect();
+    let is_present = |i: usize, idx: usize| present[i].get(idx).is_some_and(|&p| p > 0);
     let resident = |i: usize, idx: usize| {
         input
             .resident
@@ -194,8 +212,8 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let mut ranked: Vec<(u64, u64, u32, usize, usize)> = Vec::new();
     let mut resident_count = 0u64;
     let mut wanted = 0u64;
-    // Prefetch alone is not "wanted" (the report's wanted bytes are what the
-    // present view samples).
+    // The look-ahead alone is not "wanted" (the report's wanted bytes are what
+    // the present view samples).
     for (i, s) in scores.iter().enumerate() {
         let map = &input.maps[i];
         for level in 0..map.tail_first {
@@ -205,7 +223,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             for (idx, &score) in s.iter().enumerate().take(end).skip(start) {
                 let r = resident(i, idx);
                 resident_count += u64::from(r);
-                wanted += u64::from(score > PREFETCH_SCORE);
+                wanted += u64::from(is_present(i, idx));
                 if score > 0 || r {
                     let rank = score.saturating_mul(if r { 8 } else { 4 });
                     ranked.push((rank, score, level, i, idx));
@@ -243,19 +261,19 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     }
     let mut loads = Vec::new();
     let mut missing = 0u64;
-    let mut prefetched = 0usize;
+    let mut ahead_loads = 0usize;
     for (k, &(_, score, _, i, idx)) in ranked.iter().enumerate() {
         if score == 0 || resident(i, idx) {
             continue;
         }
-        let prefetch_only = score <= PREFETCH_SCORE;
-        if prefetch_only && prefetched >= input.max_prefetch_loads {
+        let ahead_only = !is_present(i, idx);
+        if ahead_only && ahead_loads >= input.max_ahead_loads {
             continue;
         }
         if in_target[k] && loads.len() < input.max_loads {
             loads.push(tile_at(&input.maps[i], i, idx));
-            prefetched += usize::from(prefetch_only);
-        } else if !prefetch_only {
+            ahead_loads += usize::from(ahead_only);
+        } else if !ahead_only {
             missing += 1;
         }
     }
@@ -388,8 +406,9 @@ mod tests {
             blocked: &[],
             free_pages: 1000,
             max_loads: 1000,
-            prefetch: &[],
-            max_prefetch_loads: 0,
+            ahead_wants: &[],
+            ahead_hits: &[],
+            max_ahead_loads: 0,
         };
         let p = plan(&input);
         // Per map: 3x3 tiles at level 0, and at levels 1 (4x4 grid: 3x3), 2
@@ -412,16 +431,21 @@ mod tests {
     }
 
     #[test]
-    fn prefetch_fills_spare_pages_coarse_first_below_what_is_seen() {
+    fn the_look_ahead_ranks_by_its_pixels_and_is_not_wanted() {
         let maps = vec![map(1024, 128); 6];
         let g = 8;
-        // Material 0 is seen (one cell at level 0); material 1 only prefetched.
+        // Material 0: one sampled pixel in cell 9 wants level 0 now.
         let mut wants = vec![UNSEEN; 128];
         let mut hits = vec![0; 128];
         wants[9] = 0;
         hits[9] = 1;
+        // Material 1: a coming close-up, 100 sampled pixels in its cell 9.
+        let mut ahead_wants = vec![UNSEEN; 128];
+        let mut ahead_hits = vec![0; 128];
+        ahead_wants[64 + 9] = 0;
+        ahead_hits[64 + 9] = 100;
         let resident = empty(&maps);
-        let seen_tiles = 3 * (9 + 9 + 4 + 1);
+        let tiles = 3 * (9 + 9 + 4 + 1);
         let input = TileInput {
             maps: &maps,
             g,
@@ -429,25 +453,45 @@ mod tests {
             hits: &hits,
             resident: &resident,
             blocked: &[],
-            free_pages: seen_tiles as u64 + 3 * 5,
+            free_pages: 2 * tiles as u64,
             max_loads: usize::MAX,
-            prefetch: &[UNSEEN, 1],
-            max_prefetch_loads: 100,
+            ahead_wants: &ahead_wants,
+            ahead_hits: &ahead_hits,
+            max_ahead_loads: usize::MAX,
         };
         let p = plan(&input);
-        assert_eq!(p.loads.len(), seen_tiles + 15);
-        // What is seen first, then material 1's levels 3 and 2 (1 + 4 tiles a map).
-        assert!(p.loads[..seen_tiles].iter().all(|t| t.map < 3));
-        assert!(p.loads[seen_tiles..]
-            .iter()
-            .all(|t| t.map >= 3 && t.level >= 2));
-        assert_eq!(p.wanted, seen_tiles as u64, "prefetch is not wanted");
-        // The prefetch cap holds.
-        let capped = plan(&TileInput {
-            max_prefetch_loads: 4,
+        assert_eq!(p.loads.len(), 2 * tiles);
+        // The close-up's tiles first (more pixels), coarse first.
+        assert!(p.loads[..tiles].iter().all(|t| t.map >= 3));
+        assert_eq!(p.loads[0].level, 3);
+        assert_eq!(p.wanted, tiles as u64, "the look-ahead is not wanted");
+        assert_eq!(p.missing, 0);
+        // Room for one of the two: the close-up; the present view's tiles
+        // are missing.
+        let short = plan(&TileInput {
+            free_pages: tiles as u64,
             ..input
         });
-        assert_eq!(capped.loads.len(), seen_tiles + 4);
+        assert!(short.loads.len() == tiles && short.loads.iter().all(|t| t.map >= 3));
+        assert_eq!(short.missing, tiles as u64);
+        // The look-ahead's cap holds, coarse tiles first; the present view
+        // loads in full.
+        let capped = plan(&TileInput {
+            max_ahead_loads: 4,
+            ..input
+        });
+        let ahead: Vec<_> = capped.loads.iter().filter(|t| t.map >= 3).collect();
+        assert_eq!(ahead.len(), 4);
+        assert!(ahead.iter().all(|t| t.level >= 2));
+        assert_eq!(capped.loads.len() - 4, tiles);
+        // A cell the present view and the look-ahead both see scores both.
+        let both = plan(&TileInput {
+            ahead_wants: &wants,
+            ahead_hits: &hits,
+            ..input
+        });
+        assert_eq!(both.loads.len(), tiles);
+        assert_eq!(both.wanted, tiles as u64);
     }
 
     #[test]
@@ -473,8 +517,9 @@ mod tests {
             blocked: &[],
             free_pages: 3 * (1 + 4 + 16),
             max_loads: usize::MAX,
-            prefetch: &[],
-            max_prefetch_loads: 0,
+            ahead_wants: &[],
+            ahead_hits: &[],
+            max_ahead_loads: 0,
         };
         let p = plan(&input);
         assert_eq!(p.loads.len(), 63);
@@ -499,8 +544,9 @@ mod tests {
             blocked: &[],
             free_pages: 0,
             max_loads: usize::MAX,
-            prefetch: &[],
-            max_prefetch_loads: 0,
+            ahead_wants: &[],
+            ahead_hits: &[],
+            max_ahead_loads: 0,
         };
         // Equal scores: the resident tiles win, nothing moves.
         let p = plan(&input);
@@ -517,12 +563,13 @@ mod tests {
             max_loads in 0usize..80,
             rounds in 1usize..5,
             churn in any::<u64>(),
-            prefetch in proptest::collection::vec(0u8..6, 3),
-            max_prefetch_loads in 0usize..20,
+            ahead_seed in proptest::collection::vec((0u8..6, 0u32..40), 3 * 16),
+            max_ahead_loads in 0usize..20,
             blocked_map in 0usize..12,
         ) {
             let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
-            let prefetch: Vec<u8> = prefetch.iter().map(|&p| if p > 3 { UNSEEN } else { p }).collect();
+            let ahead_wants: Vec<u8> = ahead_seed.iter().map(|&(w, _)| if w > 3 { UNSEEN } else { w }).collect();
+            let ahead_hits: Vec<u32> = ahead_seed.iter().map(|&(_, h)| h).collect();
             // Three materials of 512-texel maps, 64-texel tiles, 4x4 cells.
             let maps = vec![map(512, 64); 9];
             let g = 4;
@@ -546,8 +593,9 @@ mod tests {
                     blocked: &blocked,
                     free_pages: budget_pages.saturating_sub(used),
                     max_loads,
-                    prefetch: &prefetch,
-                    max_prefetch_loads,
+                    ahead_wants: &ahead_wants,
+                    ahead_hits: &ahead_hits,
+                    max_ahead_loads,
                 };
                 let p = plan(&input);
                 // A blocked map (its file failed) loads nothing.

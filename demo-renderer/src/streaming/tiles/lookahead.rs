@@ -1,0 +1,535 @@
+//! The look-ahead by tiles: which cells of each material's texture square the
+//! camera's coming views will sample, and at which level, estimated on the CPU
+//! by casting rays through a coarse grid of each view's pixels against the
+//! gallery's analytic shapes (spheres, boxes, the floor), the nearest hit
+//! taken, so objects hide what is behind them.
+//!
+//! The GPU feedback says what the last frame sampled; it cannot say what the
+//! frame after a camera cut, or the path a few frames on, will sample. A
+//! material-wide level (the [`super::super::estimate`]) does not either: a
+//! close-up sees a few hundred of a map's thousand level-0 tiles, and loading
+//! the map's tiles blind spends the budget on the wrong ones. These cells are
+//! the tile policy's *look-ahead* ([`super::policy::TileInput::ahead_wants`]),
+//! ranked against the feedback's cells by the pixels they stand for.
+//!
+//! Approximations, each towards loading a little more rather than less:
+//! - the rounded box is cast as its box (its texture coordinates are the
+//!   face's, before the rounding, as in [`crate::scene::mesh::rounded_box`]);
+//! - the level follows the sampler's rule with anisotropy `max_aniso`: the
+//!   pixel footprint's longer axis (the shorter one over the cosine of the
+//!   angle between the ray and the surface) divided by the anisotropy, at
+//!   least the shorter axis, less the estimate's [`CALIBRATION_LEVELS`];
+//! - each ray stands for the block of pixels around it and marks every cell
+//!   that block's footprint on the surface can reach;
+//! - texture coordinates wrap (as `fract` in the shaders), so the sphere's
+//!   poles also mark the square's opposite edge.
+#![forbid(unsafe_code)]
+
+use glam::{Vec2, Vec3};
+
+use crate::scene::mesh::BOX_FACES;
+use crate::scene::{Object, Shape, BOX_HALF, FLOOR_REPEATS, FLOOR_SIZE, SPHERE_RADIUS};
+use crate::streaming::estimate::{shape_metrics, View, CALIBRATION_LEVELS};
+
+use super::policy::UNSEEN;
+
+/// Rays per view across and down (one per 80 x 80 pixels at 4K, 7 x 7 at 320 x 180).
+pub const RAYS: (u32, u32) = (48, 27);
+
+/// Nearest distance a hit counts from (the camera's near plane, about).
+const NEAR: f32 = 0.01;
+
+/// Per material, per cell (`g * g`, row-major as the shaders' `tile_cell`):
+/// the finest level a coming view wants, and the sampled pixels it stands for
+/// (the feedback's unit: one pixel in 8 x 8), weighted by how soon.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AheadCells {
+    g: u32,
+    /// Finest level per cell, or [`UNSEEN`].
+    pub wants: Vec<u8>,
+    /// Weighted sampled pixels per cell: the largest over the views cast.
+    pub hits: Vec<f32>,
+    /// One view's sums, merged into `hits` by the largest.
+    scratch: Vec<f32>,
+}
+
+/// Where a ray met an object: the distance, the texture coordinate (before
+/// the object's `uv_scale`) and the surface normal (object space).
+#[derive(Clone, Copy, Debug)]
+struct Hit {
+    t: f32,
+    uv: Vec2,
+    n: Vec3,
+}
+
+impl AheadCells {
+    /// No cell wanted, for `materials` materials of `g * g` cells.
+    pub fn new(materials: usize, g: u32) -> Self {
+        let g = g.max(1);
+        let n = materials * (g * g) as usize;
+        Self {
+            g,
+            wants: vec![UNSEEN; n],
+            hits: vec![0.0; n],
+            scratch: vec![0.0; n],
+        }
+    }
+
+    /// Cells per side.
+    pub fn cells_per_side(&self) -> u32 {
+        self.g
+    }
+
+    /// The cells as the policy takes them: the levels, and the hits rounded
+    /// to whole sampled pixels. A cell wanted with no hit (cast with weight 0,
+    /// or worth less than half a sampled pixel) is one to keep warm: the
+    /// policy gives it only pages nothing seen needs.
+    pub fn for_policy(&self) -> (Vec<u8>, Vec<u32>) {
+        let hits = self
+            .hits
+            .iter()
+            .map(|&h| h.round().clamp(0.0, u32::MAX as f32) as u32)
+            .collect();
+        (self.wants.clone(), hits)
+    }
+
+    /// Casts `view` through a grid of `rays` and records, per cell hit, the
+    /// finest level and `weight` x the sampled pixels the rays that reach it
+    /// stand for (keeping the larger of this and what an earlier view gave).
+    /// A `weight` of 0 records the levels alone: cells to keep warm with
+    /// spare pages (see [`Self::for_policy`]).
+    /// `map_sizes[m]`: material `m`'s level-0 side in texels; `max_aniso`:
+    /// the sampler's anisotropy (1 for none).
+    pub fn cast(
+        &mut self,
+        objects: &[Object],
+        view: &View,
+        map_sizes: &[u32],
+        max_aniso: f32,
+        weight: f32,
+        rays: (u32, u32),
+    ) {
+        let max_aniso = max_aniso.max(1.0);
+        let (nx, ny) = (rays.0.max(1), rays.1.max(1));
+        let eye = view.pose.eye;
+        let forward = (view.pose.target - eye).normalize_or_zero();
+        if forward == Vec3::ZERO || !weight.is_finite() || weight < 0.0 {
+            return;
+        }
+        let right = forward.cross(Vec3::Y).try_normalize().unwrap_or(Vec3::X);
+        let up = right.cross(forward);
+        let tan_half = (view.fov_y * 0.5).tan();
+        let height = view.height.max(1) as f32;
+        let width = height * view.aspect;
+        // World size of one pixel per unit of distance.
+        let pixel = 2.0 * tan_half / height;
+        let block = (width / nx as f32).max(height / ny as f32);
+        // Sampled pixels (one in 8 x 8) each ray stands for.
+        let samples = width * height / (nx * ny) as f32 / 64.0 * weight;
+        let g = self.g;
+        let cells = (g * g) as usize;
+        for j in 0..ny {
+            for i in 0..nx {
+                let sx = ((i as f32 + 0.5) / nx as f32 * 2.0 - 1.0) * tan_half * view.aspect;
+                let sy = (1.0 - (j as f32 + 0.5) / ny as f32 * 2.0) * tan_half;
+                let dir = (forward + right * sx + up * sy).normalize();
+                let Some((o, hit)) = nearest(objects, eye, dir) else {
+                    continue;
+                };
+                let Some(&size) = map_sizes.get(o.material) else {
+                    continue;
+                };
+                let (_, uv_per_unit) = shape_metrics(o.shape);
+                let scale = o.model.x_axis.truncate().length().max(1e-6);
+                let repeats = o.uv_scale.x.max(o.uv_scale.y).max(1e-6);
+                // Texture-square units per world unit, and texels per pixel.
+                let uv_per_world = uv_per_unit * repeats / scale;
+                let normal = o.model.transform_vector3(hit.n).normalize_or_zero();
+                let cos = normal.dot(dir).abs().max(1e-3);
+                // The footprint's axes (world units), and the sampler's choice.
+                let (minor, major) = (hit.t * pixel, hit.t * pixel / cos);
+                let texels = size as f32 * uv_per_world * minor.max(major / max_aniso);
+                let lod = texels.max(1e-6).log2() - CALIBRATION_LEVELS;
+                let level = lod.clamp(0.0, 254.0).floor() as u8;
+                let uv = hit.uv * Vec2::new(o.uv_scale.x, o.uv_scale.y);
+                // The ray's block of pixels on the surface, in cells.
+                let span = block * hit.t * pixel * uv_per_world * g as f32;
+                let r = ((span * 0.5).ceil() as i64).clamp(0, i64::from(g / 2));
+                // GLSL's `fract` (`x - floor(x)`), as the shaders' `tile_cell`.
+                let c = uv.fract_gl() * g as f32;
+                let (cx, cy) = (
+                    (c.x.floor() as i64).clamp(0, i64::from(g) - 1),
+                    (c.y.floor() as i64).clamp(0, i64::from(g) - 1),
+                );
+                let each = samples / ((2 * r + 1) * (2 * r + 1)) as f32;
+                let base = o.material * cells;
+                if base + cells > self.wants.len() {
+                    continue;
+                }
+                for dy in -r..=r {
+                    for dx in -r..=r {
+                        let x = (cx + dx).rem_euclid(i64::from(g)) as usize;
+                        let y = (cy + dy).rem_euclid(i64::from(g)) as usize;
+                        let k = base + y * g as usize + x;
+                        self.wants[k] = self.wants[k].min(level);
+                        self.scratch[k] += each;
+                    }
+                }
+            }
+        }
+        for (h, s) in self.hits.iter_mut().zip(&mut self.scratch) {
+            *h = h.max(*s);
+            *s = 0.0;
+        }
+    }
+}
+
+/// The nearest object `eye + t * dir` meets (`dir` normalised), and where.
+fn nearest(objects: &[Object], eye: Vec3, dir: Vec3) -> Option<(&Object, Hit)> {
+    let mut best: Option<(&Object, Hit)> = None;
+    for o in objects {
+        let limit = best.map_or(f32::INFINITY, |(_, h)| h.t);
+        let centre = o.model.w_axis.truncate();
+        let scale = o.model.x_axis.truncate().length();
+        // A bounding sphere first (the floor has none).
+        if o.shape != Shape::Floor {
+            let bound = match o.shape {
+                Shape::Sphere => SPHERE_RADIUS,
+                _ => BOX_HALF * 3f32.sqrt(),
+            } * scale;
+            let to = centre - eye;
+            let along = to.dot(dir);
+            if along + bound < NEAR || along - bound > limit {
+                continue;
+            }
+            if (to - dir * along).length_squared() > bound * bound {
+                continue;
+            }
+        }
+        let inv = o.model.inverse();
+        let lo = inv.transform_point3(eye);
+        let ld = inv.transform_vector3(dir);
+        let hit = match o.shape {
+            Shape::Sphere => sphere(lo, ld),
+            Shape::RoundedBox => cube(lo, ld),
+            Shape::Floor => floor(lo, ld),
+        };
+        if let Some(h) = hit.filter(|h| h.t < limit) {
+            best = Some((o, h));
+        }
+    }
+    best
+}
+
+/// A ray in object space (`d` not normalised: `t` stays the world distance)
+/// against the UV sphere of [`crate::scene::mesh::sphere`].
+fn sphere(o: Vec3, d: Vec3) -> Option<Hit> {
+    let a = d.length_squared();
+    let b = o.dot(d);
+    let c = o.length_squared() - SPHERE_RADIUS * SPHERE_RADIUS;
+    let disc = b * b - a * c;
+    if a <= 0.0 || disc < 0.0 {
+        return None;
+    }
+    let root = disc.sqrt();
+    let t = [(-b - root) / a, (-b + root) / a]
+        .into_iter()
+        .find(|&t| t > NEAR)?;
+    let n = ((o + d * t) / SPHERE_RADIUS).normalize_or_zero();
+    let theta = n.y.clamp(-1.0, 1.0).acos();
+    let mut phi = (-n.z).atan2(n.x);
+    if phi < 0.0 {
+        phi += std::f32::consts::TAU;
+    }
+    // u: two repeats around, v: pole to pole (the mesh's `uv_scale` (2, 1)).
+    Some(Hit {
+        t,
+        uv: Vec2::new(
+            phi / std::f32::consts::TAU * 2.0,
+            theta / std::f32::consts::PI,
+        ),
+        n,
+    })
+}
+
+/// A ray in object space against the rounded box's box (see the module's
+/// approximations); the face's texture coordinate as the mesh maps it.
+fn cube(o: Vec3, d: Vec3) -> Option<Hit> {
+    let mut enter = f32::NEG_INFINITY;
+    let mut exit = f32::INFINITY;
+    for k in 0..3 {
+        if d[k].abs() < 1e-12 {
+            if o[k].abs() > BOX_HALF {
+                return None;
+            }
+            continue;
+        }
+        let t0 = (-BOX_HALF - o[k]) / d[k];
+        let t1 = (BOX_HALF - o[k]) / d[k];
+        enter = enter.max(t0.min(t1));
+        exit = exit.min(t0.max(t1));
+    }
+    if enter > exit || exit < NEAR {
+        return None;
+    }
+    let t = if enter > NEAR { enter } else { exit };
+    let p = o + d * t;
+    let a = p.abs();
+    let axis = if a.x >= a.y && a.x >= a.z {
+        Vec3::X * p.x.signum()
+    } else if a.y >= a.z {
+        Vec3::Y * p.y.signum()
+    } else {
+        Vec3::Z * p.z.signum()
+    };
+    let &(_, ua, va) = BOX_FACES.iter().find(|f| f.0 == axis)?;
+    let uv = Vec2::new(p.dot(ua), p.dot(va)) / BOX_HALF * 0.5 + Vec2::splat(0.5);
+    Some(Hit {
+        t,
+        uv: uv.clamp(Vec2::ZERO, Vec2::ONE),
+        n: axis,
+    })
+}
+
+/// A ray in object space against the floor (y = 0, seen from above).
+fn floor(o: Vec3, d: Vec3) -> Option<Hit> {
+    if o.y <= 0.0 || d.y >= 0.0 {
+        return None;
+    }
+    let t = -o.y / d.y;
+    let p = o + d * t;
+    let half = FLOOR_SIZE * 0.5;
+    if t <= NEAR || p.x.abs() > half || p.z.abs() > half {
+        return None;
+    }
+    Some(Hit {
+        t,
+        uv: (Vec2::new(p.x, p.z) / FLOOR_SIZE + Vec2::splat(0.5)) * FLOOR_REPEATS,
+        n: Vec3::Y,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::camera::Pose;
+    use crate::scene::mesh;
+    use crate::scene::Gallery;
+    use glam::{Mat4, Vec4};
+
+    fn view(eye: Vec3, target: Vec3) -> View {
+        View {
+            pose: Pose { eye, target },
+            fov_y: 50f32.to_radians(),
+            aspect: 16.0 / 9.0,
+            height: 1080,
+        }
+    }
+
+    fn object(shape: Shape, at: Vec3, angle: f32, material: usize) -> Object {
+        Object {
+            shape,
+            model: Mat4::from_translation(at) * Mat4::from_rotation_y(angle),
+            material,
+            uv_scale: Vec4::new(1.0, 1.0, 1.0, 0.0),
+        }
+    }
+
+    /// The texture coordinate a ray finds equals the mesh's at that vertex
+    /// (modulo 1), for the sphere and the flat part of every box face.
+    #[test]
+    fn texture_coordinates_match_the_meshes() {
+        for (shape, m) in [
+            (Shape::Sphere, mesh::sphere(SPHERE_RADIUS, 64, 32)),
+            (Shape::RoundedBox, mesh::rounded_box(BOX_HALF, 0.18, 8)),
+        ] {
+            let o = object(shape, Vec3::new(3.0, 1.0, -2.0), 0.7, 0);
+            let mut checked = 0;
+            for v in &m.vertices {
+                let uv = Vec2::from(v.uv);
+                let n = Vec3::from(v.normal);
+                let p = Vec3::from(v.position);
+                // Box: only the flat part (the rounding moves the rest);
+                // sphere: not at the poles or the seam (u is ambiguous there).
+                let flat = match shape {
+                    Shape::RoundedBox => {
+                        let f = uv.fract_gl();
+                        (0.25..0.75).contains(&f.x) && (0.25..0.75).contains(&f.y)
+                    }
+                    _ => (0.1..0.9).contains(&uv.y) && (0.02..1.98).contains(&uv.x),
+                };
+                if !flat {
+                    continue;
+                }
+                let world = o.model.transform_point3(p);
+                let wn = o.model.transform_vector3(n).normalize();
+                let eye = world + wn * 3.0;
+                let (hit_o, hit) = nearest(std::slice::from_ref(&o), eye, -wn).expect("hit");
+                assert_eq!(hit_o.material, 0);
+                assert!((hit.t - 3.0).abs() < 0.05, "{shape:?}: t {}", hit.t);
+                let d = (hit.uv - uv).abs();
+                let d = d.min(Vec2::ONE * 2.0 - d); // the sphere's u wraps at 2
+                assert!(
+                    d.max_element() < 0.02,
+                    "{shape:?}: uv {} against {uv}",
+                    hit.uv
+                );
+                checked += 1;
+            }
+            assert!(checked > 20, "{shape:?}: {checked} vertices checked");
+        }
+    }
+
+    #[test]
+    fn a_close_up_wants_fine_levels_of_the_cells_in_view_only() {
+        let objects = [object(Shape::Sphere, Vec3::ZERO, 0.0, 0)];
+        let mut near = AheadCells::new(1, 32);
+        near.cast(
+            &objects,
+            &view(Vec3::new(0.0, 0.0, 1.6), Vec3::ZERO),
+            &[8192],
+            16.0,
+            1.0,
+            RAYS,
+        );
+        let mut far = AheadCells::new(1, 32);
+        far.cast(
+            &objects,
+            &view(Vec3::new(0.0, 0.0, 12.0), Vec3::ZERO),
+            &[8192],
+            16.0,
+            1.0,
+            RAYS,
+        );
+        let seen = |c: &AheadCells| c.wants.iter().filter(|&&w| w != UNSEEN).count();
+        let finest = |c: &AheadCells| *c.wants.iter().min().unwrap();
+        // Close: level 0, and only the side facing the camera (+z: u about
+        // 0.25 or 0.75 of each repeat), not the whole square.
+        assert_eq!(finest(&near), 0);
+        assert!(
+            seen(&near) > 16 && seen(&near) < 32 * 32 * 3 / 4,
+            "{}",
+            seen(&near)
+        );
+        // Far: coarser.
+        assert!(finest(&far) >= 2, "{}", finest(&far));
+        // Hits: the sampled pixels the sphere covers (one in 64), about: at
+        // 1.6 it fills the frame's height (a disc of 0.6-0.7 of the frame).
+        let total: f32 = near.hits.iter().sum();
+        let frame = 1920.0 * 1080.0 / 64.0;
+        assert!(
+            total > 0.3 * frame && total <= frame * 1.001,
+            "{total} of {frame}"
+        );
+    }
+
+    #[test]
+    fn anisotropy_asks_for_finer_levels_at_grazing_angles() {
+        let floor = Object {
+            shape: Shape::Floor,
+            model: Mat4::IDENTITY,
+            material: 0,
+            uv_scale: Vec4::new(1.0, 1.0, 1.0, 0.0),
+        };
+        // Low over the floor, looking far along it.
+        let v = view(Vec3::new(0.0, 0.5, 0.0), Vec3::new(0.0, 0.3, -10.0));
+        let finest = |aniso: f32| {
+            let mut c = AheadCells::new(1, 16);
+            c.cast(std::slice::from_ref(&floor), &v, &[8192], aniso, 1.0, RAYS);
+            let seen: Vec<u32> = c
+                .wants
+                .iter()
+                .filter(|&&w| w != UNSEEN)
+                .map(|&w| u32::from(w))
+                .collect();
+            assert!(!seen.is_empty());
+            seen.iter().sum::<u32>() as f32 / seen.len() as f32
+        };
+        assert!(
+            finest(16.0) + 1.0 < finest(1.0),
+            "{} {}",
+            finest(16.0),
+            finest(1.0)
+        );
+    }
+
+    #[test]
+    fn hidden_and_behind_the_camera_are_not_seen() {
+        let objects = [
+            object(Shape::Sphere, Vec3::new(0.0, 0.0, -3.0), 0.0, 0),
+            // Right behind the first, smaller on screen, hidden.
+            object(Shape::Sphere, Vec3::new(0.0, 0.0, -6.0), 0.0, 1),
+            // Behind the camera.
+            object(Shape::RoundedBox, Vec3::new(0.0, 0.0, 4.0), 0.0, 2),
+        ];
+        let mut c = AheadCells::new(3, 8);
+        // A narrow view: the first sphere fills it.
+        let mut v = view(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0));
+        v.fov_y = 10f32.to_radians();
+        c.cast(&objects, &v, &[1024; 3], 16.0, 1.0, RAYS);
+        let seen = |m: usize| c.wants[m * 64..(m + 1) * 64].iter().any(|&w| w != UNSEEN);
+        assert!(seen(0));
+        assert!(!seen(1), "hidden behind material 0");
+        assert!(!seen(2), "behind the camera");
+    }
+
+    #[test]
+    fn the_gallery_floor_and_objects_are_seen_from_the_path() {
+        let g = Gallery::new(16, 0);
+        let sizes = vec![1024u32; 17];
+        let mut c = AheadCells::new(17, 16);
+        c.cast(
+            &g.objects,
+            &view(Vec3::new(0.0, 6.0, 12.0), Vec3::ZERO),
+            &sizes,
+            16.0,
+            0.5,
+            RAYS,
+        );
+        let floor = g.objects.last().unwrap().material;
+        let seen = (0..17)
+            .filter(|&m| c.wants[m * 256..(m + 1) * 256].iter().any(|&w| w != UNSEEN))
+            .count();
+        assert!(seen >= 8, "{seen} materials seen");
+        // The floor repeats: nearly every cell of its square is seen.
+        let floor_cells = c.wants[floor * 256..(floor + 1) * 256]
+            .iter()
+            .filter(|&&w| w != UNSEEN)
+            .count();
+        assert!(floor_cells > 200, "{floor_cells}");
+        // Weighted: the hits add up to at most half the frame's samples.
+        let total: f32 = c.hits.iter().sum();
+        assert!(
+            total > 0.0 && total <= 1920.0 * 1080.0 / 64.0 * 0.5 * 1.001,
+            "{total}"
+        );
+        // Nothing for a degenerate view or a negative weight; levels alone
+        // for a zero weight.
+        let fresh = AheadCells::new(17, 16);
+        let at = view(Vec3::new(0.0, 6.0, 12.0), Vec3::ZERO);
+        let mut none = fresh.clone();
+        none.cast(
+            &g.objects,
+            &view(Vec3::ONE, Vec3::ONE),
+            &sizes,
+            16.0,
+            1.0,
+            RAYS,
+        );
+        none.cast(&g.objects, &at, &sizes, 16.0, -1.0, RAYS);
+        assert!(none == fresh, "nothing cast");
+        let mut warm = fresh.clone();
+        warm.cast(&g.objects, &at, &sizes, 16.0, 0.0, RAYS);
+        assert!(warm.wants.iter().any(|&w| w != UNSEEN), "weight 0: levels");
+        assert!(warm.hits.iter().all(|&h| h == 0.0), "weight 0: no hits");
+        // For the policy: hits rounded, levels kept (no hits: warm).
+        let mut faint = AheadCells::new(1, 2);
+        faint.wants = vec![0, 1, 2, UNSEEN];
+        faint.hits = vec![0.4, 0.6, 7.0, 0.0];
+        assert_eq!(
+            faint.for_policy(),
+            (vec![0, 1, 2, UNSEEN], vec![0, 1, 7, 0])
+        );
+        assert_eq!(none.cells_per_side(), 16);
+    }
+}
