@@ -1194,10 +1194,10 @@ impl Streamer {
 
     /// The tile policy's look-ahead: the cells the coming views (`ahead`,
     /// nearest first) will sample, by a CPU ray cast ([`tiles::lookahead`]),
-    /// kept warm (levels without hits: spare pages only). The next two views,
-    /// every fourth after them, the last, and the first after a pose that
-    /// jumps (a cut) are cast; a pose equal to the last one cast is not cast
-    /// again. With `present`, the present view is cast first with its pixels
+    /// kept warm (levels without hits: spare pages only). The views 2, 4, 8,
+    /// 16... frames ahead, the last, and the first after a pose that jumps (a
+    /// cut) are cast (the next frame's is close to what the feedback shows);
+    /// a pose equal to the last one cast is not cast again. With `present`, the present view is cast first with its pixels
     /// (weight 1): the pre-fill's first view, and a cut's own frame, where the
     /// feedback shows the old view and this cast takes its place, so the
     /// cut's loads happen before the frame is drawn.
@@ -1228,7 +1228,7 @@ impl Streamer {
             }
             let same =
                 last.is_some_and(|l| l.pose.eye == v.pose.eye && l.pose.target == v.pose.target);
-            let due = k <= 2 || k % 4 == 0 || k == n || jump;
+            let due = k == 0 || (k >= 2 && k.is_power_of_two()) || k == n || jump;
             if same || !due {
                 continue;
             }
@@ -1238,7 +1238,11 @@ impl Streamer {
                 &self.map_sizes,
                 self.cfg.anisotropy.max(1) as f32,
                 if k == 0 { 1.0 } else { 0.0 },
-                tiles::lookahead::RAYS,
+                if k == 0 {
+                    tiles::lookahead::RAYS
+                } else {
+                    tiles::lookahead::WARM_RAYS
+                },
             );
             last = Some(v);
         }

@@ -25,7 +25,7 @@
 //!   poles also mark the square's opposite edge.
 #![forbid(unsafe_code)]
 
-use glam::{Vec2, Vec3};
+use glam::{Mat4, Vec2, Vec3};
 
 use crate::scene::mesh::BOX_FACES;
 use crate::scene::{Object, Shape, BOX_HALF, FLOOR_REPEATS, FLOOR_SIZE, SPHERE_RADIUS};
@@ -33,8 +33,12 @@ use crate::streaming::estimate::{shape_metrics, View, CALIBRATION_LEVELS};
 
 use super::policy::UNSEEN;
 
-/// Rays per view across and down (one per 80 x 80 pixels at 4K, 7 x 7 at 320 x 180).
+/// Rays per view across and down (one per 80 x 80 pixels at 4K, 7 x 7 at
+/// 320 x 180), for a view cast by its pixels.
 pub const RAYS: (u32, u32) = (48, 27);
+
+/// Rays per view for a view kept warm (levels only; 120 x 120 pixels at 4K).
+pub const WARM_RAYS: (u32, u32) = (32, 18);
 
 /// Nearest distance a hit counts from (the camera's near plane, about).
 const NEAR: f32 = 0.01;
@@ -128,12 +132,19 @@ impl AheadCells {
         let samples = width * height / (nx * ny) as f32 / 64.0 * weight;
         let g = self.g;
         let cells = (g * g) as usize;
+        let half_diag = (tan_half * (1.0 + view.aspect * view.aspect).sqrt()).atan();
+        let candidates = candidates(objects, eye, forward, half_diag);
+        // Rays whose block covers a whole texture square (far floor): per
+        // material, the finest level and the sampled pixels per cell, applied
+        // once after the rays rather than cell by cell for each ray.
+        let materials = self.wants.len() / cells;
+        let mut whole: Vec<Option<(u8, f32)>> = vec![None; materials];
         for j in 0..ny {
             for i in 0..nx {
                 let sx = ((i as f32 + 0.5) / nx as f32 * 2.0 - 1.0) * tan_half * view.aspect;
                 let sy = (1.0 - (j as f32 + 0.5) / ny as f32 * 2.0) * tan_half;
                 let dir = (forward + right * sx + up * sy).normalize();
-                let Some((o, hit)) = nearest(objects, eye, dir) else {
+                let Some((o, hit)) = nearest(&candidates, eye, dir) else {
                     continue;
                 };
                 let Some(&size) = map_sizes.get(o.material) else {
@@ -161,61 +172,150 @@ impl AheadCells {
                     (c.x.floor() as i64).clamp(0, i64::from(g) - 1),
                     (c.y.floor() as i64).clamp(0, i64::from(g) - 1),
                 );
-                let each = samples / ((2 * r + 1) * (2 * r + 1)) as f32;
                 let base = o.material * cells;
                 if base + cells > self.wants.len() {
                     continue;
                 }
+                if 2 * r + 1 >= i64::from(g) {
+                    let w = whole[o.material].get_or_insert((level, 0.0));
+                    w.0 = w.0.min(level);
+                    w.1 += samples / cells as f32;
+                    continue;
+                }
+                let each = samples / ((2 * r + 1) * (2 * r + 1)) as f32;
+                let gi = i64::from(g);
                 for dy in -r..=r {
-                    for dx in -r..=r {
-                        let x = (cx + dx).rem_euclid(i64::from(g)) as usize;
-                        let y = (cy + dy).rem_euclid(i64::from(g)) as usize;
-                        let k = base + y * g as usize + x;
-                        self.wants[k] = self.wants[k].min(level);
-                        self.scratch[k] += each;
+                    let row = base + (cy + dy).rem_euclid(gi) as usize * g as usize;
+                    // The row's cells, wrapped: at most two runs.
+                    let (x0, x1) = (cx - r, cx + r);
+                    let runs = [
+                        (x0.max(0), x1.min(gi - 1)),
+                        if x0 < 0 { (x0 + gi, gi - 1) } else { (1, 0) },
+                        if x1 >= gi { (0, x1 - gi) } else { (1, 0) },
+                    ];
+                    for (a, b) in runs {
+                        if a > b {
+                            continue;
+                        }
+                        let cells = row + a as usize..=row + b as usize;
+                        for w in &mut self.wants[cells.clone()] {
+                            *w = (*w).min(level);
+                        }
+                        if each > 0.0 {
+                            for h in &mut self.scratch[cells] {
+                                *h += each;
+                            }
+                        }
                     }
                 }
             }
         }
-        for (h, s) in self.hits.iter_mut().zip(&mut self.scratch) {
-            *h = h.max(*s);
-            *s = 0.0;
+        for (m, w) in whole.iter().enumerate() {
+            if let Some((level, each)) = *w {
+                for k in m * cells..(m + 1) * cells {
+                    self.wants[k] = self.wants[k].min(level);
+                    self.scratch[k] += each;
+                }
+            }
+        }
+        if weight > 0.0 {
+            for (h, s) in self.hits.iter_mut().zip(&mut self.scratch) {
+                *h = h.max(*s);
+                *s = 0.0;
+            }
         }
     }
 }
 
-/// The nearest object `eye + t * dir` meets (`dir` normalised), and where.
-fn nearest(objects: &[Object], eye: Vec3, dir: Vec3) -> Option<(&Object, Hit)> {
-    let mut best: Option<(&Object, Hit)> = None;
-    for o in objects {
-        let limit = best.map_or(f32::INFINITY, |(_, h)| h.t);
-        let centre = o.model.w_axis.truncate();
-        let scale = o.model.x_axis.truncate().length();
-        // A bounding sphere first (the floor has none).
-        if o.shape != Shape::Floor {
+/// An object prepared for one view's rays: its bounding sphere and the
+/// inverse of its model matrix, computed once per view, not per ray.
+struct Candidate<'a> {
+    object: &'a Object,
+    centre: Vec3,
+    /// Bounding radius; infinite for the floor.
+    bound: f32,
+    /// The eye's distance to the bounding sphere (0 inside it; 0 for the
+    /// floor): no ray meets the object nearer.
+    near: f32,
+    inverse: Mat4,
+}
+
+/// The objects whose bounding sphere reaches the view's cone (half-angle
+/// `half_diag` around `forward` from `eye`), prepared for its rays, nearest
+/// first (the floor before all).
+fn candidates<'a>(
+    objects: &'a [Object],
+    eye: Vec3,
+    forward: Vec3,
+    half_diag: f32,
+) -> Vec<Candidate<'a>> {
+    let mut out: Vec<Candidate<'a>> = objects
+        .iter()
+        .filter_map(|o| {
+            let centre = o.model.w_axis.truncate();
+            let scale = o.model.x_axis.truncate().length();
             let bound = match o.shape {
-                Shape::Sphere => SPHERE_RADIUS,
-                _ => BOX_HALF * 3f32.sqrt(),
-            } * scale;
-            let to = centre - eye;
+                Shape::Sphere => SPHERE_RADIUS * scale,
+                Shape::RoundedBox => BOX_HALF * 3f32.sqrt() * scale,
+                Shape::Floor => f32::INFINITY,
+            };
+            if bound.is_finite() {
+                let to = centre - eye;
+                let d = to.length();
+                if d > bound {
+                    let angle = forward.dot(to / d).clamp(-1.0, 1.0).acos();
+                    if angle > half_diag + (bound / d).asin() {
+                        return None;
+                    }
+                }
+            }
+            let near = if bound.is_finite() {
+                ((centre - eye).length() - bound).max(0.0)
+            } else {
+                0.0
+            };
+            Some(Candidate {
+                object: o,
+                centre,
+                bound,
+                near,
+                inverse: o.model.inverse(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.near.total_cmp(&b.near));
+    out
+}
+
+/// The nearest of `objects` that `eye + t * dir` meets (`dir` normalised),
+/// and where.
+fn nearest<'a>(objects: &[Candidate<'a>], eye: Vec3, dir: Vec3) -> Option<(&'a Object, Hit)> {
+    let mut best: Option<(&Object, Hit)> = None;
+    for c in objects {
+        let limit = best.map_or(f32::INFINITY, |(_, h)| h.t);
+        if c.near > limit {
+            // Sorted by `near`: no object after this one is nearer.
+            break;
+        }
+        if c.bound.is_finite() {
+            let to = c.centre - eye;
             let along = to.dot(dir);
-            if along + bound < NEAR || along - bound > limit {
+            if along + c.bound < NEAR || along - c.bound > limit {
                 continue;
             }
-            if (to - dir * along).length_squared() > bound * bound {
+            if (to - dir * along).length_squared() > c.bound * c.bound {
                 continue;
             }
         }
-        let inv = o.model.inverse();
-        let lo = inv.transform_point3(eye);
-        let ld = inv.transform_vector3(dir);
-        let hit = match o.shape {
+        let lo = c.inverse.transform_point3(eye);
+        let ld = c.inverse.transform_vector3(dir);
+        let hit = match c.object.shape {
             Shape::Sphere => sphere(lo, ld),
             Shape::RoundedBox => cube(lo, ld),
             Shape::Floor => floor(lo, ld),
         };
         if let Some(h) = hit.filter(|h| h.t < limit) {
-            best = Some((o, h));
+            best = Some((c.object, h));
         }
     }
     best
@@ -364,7 +464,8 @@ mod tests {
                 let world = o.model.transform_point3(p);
                 let wn = o.model.transform_vector3(n).normalize();
                 let eye = world + wn * 3.0;
-                let (hit_o, hit) = nearest(std::slice::from_ref(&o), eye, -wn).expect("hit");
+                let c = candidates(std::slice::from_ref(&o), eye, -wn, 0.1);
+                let (hit_o, hit) = nearest(&c, eye, -wn).expect("hit");
                 assert_eq!(hit_o.material, 0);
                 assert!((hit.t - 3.0).abs() < 0.05, "{shape:?}: t {}", hit.t);
                 let d = (hit.uv - uv).abs();
@@ -531,5 +632,42 @@ mod tests {
             (vec![0, 1, 2, UNSEEN], vec![0, 1, 7, 0])
         );
         assert_eq!(none.cells_per_side(), 16);
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::scene::Gallery;
+
+    /// A measurement, not a check (it asserts nothing): the CPU time of a
+    /// frame's warm look-ahead along the gallery's path at 4K.
+    /// `cargo test --release -p demo-renderer --lib lookahead::timing -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement: run by hand with --release --ignored --nocapture"]
+    fn cast_time() {
+        for m in [16usize, 64] {
+            let g = Gallery::new(m, 8);
+            let path = &g.path;
+            let sizes = vec![8192u32; m + 1];
+            let t0 = std::time::Instant::now();
+            let n = 60;
+            for i in 0..n {
+                let mut c = AheadCells::new(m + 1, 32);
+                for k in [2u32, 4, 8, 16] {
+                    let v = View {
+                        pose: path.pose(i * 4 + k, 240),
+                        fov_y: 50f32.to_radians(),
+                        aspect: 16.0 / 9.0,
+                        height: 2160,
+                    };
+                    c.cast(&g.objects, &v, &sizes, 16.0, 0.0, WARM_RAYS);
+                }
+            }
+            eprintln!(
+                "{m} materials: {:.3} ms per frame (4 views)",
+                t0.elapsed().as_secs_f64() * 1e3 / n as f64
+            );
+        }
     }
 }
