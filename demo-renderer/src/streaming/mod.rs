@@ -189,6 +189,12 @@ pub const MAX_OPS: usize = 16;
 /// default upload cap (64 MiB a frame: 8K BC maps' level 0 is 64 MiB each, three
 /// maps a material) before a cut reaches it.
 pub const DEFAULT_LOOKAHEAD: u32 = 16;
+
+/// By tiles, the weight of the next frame's view in the look-ahead, by its
+/// pixels (the views further ahead are kept warm): the feedback is a frame
+/// old, and what the camera is about to bring on screen is the one guess
+/// worth pages the present view wants (see [`Streamer::tile_ahead`]).
+pub const NEXT_VIEW_WEIGHT: f32 = 0.5;
 /// `--lookahead`'s largest value.
 pub const MAX_LOOKAHEAD: u32 = 240;
 
@@ -943,8 +949,9 @@ impl Streamer {
         if self.tiles.is_some() {
             // On a cut the feedback shows the old view: the present one is
             // cast instead.
-            let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true));
-            let ahead = self.tile_ahead(objects, view, ahead, false);
+            let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0));
+            let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
+            let ahead = self.tile_ahead(objects, view, ahead, false, next);
             return self.prepare_tiles(ctx, mem, set, frame, present.as_ref(), &ahead);
         }
         // Finished batches free their staging; old images retired up to the
@@ -1193,26 +1200,30 @@ impl Streamer {
     }
 
     /// The tile policy's look-ahead: the cells the coming views (`ahead`,
-    /// nearest first) will sample, by a CPU ray cast ([`tiles::lookahead`]),
-    /// kept warm (levels without hits: spare pages only). The views 2, 4, 8,
+    /// nearest first) will sample, by a CPU ray cast ([`tiles::lookahead`]).
+    /// The next frame's view weighs by its pixels times `next` (unless it is
+    /// a cut's: a cut loads its own view on its frame); the views 2, 4, 8,
     /// 16... frames ahead, the last, and the first after a pose that jumps (a
-    /// cut) are cast (the next frame's is close to what the feedback shows);
-    /// a pose equal to the last one cast is not cast again. With `present`, the present view is cast first with its pixels
-    /// (weight 1): the pre-fill's first view, and a cut's own frame, where the
-    /// feedback shows the old view and this cast takes its place, so the
-    /// cut's loads happen before the frame is drawn.
+    /// cut) are kept warm (levels without hits: spare pages only). A pose
+    /// equal to the last one cast is not cast again. With `present`, the
+    /// present view is cast first with weight 1 (the pre-fill's first view,
+    /// and a cut's own frame, where the feedback shows the old view and this
+    /// cast takes its place, so the cut's tiles load before it is drawn).
     ///
     /// Measured on lavapipe (BENCHMARKS.md, "The look-ahead by tiles"):
     /// weighting the views after a cut by their pixels, so that the cut's
     /// view is loaded in the frames before it, took pages the present frames
     /// needed (15-25 dB lost on the frames before each cut) for nothing the
-    /// cut frame's own loads did not already give.
+    /// cut frame's own loads did not already give; the next frame's view by
+    /// its pixels lifts the frames where the camera brings new surface on
+    /// screen (28 -> 42-50 dB) once the cast's levels match the feedback's.
     fn tile_ahead(
         &self,
         objects: &[Object],
         view: &View,
         ahead: &[View],
         present: bool,
+        next: f32,
     ) -> tiles::lookahead::AheadCells {
         let g = self.tiles.as_ref().map_or(1, |t| t.cells_per_side());
         let mut cells = tiles::lookahead::AheadCells::new(self.map_sizes.len(), g);
@@ -1228,7 +1239,7 @@ impl Streamer {
             }
             let same =
                 last.is_some_and(|l| l.pose.eye == v.pose.eye && l.pose.target == v.pose.target);
-            let due = k == 0 || (k >= 2 && k.is_power_of_two()) || k == n || jump;
+            let due = k <= 1 || k.is_power_of_two() || k == n || jump;
             if same || !due {
                 continue;
             }
@@ -1237,7 +1248,13 @@ impl Streamer {
                 v,
                 &self.map_sizes,
                 self.cfg.anisotropy.max(1) as f32,
-                if k == 0 { 1.0 } else { 0.0 },
+                if k == 0 {
+                    1.0
+                } else if k == 1 && !jump {
+                    next
+                } else {
+                    0.0
+                },
                 if k == 0 {
                     tiles::lookahead::RAYS
                 } else {
@@ -1266,7 +1283,7 @@ impl Streamer {
     ) -> Result<Option<Prefill>, GpuError> {
         let started = Instant::now();
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        let ahead = self.tile_ahead(objects, view, ahead, true);
+        let ahead = self.tile_ahead(objects, view, ahead, true, NEXT_VIEW_WEIGHT);
         let (ahead_wants, ahead_hits) = ahead.for_policy();
         let mut out = Prefill {
             ms: 0.0,
