@@ -348,6 +348,24 @@ impl Reader {
         })
     }
 
+    /// Level `level`'s entry, or [`KtxError::Invalid`] naming the file's count.
+    fn level(&self, level: usize) -> Result<Level, KtxError> {
+        self.levels.get(level).copied().ok_or_else(|| {
+            self.invalid(format!(
+                "no level {level} (the file has {})",
+                self.levels.len()
+            ))
+        })
+    }
+
+    /// [`KtxError::Invalid`] for this file.
+    fn invalid(&self, what: String) -> KtxError {
+        KtxError::Invalid {
+            path: self.path.clone(),
+            what,
+        }
+    }
+
     /// Reads level `level` into `out` (exactly `levels[level].length` bytes):
     /// one positioned read.
     ///
@@ -356,18 +374,9 @@ impl Reader {
     /// level's size; [`KtxError::Io`] when reading fails.
     pub fn read_level_into(&self, level: usize, out: &mut [u8]) -> Result<(), KtxError> {
         use std::os::unix::fs::FileExt;
-        let invalid = |what: String| KtxError::Invalid {
-            path: self.path.clone(),
-            what,
-        };
-        let Some(&l) = self.levels.get(level) else {
-            return Err(invalid(format!(
-                "no level {level} (the file has {})",
-                self.levels.len()
-            )));
-        };
+        let l = self.level(level)?;
         if out.len() as u64 != l.length {
-            return Err(invalid(format!(
+            return Err(self.invalid(format!(
                 "level {level} is {} bytes, not the {} given",
                 l.length,
                 out.len()
@@ -393,19 +402,10 @@ impl Reader {
         start: u64,
         out: &mut [u8],
     ) -> Result<(), KtxError> {
-        let invalid = |what: String| KtxError::Invalid {
-            path: self.path.clone(),
-            what,
-        };
-        let Some(&l) = self.levels.get(level) else {
-            return Err(invalid(format!(
-                "no level {level} (the file has {})",
-                self.levels.len()
-            )));
-        };
+        let l = self.level(level)?;
         let end = start.checked_add(out.len() as u64);
         if end.is_none_or(|e| e > l.length) {
-            return Err(invalid(format!(
+            return Err(self.invalid(format!(
                 "bytes {start}..+{} of level {level} run past its {} bytes",
                 out.len(),
                 l.length
@@ -439,16 +439,7 @@ impl Reader {
         out: &mut [u8],
     ) -> Result<(), KtxError> {
         use std::os::unix::fs::FileExt;
-        let invalid = |what: String| KtxError::Invalid {
-            path: self.path.clone(),
-            what,
-        };
-        let Some(&l) = self.levels.get(level) else {
-            return Err(invalid(format!(
-                "no level {level} (the file has {})",
-                self.levels.len()
-            )));
-        };
+        let l = self.level(level)?;
         let side = self.format.block_side();
         let bytes = u64::from(self.format.block_bytes());
         let (cols, rows) = (l.width.div_ceil(side), l.height.div_ceil(side));
@@ -456,7 +447,7 @@ impl Reader {
             && y.checked_add(h).is_some_and(|e| e <= rows);
         let row = u64::from(w) * bytes;
         if !fits || out.len() as u64 != row * u64::from(h) {
-            return Err(invalid(format!(
+            return Err(self.invalid(format!(
                 "a {w}x{h}-block rectangle at ({x}, {y}) into {} bytes does not fit level {level} ({cols}x{rows} blocks)",
                 out.len()
             )));
@@ -479,13 +470,7 @@ impl Reader {
     /// # Errors
     /// As [`Reader::read_level_into`].
     pub fn read_level(&self, level: usize) -> Result<Vec<u8>, KtxError> {
-        let Some(l) = self.levels.get(level) else {
-            return Err(KtxError::Invalid {
-                path: self.path.clone(),
-                what: format!("no level {level} (the file has {})", self.levels.len()),
-            });
-        };
-        let mut v = vec![0u8; l.length as usize];
+        let mut v = vec![0u8; self.level(level)?.length as usize];
         self.read_level_into(level, &mut v)?;
         Ok(v)
     }

@@ -103,6 +103,16 @@ pub struct TilePlan {
     pub missing: u64,
 }
 
+/// Per column and per row of a `g` x `g` grid of cells, the tile columns and
+/// rows of `level` that a cell's widened footprint covers
+/// ([`MapTiles::cell_tiles`]).
+fn footprints(map: &MapTiles, level: u32, g: u32) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    (
+        (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect(),
+        (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect(),
+    )
+}
+
 /// The score of a tile only a warm look-ahead cell (no hits) wants: below any
 /// a sampled pixel wants (8 per hit), so such tiles take only pages nothing
 /// seen needs.
@@ -141,8 +151,7 @@ fn cell_scores(input: &TileInput<'_>, wants: &[u8], hits: &[u32], no_hits: u64) 
         for level in 0..map.tail_first {
             let (w, _) = map.grid(level);
             let start = map.level_start(level);
-            let cols: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
-            let rows: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
+            let (cols, rows) = footprints(map, level, g);
             for cy in 0..g {
                 for cx in 0..g {
                     let c = (cy * g + cx) as usize;
@@ -313,8 +322,7 @@ pub fn residency_map(maps: &[MapTiles], g: u32, m: usize, resident: &[Vec<bool>]
         for level in (0..map.tail_first).rev() {
             let (w, _) = map.grid(level);
             let start = map.level_start(level);
-            let cols: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect();
-            let rows: Vec<Vec<u32>> = (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect();
+            let (cols, rows) = footprints(map, level, g);
             for cy in 0..g {
                 for cx in 0..g {
                     let c = (cy * g + cx) as usize;
