@@ -193,7 +193,8 @@ pub const DEFAULT_LOOKAHEAD: u32 = 16;
 /// By tiles, the weight of the next frame's view in the look-ahead, by its
 /// pixels (the views further ahead are kept warm): the feedback is a frame
 /// old, and what the camera is about to bring on screen is the one guess
-/// worth pages the present view wants (see [`Streamer::tile_ahead`]).
+/// worth pages the present view wants (measured in BENCHMARKS.md, "The
+/// look-ahead by tiles and the cut frames").
 pub const NEXT_VIEW_WEIGHT: f32 = 0.5;
 /// `--lookahead`'s largest value.
 pub const MAX_LOOKAHEAD: u32 = 240;

@@ -108,12 +108,16 @@ pub struct TilePlan {
 /// ([`MapTiles::cell_tiles`]): computed once per distinct layout (the maps of
 /// a texture set usually share one or two), not per map and pass.
 struct Footprints {
-    layouts: Vec<(MapTiles, Vec<(Vec<Vec<u32>>, Vec<Vec<u32>>)>)>,
+    layouts: Vec<(MapTiles, Vec<LevelFootprints>)>,
 }
+
+/// One level's footprints: per cell column, the tile columns; per cell row,
+/// the tile rows.
+type LevelFootprints = (Vec<Vec<u32>>, Vec<Vec<u32>>);
 
 impl Footprints {
     fn new<'a>(maps: impl IntoIterator<Item = &'a MapTiles>, g: u32) -> Self {
-        let mut layouts: Vec<(MapTiles, Vec<(Vec<Vec<u32>>, Vec<Vec<u32>>)>)> = Vec::new();
+        let mut layouts: Vec<(MapTiles, Vec<LevelFootprints>)> = Vec::new();
         for map in maps {
             if layouts.iter().any(|(m, _)| m == map) {
                 continue;
