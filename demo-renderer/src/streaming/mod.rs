@@ -1228,41 +1228,17 @@ impl Streamer {
     ) -> tiles::lookahead::AheadCells {
         let g = self.tiles.as_ref().map_or(1, |t| t.cells_per_side());
         let mut cells = tiles::lookahead::AheadCells::new(self.map_sizes.len(), g);
-        let n = ahead.len();
-        let mut last: Option<&View> = None;
-        let mut prev: Option<&View> = None;
-        for (k, v) in std::iter::once(view).chain(ahead).enumerate() {
-            let jump = prev.is_some_and(|l| l.pose.eye.distance(v.pose.eye) > 1.0);
-            prev = Some(v);
-            if k == 0 && !present {
-                last = Some(v);
-                continue;
-            }
-            let same =
-                last.is_some_and(|l| l.pose.eye == v.pose.eye && l.pose.target == v.pose.target);
-            let due = k <= 1 || k.is_power_of_two() || k == n || jump;
-            if same || !due {
-                continue;
-            }
+        let views: Vec<&View> = std::iter::once(view).chain(ahead).collect();
+        let poses: Vec<_> = views.iter().map(|v| v.pose).collect();
+        for c in tiles::lookahead::plan_casts(&poses, present, next) {
             cells.cast(
                 objects,
-                v,
+                views[c.k],
                 &self.map_sizes,
                 self.cfg.anisotropy.max(1) as f32,
-                if k == 0 {
-                    1.0
-                } else if k == 1 && !jump {
-                    next
-                } else {
-                    0.0
-                },
-                if k == 0 {
-                    tiles::lookahead::RAYS
-                } else {
-                    tiles::lookahead::WARM_RAYS
-                },
+                c.weight,
+                c.rays,
             );
-            last = Some(v);
         }
         cells
     }
