@@ -7,6 +7,8 @@
 #
 #   OUT=/some/dir bash docs/h200/tiles.sh            # about 6 min (plus the reference)
 #
+# Budgets: SMALL (256 MiB), LARGE (1 GiB), HUGE (8 GiB: every wanted tile resident).
+#
 # Same settings and reference as docs/h200/streaming.sh (4K, 8K BC7/BC5 maps, the
 # 240-frame path with its two cuts; the all-resident reference's PNG frames in
 # $WORK, default /tmp/vkalloc-streaming, written here first if missing, ~1 min).
@@ -31,7 +33,12 @@ set -uo pipefail
 BIN=${BIN:-./bin/demo-renderer}
 OUT=${OUT:?set OUT to the output directory}
 WORK=${WORK:-/tmp/vkalloc-streaming}
-COMMON=(--size 3840x2160 --texture-size 8192 --textures bc --frames 240 --no-validation)
+# A local dry run (lavapipe): COMMON_ARGS="--size 320x180 --texture-size 1024 --frames 60
+# --no-validation --anisotropy 0" SMALL=32MiB LARGE=64MiB HUGE=256MiB WORK=/tmp/tiles-dry.
+read -r -a COMMON <<<"${COMMON_ARGS:---size 3840x2160 --texture-size 8192 --textures bc --frames 240 --no-validation}"
+SMALL=${SMALL:-256MiB}
+LARGE=${LARGE:-1GiB}
+HUGE=${HUGE:-8GiB}
 mkdir -p "$OUT/r" "$WORK"
 
 if [[ ! -f "$WORK/reference/report.json" ]]; then
@@ -64,16 +71,16 @@ run() {
 }
 
 REF=(--compare "$WORK/reference")
-run q_tiles_256MiB -- --residency tiles --texture-budget 256MiB "${REF[@]}"
-run q_tiles_1GiB -- --residency tiles --texture-budget 1GiB "${REF[@]}"
-run q_levels_256MiB -- --residency levels --texture-budget 256MiB "${REF[@]}"
+run q_tiles_small -- --residency tiles --texture-budget "$SMALL" "${REF[@]}"
+run q_tiles_large -- --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+run q_levels_small -- --residency levels --texture-budget "$SMALL" "${REF[@]}"
 
-run t_levels_256MiB -- --residency levels --texture-budget 256MiB
-run t_tiles_256MiB -- --residency tiles --texture-budget 256MiB
-run t_tiles_256MiB_freeze60 VKALLOC_DEMO_TILES_FREEZE_AFTER=60 -- --residency tiles --texture-budget 256MiB
-run t_tiles_256MiB_tails VKALLOC_DEMO_TILES_FREEZE_AFTER=0 -- --residency tiles --texture-budget 256MiB
-run t_tiles_8GiB -- --residency tiles --texture-budget 8GiB
-run t_tiles_8GiB_freeze60 VKALLOC_DEMO_TILES_FREEZE_AFTER=60 -- --residency tiles --texture-budget 8GiB
+run t_levels_small -- --residency levels --texture-budget "$SMALL"
+run t_tiles_small -- --residency tiles --texture-budget "$SMALL"
+run t_tiles_small_freeze60 VKALLOC_DEMO_TILES_FREEZE_AFTER=60 -- --residency tiles --texture-budget "$SMALL"
+run t_tiles_small_tails VKALLOC_DEMO_TILES_FREEZE_AFTER=0 -- --residency tiles --texture-budget "$SMALL"
+run t_tiles_huge -- --residency tiles --texture-budget "$HUGE"
+run t_tiles_huge_freeze60 VKALLOC_DEMO_TILES_FREEZE_AFTER=60 -- --residency tiles --texture-budget "$HUGE"
 
 command -v python3 >/dev/null || exit 0
 python3 - "$OUT/r" <<'PY'
