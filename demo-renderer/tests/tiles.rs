@@ -40,8 +40,8 @@ const FRAMES: &str = "40";
 /// - ample budget: median 56.0 dB, minimum 35.7 dB (frames 6-12, where the
 ///   path rushes into its first close-up and the feedback, a frame old, asks
 ///   for a finer level one frame late); no cut frame below 45 dB;
-/// - 20 MiB: minimum 38.6 dB over the frames that are not camera cuts, and
-///   the cut frames 48.9-56.6 dB: a cut's own frame casts its new view on the
+/// - 20 MiB: minimum 39.1 dB over the frames that are not camera cuts, and
+///   the cut frames 48.7-56.6 dB: a cut's own frame casts its new view on the
 ///   CPU (the feedback shows the old one) and loads its tiles before it is
 ///   drawn. Before that (the cut drawn with what the old
 ///   view had resident) the cut at frame 28 read 18.1 dB, and the static

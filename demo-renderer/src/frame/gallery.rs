@@ -458,12 +458,14 @@ impl GalleryPass {
             fov_y: FOV_Y_DEGREES.to_radians(),
             aspect: self.aspect,
             height: self.height,
+            cut: path.is_cut(frame, frames),
         };
         let ahead = (1..=lookahead)
             .map(|k| frame + k)
             .take_while(|&f| f < frames)
             .map(|f| View {
                 pose: path.pose(f, frames),
+                cut: path.is_cut(f, frames),
                 ..view
             })
             .collect();

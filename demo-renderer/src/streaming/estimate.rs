@@ -24,6 +24,9 @@ pub struct View {
     pub aspect: f32,
     /// Frame height in pixels.
     pub height: u32,
+    /// Whether the camera jumps to this view from the frame before (a camera
+    /// cut): the last frame's feedback does not describe it.
+    pub cut: bool,
 }
 
 /// One material's estimate.
@@ -131,6 +134,7 @@ mod tests {
             fov_y: 50f32.to_radians(),
             aspect: 16.0 / 9.0,
             height: 1080,
+            cut: false,
         };
         let near = estimate(&g.objects, &view(2.0), &sizes)[1].expect("visible");
         let far = estimate(&g.objects, &view(8.0), &sizes)[1].expect("visible");

@@ -1204,8 +1204,8 @@ impl Streamer {
     /// nearest first) will sample, by a CPU ray cast ([`tiles::lookahead`]).
     /// The next frame's view weighs by its pixels times `next` (unless it is
     /// a cut's: a cut loads its own view on its frame); the views 2, 4, 8,
-    /// 16... frames ahead, the last, and the first after a pose that jumps (a
-    /// cut) are kept warm (levels without hits: spare pages only). A pose
+    /// 16... frames ahead, the last, and the first after a camera cut are
+    /// kept warm (levels without hits: spare pages only). A pose
     /// equal to the last one cast is not cast again. With `present`, the
     /// present view is cast first with weight 1 (the pre-fill's first view,
     /// and a cut's own frame, where the feedback shows the old view and this
@@ -1228,12 +1228,11 @@ impl Streamer {
     ) -> tiles::lookahead::AheadCells {
         let g = self.tiles.as_ref().map_or(1, |t| t.cells_per_side());
         let mut cells = tiles::lookahead::AheadCells::new(self.map_sizes.len(), g);
-        let views: Vec<&View> = std::iter::once(view).chain(ahead).collect();
-        let poses: Vec<_> = views.iter().map(|v| v.pose).collect();
-        for c in tiles::lookahead::plan_casts(&poses, present, next) {
+        let views: Vec<View> = std::iter::once(view).chain(ahead).copied().collect();
+        for c in tiles::lookahead::plan_casts(&views, present, next) {
             cells.cast(
                 objects,
-                views[c.k],
+                &views[c.k],
                 &self.map_sizes,
                 self.cfg.anisotropy.max(1) as f32,
                 c.weight,

@@ -46,14 +46,11 @@ pub const RAYS: (u32, u32) = (48, 27);
 /// Rays per view for a view kept warm (levels only; 120 x 120 pixels at 4K).
 pub const WARM_RAYS: (u32, u32) = (32, 18);
 
-/// A camera moving more than this between two frames has jumped (a cut).
-pub const JUMP: f32 = 1.0;
-
-/// One view the look-ahead casts: its index among the poses (0: the
+/// One view the look-ahead casts: its index among the views (0: the
 /// present), its weight (0: kept warm) and its rays.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cast {
-    /// Index among the poses given to [`plan_casts`].
+    /// Index among the views given to [`plan_casts`].
     pub k: usize,
     /// The weight of its pixels ([`AheadCells::cast`]).
     pub weight: f32,
@@ -61,8 +58,8 @@ pub struct Cast {
     pub rays: (u32, u32),
 }
 
-/// Which of `poses` (the present first, then the coming frames', nearest
-/// first) the look-ahead casts, and how:
+/// Which of `views` (the present first, then the coming frames', nearest
+/// first; [`View::cut`] marks a camera cut) the look-ahead casts, and how:
 /// - the present (`k = 0`) only with `present`, by its pixels (weight 1);
 /// - the next frame's by its pixels times `next`, unless it jumps (a cut
 ///   loads its own view on its frame);
@@ -73,12 +70,13 @@ pub struct Cast {
 ///   lost one frame 8 dB, its cells' hits rounding to nothing);
 /// - a pose equal to the last one cast is not cast again (a cut's pose
 ///   holds still).
-pub fn plan_casts(poses: &[Pose], present: bool, next: f32) -> Vec<Cast> {
-    let n = poses.len().saturating_sub(1);
+pub fn plan_casts(views: &[View], present: bool, next: f32) -> Vec<Cast> {
+    let n = views.len().saturating_sub(1);
     let mut out = Vec::new();
     let mut last: Option<&Pose> = None;
-    for (k, p) in poses.iter().enumerate() {
-        let jump = k > 0 && poses[k - 1].eye.distance(p.eye) > JUMP;
+    for (k, v) in views.iter().enumerate() {
+        let p = &v.pose;
+        let jump = k > 0 && v.cut;
         if k == 0 && !present {
             last = Some(p);
             continue;
@@ -485,6 +483,7 @@ mod tests {
             fov_y: 50f32.to_radians(),
             aspect: 16.0 / 9.0,
             height: 1080,
+            cut: false,
         }
     }
 
@@ -588,36 +587,38 @@ mod tests {
 
     #[test]
     fn the_casts_follow_the_path_its_cuts_and_still_poses() {
-        let at = |x: f32| Pose {
-            eye: Vec3::new(x, 1.0, 0.0),
-            target: Vec3::new(x, 0.0, -1.0),
+        let at = |x: f32, cut: bool| View {
+            cut,
+            ..view(Vec3::new(x, 1.0, 0.0), Vec3::new(x, 0.0, -1.0))
         };
-        // A path moving 0.1 a frame, a cut at frame 6 (a jump to a still
-        // close-up held for frames 6-9), back at frame 10; 16 frames ahead.
-        let poses: Vec<Pose> = (0..17)
+        // A path moving 1.5 a frame (fast, but no cut), a cut at frame 6 (to
+        // a still close-up held for frames 6-9), back at frame 10; 16 frames
+        // ahead.
+        let views: Vec<View> = (0..17)
             .map(|k| match k {
-                6..=9 => at(50.0),
-                _ => at(k as f32 * 0.1),
+                6 => at(50.0, true),
+                7..=9 => at(50.0, false),
+                _ => at(k as f32 * 1.5, k == 10),
             })
             .collect();
-        let casts = plan_casts(&poses, false, 0.5);
+        let casts = plan_casts(&views, false, 0.5);
         let ks: Vec<usize> = casts.iter().map(|c| c.k).collect();
-        // Not the present; the next frame; 2, 4, 16; the jumps at 6 and 10
+        // Not the present; the next frame; 2, 4, 16; the cuts at 6 and 10
         // (7-9 hold the cut's pose, 8 among them: cast once, at 6).
         assert_eq!(ks, vec![1, 2, 4, 6, 10, 16]);
         assert_eq!(casts[0].weight, 0.5, "the next frame by its pixels");
         assert!(casts.iter().all(|c| c.rays == WARM_RAYS));
         assert!(casts[1..].iter().all(|c| c.weight == 0.0));
         // With the present (a cut's own frame, the pre-fill): weight 1.
-        let with = plan_casts(&poses, true, 0.0);
+        let with = plan_casts(&views, true, 0.0);
         assert_eq!((with[0].k, with[0].weight, with[0].rays), (0, 1.0, RAYS));
         assert_eq!(with[1].weight, 0.0, "next = 0: warm");
-        // The next frame jumps (a cut comes next): kept warm, not weighted.
-        let mut cut_next = poses.clone();
-        cut_next[1] = at(50.0);
+        // The next frame is a cut: kept warm, not weighted.
+        let mut cut_next = views.clone();
+        cut_next[1] = at(50.0, true);
         assert_eq!(plan_casts(&cut_next, false, 0.5)[0].weight, 0.0);
         // A still camera: one cast of its pose.
-        let still = vec![at(0.0); 17];
+        let still = vec![at(0.0, false); 17];
         assert_eq!(plan_casts(&still, true, 0.5).len(), 1);
         assert!(plan_casts(&[], true, 0.5).is_empty());
     }
@@ -758,6 +759,7 @@ mod timing {
                         fov_y: 50f32.to_radians(),
                         aspect: 16.0 / 9.0,
                         height: 2160,
+                        cut: false,
                     };
                     c.cast(&g.objects, &v, &sizes, 16.0, 0.0, WARM_RAYS);
                 }
