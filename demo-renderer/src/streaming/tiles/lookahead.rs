@@ -12,9 +12,10 @@
 //! the tile policy's *look-ahead* ([`super::policy::TileInput::ahead_wants`]),
 //! ranked against the feedback's cells by the pixels they stand for.
 //!
-//! Approximations, each towards loading a little more rather than less:
+//! Approximations:
 //! - the rounded box is cast as its box (its texture coordinates are the
-//!   face's, before the rounding, as in [`crate::scene::mesh::rounded_box`]);
+//!   face's, before the rounding, as in [`crate::scene::mesh::rounded_box`]),
+//!   so near its edges a ray may find it where the mesh is not;
 //! - the level follows the sampler's rule with anisotropy `max_aniso`: the
 //!   pixel footprint's longer axis (the shorter one over the cosine of the
 //!   angle between the ray and the surface) divided by the anisotropy, at
@@ -61,10 +62,10 @@ pub struct Cast {
 /// Which of `views` (the present first, then the coming frames', nearest
 /// first; [`View::cut`] marks a camera cut) the look-ahead casts, and how:
 /// - the present (`k = 0`) only with `present`, by its pixels (weight 1);
-/// - the next frame's by its pixels times `next`, unless it jumps (a cut
-///   loads its own view on its frame);
+/// - the next frame's by its pixels times `next`, unless it is a cut's (a
+///   cut loads its own view on its frame);
 /// - kept warm (weight 0): those 2, 4, 8, 16... frames ahead, the last, and
-///   the first after a jump;
+///   each cut's first;
 /// - the present with [`RAYS`], the others with [`WARM_RAYS`] (measured on
 ///   lavapipe at 320 x 180: the next frame's view with more, smaller rays
 ///   lost one frame 8 dB, its cells' hits rounding to nothing);
