@@ -743,27 +743,23 @@ mod timing {
                 rng ^= rng << 17;
                 rng
             };
-            let wants: Vec<u8> = (0..materials * cells)
-                .map(|_| {
-                    if next() % 3 == 0 {
-                        (next() % 5) as u8
-                    } else {
-                        UNSEEN
-                    }
-                })
-                .collect();
+            // One cell in `one_in` wanted, at a level 0..4.
+            let seen = |next: &mut dyn FnMut() -> u64, one_in: u64| -> Vec<u8> {
+                (0..materials * cells)
+                    .map(|_| {
+                        if next() % one_in == 0 {
+                            (next() % 5) as u8
+                        } else {
+                            UNSEEN
+                        }
+                    })
+                    .collect()
+            };
+            let wants = seen(&mut next, 3);
             let hits: Vec<u32> = (0..materials * cells)
                 .map(|_| (next() % 40) as u32)
                 .collect();
-            let ahead_wants: Vec<u8> = (0..materials * cells)
-                .map(|_| {
-                    if next() % 4 == 0 {
-                        (next() % 5) as u8
-                    } else {
-                        UNSEEN
-                    }
-                })
-                .collect();
+            let ahead_wants = seen(&mut next, 4);
             let ahead_hits = vec![0u32; materials * cells];
             let resident: Vec<Vec<bool>> = maps
                 .iter()
