@@ -747,7 +747,7 @@ mod timing {
             let seen = |next: &mut dyn FnMut() -> u64, one_in: u64| -> Vec<u8> {
                 (0..materials * cells)
                     .map(|_| {
-                        if next() % one_in == 0 {
+                        if next().is_multiple_of(one_in) {
                             (next() % 5) as u8
                         } else {
                             UNSEEN
