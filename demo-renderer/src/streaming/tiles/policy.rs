@@ -240,6 +240,27 @@ fn tile_at(map: &MapTiles, map_index: usize, idx: usize) -> TileRef {
     }
 }
 
+/// A ranked tile as one sort key, best first when sorted ascending: the rank
+/// descending, then the level descending (coarser first: parents before
+/// children), then map and index ascending (deterministic). Fields: rank (64
+/// bits), level (8: a map has at most 32 levels), map (24: at most 16M maps),
+/// index (32: at most 4G tiles a map).
+fn rank_key(rank: u64, level: u32, map: usize, idx: usize) -> u128 {
+    (u128::from(u64::MAX - rank) << 64)
+        | (u128::from(0xff - level.min(0xff)) << 56)
+        | ((map as u128 & 0xff_ffff) << 32)
+        | (idx as u128 & 0xffff_ffff)
+}
+
+/// The level, map and index of a [`rank_key`].
+fn rank_unkey(k: u128) -> (u32, usize, usize) {
+    (
+        0xff - ((k >> 56) & 0xff) as u32,
+        ((k >> 32) & 0xff_ffff) as usize,
+        (k & 0xffff_ffff) as usize,
+    )
+}
+
 /// This frame's loads and evictions (see the module's documentation).
 pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let fp = Footprints::new(input.maps, input.g.max(1));
@@ -258,24 +279,13 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             .copied()
             .unwrap_or(false)
     };
-    // Ranked tiles as one sort key each, best first when sorted ascending:
-    // the rank (score x4, x8 when resident) descending, then the level
-    // descending (coarser first: parents before children), then map and
-    // index ascending (deterministic); and the score.
-    let key = |rank: u64, level: u32, i: usize, idx: usize| {
-        (u128::from(u64::MAX - rank) << 64)
-            | (u128::from(0xffff - level.min(0xffff)) << 48)
-            | ((i as u128 & 0xff_ffff) << 24)
-            | (idx as u128 & 0xff_ffff)
-    };
-    let unkey = |k: u128| {
-        let level = 0xffff - ((k >> 48) & 0xffff) as u32;
-        (
-            level,
-            ((k >> 24) & 0xff_ffff) as usize,
-            (k & 0xff_ffff) as usize,
-        )
-    };
+    // Ranked tiles as one sort key each (rank: score x4, x8 when resident),
+    // and the score.
+    debug_assert!(input.maps.len() <= 1 << 24);
+    debug_assert!(input
+        .maps
+        .iter()
+        .all(|m| m.tile_count() <= u32::MAX as usize));
     let mut ranked: Vec<(u128, u64)> = Vec::new();
     let mut resident_count = 0u64;
     let mut wanted = 0u64;
@@ -292,7 +302,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
                 wanted += u64::from(is_present(i, idx));
                 if score > 0 || r {
                     let rank = score.saturating_mul(if r { 8 } else { 4 });
-                    ranked.push((key(rank, level, i, idx), score));
+                    ranked.push((rank_key(rank, level, i, idx), score));
                 }
             }
         }
@@ -322,7 +332,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let mut missing = 0u64;
     let mut ahead_loads = 0usize;
     for (k, &(kk, score)) in ranked.iter().enumerate() {
-        let (_, i, idx) = unkey(kk);
+        let (_, i, idx) = rank_unkey(kk);
         if score == 0 || resident(i, idx) {
             continue;
         }
@@ -343,7 +353,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         .iter()
         .enumerate()
         .filter_map(|(k, &(kk, score))| {
-            let (level, i, idx) = unkey(kk);
+            let (level, i, idx) = rank_unkey(kk);
             (!in_target[k] && resident(i, idx)).then_some((score, level, i, idx))
         })
         .collect();
@@ -620,6 +630,19 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn rank_keys_order_as_the_ranking_and_give_their_fields_back(
+            a in (any::<u64>(), 0u32..32, 0usize..1 << 24, 0usize..1 << 32),
+            b in (any::<u64>(), 0u32..32, 0usize..1 << 24, 0usize..1 << 32),
+        ) {
+            let ka = rank_key(a.0, a.1, a.2, a.3);
+            let kb = rank_key(b.0, b.1, b.2, b.3);
+            // Rank and level descending, map and index ascending.
+            let order = b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then((a.2, a.3).cmp(&(b.2, b.3)));
+            prop_assert_eq!(ka.cmp(&kb), order);
+            prop_assert_eq!(rank_unkey(ka), (a.1, a.2, a.3));
+        }
+
         #[test]
         fn plans_respect_the_budget_and_the_coarse_first_closure(
             seed_wants in proptest::collection::vec(0u8..8, 3 * 16),
