@@ -26,12 +26,7 @@ fn run(name: &str, extra: &[&str]) -> (std::path::PathBuf, String) {
                 "0",
             ])
             .args(extra)
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
+            .args(common::out_args(&out)),
     );
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(stdout.contains("0 validation errors"), "{stdout}");

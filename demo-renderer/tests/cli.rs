@@ -41,8 +41,7 @@ fn upload_queue_transfer() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     if out.status.success() {
         // A device with a transfer-only queue family: the device got its queue.
-        let report: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        let report: serde_json::Value = common::report(&dir);
         assert!(report["device"]["upload_queue_family"].is_u64(), "{report}");
     } else {
         // lavapipe: one queue family, which does graphics too.

@@ -25,17 +25,11 @@ fn overlay_matches_reference_and_writes_heap_json() {
                 "rgba8",
                 "--overlay",
             ])
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
+            .args(common::out_args(&out)),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::report(&out);
     let frame = &report["frames"][0];
     assert!(frame["overlay_cpu_ms"].as_f64().is_some(), "{frame}");
     if report["device"]["timestamps"].as_bool() == Some(true) {

@@ -39,17 +39,11 @@ fn check(name: &str, textures: &str) {
                 "256",
             ])
             .args(["--textures", textures])
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
+            .args(common::out_args(&out)),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::report(&out);
     assert_eq!(report["frames"].as_array().unwrap().len(), 1);
     assert!(
         report["allocator"]["total"]["allocation_count"]

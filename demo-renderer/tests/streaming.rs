@@ -57,16 +57,11 @@ fn run_env(out: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value
                 "rgba8",
             ])
             .args(args)
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
+            .args(common::out_args(out)),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+    common::report(out)
 }
 
 fn frames(r: &serde_json::Value) -> &Vec<serde_json::Value> {
@@ -229,12 +224,7 @@ fn budget_below_the_mip_tails_fails_cleanly() {
     let o = common::demo()
         .args(["--size", "64x36", "--texture-size", "64", "--frames", "1"])
         .args(["--texture-budget", "4KiB"])
-        .args([
-            "--out".as_ref(),
-            out.as_os_str(),
-            "--cache".as_ref(),
-            common::cache().as_os_str(),
-        ])
+        .args(common::out_args(&out))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -500,12 +490,7 @@ fn prefill_with_failing_reads_keeps_the_levels_it_has() {
         .args(["--frames", PREFILL_FRAMES, "--png-every", "0"])
         .args(["--texture-budget", &budget, "--upload-budget", &upload])
         .args(["--prefill", "on"])
-        .args([
-            "--out".as_ref(),
-            out.as_os_str(),
-            "--cache".as_ref(),
-            common::cache().as_os_str(),
-        ])
+        .args(common::out_args(&out))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -516,8 +501,7 @@ fn prefill_with_failing_reads_keeps_the_levels_it_has() {
     assert!(stderr.contains("keeps the levels it has"), "{stderr}");
     assert!(stdout.contains("pre-fill"), "{stdout}");
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let r: serde_json::Value = common::report(&out);
     assert_within_budget(&r, BUDGET);
     let s = &r["streaming"];
     // The other maps were still pre-filled, within the budget.

@@ -95,17 +95,11 @@ fn run(out: &Path, args: &[&str]) -> serde_json::Value {
             .args(["--frames", FRAMES, "--materials", "8"])
             .args(["--textures", "rgba8", "--anisotropy", "0"])
             .args(args)
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]),
+            .args(common::out_args(out)),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value = common::report(out);
     assert_eq!(report["validation_errors"].as_u64(), Some(0));
     report
 }
@@ -279,12 +273,7 @@ fn tiles_on_a_driver_without_sparse_residency_fail_cleanly() {
             .env("VK_ICD_FILENAMES", common::LAVAPIPE_ICD)
             .args(["--size", "64x36", "--texture-size", "64", "--frames", "2"])
             .args(["--materials", "1", "--textures", "rgba8"])
-            .args([
-                "--out".as_ref(),
-                out.as_os_str(),
-                "--cache".as_ref(),
-                common::cache().as_os_str(),
-            ]);
+            .args(common::out_args(&out));
     };
     let mut c = common::demo();
     args(&mut c);
@@ -298,8 +287,7 @@ fn tiles_on_a_driver_without_sparse_residency_fail_cleanly() {
     let mut c = common::demo();
     args(&mut c);
     common::run_ok(c.args(["--residency", "auto"]));
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let r: serde_json::Value = common::report(&out);
     assert_eq!(r["streaming"]["residency"], "levels", "{}", r["streaming"]);
 }
 
@@ -317,12 +305,7 @@ fn tiles_whose_file_fails_to_read_leave_the_others_streaming() {
         .args(["--textures", "rgba8", "--anisotropy", "0"])
         .args(["--residency", "tiles", "--texture-budget", "20MiB"])
         .args(["--png-every", "0"])
-        .args([
-            "--out".as_ref(),
-            out.as_os_str(),
-            "--cache".as_ref(),
-            common::cache().as_os_str(),
-        ])
+        .args(common::out_args(&out))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -332,8 +315,7 @@ fn tiles_whose_file_fails_to_read_leave_the_others_streaming() {
     assert!(stderr.contains("read refused"), "{stderr}");
     assert!(stderr.contains("keeps the tiles it has"), "{stderr}");
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let r: serde_json::Value = common::report(&out);
     let budget = 20u64 << 20;
     for f in frames(&r) {
         assert!(

@@ -44,15 +44,10 @@ const RESIDENT: [&str; 12] = [
 
 /// Runs the demo with `args`, requires it validation-clean, returns its report.
 fn run(out: &Path, args: &[&str]) -> serde_json::Value {
-    let run = common::run_ok(common::demo().args(args).args([
-        "--out".as_ref(),
-        out.as_os_str(),
-        "--cache".as_ref(),
-        common::cache().as_os_str(),
-    ]));
+    let run = common::run_ok(common::demo().args(args).args(common::out_args(out)));
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("0 validation errors"), "{stdout}");
-    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+    common::report(out)
 }
 
 fn frame_psnr(r: &serde_json::Value) -> Vec<f64> {

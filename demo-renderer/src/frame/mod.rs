@@ -1260,9 +1260,7 @@ impl Renderer {
         unsafe {
             d.queue_submit2(ctx.queue, &[submit], self.fence)
                 .check("vkQueueSubmit2")?;
-            d.wait_for_fences(&[self.fence], true, u64::MAX)
-                .check("vkWaitForFences")?;
-            d.reset_fences(&[self.fence]).check("vkResetFences")?;
+            crate::gpu::util::wait_and_reset(d, self.fence)?;
         }
         let wall_ms = start.elapsed().as_secs_f64() * 1e3;
         let mut gpu_ms = Vec::new();

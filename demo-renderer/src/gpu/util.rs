@@ -128,6 +128,22 @@ pub unsafe fn texture_view(
     unsafe { device.create_image_view(&info, None) }.check("vkCreateImageView")
 }
 
+/// Waits for `fence` (without a timeout), then resets it for its next
+/// submission.
+///
+/// # Safety
+/// `fence` is a fence of `device` that a submission still to complete, or
+/// already completed, signals; nothing else waits on or resets it meanwhile.
+pub unsafe fn wait_and_reset(device: &ash::Device, fence: vk::Fence) -> Result<(), GpuError> {
+    // SAFETY: per the contract.
+    unsafe {
+        device
+            .wait_for_fences(&[fence], true, u64::MAX)
+            .check("vkWaitForFences")?;
+        device.reset_fences(&[fence]).check("vkResetFences")
+    }
+}
+
 /// Resets `cmd` and begins recording it for one submission.
 ///
 /// # Safety
@@ -238,9 +254,7 @@ impl OneShot {
             let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmds);
             d.queue_submit2(ctx.queue, &[submit], self.fence)
                 .check("vkQueueSubmit2")?;
-            d.wait_for_fences(&[self.fence], true, u64::MAX)
-                .check("vkWaitForFences")?;
-            d.reset_fences(&[self.fence]).check("vkResetFences")?;
+            wait_and_reset(d, self.fence)?;
         }
         Ok(())
     }

@@ -244,6 +244,20 @@ pub struct Prefill {
 }
 
 impl Prefill {
+    /// A pre-fill that has done nothing yet, `peak_bytes` resident.
+    fn start(peak_bytes: u64) -> Self {
+        Self {
+            ms: 0.0,
+            bytes: 0,
+            rounds: 0,
+            changes: 0,
+            defrag_bytes: 0,
+            peak_bytes,
+            resident_bytes: 0,
+            end: PrefillEnd::Settled,
+        }
+    }
+
     /// The start-up line: time, bytes and how it ended.
     pub fn line(&self, budget: u64) -> String {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
@@ -1133,16 +1147,7 @@ impl Streamer {
             mem.pool_pressure(set.texture_pool)
                 .map_or(0, |p| p.pool_committed_bytes)
         };
-        let mut out = Prefill {
-            ms: 0.0,
-            bytes: 0,
-            rounds: 0,
-            changes: 0,
-            defrag_bytes: 0,
-            peak_bytes: self.resident_bytes(set).max(committed(mem, set)),
-            resident_bytes: 0,
-            end: PrefillEnd::Settled,
-        };
+        let mut out = Prefill::start(self.resident_bytes(set).max(committed(mem, set)));
         loop {
             let inputs = self.inputs(set, &wants, &prefetch);
             let applied = self.apply(ctx, mem, set, &inputs, caps)?;
@@ -1261,16 +1266,7 @@ impl Streamer {
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
         let ahead = self.tile_ahead(objects, view, ahead, true, NEXT_VIEW_WEIGHT);
         let (ahead_wants, ahead_hits) = ahead.for_policy();
-        let mut out = Prefill {
-            ms: 0.0,
-            bytes: 0,
-            rounds: 0,
-            changes: 0,
-            defrag_bytes: 0,
-            peak_bytes: self.resident_bytes(set),
-            resident_bytes: 0,
-            end: PrefillEnd::Settled,
-        };
+        let mut out = Prefill::start(self.resident_bytes(set));
         let Some(t) = self.tiles.as_mut() else {
             return Ok(None);
         };

@@ -1,6 +1,7 @@
 //! Helpers shared by the GPU integration tests.
 #![allow(dead_code)]
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -46,4 +47,15 @@ pub fn run_ok(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// `--out DIR --cache <the shared cache>`: where a run writes, and the baked
+/// materials every test shares.
+pub fn out_args(out: &Path) -> [OsString; 4] {
+    ["--out".into(), out.into(), "--cache".into(), cache().into()]
+}
+
+/// The `report.json` a run wrote into `out`.
+pub fn report(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
 }

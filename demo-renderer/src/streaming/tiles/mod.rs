@@ -699,9 +699,7 @@ impl TileStreamer {
         unsafe {
             d.queue_bind_sparse(ctx.queue, &[info], self.fence)
                 .check("vkQueueBindSparse")?;
-            d.wait_for_fences(&[self.fence], true, u64::MAX)
-                .check("vkWaitForFences")?;
-            d.reset_fences(&[self.fence]).check("vkResetFences")?;
+            crate::gpu::util::wait_and_reset(d, self.fence)?;
         }
         Ok(())
     }

@@ -448,6 +448,30 @@ mod tests {
         }
     }
 
+    /// The plan's input with no blocked map, 1000 free pages and loads, and no
+    /// look-ahead.
+    pub(super) fn input<'a>(
+        maps: &'a [MapTiles],
+        g: u32,
+        wants: &'a [u8],
+        hits: &'a [u32],
+        resident: &'a [Vec<bool>],
+    ) -> TileInput<'a> {
+        TileInput {
+            maps,
+            g,
+            wants,
+            hits,
+            resident,
+            blocked: &[],
+            free_pages: 1000,
+            max_loads: 1000,
+            ahead_wants: &[],
+            ahead_hits: &[],
+            max_ahead_loads: 0,
+        }
+    }
+
     fn empty(maps: &[MapTiles]) -> Vec<Vec<bool>> {
         maps.iter().map(|m| vec![false; m.tile_count()]).collect()
     }
@@ -473,19 +497,7 @@ mod tests {
         wants[9] = 0; // cell (1, 1) wants level 0
         hits[9] = 10;
         let resident = empty(&maps);
-        let input = TileInput {
-            maps: &maps,
-            g,
-            wants: &wants,
-            hits: &hits,
-            resident: &resident,
-            blocked: &[],
-            free_pages: 1000,
-            max_loads: 1000,
-            ahead_wants: &[],
-            ahead_hits: &[],
-            max_ahead_loads: 0,
-        };
+        let input = input(&maps, g, &wants, &hits, &resident);
         let p = plan(&input);
         // Per map: 3x3 tiles at level 0, and at levels 1 (4x4 grid: 3x3), 2
         // (2x2: all 4), 3 (1 tile).
@@ -523,17 +535,12 @@ mod tests {
         let resident = empty(&maps);
         let tiles = 3 * (9 + 9 + 4 + 1);
         let input = TileInput {
-            maps: &maps,
-            g,
-            wants: &wants,
-            hits: &hits,
-            resident: &resident,
-            blocked: &[],
             free_pages: 2 * tiles as u64,
             max_loads: usize::MAX,
             ahead_wants: &ahead_wants,
             ahead_hits: &ahead_hits,
             max_ahead_loads: usize::MAX,
+            ..input(&maps, g, &wants, &hits, &resident)
         };
         let p = plan(&input);
         assert_eq!(p.loads.len(), 2 * tiles);
@@ -585,17 +592,9 @@ mod tests {
         let hits = vec![1u32; 64];
         let resident = empty(&maps);
         let input = TileInput {
-            maps: &maps,
-            g,
-            wants: &wants,
-            hits: &hits,
-            resident: &resident,
-            blocked: &[],
             free_pages: 3 * (1 + 4 + 16),
             max_loads: usize::MAX,
-            ahead_wants: &[],
-            ahead_hits: &[],
-            max_ahead_loads: 0,
+            ..input(&maps, g, &wants, &hits, &resident)
         };
         let p = plan(&input);
         assert_eq!(p.loads.len(), 63);
@@ -612,17 +611,9 @@ mod tests {
         let resident: Vec<Vec<bool>> = maps.iter().map(|_| vec![true, true, true, false]).collect();
         let hits = vec![10u32; 4];
         let input = TileInput {
-            maps: &maps,
-            g,
-            wants: &wants,
-            hits: &hits,
-            resident: &resident,
-            blocked: &[],
             free_pages: 0,
             max_loads: usize::MAX,
-            ahead_wants: &[],
-            ahead_hits: &[],
-            max_ahead_loads: 0,
+            ..input(&maps, g, &wants, &hits, &resident)
         };
         // Equal scores: the resident tiles win, nothing moves.
         let p = plan(&input);
@@ -674,17 +665,13 @@ mod tests {
             for _ in 0..rounds {
                 let used: u64 = resident.iter().flatten().map(|&r| u64::from(r)).sum();
                 let input = TileInput {
-                    maps: &maps,
-                    g,
-                    wants: &wants,
-                    hits: &hits,
-                    resident: &resident,
                     blocked: &blocked,
                     free_pages: budget_pages.saturating_sub(used),
                     max_loads,
                     ahead_wants: &ahead_wants,
                     ahead_hits: &ahead_hits,
                     max_ahead_loads,
+                    ..input(&maps, g, &wants, &hits, &resident)
                 };
                 let p = plan(&input);
                 // A blocked map (its file failed) loads nothing.
@@ -789,17 +776,12 @@ mod timing {
                 .map(|m| (0..m.tile_count()).map(|_| next() % 8 == 0).collect())
                 .collect();
             let input = TileInput {
-                maps: &maps,
-                g,
-                wants: &wants,
-                hits: &hits,
-                resident: &resident,
-                blocked: &[],
                 free_pages: 512,
                 max_loads: 4096,
                 ahead_wants: &ahead_wants,
                 ahead_hits: &ahead_hits,
                 max_ahead_loads: 256,
+                ..super::tests::input(&maps, g, &wants, &hits, &resident)
             };
             let n = 5;
             let t0 = std::time::Instant::now();
