@@ -350,6 +350,25 @@ pub struct StreamFrame {
     /// The texture pool's fragmentation after this frame's changes: 1 - largest
     /// free range / free bytes in its blocks.
     pub texture_pool_fragmentation: f64,
+    /// Render-thread milliseconds the streamer took this frame (everything
+    /// below included: the frame waits for it).
+    pub stream_cpu_ms: f64,
+    /// By tiles: milliseconds of the CPU ray cast of the coming views.
+    pub lookahead_ms: f64,
+    /// By tiles: milliseconds the tile policy took to plan.
+    pub plan_ms: f64,
+    /// By tiles: milliseconds in `vkQueueBindSparse` and its fence waits
+    /// (unbinds and binds).
+    pub bind_ms: f64,
+    /// By tiles: `VkSparseImageMemoryBind`s given to the driver this frame
+    /// (each binds or unbinds a region of adjacent tiles).
+    pub sparse_binds: u32,
+    /// By tiles: of `bind_ms`, the milliseconds waiting for the binds' fences
+    /// (the rest is inside `vkQueueBindSparse`).
+    pub bind_wait_ms: f64,
+    /// By tiles: milliseconds recording, submitting and waiting for the copies
+    /// from staging (and the residency map's).
+    pub copy_ms: f64,
 }
 
 /// Levels the feedback's per-material histogram tells apart (finer levels of
@@ -946,6 +965,7 @@ impl Streamer {
         camera_cut: bool,
         ahead: &[View],
     ) -> Result<(), GpuError> {
+        let cpu_start = Instant::now();
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
         let time_ms = self.started.elapsed().as_secs_f64() * 1e3;
         self.read_feedback(mem);
@@ -964,10 +984,14 @@ impl Streamer {
         if self.tiles.is_some() {
             // On a cut the feedback shows the old view: the present one is
             // cast instead.
+            let cast = Instant::now();
             let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0));
             let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
             let ahead = self.tile_ahead(objects, view, ahead, false, next);
-            return self.prepare_tiles(ctx, mem, set, frame, present.as_ref(), &ahead);
+            frame.lookahead_ms = cast.elapsed().as_secs_f64() * 1e3;
+            self.prepare_tiles(ctx, mem, set, frame, present.as_ref(), &ahead)?;
+            self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
+            return Ok(());
         }
         // Finished batches free their staging; old images retired up to the
         // last frame done are freed.
@@ -1051,6 +1075,7 @@ impl Streamer {
             .map_or(0, |p| p.pool_committed_bytes);
         self.used_wants = wants;
         self.drawn_levels = self.levels(set);
+        frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
         self.frame = frame;
         self.unread = true;
         self.frames_prepared += 1;
@@ -1092,6 +1117,11 @@ impl Streamer {
         frame.residency_changes = tf.loads + tf.evictions;
         frame.upload_bytes = tf.upload_bytes;
         frame.upload_ms = tf.read_seconds * 1e3;
+        frame.plan_ms = tf.plan_seconds * 1e3;
+        frame.bind_ms = tf.bind_seconds * 1e3;
+        frame.sparse_binds = tf.binds;
+        frame.bind_wait_ms = tf.bind_wait_seconds * 1e3;
+        frame.copy_ms = tf.copy_seconds * 1e3;
         frame.pending_loads = tf.missing.min(u64::from(u32::MAX)) as u32;
         frame.texture_wanted_bytes = tf.wanted_bytes + set.allocated_bytes();
         frame.texture_pool_committed_bytes = mem

@@ -21,17 +21,19 @@ pub struct MapTiles {
     pub tail_first: u32,
 }
 
-/// One tile: map index, level, and position in the level's grid.
+/// One tile: map index, level, and position in the level's grid. Ordered by
+/// map, level, row, then column (the field order): sorted, a row's adjacent
+/// tiles are neighbours, which the reads and binds by runs rely on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TileRef {
     /// The texture (three per material: albedo, normal, ORM).
     pub map: u32,
     /// The level (below the map's `tail_first`).
     pub level: u32,
-    /// Column in the level's tile grid.
-    pub x: u32,
     /// Row in the level's tile grid.
     pub y: u32,
+    /// Column in the level's tile grid.
+    pub x: u32,
 }
 
 impl MapTiles {

@@ -44,7 +44,7 @@ pub mod policy;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 use material_baker::ktx2::{Format, Reader};
@@ -86,6 +86,17 @@ pub struct TileFrame {
     pub upload_bytes: u64,
     /// Wall seconds the reads took.
     pub read_seconds: f64,
+    /// Seconds the policy took to plan.
+    pub plan_seconds: f64,
+    /// Seconds in `vkQueueBindSparse` and its fence waits.
+    pub bind_seconds: f64,
+    /// `VkSparseImageMemoryBind`s given to the driver (a region of adjacent
+    /// tiles each).
+    pub binds: u32,
+    /// Of `bind_seconds`, the fence waits (the rest is in the calls).
+    pub bind_wait_seconds: f64,
+    /// Seconds recording, submitting and waiting for the copies from staging.
+    pub copy_seconds: f64,
     /// Bytes every region the feedback saw at its wanted level would take
     /// (tiles and mip tails).
     pub wanted_bytes: u64,
@@ -127,6 +138,56 @@ fn runs(maps: &[MapTiles], loads: &[TileRef], max: u32) -> Vec<Run> {
     out
 }
 
+/// One memory binding of a region: its first tile, how many tiles of that
+/// row it spans, and the memory and offset of the first (`None`: unbind).
+type Region = (TileRef, u32, Option<(vk::DeviceMemory, u64)>);
+
+/// The regions that bind `changes`: horizontally adjacent tiles of one row of
+/// one level join one region when every tile is unbound, or when their pages
+/// follow each other in one memory object (`page` bytes apart: a region's
+/// blocks take its memory in order, row-major). Each region is one
+/// `VkSparseImageMemoryBind`, and the driver's cost goes by binds (NVIDIA:
+/// about 26 us each, BENCHMARKS.md). A region ends at a tile that reaches the
+/// level's edge (the extent is clamped there).
+fn bind_regions(
+    maps: &[MapTiles],
+    changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
+    page: u64,
+) -> Vec<Region> {
+    let mut sorted = changes.to_vec();
+    sorted.sort_unstable_by_key(|c| c.0);
+    let mut out: Vec<Region> = Vec::new();
+    for (t, mem) in sorted {
+        let m = &maps[t.map as usize];
+        let full = |t: &TileRef| {
+            (t.x + 1) * m.tile_w <= m.side(t.level) && (t.y + 1) * m.tile_h <= m.side(t.level)
+        };
+        if let Some((first, count, first_mem)) = out.last_mut() {
+            let last_x = first.x + *count - 1;
+            let last = TileRef {
+                x: last_x,
+                ..*first
+            };
+            let joins = (first.map, first.level, first.y) == (t.map, t.level, t.y)
+                && last_x + 1 == t.x
+                && full(&last)
+                && match (*first_mem, mem) {
+                    (None, None) => true,
+                    (Some((a, off)), Some((b, at))) => {
+                        a == b && off + u64::from(*count) * page == at
+                    }
+                    _ => false,
+                };
+            if joins {
+                *count += 1;
+                continue;
+            }
+        }
+        out.push((t, 1, mem));
+    }
+    out
+}
+
 /// The tile streamer of one texture set.
 pub struct TileStreamer {
     maps: Vec<MapTiles>,
@@ -136,6 +197,9 @@ pub struct TileStreamer {
     type_bits: u32,
     pool: PoolId,
     pages: Vec<Vec<Option<Allocation>>>,
+    /// Bytes of the allocations in `pages` (kept as they change: summing
+    /// `pages` walks every tile of every map).
+    page_bytes: u64,
     resident: Vec<Vec<bool>>,
     /// Maps whose file could not be read: they load no more tiles.
     blocked: Vec<bool>,
@@ -154,6 +218,9 @@ pub struct TileStreamer {
     fence: vk::Fence,
     /// Calls of [`TileStreamer::prepare`] after the pre-fill.
     frames: u64,
+    /// Seconds waited for the fences of `vkQueueBindSparse` since the last
+    /// [`TileStreamer::prepare`] began.
+    bind_wait: std::cell::Cell<f64>,
     /// [`FREEZE_ENV`]: after this many frames, residency stays as it is.
     freeze_after: Option<u64>,
 }
@@ -226,6 +293,8 @@ impl TileStreamer {
             type_bits: u32::MAX,
             pool: set.texture_pool,
             pages: Vec::new(),
+            page_bytes: 0,
+            bind_wait: std::cell::Cell::new(0.0),
             resident: Vec::new(),
             blocked: Vec::new(),
             tails: Vec::new(),
@@ -637,14 +706,16 @@ impl TileStreamer {
 
     /// Bytes of memory bound now: tiles and mip tails.
     pub fn bytes(&self) -> u64 {
-        let tiles: u64 = self
-            .pages
-            .iter()
-            .flatten()
-            .flatten()
-            .map(Allocation::size)
-            .sum();
-        tiles + self.tail_bytes
+        debug_assert_eq!(
+            self.page_bytes,
+            self.pages
+                .iter()
+                .flatten()
+                .flatten()
+                .map(Allocation::size)
+                .sum::<u64>()
+        );
+        self.page_bytes + self.tail_bytes
     }
 
     /// Map `i`'s finest level with a tile resident (the first level of its
@@ -699,19 +770,23 @@ impl TileStreamer {
         unsafe {
             d.queue_bind_sparse(ctx.queue, &[info], self.fence)
                 .check("vkQueueBindSparse")?;
+            let waiting = Instant::now();
             crate::gpu::util::wait_and_reset(d, self.fence)?;
+            self.bind_wait
+                .set(self.bind_wait.get() + waiting.elapsed().as_secs_f64());
         }
         Ok(())
     }
 
-    /// Binds (`Some`) or unbinds (`None`) the tiles of `changes`.
+    /// Binds (`Some`) or unbinds (`None`) the tiles of `changes`, a region
+    /// of adjacent tiles per bind where [`bind_regions`] joins them.
     fn bind_tiles(
         &self,
         ctx: &Context,
         changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
-    ) -> Result<(), GpuError> {
+    ) -> Result<u32, GpuError> {
         let mut per_image: HashMap<u32, Vec<vk::SparseImageMemoryBind>> = HashMap::new();
-        for (t, mem) in changes {
+        for (t, count, mem) in bind_regions(&self.maps, changes, self.page) {
             let m = &self.maps[t.map as usize];
             let side = m.side(t.level);
             let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
@@ -731,7 +806,7 @@ impl TileStreamer {
                         z: 0,
                     },
                     extent: vk::Extent3D {
-                        width: m.tile_w.min(side - x),
+                        width: (m.tile_w * count).min(side - x),
                         height: m.tile_h.min(side - y),
                         depth: 1,
                     },
@@ -750,7 +825,8 @@ impl TileStreamer {
                     .binds(&per_image[k])
             })
             .collect();
-        self.bind_sparse(ctx, &[], &infos)
+        self.bind_sparse(ctx, &[], &infos)?;
+        Ok(per_image.values().map(|v| v.len() as u32).sum())
     }
 
     /// Plans and carries out this frame's tile changes from the last frame's
@@ -799,20 +875,27 @@ impl TileStreamer {
                 self.max_loads.div_ceil(16)
             },
         };
+        let planning = Instant::now();
         let plan = policy::plan(&input);
         let mut frame = TileFrame {
             wanted_bytes: plan.wanted * self.page + self.tail_bytes,
             missing: plan.missing,
+            plan_seconds: planning.elapsed().as_secs_f64(),
             ..TileFrame::default()
         };
+        let mut binding = Duration::ZERO;
+        self.bind_wait.set(0.0);
         // Evictions: unbind, then free their pages.
         if !plan.evictions.is_empty() {
             let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
                 plan.evictions.iter().map(|&t| (t, None)).collect();
-            self.bind_tiles(ctx, &unbinds)?;
+            let b = Instant::now();
+            frame.binds += self.bind_tiles(ctx, &unbinds)?;
+            binding += b.elapsed();
             for t in &plan.evictions {
                 let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
                 if let Some(a) = self.pages[t.map as usize][idx].take() {
+                    self.page_bytes -= a.size();
                     // SAFETY: unbound (the bind above was waited for), and no
                     // frame is in flight.
                     unsafe { mem.free_memory(a) };
@@ -821,31 +904,43 @@ impl TileStreamer {
             }
             frame.evictions = plan.evictions.len() as u32;
         }
-        // Loads: a page each, as long as the pool gives one.
-        let mut loads: Vec<TileRef> = Vec::new();
-        let mut binds = Vec::new();
-        for &t in &plan.loads {
+        // Loads: a page each, in the plan's order, as long as the pool gives
+        // one. Then the pages in memory order go to the tiles in row order:
+        // pages that follow each other land on adjacent tiles, which bind as
+        // one region (`bind_regions`).
+        let mut allocs = Vec::new();
+        for _ in &plan.loads {
             let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
             match mem.allocate_memory(self.page, self.page, self.type_bits, &opts) {
-                Ok(a) => {
-                    binds.push((t, Some((a.vk_memory(), a.offset()))));
-                    let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-                    self.pages[t.map as usize][idx] = Some(a);
-                    loads.push(t);
-                }
+                Ok(a) => allocs.push(a),
                 Err(GpuError::Alloc { .. }) => break,
                 Err(e) => return Err(e),
             }
         }
+        let mut loads: Vec<TileRef> = plan.loads[..allocs.len()].to_vec();
+        loads.sort_unstable();
+        allocs.sort_unstable_by_key(|a| (ash::vk::Handle::as_raw(a.vk_memory()), a.offset()));
+        let mut binds = Vec::with_capacity(loads.len());
+        for (&t, a) in loads.iter().zip(allocs) {
+            binds.push((t, Some((a.vk_memory(), a.offset()))));
+            let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            self.page_bytes += a.size();
+            self.pages[t.map as usize][idx] = Some(a);
+        }
         frame.missing += (plan.loads.len() - loads.len()) as u64;
         if !binds.is_empty() {
-            if let Err(e) = self.bind_tiles(ctx, &binds) {
-                self.drop_pages(mem, &loads);
-                return Err(e);
+            let b = Instant::now();
+            match self.bind_tiles(ctx, &binds) {
+                Ok(n) => frame.binds += n,
+                Err(e) => {
+                    self.drop_pages(mem, &loads);
+                    return Err(e);
+                }
             }
+            binding += b.elapsed();
         }
-        // Reads into staging, on worker threads, by runs of adjacent tiles.
-        loads.sort_unstable();
+        // Reads into staging, on worker threads, by runs of adjacent tiles
+        // (`loads` is sorted).
         let mut runs = runs(&self.maps, &loads, 32);
         let started = Instant::now();
         let failed = self.read(&loads, &runs);
@@ -892,7 +987,11 @@ impl TileStreamer {
         if arrived > 0 || !plan.evictions.is_empty() {
             self.refresh_map();
         }
+        let copying = Instant::now();
         self.upload(ctx, mem, &loads, &runs)?;
+        frame.copy_seconds = copying.elapsed().as_secs_f64();
+        frame.bind_seconds = binding.as_secs_f64();
+        frame.bind_wait_seconds = self.bind_wait.get();
         Ok(frame)
     }
 
@@ -901,6 +1000,7 @@ impl TileStreamer {
         for t in tiles {
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
             if let Some(a) = self.pages[t.map as usize][idx].take() {
+                self.page_bytes -= a.size();
                 // SAFETY: never sampled (the map did not name it) and unbound.
                 unsafe { mem.free_memory(a) };
             }
@@ -1079,43 +1179,40 @@ impl TileStreamer {
                         .image_memory_barriers(&to_dst),
                 );
                 if let Some(src) = staging {
+                    // One region per run: its rows span the run's tiles in
+                    // staging, as they span them in the image.
                     for run in runs {
-                        let tiles = &loads[run.start..run.start + run.len as usize];
-                        for (j, t) in tiles.iter().enumerate() {
-                            let m = &maps[t.map as usize];
-                            let side = m.side(t.level);
-                            let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-                            let fmt = sparse[t.map as usize].format;
-                            // Tile j of the run starts j tile-widths into the run's rows.
-                            let across = fmt.level_bytes(m.tile_w, fmt.block_side()) * j as u64;
-                            let region = [vk::BufferImageCopy::default()
-                                .buffer_offset(run.start as u64 * slot + across)
-                                .buffer_row_length(m.tile_w * run.len)
-                                .buffer_image_height(m.tile_h)
-                                .image_subresource(vk::ImageSubresourceLayers {
-                                    aspect_mask: vk::ImageAspectFlags::COLOR,
-                                    mip_level: t.level,
-                                    base_array_layer: 0,
-                                    layer_count: 1,
-                                })
-                                .image_offset(vk::Offset3D {
-                                    x: x as i32,
-                                    y: y as i32,
-                                    z: 0,
-                                })
-                                .image_extent(vk::Extent3D {
-                                    width: m.tile_w.min(side - x),
-                                    height: m.tile_h.min(side - y),
-                                    depth: 1,
-                                })];
-                            d.cmd_copy_buffer_to_image(
-                                cmd,
-                                src,
-                                sparse[t.map as usize].image,
-                                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                                &region,
-                            );
-                        }
+                        let t = loads[run.start];
+                        let m = &maps[t.map as usize];
+                        let side = m.side(t.level);
+                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                        let region = [vk::BufferImageCopy::default()
+                            .buffer_offset(run.start as u64 * slot)
+                            .buffer_row_length(m.tile_w * run.len)
+                            .buffer_image_height(m.tile_h)
+                            .image_subresource(vk::ImageSubresourceLayers {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: t.level,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            })
+                            .image_offset(vk::Offset3D {
+                                x: x as i32,
+                                y: y as i32,
+                                z: 0,
+                            })
+                            .image_extent(vk::Extent3D {
+                                width: (m.tile_w * run.len).min(side - x),
+                                height: m.tile_h.min(side - y),
+                                depth: 1,
+                            })];
+                        d.cmd_copy_buffer_to_image(
+                            cmd,
+                            src,
+                            sparse[t.map as usize].image,
+                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            &region,
+                        );
                     }
                 }
                 if let (true, Some(src), Some(dst)) = (dirty, map_src, map_dst) {
@@ -1157,6 +1254,7 @@ impl TileStreamer {
             // SAFETY: the images bound to them are destroyed.
             unsafe { mem.free_memory(a) };
         }
+        self.page_bytes = 0;
         for a in self.tails.drain(..) {
             // SAFETY: as above.
             unsafe { mem.free_memory(a) };
@@ -1302,12 +1400,65 @@ mod tests {
                 Run { start: 6, len: 2 },
             ]
         );
+        // A 2 x 2 block, sorted: two runs of two (row by row, not column by
+        // column).
+        let mut block = vec![t(0, 0, 1, 1), t(0, 0, 0, 1), t(0, 0, 1, 0), t(0, 0, 0, 0)];
+        block.sort_unstable();
+        assert_eq!(
+            runs(&maps, &block, 32),
+            vec![Run { start: 0, len: 2 }, Run { start: 2, len: 2 }]
+        );
         // Every load is in exactly one run, in order.
         let covered: usize = r.iter().map(|r| r.len as usize).sum();
         assert_eq!(covered, loads.len());
         assert!(r
             .windows(2)
             .all(|w| w[0].start + w[0].len as usize == w[1].start));
+    }
+
+    #[test]
+    fn bind_regions_join_adjacent_unbinds_and_contiguous_pages() {
+        use ash::vk::Handle;
+        let maps = vec![map(1024, 128), map(1024, 384)];
+        let a = vk::DeviceMemory::from_raw(1);
+        let b = vk::DeviceMemory::from_raw(2);
+        let p = 65536;
+        let changes = vec![
+            // Unbinds of one row, given out of order: one region of three.
+            (t(0, 0, 3, 0), None),
+            (t(0, 0, 1, 0), None),
+            (t(0, 0, 2, 0), None),
+            // Pages that follow each other in `a`: one region of two; the
+            // third is in another memory object.
+            (t(0, 0, 4, 1), Some((a, 5 * p))),
+            (t(0, 0, 5, 1), Some((a, 6 * p))),
+            (t(0, 0, 6, 1), Some((b, 7 * p))),
+            // Adjacent but a page apart out of order: two regions.
+            (t(1, 0, 0, 2), Some((a, 9 * p))),
+            (t(1, 0, 1, 2), Some((a, 8 * p))),
+            // Next to an unbind: a bind never joins one.
+            (t(0, 0, 4, 0), Some((a, 0))),
+            // Map 1's tiles are 384 texels: its third column is cut by the
+            // edge (1024 texels) and joins as the region's last.
+            (t(1, 0, 2, 0), None),
+            (t(1, 0, 1, 0), None),
+        ];
+        let r = bind_regions(&maps, &changes, p);
+        assert_eq!(
+            r,
+            vec![
+                (t(0, 0, 1, 0), 3, None),
+                (t(0, 0, 4, 0), 1, Some((a, 0))),
+                (t(0, 0, 4, 1), 2, Some((a, 5 * p))),
+                (t(0, 0, 6, 1), 1, Some((b, 7 * p))),
+                (t(1, 0, 1, 0), 2, None),
+                (t(1, 0, 0, 2), 1, Some((a, 9 * p))),
+                (t(1, 0, 1, 2), 1, Some((a, 8 * p))),
+            ]
+        );
+        // Every change is in exactly one region.
+        let covered: u32 = r.iter().map(|r| r.1).sum();
+        assert_eq!(covered as usize, changes.len());
     }
 
     #[test]
