@@ -158,11 +158,12 @@ pub struct StreamConfig {
 
 /// How streaming keeps textures resident.
 ///
-/// Whole levels are the default: on the H200 tiles win at 1 GiB (PSNR mean
-/// 93 against 91 dB, 2 frames below 40 dB against 6) and on the close-ups, but
-/// cost frame time (every pass slower, more with more tiles resident: GPU
-/// median 8.1 against 4.7 ms at 256 MiB); see BENCHMARKS.md, "Streaming by
-/// tiles".
+/// Whole levels are the default: on the H200 tiles win on quality (1 GiB:
+/// PSNR min 47.0 against 26.2 dB, no frame below 40 dB; 256 MiB: 33.8 against
+/// 26.2 dB) but cost frame time, because the render thread waits for the
+/// sparse binds while the GPU idles and clocks down (256 MiB: GPU p99 8.0
+/// against 5.2 ms; 64 materials at 1 GiB: 19.5 ms median); see BENCHMARKS.md,
+/// "Tiles on the H200".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResidencyMode {
