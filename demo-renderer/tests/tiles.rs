@@ -199,6 +199,28 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
             f["frame"]
         );
     }
+    // Evictions unbind nothing (their pages stay bound until a load reuses
+    // them), and a run of adjacent loads binds as few regions as its pages
+    // allow: per frame, runs <= binds <= loads. (Before stale bindings,
+    // evictions' unbinds came on top: frames with evictions and few loads had
+    // more binds than loads.)
+    let (mut all_binds, mut all_loads) = (0, 0);
+    for f in frames(&tiles) {
+        let binds = f["sparse_binds"].as_u64().unwrap();
+        let loads = f["tile_loads"].as_u64().unwrap();
+        let runs = f["tile_runs"].as_u64().unwrap();
+        assert!(
+            runs <= binds && binds <= loads,
+            "frame {}: {runs} runs, {binds} binds, {loads} loads",
+            f["frame"]
+        );
+        all_binds += binds;
+        all_loads += loads;
+    }
+    assert!(
+        all_loads > 0 && all_binds > 0,
+        "{all_binds} binds, {all_loads} loads"
+    );
     // Measured: 1131 changes (page binds and unbinds), on 26 of the 40 frames.
     let changes = s["residency_changes"].as_u64().unwrap();
     let frames_changing = frames(&tiles)

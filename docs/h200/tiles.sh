@@ -1,52 +1,58 @@
 #!/usr/bin/env bash
-# Streaming by tiles on the H200 (issue 7): quality with the per-cell look-ahead and
-# the cut frames' own loads, and where the frame time goes.
+# Streaming by tiles on the H200 (issue 7): quality against the all-resident render,
+# and frame time with where the render thread's time goes.
 #
 # Run from the repository root with a release demo binary at ./bin/demo-renderer
 # (and, for the loader, the .gl/ packages the device README names):
 #
-#   OUT=/some/dir bash docs/h200/tiles.sh            # about 6 min (plus the reference)
+#   OUT=/some/dir bash docs/h200/tiles.sh                 # 16 materials, about 6 min
+#   OUT=/some/dir PHASE=64 bash docs/h200/tiles.sh        # 64 materials at 1 GiB, about 6 min
+#   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
 #
-# Budgets: SMALL (256 MiB), LARGE (1 GiB), HUGE (8 GiB: every wanted tile resident).
+# Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
-# Same settings and reference as docs/h200/streaming.sh (4K, 8K BC7/BC5 maps, the
-# 240-frame path with its two cuts; the all-resident reference's PNG frames in
-# $WORK, default /tmp/vkalloc-streaming, written here first if missing, ~1 min).
+# Settings as docs/h200/streaming.sh (4K, 8K BC7/BC5 maps, the 240-frame path with
+# its two cuts). The all-resident references' PNG frames go to $WORK (default
+# /tmp/vkalloc-streaming), written here first if missing (16 materials ~1 min, 64
+# materials ~2 min).
 #
-# 1. Quality, compared frame by frame with the reference: tiles at 256 MiB and
-#    1 GiB, levels at 256 MiB. Printed: the summary line, then per run PSNR
-#    min / mean, frames below 40 dB, and each cut frame's PSNR (the cut frames
-#    were the worst by tiles before the 2026-12-01 look-ahead: 13.7 dB at 256 MiB).
-# 2. Frame time without --compare (no readback), GPU clocks logged every 100 ms
-#    with nvidia-smi beside each run:
-#    - levels and tiles at 256 MiB;
-#    - tiles with VKALLOC_DEMO_TILES_FREEZE_AFTER=60 (no residency change after
-#      frame 60: if frames 70-240 are then as fast as by levels, the cost is in
-#      changing residency, the binds and waits; if not, in the pages resident);
-#    - tiles with VKALLOC_DEMO_TILES_FREEZE_AFTER=0 (the mip tails alone:
-#      sparse images that are barely bound);
-#    - tiles at 8 GiB, and frozen after 60 (every wanted tile resident).
-#    Printed per run: GPU median / p99 over frames 10-60 and 70-240, per-pass
-#    medians over 70-240, and the SM clock's median and minimum during the run.
+# Phase 16:
+# 1. Quality, frame by frame against the reference: tiles at 256 MiB and 1 GiB.
+# 2. Frame time without --compare (no readback), GPU clocks logged every 100 ms with
+#    nvidia-smi beside each run: streaming off at 256 MiB (the issue's p99
+#    reference), levels at 256 MiB, tiles at 256 MiB and 1 GiB.
+# Phase 64: the reference with every mip resident, tiles at 1 GiB with --compare,
+# and tiles at 1 GiB and streaming off at 1 GiB for the frame time.
+#
+# Printed per run: the summary line; for quality runs PSNR min / mean, frames below
+# 40 dB and each cut frame's PSNR; for timing runs GPU median / p99 over the whole
+# run and frames 70-240, per-pass medians, the SM clock's median and minimum, and
+# the medians of the render thread's streamer time (stream_cpu_ms), sparse binds,
+# bind call time, reads, copies' recording, and the wait for the last copies.
 set -uo pipefail
 
 BIN=${BIN:-./bin/demo-renderer}
 OUT=${OUT:?set OUT to the output directory}
 WORK=${WORK:-/tmp/vkalloc-streaming}
+PHASE=${PHASE:-16}
 # A local dry run (lavapipe): COMMON_ARGS="--size 320x180 --texture-size 1024 --frames 60
-# --no-validation --anisotropy 0" SMALL=32MiB LARGE=64MiB HUGE=256MiB WORK=/tmp/tiles-dry.
+# --no-validation --anisotropy 0" SMALL=32MiB LARGE=64MiB WORK=/tmp/tiles-dry.
 read -r -a COMMON <<<"${COMMON_ARGS:---size 3840x2160 --texture-size 8192 --textures bc --frames 240 --no-validation}"
 SMALL=${SMALL:-256MiB}
 LARGE=${LARGE:-1GiB}
-HUGE=${HUGE:-8GiB}
 mkdir -p "$OUT/r" "$WORK"
 
-if [[ ! -f "$WORK/reference/report.json" ]]; then
-    echo "== reference (every mip resident) into $WORK/reference"
-    mkdir -p "$WORK/reference"
-    "$BIN" "${COMMON[@]}" --out "$WORK/reference" --streaming off --texture-budget 16GiB \
-        --png-every 1 >"$WORK/reference/log.txt" 2>&1 || tail -5 "$WORK/reference/log.txt"
-fi
+# reference DIR [ARGS...]: every mip resident, every frame a PNG.
+reference() {
+    local dir=$1
+    shift
+    if [[ ! -f "$dir/report.json" ]]; then
+        echo "== reference (every mip resident) into $dir"
+        mkdir -p "$dir"
+        "$BIN" "${COMMON[@]}" --out "$dir" --streaming off --png-every 1 "$@" \
+            >"$dir/log.txt" 2>&1 || tail -5 "$dir/log.txt"
+    fi
+}
 
 # run NAME [VAR=VALUE...] -- ARGS...: one run, clocks logged beside it.
 run() {
@@ -70,17 +76,23 @@ run() {
     cp "/tmp/tiles-runs/$name/report.json" "$OUT/r/$name.json" 2>/dev/null
 }
 
-REF=(--compare "$WORK/reference")
-run q_tiles_small -- --residency tiles --texture-budget "$SMALL" "${REF[@]}"
-run q_tiles_large -- --residency tiles --texture-budget "$LARGE" "${REF[@]}"
-run q_levels_small -- --residency levels --texture-budget "$SMALL" "${REF[@]}"
-
-run t_levels_small -- --residency levels --texture-budget "$SMALL"
-run t_tiles_small -- --residency tiles --texture-budget "$SMALL"
-run t_tiles_small_freeze60 VKALLOC_DEMO_TILES_FREEZE_AFTER=60 -- --residency tiles --texture-budget "$SMALL"
-run t_tiles_small_tails VKALLOC_DEMO_TILES_FREEZE_AFTER=0 -- --residency tiles --texture-budget "$SMALL"
-run t_tiles_huge -- --residency tiles --texture-budget "$HUGE"
-run t_tiles_huge_freeze60 VKALLOC_DEMO_TILES_FREEZE_AFTER=60 -- --residency tiles --texture-budget "$HUGE"
+if [[ ",$PHASE," == *",16,"* ]]; then
+    reference "$WORK/reference" --texture-budget 16GiB
+    REF=(--compare "$WORK/reference")
+    run q_tiles_small -- --residency tiles --texture-budget "$SMALL" "${REF[@]}"
+    run q_tiles_large -- --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+    run t_off_small -- --streaming off --texture-budget "$SMALL"
+    run t_levels_small -- --residency levels --texture-budget "$SMALL"
+    run t_tiles_small -- --residency tiles --texture-budget "$SMALL"
+    run t_tiles_large -- --residency tiles --texture-budget "$LARGE"
+fi
+if [[ ",$PHASE," == *",64,"* ]]; then
+    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
+    REF=(--compare "$WORK/reference_materials64")
+    run q_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+    run t_off_m64 -- --materials 64 --streaming off --texture-budget "$LARGE"
+    run t_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE"
+fi
 
 command -v python3 >/dev/null || exit 0
 python3 - "$OUT/r" <<'PY'
@@ -109,5 +121,10 @@ for j in sorted(glob.glob(d + "/*.json")):
         if len(c) > 1 and c[1].split()[0].isdigit():
             sm.append(int(c[1].split()[0]))
     clk = f"SM MHz median {st.median(sm)} min {min(sm)}" if sm else "no clocks"
-    print(f"{n}: GPU median/p99 frames 10-60 {pr(10, 60)}, 70-240 {pr(70, 240)} | {ps} | {clk}")
+    cpu = []
+    for k in ("stream_cpu_ms", "sparse_binds", "bind_ms", "upload_ms", "copy_ms", "stream_wait_ms", "wall_ms"):
+        v = [f[k] for f in fr if isinstance(f.get(k), (int, float))]
+        if v:
+            cpu.append(f"{k} {st.median(v):.2f}")
+    print(f"{n}: GPU median/p99 all {pr(0, len(fr))}, 70-240 {pr(70, 240)} | {ps} | {clk} | {' '.join(cpu)}")
 PY

@@ -154,6 +154,9 @@ unsafe extern "system" fn debug_callback(
     // SAFETY: the layer passes a valid callback-data struct whose message is a C string.
     let message = unsafe {
         let data = &*data;
+        if data.message_id_number == COPY_INTO_GENERAL_HINT {
+            return vk::FALSE;
+        }
         if data.p_message.is_null() {
             String::new()
         } else {
@@ -173,6 +176,13 @@ unsafe extern "system" fn debug_callback(
 }
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// The layer's performance hint that a copy's destination image is in
+/// `GENERAL` rather than `TRANSFER_DST_OPTIMAL`, ignored: the sparse images of
+/// streaming by tiles stay in `GENERAL` on purpose (a layout transition could
+/// touch the pages of stale tiles; `streaming::tiles`), and the hint came once
+/// per copied run, hundreds a frame.
+const COPY_INTO_GENERAL_HINT: i32 = 0x4dae_5635;
 
 impl Context {
     /// Creates the instance and device. `surface_ok` tells whether a queue family can

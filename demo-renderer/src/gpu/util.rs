@@ -206,12 +206,15 @@ pub fn shader_module(device: &ash::Device, spirv: &[u8]) -> Result<vk::ShaderMod
     unsafe { device.create_shader_module(&info, None) }.check("vkCreateShaderModule")
 }
 
-/// A command pool and one primary command buffer for work submitted and waited for
-/// at once (uploads at load time).
+/// A command pool and one primary command buffer for one submission at a time:
+/// waited for at once ([`OneShot::run`], uploads at load time) or left in
+/// flight ([`OneShot::submit`]) until the next use or [`OneShot::wait`].
 pub struct OneShot {
     pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
     fence: vk::Fence,
+    /// A submission of `cmd` whose fence has not been waited for.
+    pending: std::cell::Cell<bool>,
 }
 
 impl OneShot {
@@ -238,30 +241,78 @@ impl OneShot {
             let fence = d
                 .create_fence(&vk::FenceCreateInfo::default(), None)
                 .check("vkCreateFence")?;
-            Ok(Self { pool, cmd, fence })
+            Ok(Self {
+                pool,
+                cmd,
+                fence,
+                pending: std::cell::Cell::new(false),
+            })
         }
     }
 
     /// Records with `f`, submits, and waits.
     pub fn run(&self, ctx: &Context, f: impl FnOnce(vk::CommandBuffer)) -> Result<(), GpuError> {
+        // SAFETY: no semaphore to wait on.
+        unsafe { self.submit(ctx, None, f)? };
+        self.wait(ctx)
+    }
+
+    /// Waits for the last [`OneShot::submit`] to finish, if it has not been
+    /// waited for yet; returns at once otherwise.
+    pub fn wait(&self, ctx: &Context) -> Result<(), GpuError> {
+        if self.pending.get() {
+            // SAFETY: the fence belongs to the last submission, not yet waited for.
+            unsafe { wait_and_reset(&ctx.device, self.fence)? };
+            self.pending.set(false);
+        }
+        Ok(())
+    }
+
+    /// Waits for the last submission (if pending), records with `f` and
+    /// submits on the graphics queue without waiting: later submissions on
+    /// that queue are ordered after it by the barriers `f` records, and the
+    /// next `submit`, `run` or `wait` waits for it. With `after`, the
+    /// submission first waits on that binary semaphore.
+    ///
+    /// # Safety
+    /// `after`, when given, has a signal operation submitted before this call
+    /// that no other wait consumes.
+    pub unsafe fn submit(
+        &self,
+        ctx: &Context,
+        after: Option<vk::Semaphore>,
+        f: impl FnOnce(vk::CommandBuffer),
+    ) -> Result<(), GpuError> {
+        self.wait(ctx)?;
         let d = &ctx.device;
-        // SAFETY: the buffer is not in use (every run waits for its fence).
+        let waits: Vec<vk::SemaphoreSubmitInfo> = after
+            .into_iter()
+            .map(|s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+            })
+            .collect();
+        // SAFETY: the buffer is not in use (its last submission was waited
+        // for above); `after`'s signal is pending (the caller's contract).
         unsafe {
             begin_one_time(d, self.cmd)?;
             f(self.cmd);
             d.end_command_buffer(self.cmd).check("vkEndCommandBuffer")?;
             let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(self.cmd)];
-            let submit = vk::SubmitInfo2::default().command_buffer_infos(&cmds);
+            let submit = vk::SubmitInfo2::default()
+                .wait_semaphore_infos(&waits)
+                .command_buffer_infos(&cmds);
             d.queue_submit2(ctx.queue, &[submit], self.fence)
                 .check("vkQueueSubmit2")?;
-            wait_and_reset(d, self.fence)?;
         }
+        self.pending.set(true);
         Ok(())
     }
 
-    /// Destroys the pool and fence.
+    /// Destroys the pool and fence; the device must be idle.
     pub fn destroy(&self, device: &ash::Device) {
-        // SAFETY: nothing is in flight (run waits).
+        // SAFETY: nothing is in flight (the caller's contract).
         unsafe {
             device.destroy_fence(self.fence, None);
             device.destroy_command_pool(self.pool, None);

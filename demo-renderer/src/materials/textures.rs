@@ -447,10 +447,22 @@ impl TextureSet {
     /// Points texture `index`'s descriptor at `view` (the caller makes sure no
     /// pending GPU work reads a per-material set it rewrites).
     pub fn write_view(&self, d: &ash::Device, index: usize, view: vk::ImageView) {
+        self.write_view_in(d, index, view, vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL);
+    }
+
+    /// [`Self::write_view`] for a view whose image is in `layout` when sampled
+    /// (the sparse images of streaming by tiles stay in `GENERAL`).
+    pub fn write_view_in(
+        &self,
+        d: &ash::Device,
+        index: usize,
+        view: vk::ImageView,
+        layout: vk::ImageLayout,
+    ) {
         let info = [vk::DescriptorImageInfo {
             sampler: self.sampler,
             image_view: view,
-            image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+            image_layout: layout,
         }];
         let (set, element) = if self.bindless {
             (self.sets[0], index as u32)

@@ -358,17 +358,22 @@ pub struct StreamFrame {
     pub lookahead_ms: f64,
     /// By tiles: milliseconds the tile policy took to plan.
     pub plan_ms: f64,
-    /// By tiles: milliseconds in `vkQueueBindSparse` and its fence waits
-    /// (unbinds and binds).
+    /// By tiles: milliseconds in `vkQueueBindSparse` (the loads' binds; not
+    /// waited for: the copies' submission waits on their semaphore).
     pub bind_ms: f64,
     /// By tiles: `VkSparseImageMemoryBind`s given to the driver this frame
-    /// (each binds or unbinds a region of adjacent tiles).
+    /// (each binds a region of adjacent tiles; evictions unbind nothing).
     pub sparse_binds: u32,
-    /// By tiles: of `bind_ms`, the milliseconds waiting for the binds' fences
-    /// (the rest is inside `vkQueueBindSparse`).
-    pub bind_wait_ms: f64,
-    /// By tiles: milliseconds recording, submitting and waiting for the copies
-    /// from staging (and the residency map's).
+    /// By tiles: tiles bound and filled this frame.
+    pub tile_loads: u32,
+    /// By tiles: runs of horizontally adjacent tiles among `tile_loads` (the
+    /// fewest binds they could take: `sparse_binds` is at least this).
+    pub tile_runs: u32,
+    /// By tiles: milliseconds the streamer waited at its start for its last
+    /// copies (0 when the renderer's wait for the frame covered them).
+    pub stream_wait_ms: f64,
+    /// By tiles: milliseconds recording and submitting the copies from
+    /// staging (and the residency map's); not waited for.
     pub copy_ms: f64,
 }
 
@@ -1121,7 +1126,9 @@ impl Streamer {
         frame.plan_ms = tf.plan_seconds * 1e3;
         frame.bind_ms = tf.bind_seconds * 1e3;
         frame.sparse_binds = tf.binds;
-        frame.bind_wait_ms = tf.bind_wait_seconds * 1e3;
+        frame.tile_loads = tf.loads;
+        frame.tile_runs = tf.runs;
+        frame.stream_wait_ms = tf.wait_seconds * 1e3;
         frame.copy_ms = tf.copy_seconds * 1e3;
         frame.pending_loads = tf.missing.min(u64::from(u32::MAX)) as u32;
         frame.texture_wanted_bytes = tf.wanted_bytes + set.allocated_bytes();

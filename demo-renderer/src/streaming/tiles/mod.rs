@@ -8,6 +8,8 @@
 //!
 //! - [`geometry`]: tile grids, cells, footprints (pure).
 //! - [`policy`]: scores, loads, evictions, residency maps (pure, property-tested).
+//! - [`pages`]: which page each load binds, so runs of tiles bind as one region
+//!   (pure, property-tested).
 //! - [`TileStreamer`]: the images, their pages (memory from the texture pool,
 //!   whose hard budget is the texture budget), `vkQueueBindSparse`, threaded
 //!   reads of tile rectangles from the KTX2 files, the copies, and the
@@ -16,17 +18,35 @@
 //! # A frame
 //!
 //! The renderer waits for each frame, so when [`TileStreamer::prepare`] runs the
-//! GPU is idle. It plans from the last frame's per-cell feedback, unbinds the
-//! evicted tiles (one `vkQueueBindSparse`, waited for) and frees their pages,
-//! allocates pages for the loads and binds them (a second, waited for), reads
-//! the tiles on worker threads into mapped staging, copies them and the new
-//! residency map in one submission, and waits. Binds and copies go by regions
-//! of adjacent tiles of a row (`bind_regions`, `runs`): the driver's cost
-//! goes by binds (NVIDIA: about 26 us each, nearly all of it in the fence
-//! wait), and the report's `bind_ms`, `sparse_binds` and `plan_ms` show it. The frame then samples with the
-//! new map. Waiting keeps the order simple (a bind before the copies into its
-//! tiles, an unbind after the last frame that sampled there); its cost shows in
-//! the report's wall times.
+//! GPU is idle. It plans from the last frame's per-cell feedback; an evicted
+//! tile leaves the residency map and its page goes to the spare pages, still
+//! bound there (no unbind); the loads take spare pages first, then new ones
+//! from the pool, and are bound in one `vkQueueBindSparse` that signals a
+//! semaphore and is not waited for on the CPU. While the driver binds, worker
+//! threads read the tiles into mapped staging; one submission, waiting on that
+//! semaphore, copies them and the new residency map, and is not waited for
+//! either: the frame's submission comes after it on the same queue, ordered by
+//! its barriers, and the next `prepare` (after the renderer's wait for the
+//! frame) finds it done. Binds and copies go by regions of adjacent tiles of a
+//! row (`bind_regions`, `runs`), and [`pages::assign`] gives runs pages that
+//! follow each other in memory: the driver's cost goes by binds (NVIDIA: about
+//! 26 us each, measured when the binds were waited for), and the report's
+//! `bind_ms`, `sparse_binds` and `plan_ms` show it.
+//!
+//! # Stale bindings
+//!
+//! An evicted tile stays bound to its page, which a later load binds to
+//! another tile: one bind per load instead of an unbind and a bind (on NVIDIA
+//! the binds were most of the streamer's frame time). Two tiles then alias
+//! one page, which Vulkan allows without `sparseResidencyAliased` under the
+//! ordinary aliasing rules (the specification's "Sparse Memory Aliasing"): the
+//! stale tile's contents are undefined, and nothing reads it, since the
+//! residency map keeps every sample off tiles that are not resident. Two
+//! things would read or write it anyway, and neither happens: a layout
+//! transition of its level (the sparse images stay in `GENERAL` from their
+//! creation on: copies and sampling use it, no transition follows), and a
+//! freed `VkDeviceMemory` under it (spare pages stay allocated from the pool,
+//! inside its hard budget, until [`TileStreamer::destroy`]).
 //!
 //! # The residency map
 //!
@@ -43,6 +63,7 @@
 
 pub mod geometry;
 pub mod lookahead;
+pub mod pages;
 pub mod policy;
 
 use std::collections::HashMap;
@@ -83,7 +104,8 @@ struct SparseMap {
 pub struct TileFrame {
     /// Tiles bound and filled.
     pub loads: u32,
-    /// Tiles unbound.
+    /// Tiles evicted: out of the residency map, their pages spare (still
+    /// bound; see the module's "Stale bindings").
     pub evictions: u32,
     /// File bytes read into staging.
     pub upload_bytes: u64,
@@ -91,14 +113,18 @@ pub struct TileFrame {
     pub read_seconds: f64,
     /// Seconds the policy took to plan.
     pub plan_seconds: f64,
-    /// Seconds in `vkQueueBindSparse` and its fence waits.
+    /// Seconds in `vkQueueBindSparse` (not waited for).
     pub bind_seconds: f64,
     /// `VkSparseImageMemoryBind`s given to the driver (a region of adjacent
     /// tiles each).
     pub binds: u32,
-    /// Of `bind_seconds`, the fence waits (the rest is in the calls).
-    pub bind_wait_seconds: f64,
-    /// Seconds recording, submitting and waiting for the copies from staging.
+    /// Runs of horizontally adjacent tiles among the tiles bound (the fewest
+    /// binds they could take).
+    pub runs: u32,
+    /// Seconds waited at the start for the last copies' submission (0 when
+    /// the renderer's wait for the frame already covered it).
+    pub wait_seconds: f64,
+    /// Seconds recording and submitting the copies from staging.
     pub copy_seconds: f64,
     /// Bytes every region the feedback saw at its wanted level would take
     /// (tiles and mip tails).
@@ -203,6 +229,9 @@ pub struct TileStreamer {
     /// Bytes of the allocations in `pages` (kept as they change: summing
     /// `pages` walks every tile of every map).
     page_bytes: u64,
+    /// Pages of evicted tiles, for the next loads: allocated from the pool
+    /// and maybe still bound to the tile they held (module doc).
+    spare: Vec<Allocation>,
     resident: Vec<Vec<bool>>,
     /// Maps whose file could not be read: they load no more tiles.
     blocked: Vec<bool>,
@@ -218,14 +247,18 @@ pub struct TileStreamer {
     slot: u64,
     max_loads: usize,
     one_shot: OneShot,
-    fence: vk::Fence,
+    /// Signalled by each `vkQueueBindSparse`, waited on by the copies'
+    /// submission that follows it.
+    bound: vk::Semaphore,
+    /// A bind signalled `bound` and no submission has waited on it yet.
+    bind_signalled: bool,
     /// Calls of [`TileStreamer::prepare`] after the pre-fill.
     frames: u64,
-    /// Seconds waited for the fences of `vkQueueBindSparse` since the last
-    /// [`TileStreamer::prepare`] began.
-    bind_wait: std::cell::Cell<f64>,
     /// [`FREEZE_ENV`]: after this many frames, residency stays as it is.
     freeze_after: Option<u64>,
+    /// [`AHEAD_SHARE_ENV`]: the look-ahead's loads per frame are at most
+    /// `max_loads / ahead_share`.
+    ahead_share: usize,
 }
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_FREEZE_AFTER=N` stops every change of
@@ -233,6 +266,11 @@ pub struct TileStreamer {
 /// pre-fill too: the mip tails alone), so frame times with resident tiles can
 /// be told apart from the cost of changing them.
 pub const FREEZE_ENV: &str = "VKALLOC_DEMO_TILES_FREEZE_AFTER";
+
+/// A diagnostic: `VKALLOC_DEMO_TILES_AHEAD_SHARE=N` caps the tiles loaded
+/// for the coming views alone (not the present view's feedback) at a frame's
+/// loads / `N` (default 16: over a look-ahead of 16 frames, one frame's worth).
+pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
 
 /// Whether every format of `set` can be a sparse 2D image with one sample.
 fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
@@ -278,13 +316,13 @@ impl TileStreamer {
         }
         let d = &ctx.device;
         // SAFETY: valid create info on a live device.
-        let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
-            .check("vkCreateFence")?;
+        let bound = unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
+            .check("vkCreateSemaphore")?;
         let one_shot = match OneShot::new(ctx) {
             Ok(o) => o,
             Err(e) => {
-                // SAFETY: the fence was never used.
-                unsafe { d.destroy_fence(fence, None) };
+                // SAFETY: the semaphore was never used.
+                unsafe { d.destroy_semaphore(bound, None) };
                 return Err(e);
             }
         };
@@ -297,7 +335,7 @@ impl TileStreamer {
             pool: set.texture_pool,
             pages: Vec::new(),
             page_bytes: 0,
-            bind_wait: std::cell::Cell::new(0.0),
+            spare: Vec::new(),
             resident: Vec::new(),
             blocked: Vec::new(),
             tails: Vec::new(),
@@ -313,8 +351,14 @@ impl TileStreamer {
             freeze_after: std::env::var(FREEZE_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse().ok()),
+            ahead_share: std::env::var(AHEAD_SHARE_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|&n: &usize| n > 0)
+                .unwrap_or(16),
             one_shot,
-            fence,
+            bound,
+            bind_signalled: false,
         };
         match s.build(ctx, mem, set, upload_budget, budget) {
             Ok(Ok(())) => Ok(Ok(s)),
@@ -571,8 +615,10 @@ impl TileStreamer {
         let src = tail_staging.raw();
         let images: Vec<vk::Image> = self.sparse.iter().map(|s| s.image).collect();
         let maps = self.maps.clone();
-        let r = self.one_shot.run(ctx, |cmd| {
-            // SAFETY: recording; the images are live and their tails bound.
+        let after = self.take_bind_signal();
+        let record = |cmd| {
+            // SAFETY: recording; the images are live and their tails bound
+            // (the submission waits for the bind).
             unsafe {
                 let to_dst: Vec<vk::ImageMemoryBarrier2> = images
                     .iter()
@@ -583,7 +629,7 @@ impl TileStreamer {
                             .dst_stage_mask(vk::PipelineStageFlags2::COPY)
                             .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
                             .old_layout(vk::ImageLayout::UNDEFINED)
-                            .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                            .new_layout(vk::ImageLayout::GENERAL)
                             .image(image)
                             .subresource_range(color_levels(0, m.levels))
                     })
@@ -611,18 +657,16 @@ impl TileStreamer {
                         cmd,
                         src,
                         images[i],
-                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        vk::ImageLayout::GENERAL,
                         &region,
                     );
                 }
-                let all: Vec<(vk::Image, u32, u32)> = images
-                    .iter()
-                    .zip(&maps)
-                    .map(|(&i, m)| (i, 0, m.levels))
-                    .collect();
-                copies_to_shaders(d, cmd, &all);
+                copies_to_shaders(d, cmd);
             }
-        });
+        };
+        // SAFETY: `after` is the tails' bind's signal, consumed here alone.
+        let r = unsafe { self.one_shot.submit(ctx, after, record) }
+            .and_then(|()| self.one_shot.wait(ctx));
         // SAFETY: the submission finished (or never started).
         unsafe { mem.destroy_buffer(tail_staging) };
         r?;
@@ -670,7 +714,7 @@ impl TileStreamer {
         );
         self.upload(ctx, mem, &[], &[])?;
         for (i, s) in self.sparse.iter().enumerate() {
-            set.write_view(d, i, s.view);
+            set.write_view_in(d, i, s.view, vk::ImageLayout::GENERAL);
         }
         Ok(Ok(()))
     }
@@ -753,9 +797,11 @@ impl TileStreamer {
         self.map_dirty = true;
     }
 
-    /// One waited-for `vkQueueBindSparse` of `opaque` and `image` binds.
+    /// One `vkQueueBindSparse` of `opaque` and `image` binds, not waited
+    /// for: it signals [`Self::bound`], which the next copies' submission
+    /// waits on ([`Self::take_bind_signal`]).
     fn bind_sparse(
-        &self,
+        &mut self,
         ctx: &Context,
         opaque: &[vk::SparseImageOpaqueMemoryBindInfo<'_>],
         image: &[vk::SparseImageMemoryBindInfo<'_>],
@@ -763,28 +809,42 @@ impl TileStreamer {
         if opaque.is_empty() && image.is_empty() {
             return Ok(());
         }
+        if self.bind_signalled {
+            // Two binds with no copies between them: the second waits on the
+            // first's signal (the semaphore is binary) and signals it again.
+            return Err(GpuError::Other(
+                "tile streamer: a sparse bind's signal was never waited on".into(),
+            ));
+        }
+        let signal = [self.bound];
         let info = vk::BindSparseInfo::default()
             .image_opaque_binds(opaque)
-            .image_binds(image);
+            .image_binds(image)
+            .signal_semaphores(&signal);
         let d = &ctx.device;
         // SAFETY: the graphics queue supports sparse binding (`sparse_tiles`);
-        // every image and memory is live; the GPU is idle on these images'
-        // regions (the caller's frame order); the fence is unsignalled.
+        // every image and memory is live; no pending work uses these images'
+        // regions (the caller's frame order: the renderer waited for the last
+        // frame, `prepare` for the last copies); `bound` has no pending signal
+        // (`bind_signalled` is false).
         unsafe {
-            d.queue_bind_sparse(ctx.queue, &[info], self.fence)
+            d.queue_bind_sparse(ctx.queue, &[info], vk::Fence::null())
                 .check("vkQueueBindSparse")?;
-            let waiting = Instant::now();
-            crate::gpu::util::wait_and_reset(d, self.fence)?;
-            self.bind_wait
-                .set(self.bind_wait.get() + waiting.elapsed().as_secs_f64());
         }
+        self.bind_signalled = true;
         Ok(())
+    }
+
+    /// The semaphore a submission must wait on before touching memory bound
+    /// since the last such submission, once: `None` when nothing was bound.
+    fn take_bind_signal(&mut self) -> Option<vk::Semaphore> {
+        std::mem::take(&mut self.bind_signalled).then_some(self.bound)
     }
 
     /// Binds (`Some`) or unbinds (`None`) the tiles of `changes`, a region
     /// of adjacent tiles per bind where [`bind_regions`] joins them.
     fn bind_tiles(
-        &self,
+        &mut self,
         ctx: &Context,
         changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
     ) -> Result<u32, GpuError> {
@@ -852,6 +912,12 @@ impl TileStreamer {
         if !prefill {
             self.frames += 1;
         }
+        // The last copies read staging and wrote pages that this frame may
+        // give to other tiles: done before anything here touches them (in a
+        // frame, the renderer's wait for the last frame covered them).
+        let waiting = Instant::now();
+        self.one_shot.wait(ctx)?;
+        let wait_seconds = waiting.elapsed().as_secs_f64();
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
             p.pool_budget
@@ -865,7 +931,7 @@ impl TileStreamer {
             hits,
             resident: &self.resident,
             blocked: &self.blocked,
-            free_pages: free_bytes / self.page.max(1),
+            free_pages: free_bytes / self.page.max(1) + self.spare.len() as u64,
             max_loads: self.max_loads,
             ahead_wants: ahead.0,
             ahead_hits: ahead.1,
@@ -875,7 +941,7 @@ impl TileStreamer {
             max_ahead_loads: if prefill {
                 self.max_loads
             } else {
-                self.max_loads.div_ceil(16)
+                self.max_loads.div_ceil(self.ahead_share)
             },
         };
         let planning = Instant::now();
@@ -884,59 +950,73 @@ impl TileStreamer {
             wanted_bytes: plan.wanted * self.page + self.tail_bytes,
             missing: plan.missing,
             plan_seconds: planning.elapsed().as_secs_f64(),
+            wait_seconds,
             ..TileFrame::default()
         };
         let mut binding = Duration::ZERO;
-        self.bind_wait.set(0.0);
-        // Evictions: unbind, then free their pages.
-        if !plan.evictions.is_empty() {
-            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
-                plan.evictions.iter().map(|&t| (t, None)).collect();
-            let b = Instant::now();
-            frame.binds += self.bind_tiles(ctx, &unbinds)?;
-            binding += b.elapsed();
-            for t in &plan.evictions {
-                let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-                if let Some(a) = self.pages[t.map as usize][idx].take() {
-                    self.page_bytes -= a.size();
-                    // SAFETY: unbound (the bind above was waited for), and no
-                    // frame is in flight.
-                    unsafe { mem.free_memory(a) };
-                }
-                self.resident[t.map as usize][idx] = false;
-            }
-            frame.evictions = plan.evictions.len() as u32;
-        }
-        // Loads: a page each, in the plan's order, as long as the pool gives
-        // one. Then the pages in memory order go to the tiles in row order:
-        // pages that follow each other land on adjacent tiles, which bind as
-        // one region (`bind_regions`).
-        let mut allocs = Vec::new();
-        for _ in &plan.loads {
+        // Evictions: out of the map, their pages spare and still bound (the
+        // module's "Stale bindings"): no unbind.
+        self.retire(&plan.evictions);
+        frame.evictions = plan.evictions.len() as u32;
+        // Loads: a page each. The candidates are every spare page and, where
+        // they are too few, new pages from the pool as long as it gives them;
+        // `pages::assign` picks which page each tile takes, so that runs of
+        // adjacent tiles get pages that follow each other in memory and bind
+        // as one region (`bind_regions`). Candidates left over stay spare.
+        let mut candidates: Vec<Allocation> = std::mem::take(&mut self.spare);
+        while candidates.len() < plan.loads.len() {
             let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
             match mem.allocate_memory(self.page, self.page, self.type_bits, &opts) {
-                Ok(a) => allocs.push(a),
+                Ok(a) => candidates.push(a),
                 Err(GpuError::Alloc { .. }) => break,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.spare = candidates;
+                    return Err(e);
+                }
             }
         }
-        let mut loads: Vec<TileRef> = plan.loads[..allocs.len()].to_vec();
+        let got = plan.loads.len().min(candidates.len());
+        let mut loads: Vec<TileRef> = plan.loads[..got].to_vec();
         loads.sort_unstable();
-        allocs.sort_unstable_by_key(|a| (ash::vk::Handle::as_raw(a.vk_memory()), a.offset()));
+        let load_runs: Vec<u32> = runs(&self.maps, &loads, u32::MAX)
+            .iter()
+            .map(|r| r.len)
+            .collect();
+        let at: Vec<pages::PageAt> = candidates
+            .iter()
+            .map(|a| (ash::vk::Handle::as_raw(a.vk_memory()), a.offset()))
+            .collect();
+        let pick = pages::assign(&load_runs, &at, self.page).unwrap_or_else(|| {
+            // Unreachable (`got` <= the candidates); memory order instead.
+            let mut order: Vec<usize> = (0..at.len()).collect();
+            order.sort_unstable_by_key(|&i| at[i]);
+            order.truncate(got);
+            order
+        });
+        frame.runs = load_runs.len() as u32;
+        let mut slots: Vec<Option<Allocation>> = candidates.into_iter().map(Some).collect();
         let mut binds = Vec::with_capacity(loads.len());
-        for (&t, a) in loads.iter().zip(allocs) {
+        for (&t, &i) in loads.iter().zip(&pick) {
+            let Some(a) = slots[i].take() else {
+                // `assign` gives distinct pages: never here.
+                self.spare.extend(slots.into_iter().flatten());
+                return Err(GpuError::Other(
+                    "tile streamer: a page assigned twice".into(),
+                ));
+            };
             binds.push((t, Some((a.vk_memory(), a.offset()))));
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
             self.page_bytes += a.size();
             self.pages[t.map as usize][idx] = Some(a);
         }
+        self.spare.extend(slots.into_iter().flatten());
         frame.missing += (plan.loads.len() - loads.len()) as u64;
         if !binds.is_empty() {
             let b = Instant::now();
             match self.bind_tiles(ctx, &binds) {
                 Ok(n) => frame.binds += n,
                 Err(e) => {
-                    self.drop_pages(mem, &loads);
+                    self.retire(&loads);
                     return Err(e);
                 }
             }
@@ -963,10 +1043,7 @@ impl TileStreamer {
                 }
                 lost.extend_from_slice(tiles);
             }
-            let unbinds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)> =
-                lost.iter().map(|&t| (t, None)).collect();
-            self.bind_tiles(ctx, &unbinds)?;
-            self.drop_pages(mem, &lost);
+            self.retire(&lost);
             let bad: std::collections::HashSet<usize> = failed.iter().map(|f| f.0).collect();
             runs = runs
                 .into_iter()
@@ -994,18 +1071,18 @@ impl TileStreamer {
         self.upload(ctx, mem, &loads, &runs)?;
         frame.copy_seconds = copying.elapsed().as_secs_f64();
         frame.bind_seconds = binding.as_secs_f64();
-        frame.bind_wait_seconds = self.bind_wait.get();
         Ok(frame)
     }
 
-    /// Frees the pages of `tiles` (not bound, or unbound) and marks them absent.
-    fn drop_pages(&mut self, mem: &GpuMemory, tiles: &[TileRef]) {
+    /// Marks `tiles` absent and moves their pages to the spare pages, bound
+    /// where they are (the module's "Stale bindings"): the shaders stop
+    /// sampling them with the next residency map.
+    fn retire(&mut self, tiles: &[TileRef]) {
         for t in tiles {
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
             if let Some(a) = self.pages[t.map as usize][idx].take() {
                 self.page_bytes -= a.size();
-                // SAFETY: never sampled (the map did not name it) and unbound.
-                unsafe { mem.free_memory(a) };
+                self.spare.push(a);
             }
             self.resident[t.map as usize][idx] = false;
         }
@@ -1110,7 +1187,8 @@ impl TileStreamer {
     }
 
     /// Copies the staged `loads` into their tiles and, when it changed, the
-    /// residency map to the GPU; waits.
+    /// residency map to the GPU, in one submission that waits on the bind
+    /// before it and is not waited for (the module's "A frame").
     fn upload(
         &mut self,
         ctx: &Context,
@@ -1118,9 +1196,10 @@ impl TileStreamer {
         loads: &[TileRef],
         runs: &[Run],
     ) -> Result<(), GpuError> {
-        if loads.is_empty() && !self.map_dirty {
+        if loads.is_empty() && !self.map_dirty && !self.bind_signalled {
             return Ok(());
         }
+        let after = self.take_bind_signal();
         let d = &ctx.device;
         if let Some(s) = self.staging.as_ref() {
             mem.flush(s.allocation());
@@ -1140,46 +1219,23 @@ impl TileStreamer {
         let maps = &self.maps;
         let sparse = &self.sparse;
         let slot = self.slot;
-        let mut levels: Vec<(vk::Image, u32, u32)> = loads
-            .iter()
-            .map(|t| (sparse[t.map as usize].image, t.level, 1))
-            .collect();
-        levels.sort_unstable_by_key(|&(i, l, _)| (ash::vk::Handle::as_raw(i), l));
-        levels.dedup();
-        self.one_shot.run(ctx, |cmd| {
+        let record = |cmd| {
             // SAFETY: recording; every buffer and image is live, the tiles are
-            // bound (the binds were waited for), the GPU is idle.
+            // bound (the submission waits for the bind), no earlier work is
+            // pending (the last frame was waited for).
             unsafe {
                 // The last frame's sampling and map reads come before these
-                // writes; the levels written go to TRANSFER_DST_OPTIMAL (their
-                // bound tiles keep their contents) and back.
+                // writes (the images stay in GENERAL: no layout transition,
+                // which could touch stale tiles' pages).
                 let before = [vk::MemoryBarrier2::default()
                     .src_stage_mask(
                         vk::PipelineStageFlags2::FRAGMENT_SHADER
                             | vk::PipelineStageFlags2::COMPUTE_SHADER,
                     )
                     .dst_stage_mask(vk::PipelineStageFlags2::COPY)];
-                let to_dst: Vec<vk::ImageMemoryBarrier2> = levels
-                    .iter()
-                    .map(|&(image, level, count)| {
-                        vk::ImageMemoryBarrier2::default()
-                            .src_stage_mask(
-                                vk::PipelineStageFlags2::FRAGMENT_SHADER
-                                    | vk::PipelineStageFlags2::COMPUTE_SHADER,
-                            )
-                            .dst_stage_mask(vk::PipelineStageFlags2::COPY)
-                            .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
-                            .old_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
-                            .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
-                            .image(image)
-                            .subresource_range(color_levels(level, count))
-                    })
-                    .collect();
                 d.cmd_pipeline_barrier2(
                     cmd,
-                    &vk::DependencyInfo::default()
-                        .memory_barriers(&before)
-                        .image_memory_barriers(&to_dst),
+                    &vk::DependencyInfo::default().memory_barriers(&before),
                 );
                 if let Some(src) = staging {
                     // One region per run: its rows span the run's tiles in
@@ -1213,7 +1269,7 @@ impl TileStreamer {
                             cmd,
                             src,
                             sparse[t.map as usize].image,
-                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            vk::ImageLayout::GENERAL,
                             &region,
                         );
                     }
@@ -1230,9 +1286,11 @@ impl TileStreamer {
                         }],
                     );
                 }
-                copies_to_shaders(d, cmd, &levels);
+                copies_to_shaders(d, cmd);
             }
-        })?;
+        };
+        // SAFETY: `after` is this frame's bind's signal, consumed here alone.
+        unsafe { self.one_shot.submit(ctx, after, record)? };
         self.map_dirty = false;
         Ok(())
     }
@@ -1253,7 +1311,8 @@ impl TileStreamer {
                 d.destroy_image(s.image, None);
             }
         }
-        for a in self.pages.iter_mut().flatten().filter_map(Option::take) {
+        let pages = self.pages.iter_mut().flatten().filter_map(Option::take);
+        for a in pages.chain(self.spare.drain(..)) {
             // SAFETY: the images bound to them are destroyed.
             unsafe { mem.free_memory(a) };
         }
@@ -1274,9 +1333,10 @@ impl TileStreamer {
             unsafe { mem.destroy_buffer(b) };
         }
         self.one_shot.destroy(d);
-        // SAFETY: not in use (every bind waits for it).
-        unsafe { d.destroy_fence(self.fence, None) };
-        self.fence = vk::Fence::null();
+        // SAFETY: the device is idle: no bind signals it, no submission waits on it.
+        unsafe { d.destroy_semaphore(self.bound, None) };
+        self.bound = vk::Semaphore::null();
+        self.bind_signalled = false;
     }
 }
 
@@ -1291,17 +1351,12 @@ fn color_levels(level: u32, count: u32) -> vk::ImageSubresourceRange {
     }
 }
 
-/// Transfer writes before shader reads (sampling and storage-buffer reads);
-/// `levels` (image, first level, count) go from `TRANSFER_DST_OPTIMAL` to
-/// `SHADER_READ_ONLY_OPTIMAL`.
+/// Transfer writes before shader reads (sampling and storage-buffer reads),
+/// with no layout transition (the sparse images stay in `GENERAL`).
 ///
 /// # Safety
-/// `cmd` is recording; `levels` are in `TRANSFER_DST_OPTIMAL`.
-unsafe fn copies_to_shaders(
-    d: &ash::Device,
-    cmd: vk::CommandBuffer,
-    levels: &[(vk::Image, u32, u32)],
-) {
+/// `cmd` is recording.
+unsafe fn copies_to_shaders(d: &ash::Device, cmd: vk::CommandBuffer) {
     let shaders =
         vk::PipelineStageFlags2::FRAGMENT_SHADER | vk::PipelineStageFlags2::COMPUTE_SHADER;
     let reads = vk::AccessFlags2::SHADER_SAMPLED_READ | vk::AccessFlags2::SHADER_STORAGE_READ;
@@ -1310,29 +1365,8 @@ unsafe fn copies_to_shaders(
         .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
         .dst_stage_mask(shaders)
         .dst_access_mask(reads)];
-    let to_read: Vec<vk::ImageMemoryBarrier2> = levels
-        .iter()
-        .map(|&(image, level, count)| {
-            vk::ImageMemoryBarrier2::default()
-                .src_stage_mask(vk::PipelineStageFlags2::COPY)
-                .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
-                .dst_stage_mask(shaders)
-                .dst_access_mask(vk::AccessFlags2::SHADER_SAMPLED_READ)
-                .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
-                .new_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
-                .image(image)
-                .subresource_range(color_levels(level, count))
-        })
-        .collect();
     // SAFETY: per the contract.
-    unsafe {
-        d.cmd_pipeline_barrier2(
-            cmd,
-            &vk::DependencyInfo::default()
-                .memory_barriers(&after)
-                .image_memory_barriers(&to_read),
-        )
-    };
+    unsafe { d.cmd_pipeline_barrier2(cmd, &vk::DependencyInfo::default().memory_barriers(&after)) };
 }
 
 /// Wanted levels and hits of `materials` materials' cells from the feedback
