@@ -122,7 +122,8 @@ for j in sorted(glob.glob(d + "/*.json")):
             sm.append(int(c[1].split()[0]))
     clk = f"SM MHz median {st.median(sm)} min {min(sm)}" if sm else "no clocks"
     cpu = []
-    for k in ("stream_cpu_ms", "sparse_binds", "bind_ms", "upload_ms", "copy_ms", "stream_wait_ms", "wall_ms"):
+    for k in ("stream_cpu_ms", "feedback_ms", "lookahead_ms", "plan_ms", "page_ms", "map_ms",
+              "sparse_binds", "bind_ms", "upload_ms", "copy_ms", "stream_wait_ms", "wall_ms"):
         v = [f[k] for f in fr if isinstance(f.get(k), (int, float))]
         if v:
             cpu.append(f"{k} {st.median(v):.2f}")

@@ -375,6 +375,12 @@ pub struct StreamFrame {
     /// By tiles: milliseconds recording and submitting the copies from
     /// staging (and the residency map's); not waited for.
     pub copy_ms: f64,
+    /// By tiles: milliseconds taking the loads' pages and assigning them.
+    pub page_ms: f64,
+    /// By tiles: milliseconds refreshing the residency map.
+    pub map_ms: f64,
+    /// Milliseconds reading the last frame's feedback (and clearing it).
+    pub feedback_ms: f64,
 }
 
 /// Levels the feedback's per-material histogram tells apart (finer levels of
@@ -978,6 +984,7 @@ impl Streamer {
         let mut frame = StreamFrame {
             camera_cut,
             time_ms,
+            feedback_ms: cpu_start.elapsed().as_secs_f64() * 1e3,
             ..StreamFrame::default()
         };
         // Every frame prepared so far is done (the renderer waits for each
@@ -1130,6 +1137,8 @@ impl Streamer {
         frame.tile_runs = tf.runs;
         frame.stream_wait_ms = tf.wait_seconds * 1e3;
         frame.copy_ms = tf.copy_seconds * 1e3;
+        frame.page_ms = tf.page_seconds * 1e3;
+        frame.map_ms = tf.map_seconds * 1e3;
         frame.pending_loads = tf.missing.min(u64::from(u32::MAX)) as u32;
         frame.texture_wanted_bytes = tf.wanted_bytes + set.allocated_bytes();
         frame.texture_pool_committed_bytes = mem
