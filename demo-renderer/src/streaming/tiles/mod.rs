@@ -251,7 +251,6 @@ pub struct TileStreamer {
     changed: Vec<bool>,
     /// Per material, per cell: the level the shaders may sample down to.
     map_words: Vec<u32>,
-
     map_host: Option<MappedBuffer>,
     map_gpu: Option<Buffer>,
     map_dirty: bool,
@@ -355,7 +354,6 @@ impl TileStreamer {
             tail_bytes: 0,
             changed: Vec::new(),
             map_words: Vec::new(),
-
             map_host: None,
             map_gpu: None,
             map_dirty: true,
@@ -855,8 +853,9 @@ impl TileStreamer {
             return Ok(());
         }
         if self.bind_signalled {
-            // Two binds with no copies between them: the second waits on the
-            // first's signal (the semaphore is binary) and signals it again.
+            // A bind whose signal no submission waited on: signalling the
+            // binary semaphore again is invalid. Not reached: the copies'
+            // submission follows every bind; an error rather than a guess.
             return Err(GpuError::Other(
                 "tile streamer: a sparse bind's signal was never waited on".into(),
             ));
