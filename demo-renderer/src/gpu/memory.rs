@@ -87,6 +87,25 @@ impl<'a> MemOptions<'a> {
     }
 }
 
+/// What [`GpuMemory::allocate_memory`] asks of the allocator: memory for an
+/// optimal image's blocks, with no resource of its own.
+fn memory_desc<'a>(
+    size: u64,
+    alignment: u64,
+    memory_type_bits: u32,
+    opts: &MemOptions<'a>,
+) -> vkalloc::AllocationDesc<'a> {
+    vkalloc::AllocationDesc {
+        size,
+        alignment,
+        memory_type_bits,
+        kind: vkalloc::ResourceKind::OptimalImage,
+        driver_dedicated: Default::default(),
+        dedicated_to: None,
+        options: opts.to_vkalloc(),
+    }
+}
+
 fn alloc_err(tag: &str, e: vkalloc::Error) -> GpuError {
     GpuError::Alloc {
         what: tag.to_owned(),
@@ -352,17 +371,27 @@ impl GpuMemory {
         memory_type_bits: u32,
         opts: &MemOptions<'_>,
     ) -> Result<Allocation, GpuError> {
-        let desc = vkalloc::AllocationDesc {
-            size,
-            alignment,
-            memory_type_bits,
-            kind: vkalloc::ResourceKind::OptimalImage,
-            driver_dedicated: Default::default(),
-            dedicated_to: None,
-            options: opts.to_vkalloc(),
-        };
+        let desc = memory_desc(size, alignment, memory_type_bits, opts);
         let r = self.allocator.allocate(&desc);
         self.counted(r, opts.tag)
+    }
+
+    /// [`Self::allocate_memory`] from a pool that may be full: `Ok(None)` when
+    /// the pool's hard budget or block cap refuses it ([`vkalloc::Error::PoolExhausted`]),
+    /// an expected answer for a streamer that fills its pool (no failure dump,
+    /// no message); every other failure as [`Self::allocate_memory`]'s.
+    pub fn try_allocate_memory(
+        &self,
+        size: u64,
+        alignment: u64,
+        memory_type_bits: u32,
+        opts: &MemOptions<'_>,
+    ) -> Result<Option<Allocation>, GpuError> {
+        let desc = memory_desc(size, alignment, memory_type_bits, opts);
+        match self.allocator.allocate(&desc) {
+            Err(vkalloc::Error::PoolExhausted { .. }) => Ok(None),
+            r => self.counted(r, opts.tag).map(Some),
+        }
     }
 
     /// Frees memory of [`Self::allocate_memory`].

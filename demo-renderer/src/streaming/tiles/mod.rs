@@ -1011,9 +1011,11 @@ impl TileStreamer {
         let mut candidates: Vec<Allocation> = std::mem::take(&mut self.spare);
         while candidates.len() < plan.loads.len() {
             let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
-            match mem.allocate_memory(self.page, self.page, self.type_bits, &opts) {
-                Ok(a) => candidates.push(a),
-                Err(GpuError::Alloc { .. }) => break,
+            // The pool's free bytes can hold fewer pages than they count
+            // (gaps between tails): a refusal ends the loads here.
+            match mem.try_allocate_memory(self.page, self.page, self.type_bits, &opts) {
+                Ok(Some(a)) => candidates.push(a),
+                Ok(None) | Err(GpuError::Alloc { .. }) => break,
                 Err(e) => {
                     self.spare = candidates;
                     return Err(e);
