@@ -1339,7 +1339,11 @@ impl TileStreamer {
             }
         };
         // SAFETY: `after` is this frame's bind's signal, consumed here alone.
-        unsafe { self.one_shot.submit(ctx, after, record)? };
+        if let Err(e) = unsafe { self.one_shot.submit(ctx, after, record) } {
+            // Nothing waited on the bind's signal: it is still pending.
+            self.bind_signalled = after.is_some();
+            return Err(e);
+        }
         self.map_dirty = false;
         Ok(())
     }
