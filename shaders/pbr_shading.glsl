@@ -132,15 +132,32 @@ uint tile_level(uint material, vec2 uv) {
     return u_residency.words[material * g * g + tile_cell(uv, g)];
 }
 
+// The lowest level of detail a conforming sampler may compute from the
+// texel-coordinate derivatives `dx`, `dy`: the specification lets it
+// approximate each derivative's length by anything from its largest component
+// up to the sum of its components (llvmpipe takes the largest), so the
+// largest component bounds it from below (up to half a level under
+// `wanted_lod` for a diagonal derivative). Anisotropy as `wanted_lod`.
+float lod_lower_bound(vec2 dx, vec2 dy) {
+    float px = max(abs(dx.x), abs(dx.y));
+    float py = max(abs(dy.x), abs(dy.y));
+    float pmax = max(px, py);
+    float pmin = max(min(px, py), 1e-8);
+    float n = min(ceil(pmax / pmin), float(max(u_frame.stream.x, 1u)));
+    return log2(max(pmax / n, 1e-8));
+}
+
 // How many levels the sampler's level of detail, from the texel-coordinate
-// derivatives `tdx`, `tdy`, must rise to reach resident `level` (plus 1/128:
-// the sampler's LOD has 8 fractional bits on NVIDIA; at the level itself
-// trilinear filtering takes nothing of the next finer one). Level 0 needs none.
+// derivatives `tdx`, `tdy`, must rise to reach resident `level`, whichever
+// approximation of the lengths the sampler makes (`lod_lower_bound`), plus
+// 1/128 (the sampler's LOD has 8 fractional bits on NVIDIA; at the level
+// itself trilinear filtering takes nothing of the next finer one). Level 0
+// needs none.
 float tile_lift(uint level, vec2 tdx, vec2 tdy) {
     if (level == 0u) {
         return 0.0;
     }
-    float lod = max(wanted_lod(tdx, tdy), -16.0);
+    float lod = max(lod_lower_bound(tdx, tdy), -16.0);
     return max(float(level) + 1.0 / 128.0 - lod, 0.0);
 }
 

@@ -42,11 +42,14 @@
 //! ordinary aliasing rules (the specification's "Sparse Memory Aliasing"): the
 //! stale tile's contents are undefined, and the residency map keeps samples
 //! off tiles that are not resident. Where the sampler clamps its own level of
-//! detail (`shaderResourceMinLod`, the H200) none reaches one; where the
-//! shaders bias the level instead (lavapipe) a few do, as they did before
-//! (an unbound tile reads zeros, a stale one another tile's texels: 52 of
-//! 240 frames of the lavapipe run in BENCHMARKS.md differ, by up to 5.4 dB,
-//! the mean PSNR is unchanged). Either way the page is the streamer's own
+//! detail (`shaderResourceMinLod`, the H200) none reaches one. Where the
+//! shaders bias the level instead (lavapipe), the bias is computed from the
+//! lowest level of detail a conforming sampler may compute (`tile_lift` in
+//! `pbr_shading.glsl`); computed from the exact one, as before, llvmpipe's
+//! approximation sampled up to half a level finer, into tiles the map called
+//! absent (an unbound tile read zeros, a stale one another tile's texels: 52
+//! of 240 frames of the lavapipe run in BENCHMARKS.md changed with the page
+//! assignment; 2 now, by 0.3 dB). Either way the page is the streamer's own
 //! allocation: no memory outside it is read. Two things would write or free
 //! a stale tile's memory, and neither happens: a layout
 //! transition of its level (the sparse images stay in `GENERAL` from their
