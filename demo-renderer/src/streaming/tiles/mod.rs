@@ -890,6 +890,8 @@ impl TileStreamer {
 
     /// Binds (`Some`) or unbinds (`None`) the tiles of `changes`, a region
     /// of adjacent tiles per bind where [`bind_regions`] joins them.
+    /// [`Self::prepare`] only binds (evictions keep their pages bound); the
+    /// unbind form stays for a caller that must take memory back from a tile.
     fn bind_tiles(
         &mut self,
         ctx: &Context,
@@ -1036,23 +1038,20 @@ impl TileStreamer {
             .iter()
             .map(|a| (ash::vk::Handle::as_raw(a.vk_memory()), a.offset()))
             .collect();
-        let pick = pages::assign(&load_runs, &at, self.page).unwrap_or_else(|| {
-            // Unreachable (`got` <= the candidates); memory order instead.
-            let mut order: Vec<usize> = (0..at.len()).collect();
-            order.sort_unstable_by_key(|&i| at[i]);
-            order.truncate(got);
-            order
-        });
+        // `assign` gives each of the `got` loads its own candidate (`got` <=
+        // the candidates), so neither error below is reached.
+        let internal = || GpuError::Other("tile streamer: pages::assign broke its contract".into());
+        let Some(pick) = pages::assign(&load_runs, &at, self.page) else {
+            self.spare = candidates;
+            return Err(internal());
+        };
         frame.runs = load_runs.len() as u32;
         let mut slots: Vec<Option<Allocation>> = candidates.into_iter().map(Some).collect();
         let mut binds = Vec::with_capacity(loads.len());
         for (&t, &i) in loads.iter().zip(&pick) {
             let Some(a) = slots[i].take() else {
-                // `assign` gives distinct pages: never here.
                 self.spare.extend(slots.into_iter().flatten());
-                return Err(GpuError::Other(
-                    "tile streamer: a page assigned twice".into(),
-                ));
+                return Err(internal());
             };
             binds.push((t, Some((a.vk_memory(), a.offset()))));
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);

@@ -12,6 +12,11 @@ use std::collections::BTreeSet;
 /// Where a page is: its memory object (a raw handle) and its offset in it.
 pub type PageAt = (u64, u64);
 
+/// Whether page `b` follows page `a` (`page` bytes on, in the same object).
+fn follows(a: PageAt, b: PageAt, page: u64) -> bool {
+    a.0 == b.0 && a.1.checked_add(page) == Some(b.1)
+}
+
 /// For loads grouped in `runs` (lengths, in load order: run `r` is the next
 /// `runs[r]` loads, tiles that bind as one region when their pages follow
 /// each other) and candidate `pages` of `page` bytes, the candidate each load
@@ -36,10 +41,7 @@ pub fn assign(runs: &[u32], pages: &[PageAt], page: u64) -> Option<Vec<usize>> {
     let mut stretches: BTreeSet<(usize, usize)> = BTreeSet::new();
     let mut start = 0;
     for k in 1..=order.len() {
-        let ends = k == order.len() || {
-            let (a, b) = (pages[order[k - 1]], pages[order[k]]);
-            a.0 != b.0 || a.1.checked_add(page) != Some(b.1)
-        };
+        let ends = k == order.len() || !follows(pages[order[k - 1]], pages[order[k]], page);
         if ends {
             stretches.insert((k - start, start));
             start = k;
@@ -81,12 +83,9 @@ pub fn regions(runs: &[u32], pages: &[PageAt], pick: &[usize], page: u64) -> usi
     for &r in runs {
         let r = r as usize;
         count += 1;
-        for k in at + 1..at + r {
-            let (a, b) = (pages[pick[k - 1]], pages[pick[k]]);
-            if a.0 != b.0 || a.1.checked_add(page) != Some(b.1) {
-                count += 1;
-            }
-        }
+        count += (at + 1..at + r)
+            .filter(|&k| !follows(pages[pick[k - 1]], pages[pick[k]], page))
+            .count();
         at += r;
     }
     count
