@@ -64,7 +64,8 @@ layout(set = 0, binding = 1, std430) buffer Feedback {
 
 // Streaming by tiles (u_frame.tiles.x = g > 0): per material, g x g cells of
 // its texture-coordinate square, the finest level resident around each (its
-// tiles and every coarser level's, over the cell widened by a tile).
+// tiles and every coarser level's, over the cell's texels widened by the
+// filter's reach).
 layout(set = 0, binding = 3, std430) readonly buffer Residency {
     uint words[];
 } u_residency;

@@ -535,7 +535,7 @@ impl Streamer {
             dummy_map: None,
         };
         if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
-            match TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget)? {
+            match TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget, cfg.anisotropy)? {
                 Ok(t) => s.tiles = Some(t),
                 Err(why) if cfg.residency == ResidencyMode::Tiles => {
                     return Err(GpuError::Other(format!("--residency tiles: {why}")));

@@ -19,6 +19,23 @@ pub struct MapTiles {
     /// The first level of the mip tail: levels `tail_first..levels` are bound
     /// whole, always; levels below it are bound tile by tile.
     pub tail_first: u32,
+    /// Texels, at any level, that a filtered sample may read beyond its
+    /// position ([`filter_margin`]): a cell's footprint is its texels widened
+    /// by this much ([`MapTiles::cell_tiles`]).
+    pub margin: u32,
+}
+
+/// The texels around a sample's position, at the level it reads, that the
+/// sampler's filter may reach with anisotropy up to `max_anisotropy` (0 or 1:
+/// off), with a factor of two to spare. Where a level is picked by Vulkan's
+/// rule, the footprint's shorter axis is at most two texels of the level read
+/// and its longer axis at most `max_anisotropy` times that (the probes along
+/// it), each probe a bilinear 2 x 2: `max_anisotropy + 1` texels either side.
+/// A level clamped coarser (the residency map's minimum LOD or bias) only
+/// shrinks the footprint in that level's texels, and the coarser level of a
+/// trilinear blend reads half as many of its own.
+pub fn filter_margin(max_anisotropy: u32) -> u32 {
+    2 * (max_anisotropy.clamp(1, 64) + 1)
 }
 
 /// One tile: map index, level, and position in the level's grid. Ordered by
@@ -78,28 +95,29 @@ impl MapTiles {
     }
 
     /// The tile columns (or rows: the grid is square in cells) that cell
-    /// column `c` of a `g`-cell grid covers at `level`, widened by one tile on
-    /// each side (what a filtered sample near the cell's edge may touch),
-    /// wrapping around (the sampler repeats). Each column appears once.
+    /// column `c` of a `g`-cell grid covers at `level`: the tiles its texels
+    /// lie in, widened by [`Self::margin`] texels on each side (what a
+    /// filtered sample in the cell may read), wrapping around (the sampler
+    /// repeats). Each column appears once.
     pub fn cell_tiles(&self, level: u32, g: u32, c: u32, vertical: bool) -> Vec<u32> {
-        let side = self.side(level) as u64;
+        let side = i64::from(self.side(level));
         let (tile, count) = if vertical {
-            (self.tile_h.max(1) as u64, self.grid(level).1)
+            (i64::from(self.tile_h.max(1)), self.grid(level).1)
         } else {
-            (self.tile_w.max(1) as u64, self.grid(level).0)
+            (i64::from(self.tile_w.max(1)), self.grid(level).0)
         };
-        let g = g.max(1) as u64;
-        let c = (c as u64).min(g - 1);
-        let first = c * side / g / tile;
-        let last = (((c + 1) * side).div_ceil(g)).saturating_sub(1) / tile;
-        let span = last - first + 3;
-        if span >= count as u64 {
+        let g = i64::from(g.max(1));
+        let c = i64::from(c).min(g - 1);
+        let margin = i64::from(self.margin);
+        let first_texel = c * side / g - margin;
+        let last_texel = ((c + 1) * side + g - 1) / g - 1 + margin;
+        let first = first_texel.div_euclid(tile);
+        let last = last_texel.div_euclid(tile);
+        if last - first + 1 >= i64::from(count) {
             return (0..count).collect();
         }
-        let count = count as i64;
-        (first as i64 - 1..=last as i64 + 1)
-            .map(|t| t.rem_euclid(count) as u32)
-            .collect()
+        let count = i64::from(count);
+        (first..=last).map(|t| t.rem_euclid(count) as u32).collect()
     }
 }
 
@@ -124,6 +142,7 @@ mod tests {
             tile_w: 256,
             tile_h: 256,
             tail_first: 6,
+            margin: filter_margin(4),
         }
     }
 
@@ -138,16 +157,68 @@ mod tests {
     }
 
     #[test]
-    fn a_cell_covers_its_tile_and_the_neighbours_wrapping() {
+    fn a_cell_covers_its_tiles_widened_by_the_margin_wrapping() {
         let m = bc8k();
+        // Level 0: a cell is a tile; the margin reaches both neighbours.
         assert_eq!(m.cell_tiles(0, 32, 0, false), vec![31, 0, 1]);
         assert_eq!(m.cell_tiles(0, 32, 31, true), vec![30, 31, 0]);
-        // Level 1: cells 4 and 5 both lie in tile 2.
-        assert_eq!(m.cell_tiles(1, 32, 4, false), vec![1, 2, 3]);
-        assert_eq!(m.cell_tiles(1, 32, 5, false), vec![1, 2, 3]);
+        // Level 1: cells 4 and 5 are the two halves of tile 2.
+        assert_eq!(m.cell_tiles(1, 32, 4, false), vec![1, 2]);
+        assert_eq!(m.cell_tiles(1, 32, 5, false), vec![2, 3]);
+        // Level 2: cells 8..12 lie in tile 2; the inner two stay in it.
+        assert_eq!(m.cell_tiles(2, 32, 8, false), vec![1, 2]);
+        assert_eq!(m.cell_tiles(2, 32, 9, false), vec![2]);
+        assert_eq!(m.cell_tiles(2, 32, 10, false), vec![2]);
+        assert_eq!(m.cell_tiles(2, 32, 11, false), vec![2, 3]);
         // Coarse levels: every tile, once.
-        assert_eq!(m.cell_tiles(4, 32, 7, false), vec![0, 1]);
+        assert_eq!(m.cell_tiles(4, 32, 7, false), vec![0]);
+        assert_eq!(m.cell_tiles(4, 32, 15, false), vec![0, 1]);
         assert_eq!(m.cell_tiles(5, 32, 7, false), vec![0]);
+        // Without a margin, only the cell's own tile.
+        let bare = MapTiles { margin: 0, ..m };
+        assert_eq!(bare.cell_tiles(0, 32, 0, false), vec![0]);
+    }
+
+    proptest::proptest! {
+        /// Every texel within the margin of a position in a cell lies in a
+        /// tile of the cell's footprint, at every level below the tail.
+        #[test]
+        fn the_footprint_holds_every_texel_a_sample_in_the_cell_may_read(
+            log_size in 4u32..14,
+            log_tile in 2u32..9,
+            log_g in 0u32..6,
+            aniso in 0u32..17,
+            level_pick in 0u32..16,
+            cell_pick in 0u32..1024,
+            within in 0.0f64..1.0,
+            reach in -1.0f64..1.0,
+            vertical in proptest::bool::ANY,
+        ) {
+            let size = 1u32 << log_size;
+            let tile = 1u32 << log_tile.min(log_size);
+            let m = MapTiles {
+                size,
+                levels: log_size + 1,
+                tile_w: tile,
+                tile_h: tile,
+                tail_first: (0..=log_size).find(|&l| (size >> l) < tile).unwrap_or(log_size + 1),
+                margin: filter_margin(aniso),
+            };
+            let g = 1u32 << log_g;
+            proptest::prop_assume!(m.tail_first > 0);
+            let level = level_pick % m.tail_first;
+            let c = cell_pick % g;
+            let side = f64::from(m.side(level));
+            // A position in cell `c` (in the level's texels), and a texel the
+            // filter reads up to the margin away, wrapped.
+            let pos = (f64::from(c) + within) / f64::from(g) * side;
+            let texel = (pos + reach * f64::from(m.margin)).floor().rem_euclid(side) as u32;
+            let t = texel / tile;
+            proptest::prop_assert!(
+                m.cell_tiles(level, g, c, vertical).contains(&t),
+                "cell {c} of {g} at level {level}: texel {texel} (tile {t}) from {pos}"
+            );
+        }
     }
 
     #[test]
@@ -158,6 +229,7 @@ mod tests {
             tile_w: 128,
             tile_h: 128,
             tail_first: 3,
+            margin: 0,
         };
         let rg = MapTiles {
             tile_w: 256,

@@ -60,8 +60,10 @@
 //! # The residency map
 //!
 //! Per material, per cell, the finest level whose tiles, and those of every
-//! coarser level, are resident over the cell's footprint widened by a tile
-//! ([`policy::residency_map`]). The shaders read it (`tile_level` in
+//! coarser level, are resident over the cell's footprint: its texels widened
+//! by the filter's reach ([`geometry::filter_margin`], 10 texels of the level
+//! with 4x anisotropy), so a cell that lies inside one tile of a coarse level
+//! needs that tile alone ([`policy::residency_map`]). The shaders read it (`tile_level` in
 //! `pbr_shading.glsl`) and keep the sampler's level of detail from going finer
 //! than it, so no sample reads an unbound tile. Where the device has
 //! `shaderResourceMinLod` the `_MINLOD` shader variants pass it as the
@@ -314,12 +316,15 @@ impl TileStreamer {
     /// fills each image's mip tail, and points the descriptors at the sparse
     /// images. `Ok(Err(why))` when the device, a format or the budget can't
     /// (then stream by levels, or stop with `why` if tiles were asked for).
+    /// `anisotropy` is the sampler's largest (0: off): it sets how far past
+    /// a cell its samples may read ([`geometry::filter_margin`]).
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
         set: &TextureSet,
         upload_budget: u64,
         budget: u64,
+        anisotropy: u32,
     ) -> Result<Result<Self, String>, GpuError> {
         if !ctx.info.sparse_tiles || set.textures.is_empty() || !formats_supported(ctx, set) {
             return Ok(Err(format!(
@@ -376,7 +381,7 @@ impl TileStreamer {
             bound,
             bind_signalled: false,
         };
-        match s.build(ctx, mem, set, upload_budget, budget) {
+        match s.build(ctx, mem, set, upload_budget, budget, anisotropy) {
             Ok(Ok(())) => Ok(Ok(s)),
             Ok(Err(why)) => {
                 ctx.wait_idle();
@@ -398,6 +403,7 @@ impl TileStreamer {
         set: &TextureSet,
         upload_budget: u64,
         budget: u64,
+        anisotropy: u32,
     ) -> Result<Result<(), String>, GpuError> {
         let d = &ctx.device;
         let mut tail_binds = Vec::new();
@@ -496,6 +502,7 @@ impl TileStreamer {
                 tile_w: gran.width,
                 tile_h: gran.height,
                 tail_first: driver_tail,
+                margin: geometry::filter_margin(anisotropy),
             };
             // Levels of one tile or less before the driver's mip tail (lavapipe
             // has no mip tail: every level down to 1x1 is a tile of its own)
@@ -1451,6 +1458,7 @@ mod tests {
             tile_w: tile,
             tile_h: tile,
             tail_first: 2,
+            margin: geometry::filter_margin(4),
         }
     }
 

@@ -13,8 +13,8 @@
 //! # Scores
 //!
 //! Tile (level `L`, x, y) of a map scores the hits of every cell that wants
-//! level `L` or finer and whose footprint at `L`, widened by one tile
-//! ([`MapTiles::cell_tiles`]), holds it: the pixels that the tile brings to
+//! level `L` or finer and whose footprint at `L` (its texels widened by the
+//! filter's reach, [`MapTiles::cell_tiles`]) holds it: the pixels that the tile brings to
 //! level `L` (x8); a cell that wants `L + 1` adds 1/64 of that: a margin of one
 //! level for a camera coming closer (the loads act on the last frame's
 //! feedback), taken only with pages nothing wanted more. A parent tile's footprint holds its children's, and a cell that
@@ -51,6 +51,8 @@
 //! use never pass the budget.
 #![forbid(unsafe_code)]
 
+#[cfg(test)]
+use super::geometry::filter_margin;
 use super::geometry::{MapTiles, TileRef};
 
 /// Maps per material (albedo, normal, ORM).
@@ -96,8 +98,9 @@ pub struct TilePlan {
     pub loads: Vec<TileRef>,
     /// Tiles to unbind (before the loads bind their pages).
     pub evictions: Vec<TileRef>,
-    /// Tiles some cell wants (score > 0): what every visible region at its
-    /// wanted level would take.
+    /// Tiles some present cell wants at its wanted level or a coarser one:
+    /// what every visible region at its wanted level would take (the margin
+    /// of one level finer and the look-ahead are not counted).
     pub wanted: u64,
     /// Wanted tiles neither resident nor loaded this frame.
     pub missing: u64,
@@ -153,6 +156,11 @@ impl Footprints {
 /// seen needs.
 pub const WARM_SCORE: u64 = 1;
 
+/// One map's tile scores (per flat tile index) and, per tile, whether a cell
+/// wants it at its own level or a coarser one (not only as the margin of one
+/// level finer): what counts as wanted.
+type MapScores = (Vec<u64>, Vec<bool>);
+
 /// Every map's tile scores, per map, per flat tile index, from one set of
 /// cells (`wants`, `hits`, laid out as [`TileInput::wants`]; empty: all zero);
 /// a wanted cell with no hits gives `no_hits` to each of its tiles.
@@ -162,15 +170,15 @@ fn cell_scores(
     wants: &[u8],
     hits: &[u32],
     no_hits: u64,
-) -> Vec<Vec<u64>> {
+) -> Vec<MapScores> {
     let g = input.g.max(1);
     let cells = (g * g) as usize;
-    let mut out: Vec<Vec<u64>> = Vec::with_capacity(input.maps.len());
+    let mut out: Vec<MapScores> = Vec::with_capacity(input.maps.len());
     for (i, map) in input.maps.iter().enumerate() {
         // A material's maps usually share one layout (size and tile shape):
         // their scores are the same.
         if input.blocked.get(i).copied().unwrap_or(false) {
-            out.push(vec![0; map.tile_count()]);
+            out.push((vec![0; map.tile_count()], vec![false; map.tile_count()]));
             continue;
         }
         let first = i - i % MAPS_PER_MATERIAL;
@@ -182,11 +190,12 @@ fn cell_scores(
         }
         let m = i / MAPS_PER_MATERIAL;
         let mut s = vec![0u64; map.tile_count()];
+        let mut exact = vec![false; map.tile_count()];
         let (Some(wants), Some(hits)) = (
             wants.get(m * cells..(m + 1) * cells),
             hits.get(m * cells..(m + 1) * cells),
         ) else {
-            out.push(s);
+            out.push((s, exact));
             continue;
         };
         for level in 0..map.tail_first {
@@ -205,21 +214,19 @@ fn cell_scores(
                         0 => no_hits,
                         h => u64::from(h) * 8,
                     };
-                    let h = if u32::from(wants[c]) > level {
-                        full / 64
-                    } else {
-                        full
-                    };
+                    let margin = u32::from(wants[c]) > level;
+                    let h = if margin { full / 64 } else { full };
                     for &y in &rows[cy as usize] {
                         for &x in &cols[cx as usize] {
-                            let t = &mut s[start + y as usize * w as usize + x as usize];
-                            *t = t.saturating_add(h);
+                            let k = start + y as usize * w as usize + x as usize;
+                            s[k] = s[k].saturating_add(h);
+                            exact[k] |= !margin;
                         }
                     }
                 }
             }
         }
-        out.push(s);
+        out.push((s, exact));
     }
     out
 }
@@ -267,10 +274,13 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let present = cell_scores(input, &fp, input.wants, input.hits, 8);
     let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
     let score_of = |i: usize, idx: usize| {
-        let p = present[i].get(idx).copied().unwrap_or(0);
-        p.saturating_add(ahead[i].get(idx).copied().unwrap_or(0))
+        let p = present[i].0.get(idx).copied().unwrap_or(0);
+        p.saturating_add(ahead[i].0.get(idx).copied().unwrap_or(0))
     };
-    let is_present = |i: usize, idx: usize| present[i].get(idx).is_some_and(|&p| p > 0);
+    let is_present = |i: usize, idx: usize| present[i].0.get(idx).is_some_and(|&p| p > 0);
+    // Wanted: what a present cell wants at its own level or coarser (the
+    // margin of one level finer is bought with spare pages, not wanted).
+    let is_wanted = |i: usize, idx: usize| present[i].1.get(idx).copied().unwrap_or(false);
     let resident = |i: usize, idx: usize| {
         input
             .resident
@@ -299,7 +309,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
                 let score = score_of(i, idx);
                 let r = resident(i, idx);
                 resident_count += u64::from(r);
-                wanted += u64::from(is_present(i, idx));
+                wanted += u64::from(is_wanted(i, idx));
                 if score > 0 || r {
                     let rank = score.saturating_mul(if r { 8 } else { 4 });
                     ranked.push((rank_key(rank, level, i, idx), score));
@@ -343,7 +353,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         if in_target[k] && loads.len() < input.max_loads {
             loads.push(tile_at(&input.maps[i], i, idx));
             ahead_loads += usize::from(ahead_only);
-        } else if !ahead_only {
+        } else if is_wanted(i, idx) {
             missing += 1;
         }
     }
@@ -445,6 +455,7 @@ mod tests {
             tile_w: tile,
             tile_h: tile,
             tail_first,
+            margin: filter_margin(4),
         }
     }
 
@@ -499,9 +510,11 @@ mod tests {
         let resident = empty(&maps);
         let input = input(&maps, g, &wants, &hits, &resident);
         let p = plan(&input);
-        // Per map: 3x3 tiles at level 0, and at levels 1 (4x4 grid: 3x3), 2
-        // (2x2: all 4), 3 (1 tile).
-        assert_eq!(p.loads.len(), 3 * (9 + 9 + 4 + 1));
+        // Per map: 3x3 tiles at level 0 (a cell is a tile, the margin reaches
+        // the neighbours), and at levels 1 (4x4 grid, a cell is a quarter of a
+        // tile: 2x2), 2 (2x2 grid: the one tile the cell lies in, the margin
+        // staying inside it), 3 (1 tile).
+        assert_eq!(p.loads.len(), 3 * (9 + 4 + 1 + 1));
         assert!(p.evictions.is_empty());
         assert_eq!(p.missing, 0);
         // Coarse first.
@@ -514,8 +527,11 @@ mod tests {
         apply(&mut r, &maps, &p);
         let rm = residency_map(&maps, g, 0, &r);
         assert_eq!(rm[9], 0);
-        // Level 2 is a 2x2 grid: the widened footprint of cell 9 covers it all.
-        assert_eq!(rm[63], 2, "a far cell gets what the near one loaded");
+        // A cell whose tile at level 2 the near one did not load: level 3.
+        assert_eq!(rm[63], 3);
+        // Cell (2, 2) has its footprint at levels 1 and 2 among the near
+        // cell's, not at level 0.
+        assert_eq!(rm[18], 1);
     }
 
     #[test]
@@ -533,7 +549,7 @@ mod tests {
         ahead_wants[64 + 9] = 0;
         ahead_hits[64 + 9] = 100;
         let resident = empty(&maps);
-        let tiles = 3 * (9 + 9 + 4 + 1);
+        let tiles = 3 * (9 + 4 + 1 + 1);
         let input = TileInput {
             free_pages: 2 * tiles as u64,
             max_loads: usize::MAX,
@@ -575,6 +591,32 @@ mod tests {
         });
         assert_eq!(both.loads.len(), tiles);
         assert_eq!(both.wanted, tiles as u64);
+    }
+
+    #[test]
+    fn the_margin_of_one_level_finer_loads_but_is_not_wanted() {
+        let maps = vec![map(1024, 128); 3];
+        let g = 8;
+        let mut wants = vec![UNSEEN; 64];
+        let mut hits = vec![0; 64];
+        wants[9] = 1; // cell (1, 1) wants level 1
+        hits[9] = 10;
+        let resident = empty(&maps);
+        let p = plan(&input(&maps, g, &wants, &hits, &resident));
+        // Wanted per map: levels 1 (2x2 of 4x4), 2 (1 of 2x2), 3 (1).
+        let wanted = 3 * (4 + 1 + 1);
+        assert_eq!(p.wanted, wanted);
+        // Loaded too: the margin, level 0's 3x3, after every wanted tile.
+        assert_eq!(p.loads.len() as u64, wanted + 3 * 9);
+        assert!(p.loads[wanted as usize..].iter().all(|t| t.level == 0));
+        assert_eq!(p.missing, 0);
+        // Without room for the margin nothing wanted is missing.
+        let short = plan(&TileInput {
+            free_pages: wanted,
+            ..input(&maps, g, &wants, &hits, &resident)
+        });
+        assert_eq!(short.loads.len() as u64, wanted);
+        assert_eq!(short.missing, 0);
     }
 
     #[test]
@@ -741,6 +783,7 @@ mod timing {
             tile_w: tile,
             tile_h: tile,
             tail_first: (0..levels).find(|&l| (size >> l) < tile).unwrap_or(levels),
+            margin: filter_margin(4),
         };
         for materials in [16usize, 64] {
             let maps = vec![map; materials * MAPS_PER_MATERIAL];
