@@ -17,7 +17,8 @@ layout(set = 0, binding = 0) uniform Frame {
     uvec4 stream;        // x: max anisotropy; y: --show-mips; z: write streaming feedback
     mat4 light_view_proj; // world -> the sun's shadow map (clip space, depth 0..1)
     uvec4 tiles;         // streaming by tiles: x cells per side of a material's residency map
-                         // (0: whole levels); y the feedback's first word of cells
+                         // (0: whole levels); y the feedback's first word of cells; z the
+                         // filter's margin in texels of the level read
 } u_frame;
 
 layout(push_constant) uniform Push {

@@ -116,7 +116,8 @@ void main() {
     if (u_frame.tiles.x != 0u) {
         // Gradients scaled by 2^lift: the anisotropy ratio stays, the level
         // rises by lift (compute shaders have no LOD bias).
-        level = tile_level(pc.material.x, uv);
+        float map_side = float(pc.material.y);
+        level = tile_level(pc.material.x, uv, pc.material.y, g_uv_dx * map_side, g_uv_dy * map_side);
 #ifdef TILE_MIN_LOD
         g_tile_min_lod = float(level);
 #else

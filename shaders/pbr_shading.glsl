@@ -63,9 +63,9 @@ layout(set = 0, binding = 1, std430) buffer Feedback {
 } u_feedback;
 
 // Streaming by tiles (u_frame.tiles.x = g > 0): per material, g x g cells of
-// its texture-coordinate square, the finest level resident around each (its
-// tiles and every coarser level's, over the cell's texels widened by the
-// filter's reach).
+// its texture-coordinate square, per cell the finest level whose tiles and every
+// coarser level's are resident over the cell's texels widened by the filter's
+// reach (bits 0-7) and over its own texels (bits 8-15): see `tile_level`.
 layout(set = 0, binding = 3, std430) readonly buffer Residency {
     uint words[];
 } u_residency;
@@ -127,10 +127,61 @@ void stream_feedback(uint material, uint map_size, vec2 uv, vec2 tdx, vec2 tdy) 
     }
 }
 
-// Streaming by tiles: the finest level resident around `uv` of `material`.
-uint tile_level(uint material, vec2 uv) {
+// Streaming by tiles: the residency map's word for cell (x, y) of `material`:
+// bits 0-7 the cell's safe level (resident over its whole widened footprint),
+// bits 8-15 its inner level (resident over its own texels).
+uint tile_word(uint material, uint g, uint x, uint y) {
+    return u_residency.words[material * g * g + y * g + x];
+}
+
+float lod_lower_bound(vec2 dx, vec2 dy);
+
+// Streaming by tiles: the level a sample at `uv` of `material` (maps of `size`
+// texels at level 0; texel-coordinate derivatives `tdx`, `tdy`) is clamped to.
+// The cell's inner level where the filter, at the coarsest level the sampler
+// may read (its LOD is at most two above `lod_lower_bound`, or the clamp plus
+// one with the bias), stays within the cell or reaches only neighbours whose
+// inner level is no finer; else the coarser one, tried again; else the safe
+// level. u_frame.tiles.z is the filter's margin in texels of the level read.
+// `tiles::sample::tile_level` is this function in Rust, property-tested
+// against the tiles resident: change both together.
+uint tile_level(uint material, vec2 uv, uint size, vec2 tdx, vec2 tdy) {
     uint g = u_frame.tiles.x;
-    return u_residency.words[material * g * g + tile_cell(uv, g)];
+    vec2 cellf = fract(uv) * float(g);
+    uvec2 c = uvec2(clamp(cellf, vec2(0.0), vec2(float(g) - 0.5)));
+    uint word = tile_word(material, g, c.x, c.y);
+    uint safe = word & 0xffu;
+    uint level = (word >> 8u) & 0xffu;
+    vec2 f = clamp(cellf - vec2(c), vec2(0.0), vec2(1.0));
+    float cell_texels = float(size) / float(g);
+    float lod_lo = lod_lower_bound(tdx, tdy);
+    for (int i = 0; i < 4; i++) {
+        if (level >= safe) {
+            return safe;
+        }
+        float lod_max = max(lod_lo + 2.0, float(level) + 1.0 + 1.0 / 128.0);
+        float reach = float(u_frame.tiles.z + 2u) * exp2(floor(max(lod_max, 0.0))) / cell_texels;
+        if (reach >= 1.0) {
+            return safe;
+        }
+        uint next = level;
+        for (int dy = -1; dy <= 1; dy++) {
+            for (int dx = -1; dx <= 1; dx++) {
+                bool nx = dx == 0 || (dx < 0 ? f.x < reach : f.x > 1.0 - reach);
+                bool ny = dy == 0 || (dy < 0 ? f.y < reach : f.y > 1.0 - reach);
+                if ((dx != 0 || dy != 0) && nx && ny) {
+                    uint x = uint((int(c.x) + dx + int(g)) % int(g));
+                    uint y = uint((int(c.y) + dy + int(g)) % int(g));
+                    next = max(next, (tile_word(material, g, x, y) >> 8u) & 0xffu);
+                }
+            }
+        }
+        if (next == level) {
+            return level;
+        }
+        level = next;
+    }
+    return safe;
 }
 
 // The lowest level of detail a conforming sampler may compute from the
@@ -242,7 +293,7 @@ void main() {
     if (u_frame.tiles.x != 0u) {
         // A bias, not explicit gradients: the implicit derivatives stay the
         // sampler's own, so a resident region samples exactly as without tiles.
-        level = tile_level(pc.material.x, v_uv);
+        level = tile_level(pc.material.x, v_uv, pc.material.y, tdx, tdy);
 #ifdef TILE_MIN_LOD
         g_tile_min_lod = float(level);
 #else

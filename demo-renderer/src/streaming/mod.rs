@@ -625,7 +625,7 @@ impl Streamer {
             Some(t) => [
                 t.cells_per_side(),
                 (self.map_sizes.len() * FEEDBACK_WORDS) as u32,
-                0,
+                t.margin(),
                 0,
             ],
             None => [0; 4],
@@ -1550,9 +1550,11 @@ impl Streamer {
             let (mut sum, mut n) = (0.0, 0.0);
             for m in 0..self.map_sizes.len() {
                 let r = m * cells..(m + 1) * cells;
+                // The inner level: what a cell's samples use away from
+                // the edges of the region resident around them.
                 let map: Vec<u8> = self.drawn_map[r.clone()]
                     .iter()
-                    .map(|&l| l.min(255) as u8)
+                    .map(|&w| tiles::sample::CellLevels::from_word(w).inner)
                     .collect();
                 let (s, h) = tiles::policy::deficit(&wants[r.clone()], &hits[r], &map);
                 sum += s;

@@ -33,7 +33,8 @@ pub struct MapTiles {
 /// it), each probe a bilinear 2 x 2: `max_anisotropy + 1` texels either side.
 /// A level clamped coarser (the residency map's minimum LOD or bias) only
 /// shrinks the footprint in that level's texels, and the coarser level of a
-/// trilinear blend reads half as many of its own.
+/// trilinear blend reads half as many of its own, plus its bilinear texel:
+/// `margin / 2 + 1`.
 pub fn filter_margin(max_anisotropy: u32) -> u32 {
     2 * (max_anisotropy.clamp(1, 64) + 1)
 }
@@ -100,6 +101,28 @@ impl MapTiles {
     /// filtered sample in the cell may read), wrapping around (the sampler
     /// repeats). Each column appears once.
     pub fn cell_tiles(&self, level: u32, g: u32, c: u32, vertical: bool) -> Vec<u32> {
+        self.cell_span(level, g, c, vertical, self.margin)
+    }
+
+    /// The tile columns (or rows) that cell column `c`'s own texels lie in at
+    /// `level`, not widened: what a sample whose filter stays inside the cell
+    /// reads (the residency map's *inner* level, [`inner_reach`]).
+    pub fn cell_own_tiles(&self, level: u32, g: u32, c: u32, vertical: bool) -> Vec<u32> {
+        self.cell_span(level, g, c, vertical, 0)
+    }
+
+    /// Whether a cell wanting `level` is drawn at its inner level (its own
+    /// tiles and its near neighbours'): when even the coarsest reach the
+    /// shaders allow at that level ([`inner_reach`] at `level + 2`, the LOD
+    /// of a conforming sampler being at most two levels above its lower
+    /// bound) is less than a cell. Coarser cells are drawn with their whole
+    /// widened footprint.
+    pub fn inner_at(&self, level: u32, g: u32) -> bool {
+        let cell = f64::from(self.size) / f64::from(g.max(1));
+        inner_reach(self.margin, level.saturating_add(2)) < cell
+    }
+
+    fn cell_span(&self, level: u32, g: u32, c: u32, vertical: bool, margin: u32) -> Vec<u32> {
         let side = i64::from(self.side(level));
         let (tile, count) = if vertical {
             (i64::from(self.tile_h.max(1)), self.grid(level).1)
@@ -108,7 +131,7 @@ impl MapTiles {
         };
         let g = i64::from(g.max(1));
         let c = i64::from(c).min(g - 1);
-        let margin = i64::from(self.margin);
+        let margin = i64::from(margin);
         let first_texel = c * side / g - margin;
         let last_texel = ((c + 1) * side + g - 1) / g - 1 + margin;
         let first = first_texel.div_euclid(tile);
@@ -119,6 +142,16 @@ impl MapTiles {
         let count = i64::from(count);
         (first..=last).map(|t| t.rem_euclid(count) as u32).collect()
     }
+}
+
+/// How far, in level-0 texels, a sample's filter may read from its position
+/// when its level of detail is below `floor_lod + 1` (`floor_lod` = the floor
+/// of the largest LOD it may have): `margin` texels of level `floor_lod`,
+/// and `margin / 2 + 1` of the next coarser level that trilinear filtering
+/// blends in, so `(margin + 2) * 2^floor_lod`. The shaders' `tile_level`
+/// uses the same bound ([`super::sample::tile_level`] mirrors it).
+pub fn inner_reach(margin: u32, floor_lod: u32) -> f64 {
+    f64::from(margin + 2) * f64::from(floor_lod.min(60)).exp2()
 }
 
 /// Cells per side of every material's grid: level 0's tiles of the smallest

@@ -76,6 +76,7 @@ pub mod geometry;
 pub mod lookahead;
 pub mod pages;
 pub mod policy;
+pub mod sample;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -769,7 +770,14 @@ impl TileStreamer {
             .map_or((vk::Buffer::null(), 0), |b| (b.raw(), b.size()))
     }
 
-    /// The residency map the next frame draws with, per material and cell.
+    /// The filter's margin every map's footprints are widened by
+    /// ([`geometry::filter_margin`]), for the shaders' `tile_level`.
+    pub fn margin(&self) -> u32 {
+        self.maps.first().map_or(0, |m| m.margin)
+    }
+
+    /// The residency map the next frame draws with, per material and cell
+    /// ([`sample::CellLevels::word`]).
     pub fn map(&self) -> &[u32] {
         &self.map_words
     }
@@ -822,7 +830,7 @@ impl TileStreamer {
                 .iter_mut()
                 .zip(rm)
             {
-                *w = u32::from(l);
+                *w = l.word();
             }
         }
         #[cfg(debug_assertions)]
@@ -832,7 +840,7 @@ impl TileStreamer {
                 self.map_words[m * cells..(m + 1) * cells]
                     .iter()
                     .zip(&full)
-                    .all(|(&w, &l)| w == u32::from(l)),
+                    .all(|(&w, &l)| w == l.word()),
                 "material {m}: residency map out of date"
             );
         }

@@ -54,6 +54,7 @@
 #[cfg(test)]
 use super::geometry::filter_margin;
 use super::geometry::{MapTiles, TileRef};
+use super::sample::CellLevels;
 
 /// Maps per material (albedo, normal, ORM).
 pub const MAPS_PER_MATERIAL: usize = 3;
@@ -108,15 +109,18 @@ pub struct TilePlan {
 
 /// Per level of a layout, per column and per row of a `g` x `g` grid of
 /// cells, the tile columns and rows that a cell's widened footprint covers
-/// ([`MapTiles::cell_tiles`]): computed once per distinct layout (the maps of
-/// a texture set usually share one or two), not per map and pass.
+/// ([`MapTiles::cell_tiles`]) and those its own texels lie in
+/// ([`MapTiles::cell_own_tiles`]): computed once per distinct layout (the
+/// maps of a texture set usually share one or two), not per map and pass.
 struct Footprints {
     layouts: Vec<(MapTiles, Vec<LevelFootprints>)>,
 }
 
-/// One level's footprints: per cell column, the tile columns; per cell row,
-/// the tile rows.
-type LevelFootprints = (Vec<Vec<u32>>, Vec<Vec<u32>>);
+/// Per cell column, tile columns; per cell row, tile rows.
+type Spans = (Vec<Vec<u32>>, Vec<Vec<u32>>);
+
+/// One level's footprints: widened, then own.
+type LevelFootprints = (Spans, Spans);
 
 impl Footprints {
     fn new<'a>(maps: impl IntoIterator<Item = &'a MapTiles>, g: u32) -> Self {
@@ -128,8 +132,18 @@ impl Footprints {
             let levels = (0..map.tail_first)
                 .map(|level| {
                     (
-                        (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect(),
-                        (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect(),
+                        (
+                            (0..g).map(|c| map.cell_tiles(level, g, c, false)).collect(),
+                            (0..g).map(|c| map.cell_tiles(level, g, c, true)).collect(),
+                        ),
+                        (
+                            (0..g)
+                                .map(|c| map.cell_own_tiles(level, g, c, false))
+                                .collect(),
+                            (0..g)
+                                .map(|c| map.cell_own_tiles(level, g, c, true))
+                                .collect(),
+                        ),
                     )
                 })
                 .collect();
@@ -138,16 +152,15 @@ impl Footprints {
         Self { layouts }
     }
 
-    /// `map`'s columns and rows per cell at `level` (`map` was among those
-    /// given to [`Footprints::new`]).
-    fn of(&self, map: &MapTiles, level: u32) -> (&[Vec<u32>], &[Vec<u32>]) {
+    /// `map`'s footprints per cell at `level` (`map` was among those given
+    /// to [`Footprints::new`]): widened, then own.
+    fn of(&self, map: &MapTiles, level: u32) -> &LevelFootprints {
         let (_, levels) = self
             .layouts
             .iter()
             .find(|(m, _)| m == map)
             .expect("a layout given to Footprints::new");
-        let (cols, rows) = &levels[level as usize];
-        (cols, rows)
+        &levels[level as usize]
     }
 }
 
@@ -201,7 +214,7 @@ fn cell_scores(
         for level in 0..map.tail_first {
             let (w, _) = map.grid(level);
             let start = map.level_start(level);
-            let (cols, rows) = fp.of(map, level);
+            let ((cols, rows), (own_cols, own_rows)) = fp.of(map, level);
             for cy in 0..g {
                 for cx in 0..g {
                     let c = (cy * g + cx) as usize;
@@ -215,12 +228,31 @@ fn cell_scores(
                         h => u64::from(h) * 8,
                     };
                     let margin = u32::from(wants[c]) > level;
-                    let h = if margin { full / 64 } else { full };
+                    // Where the shaders draw the cell at its inner level, its
+                    // own tiles are what it wants; the rest of its widened
+                    // footprint (the ring a strip along its edge samples
+                    // when the neighbour's are there) scores as the margin.
+                    let inner = !margin && map.inner_at(u32::from(wants[c]), g);
+                    // (At least 1, as a warm look-ahead tile: a cell of one
+                    // sampled pixel still gets its margin when pages are spare.)
+                    let spare = (full / 64).max(1);
+                    let (ring, own) = if margin {
+                        (spare, 0)
+                    } else if inner {
+                        (spare, full)
+                    } else {
+                        (full, full)
+                    };
+                    let own_x = &own_cols[cx as usize];
+                    let own_y = &own_rows[cy as usize];
                     for &y in &rows[cy as usize] {
+                        let y_own = own_y.contains(&y);
                         for &x in &cols[cx as usize] {
                             let k = start + y as usize * w as usize + x as usize;
+                            let mine = y_own && own_x.contains(&x);
+                            let h = if mine { own.max(ring) } else { ring };
                             s[k] = s[k].saturating_add(h);
-                            exact[k] |= !margin;
+                            exact[k] |= !margin && (mine || !inner);
                         }
                     }
                 }
@@ -384,42 +416,52 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     }
 }
 
-/// Material `m`'s residency map: per cell, the finest level a sample there may
-/// use: the coarsest over its maps of the finest level from which every level
-/// down to the tail has all the cell's widened footprint resident.
-pub fn residency_map(maps: &[MapTiles], g: u32, m: usize, resident: &[Vec<bool>]) -> Vec<u8> {
+/// Material `m`'s residency map: per cell, the coarsest over its maps of the
+/// finest level from which every level down to the tail has all the cell's
+/// widened footprint resident (`safe`), and the same over its own texels
+/// (`inner`; [`super::sample::tile_level`] says which a sample uses).
+pub fn residency_map(
+    maps: &[MapTiles],
+    g: u32,
+    m: usize,
+    resident: &[Vec<bool>],
+) -> Vec<CellLevels> {
     let g = g.max(1);
     let cells = (g * g) as usize;
-    let mut out = vec![0u8; cells];
+    let mut out = vec![CellLevels { safe: 0, inner: 0 }; cells];
     let first = m * MAPS_PER_MATERIAL;
     let fp = Footprints::new(maps.iter().skip(first).take(MAPS_PER_MATERIAL), g);
     for (i, map) in maps.iter().enumerate().skip(first).take(MAPS_PER_MATERIAL) {
         let res = resident.get(i);
         let is_res = |idx: usize| res.and_then(|r| r.get(idx)).copied().unwrap_or(false);
-        let mut finest = vec![map.tail_first; cells];
+        let mut safe = vec![map.tail_first; cells];
+        let mut inner = vec![map.tail_first; cells];
         for level in (0..map.tail_first).rev() {
             let (w, _) = map.grid(level);
             let start = map.level_start(level);
-            let (cols, rows) = fp.of(map, level);
-            for cy in 0..g {
-                for cx in 0..g {
-                    let c = (cy * g + cx) as usize;
-                    if finest[c] != level + 1 {
-                        continue;
-                    }
-                    let here = rows[cy as usize].iter().all(|&y| {
-                        cols[cx as usize]
-                            .iter()
-                            .all(|&x| is_res(start + y as usize * w as usize + x as usize))
-                    });
-                    if here {
-                        finest[c] = level;
+            let (widened, own) = fp.of(map, level);
+            for (finest, (cols, rows)) in [(&mut safe, widened), (&mut inner, own)] {
+                for cy in 0..g {
+                    for cx in 0..g {
+                        let c = (cy * g + cx) as usize;
+                        if finest[c] != level + 1 {
+                            continue;
+                        }
+                        let here = rows[cy as usize].iter().all(|&y| {
+                            cols[cx as usize]
+                                .iter()
+                                .all(|&x| is_res(start + y as usize * w as usize + x as usize))
+                        });
+                        if here {
+                            finest[c] = level;
+                        }
                     }
                 }
             }
         }
-        for (o, f) in out.iter_mut().zip(finest) {
-            *o = (*o).max(f.min(255) as u8);
+        for ((o, s), n) in out.iter_mut().zip(safe).zip(inner) {
+            o.safe = o.safe.max(s.min(255) as u8);
+            o.inner = o.inner.max(n.min(255) as u8);
         }
     }
     out
@@ -510,15 +552,19 @@ mod tests {
         let resident = empty(&maps);
         let input = input(&maps, g, &wants, &hits, &resident);
         let p = plan(&input);
-        // Per map: 3x3 tiles at level 0 (a cell is a tile, the margin reaches
-        // the neighbours), and at levels 1 (4x4 grid, a cell is a quarter of a
-        // tile: 2x2), 2 (2x2 grid: the one tile the cell lies in, the margin
-        // staying inside it), 3 (1 tile).
-        assert_eq!(p.loads.len(), 3 * (9 + 4 + 1 + 1));
+        // Wanted per map: the tile the cell lies in at each level (it is
+        // drawn at its inner level: `MapTiles::inner_at`). Loaded after them
+        // with spare pages: the rest of its widened footprint, 3x3 tiles at
+        // level 0 (a cell is a tile, the margin reaches the neighbours) and
+        // 2x2 at level 1 (4x4 grid, a cell is a quarter of a tile); at levels
+        // 2 (2x2 grid) and 3 (1 tile) the margin stays inside the cell's tile.
+        let wanted = 3 * 4;
+        assert_eq!(p.wanted, wanted as u64);
+        assert_eq!(p.loads.len(), wanted + 3 * (8 + 3));
         assert!(p.evictions.is_empty());
         assert_eq!(p.missing, 0);
-        // Coarse first.
-        let levels: Vec<u32> = p.loads.iter().map(|t| t.level).collect();
+        // Coarse first among the wanted tiles.
+        let levels: Vec<u32> = p.loads[..wanted].iter().map(|t| t.level).collect();
         let mut sorted = levels.clone();
         sorted.sort_by(|a, b| b.cmp(a));
         assert_eq!(levels, sorted);
@@ -526,12 +572,12 @@ mod tests {
         let mut r = resident.clone();
         apply(&mut r, &maps, &p);
         let rm = residency_map(&maps, g, 0, &r);
-        assert_eq!(rm[9], 0);
+        assert_eq!(rm[9], CellLevels { safe: 0, inner: 0 });
         // A cell whose tile at level 2 the near one did not load: level 3.
-        assert_eq!(rm[63], 3);
-        // Cell (2, 2) has its footprint at levels 1 and 2 among the near
-        // cell's, not at level 0.
-        assert_eq!(rm[18], 1);
+        assert_eq!(rm[63], CellLevels { safe: 3, inner: 3 });
+        // Cell (1, 0): its own tiles came with the near cell's footprint at
+        // every level, its widened footprint (wrapping to row 7) did not.
+        assert_eq!(rm[1], CellLevels { safe: 3, inner: 0 });
     }
 
     #[test]
@@ -549,7 +595,9 @@ mod tests {
         ahead_wants[64 + 9] = 0;
         ahead_hits[64 + 9] = 100;
         let resident = empty(&maps);
-        let tiles = 3 * (9 + 4 + 1 + 1);
+        // Per material: 12 tiles wanted, 33 more of the widened footprints.
+        let tiles = 3 * (4 + 8 + 3);
+        let wanted = 3 * 4;
         let input = TileInput {
             free_pages: 2 * tiles as u64,
             max_loads: usize::MAX,
@@ -563,7 +611,7 @@ mod tests {
         // The close-up's tiles first (more pixels), coarse first.
         assert!(p.loads[..tiles].iter().all(|t| t.map >= 3));
         assert_eq!(p.loads[0].level, 3);
-        assert_eq!(p.wanted, tiles as u64, "the look-ahead is not wanted");
+        assert_eq!(p.wanted, wanted, "the look-ahead is not wanted");
         assert_eq!(p.missing, 0);
         // Room for one of the two: the close-up; the present view's tiles
         // are missing.
@@ -572,7 +620,7 @@ mod tests {
             ..input
         });
         assert!(short.loads.len() == tiles && short.loads.iter().all(|t| t.map >= 3));
-        assert_eq!(short.missing, tiles as u64);
+        assert_eq!(short.missing, wanted);
         // The look-ahead's cap holds, coarse tiles first; the present view
         // loads in full.
         let capped = plan(&TileInput {
@@ -590,7 +638,7 @@ mod tests {
             ..input
         });
         assert_eq!(both.loads.len(), tiles);
-        assert_eq!(both.wanted, tiles as u64);
+        assert_eq!(both.wanted, wanted);
     }
 
     #[test]
@@ -603,12 +651,13 @@ mod tests {
         hits[9] = 10;
         let resident = empty(&maps);
         let p = plan(&input(&maps, g, &wants, &hits, &resident));
-        // Wanted per map: levels 1 (2x2 of 4x4), 2 (1 of 2x2), 3 (1).
-        let wanted = 3 * (4 + 1 + 1);
+        // Wanted per map: the tile the cell lies in at levels 1, 2 and 3.
+        let wanted = 3 * 3;
         assert_eq!(p.wanted, wanted);
-        // Loaded too: the margin, level 0's 3x3, after every wanted tile.
-        assert_eq!(p.loads.len() as u64, wanted + 3 * 9);
-        assert!(p.loads[wanted as usize..].iter().all(|t| t.level == 0));
+        // Loaded too, after every wanted tile: the rest of level 1's widened
+        // footprint (2x2) and the margin, level 0's 3x3.
+        assert_eq!(p.loads.len() as u64, wanted + 3 * (3 + 9));
+        assert!(p.loads[wanted as usize..].iter().all(|t| t.level <= 1));
         assert_eq!(p.missing, 0);
         // Without room for the margin nothing wanted is missing.
         let short = plan(&TileInput {
@@ -623,7 +672,12 @@ mod tests {
     fn nothing_resident_means_the_tail() {
         let maps = vec![map(1024, 128); 3];
         let rm = residency_map(&maps, 8, 0, &empty(&maps));
-        assert!(rm.iter().all(|&l| l == maps[0].tail_first as u8));
+        let tail = maps[0].tail_first as u8;
+        assert!(rm.iter().all(|&l| l
+            == CellLevels {
+                safe: tail,
+                inner: tail
+            }));
     }
 
     #[test]
@@ -650,7 +704,11 @@ mod tests {
         let g = 2;
         // Level 0: 2x2 tiles, every cell's footprint is all of them; tail at 1.
         let wants = vec![0u8; 4];
-        let resident: Vec<Vec<bool>> = maps.iter().map(|_| vec![true, true, true, false]).collect();
+        // Level 1, one tile, below the tail: resident, as the closure wants.
+        let resident: Vec<Vec<bool>> = maps
+            .iter()
+            .map(|_| vec![true, true, true, false, true])
+            .collect();
         let hits = vec![10u32; 4];
         let input = TileInput {
             free_pages: 0,
@@ -742,11 +800,19 @@ mod tests {
                     let rm = residency_map(&maps, g, mat, &resident);
                     for (c, &l) in rm.iter().enumerate() {
                         let (cx, cy) = (c as u32 % g, c as u32 / g);
+                        prop_assert!(l.inner <= l.safe);
                         for i in mat * 3..mat * 3 + 3 {
                             let m = &maps[i];
-                            for level in u32::from(l)..m.tail_first {
+                            for level in u32::from(l.safe)..m.tail_first {
                                 for y in m.cell_tiles(level, g, cy, true) {
                                     for x in m.cell_tiles(level, g, cx, false) {
+                                        prop_assert!(resident[i][m.index(level, x, y)]);
+                                    }
+                                }
+                            }
+                            for level in u32::from(l.inner)..m.tail_first {
+                                for y in m.cell_own_tiles(level, g, cy, true) {
+                                    for x in m.cell_own_tiles(level, g, cx, false) {
                                         prop_assert!(resident[i][m.index(level, x, y)]);
                                     }
                                 }
