@@ -130,10 +130,10 @@ USAGE: demo-renderer [FLAGS]
   --prefill on|off       before the first frame, load what the first view and the
                          look-ahead want under the budget, as a loading screen would
                          (on, the default), or start from the mip tails (off)
-  --residency levels|tiles|auto  stream by whole mip levels (levels, the default) or by
-                         tiles (sparse images: one 64 KiB page at a time, where the camera
-                         looks; an error where the device has no sparse residency); auto:
-                         tiles where the device has it
+  --residency auto|tiles|levels  stream by tiles (sparse images: one 64 KiB page at a
+                         time, where the camera looks; an error where the device has no
+                         sparse residency) or by whole mip levels; auto (the default):
+                         tiles where the device has sparse residency, else levels
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -665,7 +665,7 @@ mod tests {
         );
         assert_eq!(
             Settings::resolve(&parse("").unwrap(), true).residency,
-            R::Levels
+            R::Auto
         );
         assert_eq!(parse("--residency auto").unwrap().residency, Some(R::Auto));
         assert!(parse("--residency pages").is_err());

@@ -158,22 +158,22 @@ pub struct StreamConfig {
 
 /// How streaming keeps textures resident.
 ///
-/// Whole levels are the default: on the H200 tiles win on quality (1 GiB:
-/// PSNR min 47.0 against 26.2 dB, no frame below 40 dB; 256 MiB: 33.8 against
-/// 26.2 dB) but cost frame time, because the render thread waits for the
-/// sparse binds while the GPU idles and clocks down (256 MiB: GPU p99 8.0
-/// against 5.2 ms; 64 materials at 1 GiB: 19.5 ms median); see BENCHMARKS.md,
-/// "Tiles on the H200".
+/// `Auto` is the default: tiles where the device can. On the H200 (4K, 8K BC
+/// maps; BENCHMARKS.md, "Inner levels") tiles keep all but 1 of 240 frames at
+/// 40 dB PSNR or more at 256 MiB (whole levels: 40 below) and all but 2 with
+/// 64 materials at 1 GiB (levels: 30), at a GPU p99 of 1.11x streaming off's
+/// at 256 MiB and 1.33x with 64 materials (levels: 1.0x), where the render
+/// thread's streaming work and the sparse binds keep the GPU waiting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResidencyMode {
     /// Tiles where the device has sparse residency (and every texture format
     /// can be sparse), whole levels elsewhere.
+    #[default]
     Auto,
     /// Tiles; an error where the device can't.
     Tiles,
     /// Whole mip levels (one image per resident range).
-    #[default]
     Levels,
 }
 
