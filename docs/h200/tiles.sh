@@ -8,6 +8,7 @@
 #   OUT=/some/dir bash docs/h200/tiles.sh                 # 16 materials, about 6 min
 #   OUT=/some/dir PHASE=64 bash docs/h200/tiles.sh        # 64 materials at 1 GiB, about 6 min
 #   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
+#   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
@@ -86,6 +87,18 @@ if [[ ",$PHASE," == *",16,"* ]]; then
     run t_tiles_small -- --residency tiles --texture-budget "$SMALL"
     run t_tiles_large -- --residency tiles --texture-budget "$LARGE"
 fi
+if [[ ",$PHASE," == *",spare,"* ]]; then
+    # 64 materials at 1 GiB with the loads of tiles the present view does not want
+    # capped per frame (VKALLOC_DEMO_TILES_MAX_SPARE; none, 256, 64): quality and time.
+    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
+    REF=(--compare "$WORK/reference_materials64")
+    for cap in ${SPARE_CAPS:-none 256 64}; do
+        envs=()
+        [[ $cap != none ]] && envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap)
+        run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+        run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
+    done
+fi
 if [[ ",$PHASE," == *",64,"* ]]; then
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
     REF=(--compare "$WORK/reference_materials64")
@@ -123,7 +136,8 @@ for j in sorted(glob.glob(d + "/*.json")):
     clk = f"SM MHz median {st.median(sm)} min {min(sm)}" if sm else "no clocks"
     cpu = []
     for k in ("stream_cpu_ms", "feedback_ms", "lookahead_ms", "plan_ms", "page_ms", "map_ms",
-              "sparse_binds", "bind_ms", "upload_ms", "copy_ms", "stream_wait_ms", "wall_ms"):
+              "sparse_binds", "tile_loads", "tile_wanted_loads", "bind_ms", "upload_ms", "copy_ms",
+              "stream_wait_ms", "wall_ms"):
         v = [f[k] for f in fr if isinstance(f.get(k), (int, float))]
         if v:
             cpu.append(f"{k} {st.median(v):.2f}")

@@ -162,7 +162,7 @@ pub struct StreamConfig {
 /// maps; BENCHMARKS.md, "Inner levels") tiles keep all but 1 of 240 frames at
 /// 40 dB PSNR or more at 256 MiB (whole levels: 40 below) and all but 2 with
 /// 64 materials at 1 GiB (levels: 30), at a GPU p99 of 1.11x streaming off's
-/// at 256 MiB and 1.33x with 64 materials (levels: 1.0x), where the render
+/// at 256 MiB and 1.3-1.5x with 64 materials (levels: 1.0x), where the render
 /// thread's streaming work and the sparse binds keep the GPU waiting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -366,6 +366,9 @@ pub struct StreamFrame {
     pub sparse_binds: u32,
     /// By tiles: tiles bound and filled this frame.
     pub tile_loads: u32,
+    /// By tiles: of this frame's planned loads, those of tiles the present
+    /// view wants (the rest: the look-ahead's, the margin, the ring).
+    pub tile_wanted_loads: u32,
     /// By tiles: runs of horizontally adjacent tiles among `tile_loads` (the
     /// fewest binds they could take: `sparse_binds` is at least this).
     pub tile_runs: u32,
@@ -1134,6 +1137,7 @@ impl Streamer {
         frame.bind_ms = tf.bind_seconds * 1e3;
         frame.sparse_binds = tf.binds;
         frame.tile_loads = tf.loads;
+        frame.tile_wanted_loads = tf.wanted_loads;
         frame.tile_runs = tf.runs;
         frame.stream_wait_ms = tf.wait_seconds * 1e3;
         frame.copy_ms = tf.copy_seconds * 1e3;

@@ -147,6 +147,8 @@ pub struct TileFrame {
     pub wanted_bytes: u64,
     /// Wanted tiles not resident after this frame's loads.
     pub missing: u64,
+    /// Of the loads planned, those of tiles the present view wants.
+    pub wanted_loads: u32,
 }
 
 /// Adjacent tiles of one row of one level, read and staged together: `len`
@@ -277,6 +279,9 @@ pub struct TileStreamer {
     /// [`AHEAD_SHARE_ENV`]: the look-ahead's loads per frame are at most
     /// `max_loads / ahead_share`.
     ahead_share: usize,
+    /// [`MAX_SPARE_ENV`]: loads per frame of tiles the present view does not
+    /// want, at most.
+    max_spare: usize,
 }
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_FREEZE_AFTER=N` stops every change of
@@ -289,6 +294,12 @@ pub const FREEZE_ENV: &str = "VKALLOC_DEMO_TILES_FREEZE_AFTER";
 /// for the coming views alone (not the present view's feedback) at a frame's
 /// loads / `N` (default 16: over a look-ahead of 16 frames, one frame's worth).
 pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
+
+/// A diagnostic: `VKALLOC_DEMO_TILES_MAX_SPARE=N` caps the loads per frame of
+/// tiles the present view does not want (the look-ahead's, the margin of one
+/// level finer, the ring around a wanted region) at `N` (default: no cap
+/// beyond the look-ahead's).
+pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
 
 /// Whether every format of `set` can be a sparse 2D image with one sample.
 fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
@@ -378,6 +389,10 @@ impl TileStreamer {
                 .and_then(|v| v.trim().parse().ok())
                 .filter(|&n: &usize| n > 0)
                 .unwrap_or(16),
+            max_spare: std::env::var(MAX_SPARE_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(usize::MAX),
             one_shot,
             bound,
             bind_signalled: false,
@@ -1007,12 +1022,18 @@ impl TileStreamer {
             } else {
                 self.max_loads.div_ceil(self.ahead_share)
             },
+            max_spare_loads: if prefill {
+                self.max_loads
+            } else {
+                self.max_spare
+            },
         };
         let planning = Instant::now();
         let plan = policy::plan(&input);
         let mut frame = TileFrame {
             wanted_bytes: plan.wanted * self.page + self.tail_bytes,
             missing: plan.missing,
+            wanted_loads: plan.wanted_loads.min(u64::from(u32::MAX)) as u32,
             plan_seconds: planning.elapsed().as_secs_f64(),
             wait_seconds,
             ..TileFrame::default()

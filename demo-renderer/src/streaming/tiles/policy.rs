@@ -90,6 +90,9 @@ pub struct TileInput<'a> {
     pub ahead_hits: &'a [u32],
     /// Loads of tiles only the look-ahead wants, at most.
     pub max_ahead_loads: usize,
+    /// Loads of tiles the present view does not want (the look-ahead's, the
+    /// margin of one level finer, the ring around a wanted region), at most.
+    pub max_spare_loads: usize,
 }
 
 /// This frame's changes.
@@ -105,6 +108,8 @@ pub struct TilePlan {
     pub wanted: u64,
     /// Wanted tiles neither resident nor loaded this frame.
     pub missing: u64,
+    /// Loads of wanted tiles (the others are spare: [`TileInput::max_spare_loads`]).
+    pub wanted_loads: u64,
 }
 
 /// Per level of a layout, per column and per row of a `g` x `g` grid of
@@ -174,33 +179,39 @@ pub const WARM_SCORE: u64 = 1;
 /// level finer): what counts as wanted.
 type MapScores = (Vec<u64>, Vec<bool>);
 
-/// Every map's tile scores, per map, per flat tile index, from one set of
-/// cells (`wants`, `hits`, laid out as [`TileInput::wants`]; empty: all zero);
-/// a wanted cell with no hits gives `no_hits` to each of its tiles.
+/// Every map's tile scores ([`Scores::of`]), from one set of cells (`wants`,
+/// `hits`, laid out as [`TileInput::wants`]; empty: all zero); a wanted cell
+/// with no hits gives `no_hits` to each of its tiles.
 fn cell_scores(
     input: &TileInput<'_>,
     fp: &Footprints,
     wants: &[u8],
     hits: &[u32],
     no_hits: u64,
-) -> Vec<MapScores> {
+) -> Scores {
     let g = input.g.max(1);
     let cells = (g * g) as usize;
-    let mut out: Vec<MapScores> = Vec::with_capacity(input.maps.len());
+    let mut out = Scores {
+        per: Vec::with_capacity(input.maps.len()),
+        of_map: Vec::with_capacity(input.maps.len()),
+    };
     for (i, map) in input.maps.iter().enumerate() {
         // A material's maps usually share one layout (size and tile shape):
-        // their scores are the same.
+        // their scores are the same, computed once.
         if input.blocked.get(i).copied().unwrap_or(false) {
-            out.push((vec![0; map.tile_count()], vec![false; map.tile_count()]));
+            out.of_map.push(out.per.len());
+            out.per
+                .push((vec![0; map.tile_count()], vec![false; map.tile_count()]));
             continue;
         }
         let first = i - i % MAPS_PER_MATERIAL;
         let first_blocked = input.blocked.get(first).copied().unwrap_or(false);
         if i != first && !first_blocked && input.maps[first] == *map {
-            let same = out[first].clone();
-            out.push(same);
+            let same = out.of_map[first];
+            out.of_map.push(same);
             continue;
         }
+        out.of_map.push(out.per.len());
         let m = i / MAPS_PER_MATERIAL;
         let mut s = vec![0u64; map.tile_count()];
         let mut exact = vec![false; map.tile_count()];
@@ -208,59 +219,79 @@ fn cell_scores(
             wants.get(m * cells..(m + 1) * cells),
             hits.get(m * cells..(m + 1) * cells),
         ) else {
-            out.push((s, exact));
+            out.per.push((s, exact));
             continue;
         };
+        // The cells seen, once (most of a material's cells are not), and
+        // per wanted level whether the shaders draw it at its inner level.
+        let seen: Vec<(u32, u32, u32, u64)> = (0..cells)
+            .filter(|&c| wants[c] != UNSEEN)
+            .map(|c| {
+                let full = match hits[c] {
+                    0 => no_hits,
+                    h => u64::from(h) * 8,
+                };
+                (c as u32 % g, c as u32 / g, u32::from(wants[c]), full)
+            })
+            .collect();
+        let inner_at: Vec<bool> = (0..map.tail_first).map(|l| map.inner_at(l, g)).collect();
         for level in 0..map.tail_first {
             let (w, _) = map.grid(level);
             let start = map.level_start(level);
             let ((cols, rows), (own_cols, own_rows)) = fp.of(map, level);
-            for cy in 0..g {
-                for cx in 0..g {
-                    let c = (cy * g + cx) as usize;
-                    if wants[c] == UNSEEN || u32::from(wants[c]) > level + 1 {
-                        continue;
-                    }
-                    // One level finer than wanted scores 1/64: a margin for
-                    // the camera coming closer, bought with spare pages.
-                    let full = match hits[c] {
-                        0 => no_hits,
-                        h => u64::from(h) * 8,
-                    };
-                    let margin = u32::from(wants[c]) > level;
-                    // Where the shaders draw the cell at its inner level, its
-                    // own tiles are what it wants; the rest of its widened
-                    // footprint (the ring a strip along its edge samples
-                    // when the neighbour's are there) scores as the margin.
-                    let inner = !margin && map.inner_at(u32::from(wants[c]), g);
-                    // (At least 1, as a warm look-ahead tile: a cell of one
-                    // sampled pixel still gets its margin when pages are spare.)
-                    let spare = (full / 64).max(1);
-                    let (ring, own) = if margin {
-                        (spare, 0)
-                    } else if inner {
-                        (spare, full)
-                    } else {
-                        (full, full)
-                    };
-                    let own_x = &own_cols[cx as usize];
-                    let own_y = &own_rows[cy as usize];
-                    for &y in &rows[cy as usize] {
-                        let y_own = own_y.contains(&y);
-                        for &x in &cols[cx as usize] {
-                            let k = start + y as usize * w as usize + x as usize;
-                            let mine = y_own && own_x.contains(&x);
-                            let h = if mine { own.max(ring) } else { ring };
-                            s[k] = s[k].saturating_add(h);
-                            exact[k] |= !margin && (mine || !inner);
-                        }
+            for &(cx, cy, want, full) in &seen {
+                if want > level + 1 {
+                    continue;
+                }
+                // One level finer than wanted scores 1/64: a margin for
+                // the camera coming closer, bought with spare pages.
+                let margin = want > level;
+                // Where the shaders draw the cell at its inner level, its
+                // own tiles are what it wants; the rest of its widened
+                // footprint (the ring a strip along its edge samples
+                // when the neighbour's are there) scores as the margin.
+                let inner = !margin && inner_at.get(want as usize).copied().unwrap_or(false);
+                // (At least 1, as a warm look-ahead tile: a cell of one
+                // sampled pixel still gets its margin when pages are spare.)
+                let spare = (full / 64).max(1);
+                let (ring, own) = if margin {
+                    (spare, 0)
+                } else if inner {
+                    (spare, full)
+                } else {
+                    (full, full)
+                };
+                let own_x = &own_cols[cx as usize];
+                let own_y = &own_rows[cy as usize];
+                for &y in &rows[cy as usize] {
+                    let y_own = own_y.contains(&y);
+                    for &x in &cols[cx as usize] {
+                        let k = start + y as usize * w as usize + x as usize;
+                        let mine = y_own && own_x.contains(&x);
+                        let h = if mine { own.max(ring) } else { ring };
+                        s[k] = s[k].saturating_add(h);
+                        exact[k] |= !margin && (mine || !inner);
                     }
                 }
             }
         }
-        out.push((s, exact));
+        out.per.push((s, exact));
     }
     out
+}
+
+/// Tile scores per map: `per` holds one [`MapScores`] per distinct map
+/// (a material's maps of one layout share theirs), `of_map[i]` is map `i`'s.
+struct Scores {
+    per: Vec<MapScores>,
+    of_map: Vec<usize>,
+}
+
+impl Scores {
+    /// Map `i`'s scores.
+    fn of(&self, i: usize) -> &MapScores {
+        &self.per[self.of_map[i]]
+    }
 }
 
 /// The tile of flat index `idx` of `map` (index `map_index`).
@@ -306,13 +337,13 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let present = cell_scores(input, &fp, input.wants, input.hits, 8);
     let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
     let score_of = |i: usize, idx: usize| {
-        let p = present[i].0.get(idx).copied().unwrap_or(0);
-        p.saturating_add(ahead[i].0.get(idx).copied().unwrap_or(0))
+        let p = present.of(i).0.get(idx).copied().unwrap_or(0);
+        p.saturating_add(ahead.of(i).0.get(idx).copied().unwrap_or(0))
     };
-    let is_present = |i: usize, idx: usize| present[i].0.get(idx).is_some_and(|&p| p > 0);
+    let is_present = |i: usize, idx: usize| present.of(i).0.get(idx).is_some_and(|&p| p > 0);
     // Wanted: what a present cell wants at its own level or coarser (the
     // margin of one level finer is bought with spare pages, not wanted).
-    let is_wanted = |i: usize, idx: usize| present[i].1.get(idx).copied().unwrap_or(false);
+    let is_wanted = |i: usize, idx: usize| present.of(i).1.get(idx).copied().unwrap_or(false);
     let resident = |i: usize, idx: usize| {
         input
             .resident
@@ -349,8 +380,9 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             }
         }
     }
-    // Only the part that fits is put in order: the rest is partitioned off (it
-    // is looked at only for evictions, which are sorted on their own).
+    // The target: the `capacity` best-ranked tiles, partitioned off, not
+    // sorted. Tiles with a score rank above every tile without one, so those
+    // in the head are the best `capacity` of them (or all of them).
     let capacity = resident_count.saturating_add(input.free_pages);
     let head = usize::try_from(capacity)
         .unwrap_or(usize::MAX)
@@ -358,37 +390,45 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     if head < ranked.len() {
         ranked.select_nth_unstable_by_key(head, |r| r.0);
     }
-    ranked[..head].sort_unstable_by_key(|r| r.0);
-    let mut in_target = vec![false; ranked.len()];
-    let mut taken = 0u64;
-    for (k, &(_, score)) in ranked.iter().enumerate() {
-        if taken >= capacity {
-            break;
-        }
-        if score > 0 {
-            in_target[k] = true;
-            taken += 1;
-        }
-    }
+    let in_target = |k: usize| k < head && ranked[k].1 > 0;
+    // Loads: the target's tiles not resident, best first (only these are
+    // sorted), within the caps; wanted tiles not loaded are missing.
+    let mut candidates: Vec<u128> = ranked[..head]
+        .iter()
+        .filter(|&&(kk, score)| {
+            let (_, i, idx) = rank_unkey(kk);
+            score > 0 && !resident(i, idx)
+        })
+        .map(|&(kk, _)| kk)
+        .collect();
+    candidates.sort_unstable();
     let mut loads = Vec::new();
     let mut missing = 0u64;
-    let mut ahead_loads = 0usize;
-    for (k, &(kk, score)) in ranked.iter().enumerate() {
+    let (mut ahead_loads, mut spare_loads) = (0usize, 0usize);
+    for kk in candidates {
         let (_, i, idx) = rank_unkey(kk);
-        if score == 0 || resident(i, idx) {
-            continue;
-        }
         let ahead_only = !is_present(i, idx);
-        if ahead_only && ahead_loads >= input.max_ahead_loads {
+        let spare = !is_wanted(i, idx);
+        if (ahead_only && ahead_loads >= input.max_ahead_loads)
+            || (spare && spare_loads >= input.max_spare_loads)
+        {
             continue;
         }
-        if in_target[k] && loads.len() < input.max_loads {
+        if loads.len() < input.max_loads {
             loads.push(tile_at(&input.maps[i], i, idx));
             ahead_loads += usize::from(ahead_only);
-        } else if is_wanted(i, idx) {
+            spare_loads += usize::from(spare);
+        } else if !spare {
             missing += 1;
         }
     }
+    missing += ranked[head..]
+        .iter()
+        .filter(|&&(kk, score)| {
+            let (_, i, idx) = rank_unkey(kk);
+            score > 0 && !resident(i, idx) && is_wanted(i, idx)
+        })
+        .count() as u64;
     let need = (loads.len() as u64).saturating_sub(input.free_pages);
     // Evictions: lowest score first, then finest, then map and index.
     let mut out: Vec<(u64, u32, usize, usize)> = ranked
@@ -396,7 +436,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         .enumerate()
         .filter_map(|(k, &(kk, score))| {
             let (level, i, idx) = rank_unkey(kk);
-            (!in_target[k] && resident(i, idx)).then_some((score, level, i, idx))
+            (!in_target(k) && resident(i, idx)).then_some((score, level, i, idx))
         })
         .collect();
     let need = usize::try_from(need).unwrap_or(usize::MAX).min(out.len());
@@ -408,11 +448,13 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         .iter()
         .map(|&(_, _, i, idx)| tile_at(&input.maps[i], i, idx))
         .collect();
+    let wanted_loads = (loads.len() - spare_loads) as u64;
     TilePlan {
         loads,
         evictions,
         wanted,
         missing,
+        wanted_loads,
     }
 }
 
@@ -522,6 +564,7 @@ mod tests {
             ahead_wants: &[],
             ahead_hits: &[],
             max_ahead_loads: 0,
+            max_spare_loads: usize::MAX,
         }
     }
 
@@ -668,6 +711,92 @@ mod tests {
         assert_eq!(short.missing, 0);
     }
 
+    /// [`plan`] written the plain way, for comparison: every ranked tile
+    /// sorted, the target the first `capacity` with a score, loads taken in
+    /// that order.
+    fn plan_by_full_sort(input: &TileInput<'_>) -> TilePlan {
+        let fp = Footprints::new(input.maps, input.g.max(1));
+        let present = cell_scores(input, &fp, input.wants, input.hits, 8);
+        let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
+        let resident = |i: usize, idx: usize| input.resident[i][idx];
+        let mut ranked = Vec::new();
+        let (mut resident_count, mut wanted) = (0u64, 0u64);
+        for (i, map) in input.maps.iter().enumerate() {
+            for level in 0..map.tail_first {
+                let start = map.level_start(level);
+                let (w, h) = map.grid(level);
+                for idx in start..start + (w * h) as usize {
+                    let score = present.of(i).0[idx] + ahead.of(i).0[idx];
+                    let r = resident(i, idx);
+                    resident_count += u64::from(r);
+                    wanted += u64::from(present.of(i).1[idx]);
+                    if score > 0 || r {
+                        let rank = score * if r { 8 } else { 4 };
+                        ranked.push((rank_key(rank, level, i, idx), score));
+                    }
+                }
+            }
+        }
+        ranked.sort_unstable();
+        let capacity = resident_count + input.free_pages;
+        let mut in_target = vec![false; ranked.len()];
+        let mut taken = 0;
+        for (k, &(_, score)) in ranked.iter().enumerate() {
+            if taken < capacity && score > 0 {
+                in_target[k] = true;
+                taken += 1;
+            }
+        }
+        let (mut loads, mut missing, mut ahead_loads, mut spare_loads) = (Vec::new(), 0, 0, 0);
+        for (k, &(kk, score)) in ranked.iter().enumerate() {
+            let (_, i, idx) = rank_unkey(kk);
+            if score == 0 || resident(i, idx) {
+                continue;
+            }
+            let ahead_only = present.of(i).0[idx] == 0;
+            let spare = !present.of(i).1[idx];
+            if (ahead_only && ahead_loads >= input.max_ahead_loads)
+                || (spare && spare_loads >= input.max_spare_loads)
+            {
+                continue;
+            }
+            if in_target[k] && loads.len() < input.max_loads {
+                loads.push(tile_at(&input.maps[i], i, idx));
+                ahead_loads += usize::from(ahead_only);
+                spare_loads += usize::from(spare);
+            } else if present.of(i).1[idx] {
+                missing += 1;
+            }
+        }
+        let need = (loads.len() as u64).saturating_sub(input.free_pages) as usize;
+        let mut out: Vec<(u64, u32, usize, usize)> = ranked
+            .iter()
+            .enumerate()
+            .filter(|&(k, &(kk, _))| {
+                let (_, i, idx) = rank_unkey(kk);
+                !in_target[k] && resident(i, idx)
+            })
+            .map(|(_, &(kk, score))| {
+                let (level, i, idx) = rank_unkey(kk);
+                (score, level, i, idx)
+            })
+            .collect();
+        out.sort_unstable();
+        let evictions = out
+            .iter()
+            .take(need)
+            .map(|&(_, _, i, idx)| tile_at(&input.maps[i], i, idx))
+            .collect();
+        let wanted_loads = (loads.len() - spare_loads) as u64;
+        TilePlan {
+            loads,
+            evictions,
+            wanted,
+            missing,
+            wanted_loads,
+        }
+    }
+
     #[test]
     fn nothing_resident_means_the_tail() {
         let maps = vec![map(1024, 128); 3];
@@ -745,6 +874,7 @@ mod tests {
             churn in any::<u64>(),
             ahead_seed in proptest::collection::vec((0u8..6, 0u32..40), 3 * 16),
             max_ahead_loads in 0usize..20,
+            max_spare_loads in 0usize..40,
             blocked_map in 0usize..12,
         ) {
             let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
@@ -771,9 +901,11 @@ mod tests {
                     ahead_wants: &ahead_wants,
                     ahead_hits: &ahead_hits,
                     max_ahead_loads,
+                    max_spare_loads,
                     ..input(&maps, g, &wants, &hits, &resident)
                 };
                 let p = plan(&input);
+                prop_assert_eq!(&p, &plan_by_full_sort(&input), "the partitioned plan differs");
                 // A blocked map (its file failed) loads nothing.
                 prop_assert!(p.loads.iter().all(|t| !blocked[t.map as usize]));
                 // Budget: loads fit the free pages plus the evictions.
@@ -890,6 +1022,7 @@ mod timing {
                 ahead_wants: &ahead_wants,
                 ahead_hits: &ahead_hits,
                 max_ahead_loads: 256,
+                max_spare_loads: usize::MAX,
                 ..super::tests::input(&maps, g, &wants, &hits, &resident)
             };
             let n = 5;
