@@ -136,6 +136,13 @@ uint tile_word(uint material, uint g, uint x, uint y) {
 
 float lod_lower_bound(vec2 dx, vec2 dy);
 
+// Where the sampler has no minimum LOD, the levels of detail `tile_lift`'s bias
+// adds beyond the resident level: the sampler's own computation may fall short of
+// the exact rule (on Mesa 25.0.7's llvmpipe a margin of 1/16 still let 2 of 240
+// frames read tiles the map calls absent, measured by assigning the pages in
+// reverse; 1/8 none). `tiles::sample::BIAS_MARGIN` is the same number.
+const float TILE_BIAS_MARGIN = 1.0 / 8.0;
+
 // Streaming by tiles: the level a sample at `uv` of `material` (maps of `size`
 // texels at level 0; texel-coordinate derivatives `tdx`, `tdy`) is clamped to.
 // The cell's inner level where the filter, at the coarsest level the sampler
@@ -159,7 +166,7 @@ uint tile_level(uint material, vec2 uv, uint size, vec2 tdx, vec2 tdy) {
         if (level >= safe) {
             return safe;
         }
-        float lod_max = max(lod_lo + 2.0, float(level) + 1.0 + 1.0 / 128.0);
+        float lod_max = max(lod_lo + 2.0, float(level) + 1.0 + TILE_BIAS_MARGIN);
         float reach = float(u_frame.tiles.z + 2u) * exp2(floor(max(lod_max, 0.0))) / cell_texels;
         if (reach >= 1.0) {
             return safe;
@@ -202,15 +209,15 @@ float lod_lower_bound(vec2 dx, vec2 dy) {
 // How many levels the sampler's level of detail, from the texel-coordinate
 // derivatives `tdx`, `tdy`, must rise to reach resident `level`, whichever
 // approximation of the lengths the sampler makes (`lod_lower_bound`), plus
-// 1/128 (the sampler's LOD has 8 fractional bits on NVIDIA; at the level
-// itself trilinear filtering takes nothing of the next finer one). Level 0
-// needs none.
+// TILE_BIAS_MARGIN (for a sampler whose own LOD falls short of the rule; at or
+// above the level itself trilinear filtering takes nothing of the next finer
+// one). Level 0 needs none.
 float tile_lift(uint level, vec2 tdx, vec2 tdy) {
     if (level == 0u) {
         return 0.0;
     }
     float lod = max(lod_lower_bound(tdx, tdy), -16.0);
-    return max(float(level) + 1.0 / 128.0 - lod, 0.0);
+    return max(float(level) + TILE_BIAS_MARGIN - lod, 0.0);
 }
 
 // The lit colour of a surface point: `world` position, interpolated `normal` and

@@ -282,6 +282,8 @@ pub struct TileStreamer {
     /// [`MAX_SPARE_ENV`]: loads per frame of tiles the present view does not
     /// want, at most.
     max_spare: usize,
+    /// [`REVERSED_PAGES_ENV`]: loads take pages in descending memory order.
+    reversed_pages: bool,
 }
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_FREEZE_AFTER=N` stops every change of
@@ -300,6 +302,13 @@ pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
 /// level finer, the ring around a wanted region) at `N` (default: no cap
 /// beyond the look-ahead's).
 pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
+
+/// A check: `VKALLOC_DEMO_TILES_REVERSED_PAGES=1` gives the loads their pages
+/// in descending memory order instead of [`pages::assign`]'s, so that every
+/// tile lands on other memory and every stale binding shows other texels.
+/// The plans stay the same; a frame that changes with it sampled a tile the
+/// residency map calls absent (`tests/tiles.rs` compares the two).
+pub const REVERSED_PAGES_ENV: &str = "VKALLOC_DEMO_TILES_REVERSED_PAGES";
 
 /// Whether every format of `set` can be a sparse 2D image with one sample.
 fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
@@ -393,6 +402,7 @@ impl TileStreamer {
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(usize::MAX),
+            reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
             one_shot,
             bound,
             bind_signalled: false,
@@ -1077,7 +1087,17 @@ impl TileStreamer {
         // `assign` gives each of the `got` loads its own candidate (`got` <=
         // the candidates), so neither error below is reached.
         let internal = || GpuError::Other("tile streamer: pages::assign broke its contract".into());
-        let Some(pick) = pages::assign(&load_runs, &at, self.page) else {
+        let pick = if self.reversed_pages {
+            // The diagnostic order: every load another page than `assign`
+            // would give it (see [`REVERSED_PAGES_ENV`]).
+            let mut order: Vec<usize> = (0..at.len()).collect();
+            order.sort_unstable_by_key(|&i| std::cmp::Reverse(at[i]));
+            order.truncate(loads.len());
+            Some(order)
+        } else {
+            pages::assign(&load_runs, &at, self.page)
+        };
+        let Some(pick) = pick.filter(|p| p.len() == loads.len()) else {
             self.spare = candidates;
             return Err(internal());
         };

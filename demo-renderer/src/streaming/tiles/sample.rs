@@ -15,6 +15,12 @@
 
 use super::geometry::inner_reach;
 
+/// Where the sampler has no minimum LOD, the levels of detail the shaders' LOD
+/// bias (`tile_lift`) adds beyond the resident level, for a sampler whose own
+/// computation falls short of the exact rule (`TILE_BIAS_MARGIN` in
+/// `pbr_shading.glsl`: on llvmpipe 1/16 was not enough, 1/8 was).
+pub const BIAS_MARGIN: f64 = 1.0 / 8.0;
+
 /// A cell's two levels in the residency map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CellLevels {
@@ -49,9 +55,10 @@ impl CellLevels {
 /// The sampler then reads levels from the returned one up to one above the
 /// floor of its largest possible LOD: at most two above `lod_lo` (a length
 /// approximated by a sum of components instead of the largest one doubles,
-/// and the anisotropy ratio may halve), or the clamp plus one with its
-/// 1/128 (the LOD bias the shaders use where the sampler has no minimum LOD
-/// lifts the lowest LOD to the clamp, the largest one a level above).
+/// and the anisotropy ratio may halve), or the clamp plus one and
+/// [`BIAS_MARGIN`] (the LOD bias the shaders use where the sampler has no
+/// minimum LOD lifts the lowest LOD to the clamp, the largest one a level
+/// above).
 /// Within [`inner_reach`] of `uv` at that floor it reads the cell's texels
 /// and those of the neighbours it is near; the inner level holds if none of
 /// those neighbours' inner levels is coarser. Repeated with the coarser
@@ -78,7 +85,7 @@ pub fn tile_level(words: &[u32], g: u32, size: u32, margin: u32, uv: [f64; 2], l
         if level >= safe {
             return safe;
         }
-        let lod_max = (lod_lo + 2.0).max(f64::from(level) + 1.0 + 1.0 / 128.0);
+        let lod_max = (lod_lo + 2.0).max(f64::from(level) + 1.0 + BIAS_MARGIN);
         let reach = inner_reach(margin, lod_max.max(0.0).floor() as u32) / cell_texels;
         if reach >= 1.0 {
             return safe;
@@ -176,7 +183,7 @@ mod tests {
                 .collect();
             for (u, v, lod_lo) in samples {
                 let level = tile_level(&words, g, m.size, m.margin, [u, v], lod_lo);
-                let lod_max = (lod_lo + 2.0).max(f64::from(level) + 1.0 + 1.0 / 128.0);
+                let lod_max = (lod_lo + 2.0).max(f64::from(level) + 1.0 + BIAS_MARGIN);
                 let top = lod_max.max(0.0).floor() as u32;
                 for d in level..=(top + 1).min(m.tail_first.saturating_sub(1)) {
                     // The texels of level d within the filter's margin of
