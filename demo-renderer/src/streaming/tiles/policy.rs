@@ -584,15 +584,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn one_close_cell_loads_its_footprint_coarse_first() {
+    /// One material of 1024-texel maps in 128-texel tiles, 8 x 8 cells, cell
+    /// (1, 1) alone seen (10 sampled pixels) wanting `level`, nothing
+    /// resident: maps, wants, hits, resident.
+    fn one_cell(level: u8) -> (Vec<MapTiles>, Vec<u8>, Vec<u32>, Vec<Vec<bool>>) {
         let maps = vec![map(1024, 128); 3];
-        let g = 8;
         let mut wants = vec![UNSEEN; 64];
         let mut hits = vec![0; 64];
-        wants[9] = 0; // cell (1, 1) wants level 0
+        wants[9] = level;
         hits[9] = 10;
         let resident = empty(&maps);
+        (maps, wants, hits, resident)
+    }
+
+    #[test]
+    fn one_close_cell_loads_its_footprint_coarse_first() {
+        let (maps, wants, hits, resident) = one_cell(0);
+        let g = 8;
         let input = input(&maps, g, &wants, &hits, &resident);
         let p = plan(&input);
         // Wanted per map: the tile the cell lies in at each level (it is
@@ -686,13 +694,8 @@ mod tests {
 
     #[test]
     fn the_margin_of_one_level_finer_loads_but_is_not_wanted() {
-        let maps = vec![map(1024, 128); 3];
+        let (maps, wants, hits, resident) = one_cell(1);
         let g = 8;
-        let mut wants = vec![UNSEEN; 64];
-        let mut hits = vec![0; 64];
-        wants[9] = 1; // cell (1, 1) wants level 1
-        hits[9] = 10;
-        let resident = empty(&maps);
         let p = plan(&input(&maps, g, &wants, &hits, &resident));
         // Wanted per map: the tile the cell lies in at levels 1, 2 and 3.
         let wanted = 3 * 3;
