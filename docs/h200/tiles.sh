@@ -9,6 +9,7 @@
 #   OUT=/some/dir PHASE=64 bash docs/h200/tiles.sh        # 64 materials at 1 GiB, about 6 min
 #   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
 #   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
+#   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
@@ -89,12 +90,18 @@ if [[ ",$PHASE," == *",16,"* ]]; then
 fi
 if [[ ",$PHASE," == *",spare,"* ]]; then
     # 64 materials at 1 GiB with the loads of tiles the present view does not want
-    # capped per frame (VKALLOC_DEMO_TILES_MAX_SPARE; none, 256, 64): quality and time.
+    # capped per frame: quality and time. SPARE_CAPS entries: none; N caps them all
+    # (VKALLOC_DEMO_TILES_MAX_SPARE=N); rN caps the margin and ring alone
+    # (VKALLOC_DEMO_TILES_MAX_RING=N), the look-ahead's loads keeping their own cap.
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
     REF=(--compare "$WORK/reference_materials64")
     for cap in ${SPARE_CAPS:-none 256 64}; do
         envs=()
-        [[ $cap != none ]] && envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap)
+        case $cap in
+            none) ;;
+            r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${cap#r}) ;;
+            *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap) ;;
+        esac
         run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
         run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done

@@ -59,13 +59,18 @@
 //!
 //! # The residency map
 //!
-//! Per material, per cell, the finest level whose tiles, and those of every
-//! coarser level, are resident over the cell's footprint: its texels widened
+//! Per material, per cell, two levels ([`sample::CellLevels`],
+//! [`policy::residency_map`]): the finest whose tiles, and those of every
+//! coarser level, are resident over the cell's footprint, its texels widened
 //! by the filter's reach ([`geometry::filter_margin`], 10 texels of the level
-//! with 4x anisotropy), so a cell that lies inside one tile of a coarse level
-//! needs that tile alone ([`policy::residency_map`]). The shaders read it (`tile_level` in
-//! `pbr_shading.glsl`) and keep the sampler's level of detail from going finer
-//! than it, so no sample reads an unbound tile. Where the device has
+//! with 4x anisotropy: a cell inside one tile of a coarse level needs that
+//! tile alone), and the same over the cell's own texels. The shaders read it
+//! (`tile_level` in `pbr_shading.glsl`, mirrored and property-tested by
+//! [`sample::tile_level`]): a sample uses the inner level where its filter
+//! stays in the cell or reaches only neighbours no finer, else the widened
+//! one, and the sampler's level of detail never goes finer than that, so no
+//! sample reads a tile the map calls absent (`tests/tiles.rs` draws a run
+//! with the pages reversed and requires the same frames). Where the device has
 //! `shaderResourceMinLod` the `_MINLOD` shader variants pass it as the
 //! sampler's own minimum LOD (`textureGradClampARB` / `textureClampARB`);
 //! elsewhere (lavapipe) `tile_lift` raises the LOD by a bias in fragment
@@ -282,6 +287,8 @@ pub struct TileStreamer {
     /// [`MAX_SPARE_ENV`]: loads per frame of tiles the present view does not
     /// want, at most.
     max_spare: usize,
+    /// [`MAX_RING_ENV`]: loads per frame of the margin and the ring, at most.
+    max_ring: usize,
     /// [`REVERSED_PAGES_ENV`]: loads take pages in descending memory order.
     reversed_pages: bool,
 }
@@ -303,9 +310,17 @@ pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
 /// beyond the look-ahead's).
 pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
 
+/// A diagnostic: `VKALLOC_DEMO_TILES_MAX_RING=N` caps, among those, the loads
+/// per frame of the margin and the ring (tiles a present cell scores but does
+/// not want) at `N`, leaving the look-ahead's to their own cap (default: no
+/// cap). Not yet measured on the H200: with 64 materials the cap of
+/// [`MAX_SPARE_ENV`] met the p99 but lost the refill after a cut, which the
+/// look-ahead's prefetch of the cut's view gave; this one keeps that.
+pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
+
 /// A check: `VKALLOC_DEMO_TILES_REVERSED_PAGES=1` gives the loads their pages
-/// in descending memory order instead of [`pages::assign`]'s, so that every
-/// tile lands on other memory and every stale binding shows other texels.
+/// in descending memory order instead of [`pages::assign`]'s, so that tiles
+/// land on other memory and stale bindings show other texels.
 /// The plans stay the same; a frame that changes with it sampled a tile the
 /// residency map calls absent (`tests/tiles.rs` compares the two).
 pub const REVERSED_PAGES_ENV: &str = "VKALLOC_DEMO_TILES_REVERSED_PAGES";
@@ -399,6 +414,10 @@ impl TileStreamer {
                 .filter(|&n: &usize| n > 0)
                 .unwrap_or(16),
             max_spare: std::env::var(MAX_SPARE_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(usize::MAX),
+            max_ring: std::env::var(MAX_RING_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(usize::MAX),
@@ -1037,6 +1056,11 @@ impl TileStreamer {
             } else {
                 self.max_spare
             },
+            max_ring_loads: if prefill {
+                self.max_loads
+            } else {
+                self.max_ring
+            },
         };
         let planning = Instant::now();
         let plan = policy::plan(&input);
@@ -1088,8 +1112,8 @@ impl TileStreamer {
         // the candidates), so neither error below is reached.
         let internal = || GpuError::Other("tile streamer: pages::assign broke its contract".into());
         let pick = if self.reversed_pages {
-            // The diagnostic order: every load another page than `assign`
-            // would give it (see [`REVERSED_PAGES_ENV`]).
+            // The check's order: pages in descending memory order, most of
+            // them others than `assign` would give (see [`REVERSED_PAGES_ENV`]).
             let mut order: Vec<usize> = (0..at.len()).collect();
             order.sort_unstable_by_key(|&i| std::cmp::Reverse(at[i]));
             order.truncate(loads.len());

@@ -93,6 +93,10 @@ pub struct TileInput<'a> {
     /// Loads of tiles the present view does not want (the look-ahead's, the
     /// margin of one level finer, the ring around a wanted region), at most.
     pub max_spare_loads: usize,
+    /// Of those, loads of the margin and the ring (tiles a present cell
+    /// scores but does not want), at most: the look-ahead's are capped by
+    /// `max_ahead_loads`.
+    pub max_ring_loads: usize,
 }
 
 /// This frame's changes.
@@ -294,6 +298,12 @@ impl Scores {
     }
 }
 
+/// The flat index of `tile`'s parent (the tile of the next coarser level that
+/// holds its texels), `None` at the last level below the tail.
+fn parent_index(map: &MapTiles, tile: &TileRef) -> Option<usize> {
+    (tile.level + 1 < map.tail_first).then(|| map.index(tile.level + 1, tile.x / 2, tile.y / 2))
+}
+
 /// The tile of flat index `idx` of `map` (index `map_index`).
 fn tile_at(map: &MapTiles, map_index: usize, idx: usize) -> TileRef {
     let mut level = 0;
@@ -404,20 +414,34 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     candidates.sort_unstable();
     let mut loads = Vec::new();
     let mut missing = 0u64;
-    let (mut ahead_loads, mut spare_loads) = (0usize, 0usize);
+    let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0usize, 0usize, 0usize);
+    // Loaded this frame, to keep a tile whose parent a cap held back from
+    // loading without it (parents rank first, so their fate is known).
+    let mut loaded: std::collections::HashSet<(usize, usize)> = std::collections::HashSet::new();
     for kk in candidates {
         let (_, i, idx) = rank_unkey(kk);
         let ahead_only = !is_present(i, idx);
         let spare = !is_wanted(i, idx);
-        if (ahead_only && ahead_loads >= input.max_ahead_loads)
+        let ring = spare && !ahead_only;
+        let tile = tile_at(&input.maps[i], i, idx);
+        let orphan = parent_index(&input.maps[i], &tile)
+            .is_some_and(|p| !resident(i, p) && !loaded.contains(&(i, p)));
+        if orphan
+            || (ahead_only && ahead_loads >= input.max_ahead_loads)
             || (spare && spare_loads >= input.max_spare_loads)
+            || (ring && ring_loads >= input.max_ring_loads)
         {
+            if orphan && !spare {
+                missing += 1;
+            }
             continue;
         }
         if loads.len() < input.max_loads {
-            loads.push(tile_at(&input.maps[i], i, idx));
+            loaded.insert((i, idx));
+            loads.push(tile);
             ahead_loads += usize::from(ahead_only);
             spare_loads += usize::from(spare);
+            ring_loads += usize::from(ring);
         } else if !spare {
             missing += 1;
         }
@@ -565,6 +589,7 @@ mod tests {
             ahead_hits: &[],
             max_ahead_loads: 0,
             max_spare_loads: usize::MAX,
+            max_ring_loads: usize::MAX,
         }
     }
 
@@ -750,7 +775,8 @@ mod tests {
                 taken += 1;
             }
         }
-        let (mut loads, mut missing, mut ahead_loads, mut spare_loads) = (Vec::new(), 0, 0, 0);
+        let (mut loads, mut missing) = (Vec::new(), 0);
+        let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0, 0, 0);
         for (k, &(kk, score)) in ranked.iter().enumerate() {
             let (_, i, idx) = rank_unkey(kk);
             if score == 0 || resident(i, idx) {
@@ -758,15 +784,35 @@ mod tests {
             }
             let ahead_only = present.of(i).0[idx] == 0;
             let spare = !present.of(i).1[idx];
-            if (ahead_only && ahead_loads >= input.max_ahead_loads)
+            let ring = spare && !ahead_only;
+            let tile = tile_at(&input.maps[i], i, idx);
+            let orphan = in_target[k]
+                && tile.level + 1 < input.maps[i].tail_first
+                && !loads.contains(&TileRef {
+                    level: tile.level + 1,
+                    x: tile.x / 2,
+                    y: tile.y / 2,
+                    ..tile
+                })
+                && !resident(
+                    i,
+                    input.maps[i].index(tile.level + 1, tile.x / 2, tile.y / 2),
+                );
+            if orphan
+                || (ahead_only && ahead_loads >= input.max_ahead_loads)
                 || (spare && spare_loads >= input.max_spare_loads)
+                || (ring && ring_loads >= input.max_ring_loads)
             {
+                if orphan && !spare {
+                    missing += 1;
+                }
                 continue;
             }
             if in_target[k] && loads.len() < input.max_loads {
-                loads.push(tile_at(&input.maps[i], i, idx));
+                loads.push(tile);
                 ahead_loads += usize::from(ahead_only);
                 spare_loads += usize::from(spare);
+                ring_loads += usize::from(ring);
             } else if present.of(i).1[idx] {
                 missing += 1;
             }
@@ -878,6 +924,7 @@ mod tests {
             ahead_seed in proptest::collection::vec((0u8..6, 0u32..40), 3 * 16),
             max_ahead_loads in 0usize..20,
             max_spare_loads in 0usize..40,
+            max_ring_loads in 0usize..40,
             blocked_map in 0usize..12,
         ) {
             let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
@@ -905,6 +952,7 @@ mod tests {
                     ahead_hits: &ahead_hits,
                     max_ahead_loads,
                     max_spare_loads,
+                    max_ring_loads,
                     ..input(&maps, g, &wants, &hits, &resident)
                 };
                 let p = plan(&input);
@@ -1026,6 +1074,7 @@ mod timing {
                 ahead_hits: &ahead_hits,
                 max_ahead_loads: 256,
                 max_spare_loads: usize::MAX,
+                max_ring_loads: usize::MAX,
                 ..super::tests::input(&maps, g, &wants, &hits, &resident)
             };
             let n = 5;
