@@ -70,8 +70,16 @@ pub fn tile_level(words: &[u32], g: u32, size: u32, margin: u32, uv: [f64; 2], l
     // The cell as the shaders' `tile_cell` finds it, and the position in it.
     let cellf = uv.map(|u| u.rem_euclid(1.0) * gf);
     let c = cellf.map(|v| (v.clamp(0.0, gf - 0.5)) as u32);
+    // A cell outside `words` counts as holding nothing but the tail (the
+    // coarsest level: the sampler clamps it to the last level).
+    let absent = CellLevels {
+        safe: u8::MAX,
+        inner: u8::MAX,
+    };
     let at = |x: u32, y: u32| {
-        CellLevels::from_word(words.get((y * g + x) as usize).copied().unwrap_or(0))
+        words
+            .get((y * g + x) as usize)
+            .map_or(absent, |&w| CellLevels::from_word(w))
     };
     let here = at(c[0], c[1]);
     let safe = u32::from(here.safe);
@@ -242,5 +250,10 @@ mod tests {
         assert_eq!(tile_level(&words, 2, size, margin, [0.2, 0.49], 0.0), 0);
         // A coarse LOD's reach passes the cell: the safe level.
         assert_eq!(tile_level(&words, 2, size, margin, [0.25, 0.25], 6.0), 2);
+        // A map too short for the grid claims nothing finer than the tail.
+        assert_eq!(
+            tile_level(&words[..1], 2, size, margin, [0.75, 0.75], 0.0),
+            255
+        );
     }
 }
