@@ -256,7 +256,9 @@ fn cell_scores(
                 // when the neighbour's are there) scores as the margin.
                 let inner = !margin && inner_at.get(want as usize).copied().unwrap_or(false);
                 // (At least 1, as a warm look-ahead tile: a cell of one
-                // sampled pixel still gets its margin when pages are spare.)
+                // sampled pixel still gets its margin when pages are spare,
+                // and so does a warm look-ahead cell, after its own tiles
+                // and within the look-ahead's cap.)
                 let spare = (full / 64).max(1);
                 let (ring, own) = if margin {
                     (spare, 0)
