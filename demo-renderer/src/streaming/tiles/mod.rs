@@ -44,12 +44,11 @@
 //! off tiles that are not resident. Where the sampler clamps its own level of
 //! detail (`shaderResourceMinLod`, the H200) none reaches one. Where the
 //! shaders bias the level instead (lavapipe), the bias is computed from the
-//! lowest level of detail a conforming sampler may compute (`tile_lift` in
-//! `pbr_shading.glsl`); computed from the exact one, as before, llvmpipe's
-//! approximation sampled up to half a level finer, into tiles the map called
-//! absent (an unbound tile read zeros, a stale one another tile's texels: 52
-//! of 240 frames of the lavapipe run in BENCHMARKS.md changed with the page
-//! assignment; 2 now, by 0.3 dB). Either way the page is the streamer's own
+//! lowest level of detail a conforming sampler may compute, plus 1/8 of a
+//! level (`tile_lift` in `pbr_shading.glsl`): llvmpipe's own computation
+//! falls short of the rule by more than 1/16 (found by drawing a run with
+//! the pages reversed, [`REVERSED_PAGES_ENV`]: with a margin of 1/128, 88 of
+//! 240 frames changed; `tests/tiles.rs` now requires none). Either way the page is the streamer's own
 //! allocation: no memory outside it is read. Two things would write or free
 //! a stale tile's memory, and neither happens: a layout
 //! transition of its level (the sparse images stay in `GENERAL` from their
@@ -262,6 +261,9 @@ pub struct TileStreamer {
     tail_bytes: u64,
     /// Per material: its tiles changed since the residency map's last refresh.
     changed: Vec<bool>,
+    /// The maps' footprints in the cell grid, for the residency map's
+    /// refreshes (built once the layouts and the grid are known).
+    footprints: policy::Footprints,
     /// Per material, per cell: the level the shaders may sample down to.
     map_words: Vec<u32>,
     map_host: Option<MappedBuffer>,
@@ -324,6 +326,11 @@ pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
 /// The plans stay the same; a frame that changes with it sampled a tile the
 /// residency map calls absent (`tests/tiles.rs` compares the two).
 pub const REVERSED_PAGES_ENV: &str = "VKALLOC_DEMO_TILES_REVERSED_PAGES";
+
+/// The count a diagnostic variable holds (`None` when unset or not a number).
+fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
 
 /// Whether every format of `set` can be a sparse 2D image with one sample.
 fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
@@ -397,6 +404,7 @@ impl TileStreamer {
             tails: Vec::new(),
             tail_bytes: 0,
             changed: Vec::new(),
+            footprints: policy::Footprints::new([], 1),
             map_words: Vec::new(),
             map_host: None,
             map_gpu: None,
@@ -408,19 +416,9 @@ impl TileStreamer {
             freeze_after: std::env::var(FREEZE_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse().ok()),
-            ahead_share: std::env::var(AHEAD_SHARE_ENV)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .filter(|&n: &usize| n > 0)
-                .unwrap_or(16),
-            max_spare: std::env::var(MAX_SPARE_ENV)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(usize::MAX),
-            max_ring: std::env::var(MAX_RING_ENV)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(usize::MAX),
+            ahead_share: env_count(AHEAD_SHARE_ENV).filter(|&n| n > 0).unwrap_or(16),
+            max_spare: env_count(MAX_SPARE_ENV).unwrap_or(usize::MAX),
+            max_ring: env_count(MAX_RING_ENV).unwrap_or(usize::MAX),
             reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
             one_shot,
             bound,
@@ -741,6 +739,7 @@ impl TileStreamer {
 
         // Cells, residency maps, staging.
         self.g = geometry::cells_per_side(&self.maps, MAX_CELLS);
+        self.footprints = policy::Footprints::new(&self.maps, self.g);
         let materials = self.maps.len() / policy::MAPS_PER_MATERIAL;
         let cells = (self.g * self.g) as usize;
         self.map_words = vec![0; materials * cells];
@@ -869,7 +868,7 @@ impl TileStreamer {
             if !std::mem::take(&mut self.changed[m]) {
                 continue;
             }
-            let rm = policy::residency_map(&self.maps, self.g, m, &self.resident);
+            let rm = policy::residency_map_in(&self.footprints, &self.maps, m, &self.resident);
             for (w, l) in self.map_words[m * cells..(m + 1) * cells]
                 .iter_mut()
                 .zip(rm)

@@ -120,8 +120,11 @@ pub struct TilePlan {
 /// cells, the tile columns and rows that a cell's widened footprint covers
 /// ([`MapTiles::cell_tiles`]) and those its own texels lie in
 /// ([`MapTiles::cell_own_tiles`]): computed once per distinct layout (the
-/// maps of a texture set usually share one or two), not per map and pass.
-struct Footprints {
+/// maps of a texture set usually share one or two), not per map and pass;
+/// the streamer keeps one for its residency map's refreshes
+/// ([`residency_map_in`]).
+pub struct Footprints {
+    g: u32,
     layouts: Vec<(MapTiles, Vec<LevelFootprints>)>,
 }
 
@@ -132,7 +135,10 @@ type Spans = (Vec<Vec<u32>>, Vec<Vec<u32>>);
 type LevelFootprints = (Spans, Spans);
 
 impl Footprints {
-    fn new<'a>(maps: impl IntoIterator<Item = &'a MapTiles>, g: u32) -> Self {
+    /// The footprints of every distinct layout among `maps` in a `g` x `g`
+    /// grid of cells.
+    pub fn new<'a>(maps: impl IntoIterator<Item = &'a MapTiles>, g: u32) -> Self {
+        let g = g.max(1);
         let mut layouts: Vec<(MapTiles, Vec<LevelFootprints>)> = Vec::new();
         for map in maps {
             if layouts.iter().any(|(m, _)| m == map) {
@@ -158,7 +164,12 @@ impl Footprints {
                 .collect();
             layouts.push((*map, levels));
         }
-        Self { layouts }
+        Self { g, layouts }
+    }
+
+    /// Whether `map`'s layout is among those given to [`Footprints::new`].
+    fn holds(&self, map: &MapTiles) -> bool {
+        self.layouts.iter().any(|(m, _)| m == map)
     }
 
     /// `map`'s footprints per cell at `level` (`map` was among those given
@@ -490,11 +501,28 @@ pub fn residency_map(
     m: usize,
     resident: &[Vec<bool>],
 ) -> Vec<CellLevels> {
-    let g = g.max(1);
-    let cells = (g * g) as usize;
-    let mut out = vec![CellLevels { safe: 0, inner: 0 }; cells];
     let first = m * MAPS_PER_MATERIAL;
     let fp = Footprints::new(maps.iter().skip(first).take(MAPS_PER_MATERIAL), g);
+    residency_map_in(&fp, maps, m, resident)
+}
+
+/// [`residency_map`] with footprints computed before (`fp`, whose grid it
+/// uses), so that a refresh per changed material does not rebuild them; a
+/// map whose layout `fp` lacks gets its own.
+pub fn residency_map_in(
+    fp: &Footprints,
+    maps: &[MapTiles],
+    m: usize,
+    resident: &[Vec<bool>],
+) -> Vec<CellLevels> {
+    let first = m * MAPS_PER_MATERIAL;
+    let mine = || maps.iter().skip(first).take(MAPS_PER_MATERIAL);
+    if !mine().all(|map| fp.holds(map)) {
+        return residency_map_in(&Footprints::new(mine(), fp.g), maps, m, resident);
+    }
+    let g = fp.g;
+    let cells = (g * g) as usize;
+    let mut out = vec![CellLevels { safe: 0, inner: 0 }; cells];
     for (i, map) in maps.iter().enumerate().skip(first).take(MAPS_PER_MATERIAL) {
         let res = resident.get(i);
         let is_res = |idx: usize| res.and_then(|r| r.get(idx)).copied().unwrap_or(false);
