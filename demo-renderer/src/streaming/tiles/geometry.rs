@@ -132,8 +132,11 @@ impl MapTiles {
         let g = i64::from(g.max(1));
         let c = i64::from(c).min(g - 1);
         let margin = i64::from(margin);
-        let first_texel = c * side / g - margin;
-        let last_texel = ((c + 1) * side + g - 1) / g - 1 + margin;
+        // The products of two u32 values may pass i64 near u32::MAX; the
+        // quotients are texel positions, within a side of the level.
+        let (c128, side128, g128) = (i128::from(c), i128::from(side), i128::from(g));
+        let first_texel = (c128 * side128 / g128) as i64 - margin;
+        let last_texel = (((c128 + 1) * side128 + g128 - 1) / g128) as i64 - 1 + margin;
         let first = first_texel.div_euclid(tile);
         let last = last_texel.div_euclid(tile);
         if last - first + 1 >= i64::from(count) {
@@ -207,6 +210,19 @@ mod tests {
         assert_eq!(m.cell_tiles(4, 32, 7, false), vec![0]);
         assert_eq!(m.cell_tiles(4, 32, 15, false), vec![0, 1]);
         assert_eq!(m.cell_tiles(5, 32, 7, false), vec![0]);
+        // Extreme sizes and grids: no overflow.
+        let huge = MapTiles {
+            size: u32::MAX,
+            levels: 32,
+            tile_w: 1,
+            tile_h: 1,
+            tail_first: 1,
+            margin: 0,
+        };
+        assert_eq!(
+            huge.cell_tiles(0, u32::MAX, u32::MAX - 1, false),
+            vec![u32::MAX - 1]
+        );
         // Without a margin, only the cell's own tile.
         let bare = MapTiles { margin: 0, ..m };
         assert_eq!(bare.cell_tiles(0, 32, 0, false), vec![0]);
