@@ -8,6 +8,9 @@
 #   OUT=/some/dir bash docs/h200/tiles.sh                 # 16 materials, about 6 min
 #   OUT=/some/dir PHASE=64 bash docs/h200/tiles.sh        # 64 materials at 1 GiB, about 6 min
 #   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
+#   OUT=/some/dir PHASE=t64,q64 CAPS="r256" bash docs/h200/tiles.sh   # 64 materials: timing first, then quality
+#   OUT=/some/dir PHASE=m64 CONFIGS="r256,VKALLOC_DEMO_TILES_MAX_RING=256 ..." bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=budgets bash docs/h200/tiles.sh   # 512 MiB, unlimited; 256 MiB timing x REPEAT
 #   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
 #   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
 #
@@ -88,6 +91,24 @@ if [[ ",$PHASE," == *",16,"* ]]; then
     run t_tiles_small -- --residency tiles --texture-budget "$SMALL"
     run t_tiles_large -- --residency tiles --texture-budget "$LARGE"
 fi
+if [[ ",$PHASE," == *",budgets,"* ]]; then
+    # The issue's figure set by tiles: 512 MiB and unlimited (16 GiB: every
+    # tile fits), quality against the reference and frame time, streaming off
+    # beside each; then REPEAT rounds of off and tiles at 256 MiB, alternating,
+    # for the p99 ratio over more than one run.
+    reference "$WORK/reference" --texture-budget 16GiB
+    REF=(--compare "$WORK/reference")
+    run q_tiles_512 -- --residency tiles --texture-budget 512MiB "${REF[@]}"
+    run q_tiles_unl -- --residency tiles --texture-budget 16GiB "${REF[@]}"
+    run t_off_512 -- --streaming off --texture-budget 512MiB
+    run t_tiles_512 -- --residency tiles --texture-budget 512MiB
+    run t_off_unl -- --streaming off --texture-budget 16GiB
+    run t_tiles_unl -- --residency tiles --texture-budget 16GiB
+    for k in $(seq 1 "${REPEAT:-3}"); do
+        run "t_off_small_$k" -- --streaming off --texture-budget "$SMALL"
+        run "t_tiles_small_$k" -- --residency tiles --texture-budget "$SMALL"
+    done
+fi
 if [[ ",$PHASE," == *",spare,"* ]]; then
     # 64 materials at 1 GiB with the loads of tiles the present view does not want
     # capped per frame: quality and time. SPARE_CAPS entries: none; N caps them all
@@ -106,6 +127,57 @@ if [[ ",$PHASE," == *",spare,"* ]]; then
         run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
 fi
+if [[ ",$PHASE," == *",t64,"* ]]; then
+    # 64 materials at 1 GiB, frame time first (no reference needed): tiles,
+    # streaming off, and each of CAPS (as SPARE_CAPS; default r256).
+    run t_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE"
+    run t_off_m64 -- --materials 64 --streaming off --texture-budget "$LARGE"
+    for cap in ${CAPS:-r256}; do
+        case $cap in
+            r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${cap#r}) ;;
+            *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap) ;;
+        esac
+        run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
+    done
+fi
+if [[ ",$PHASE," == *",q64,"* ]]; then
+    # The same runs' quality against the all-resident render.
+    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
+    REF=(--compare "$WORK/reference_materials64")
+    run q_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+    for cap in ${CAPS:-r256}; do
+        case $cap in
+            r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${cap#r}) ;;
+            *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap) ;;
+        esac
+        run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+    done
+fi
+if [[ ",$PHASE," == *",m64,"* ]]; then
+    # 64 materials at 1 GiB, one timing and one quality run per entry of
+    # CONFIGS: "name,VAR=value,VAR=value ..." (the diagnostic variables).
+    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
+    REF=(--compare "$WORK/reference_materials64")
+    for entry in ${CONFIGS:-none}; do
+        IFS=, read -r -a parts <<<"$entry"
+        name=${parts[0]}
+        envs=("${parts[@]:1}")
+        run "t_$name" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
+        run "q_$name" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+    done
+fi
+if [[ ",$PHASE," == *",m16,"* ]]; then
+    # As m64 for 16 materials at SMALL, per entry of CONFIGS16.
+    reference "$WORK/reference" --texture-budget 16GiB
+    REF=(--compare "$WORK/reference")
+    for entry in ${CONFIGS16:-none}; do
+        IFS=, read -r -a parts <<<"$entry"
+        name=${parts[0]}
+        envs=("${parts[@]:1}")
+        run "t16_$name" "${envs[@]}" -- --residency tiles --texture-budget "$SMALL"
+        run "q16_$name" "${envs[@]}" -- --residency tiles --texture-budget "$SMALL" "${REF[@]}"
+    done
+fi
 if [[ ",$PHASE," == *",64,"* ]]; then
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
     REF=(--compare "$WORK/reference_materials64")
@@ -121,7 +193,7 @@ d = sys.argv[1]
 for j in sorted(glob.glob(d + "/*.json")):
     n = os.path.basename(j)[:-5]
     fr = json.load(open(j))["frames"]
-    if n.startswith("q_"):
+    if n.startswith("q"):
         p = [f["psnr_db"] for f in fr if "psnr_db" in f]
         cuts = [(f["frame"], round(f["psnr_db"], 1)) for f in fr if f.get("camera_cut") and "psnr_db" in f]
         if p:

@@ -1003,7 +1003,11 @@ impl Streamer {
             let cast = Instant::now();
             let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0));
             let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
-            let ahead = self.tile_ahead(objects, view, ahead, false, next);
+            // Every other frame casts its own view into the look-ahead too:
+            // what the last frame's feedback did not show loads before it
+            // is drawn ([`tiles::CAST_PRESENT_ENV`]).
+            let cast_present = self.tiles.as_ref().is_some_and(|t| t.cast_present());
+            let ahead = self.tile_ahead(objects, view, ahead, cast_present && !camera_cut, next);
             frame.lookahead_ms = cast.elapsed().as_secs_f64() * 1e3;
             self.prepare_tiles(ctx, mem, set, frame, present.as_ref(), &ahead)?;
             self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;

@@ -289,8 +289,12 @@ pub struct TileStreamer {
     /// [`MAX_SPARE_ENV`]: loads per frame of tiles the present view does not
     /// want, at most.
     max_spare: usize,
-    /// [`MAX_RING_ENV`]: loads per frame of the margin and the ring, at most.
+    /// [`MAX_RING_ENV`]: loads per frame of the margin and the ring, at most
+    /// ([`DEFAULT_MAX_RING`]).
     max_ring: usize,
+    /// [`CAST_PRESENT_ENV`]: the present view is cast into the look-ahead on
+    /// every frame.
+    cast_present: bool,
     /// [`REVERSED_PAGES_ENV`]: loads take pages in descending memory order.
     reversed_pages: bool,
 }
@@ -306,6 +310,23 @@ pub const FREEZE_ENV: &str = "VKALLOC_DEMO_TILES_FREEZE_AFTER";
 /// loads / `N` (default 16: over a look-ahead of 16 frames, one frame's worth).
 pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
 
+/// A diagnostic: `VKALLOC_DEMO_TILES_CAST_PRESENT=0` stops casting the
+/// present view into the look-ahead on frames other than a camera cut's.
+/// By default every frame casts it (by its pixels, weight 1): the tiles that
+/// the last frame's feedback did not show (surface the camera brings on
+/// screen) load before the frame that draws them, within the look-ahead's
+/// cap. On the H200 (4K, 8K maps) it took the frames below 40 dB from 1 to 0
+/// at 256 MiB and from 2 to 0 with 64 materials at 1 GiB (BENCHMARKS.md).
+pub const CAST_PRESENT_ENV: &str = "VKALLOC_DEMO_TILES_CAST_PRESENT";
+
+/// Loads per frame of the margin and the ring (tiles a present cell scores
+/// but does not want) at most, unless [`MAX_RING_ENV`] says otherwise: a
+/// per-frame cap on speculative operations (256 pages of 64 KiB: 16 MiB), so
+/// that they do not stretch the frame. On the H200 with 64 materials at 1
+/// GiB it took the GPU frame time's p99 from 1.3-1.5x streaming off's to
+/// 1.08-1.10x, with every frame still at 40 dB or more (BENCHMARKS.md).
+pub const DEFAULT_MAX_RING: usize = 256;
+
 /// A diagnostic: `VKALLOC_DEMO_TILES_MAX_SPARE=N` caps the loads per frame of
 /// tiles the present view does not want (the look-ahead's, the margin of one
 /// level finer, the ring around a wanted region) at `N` (default: no cap
@@ -314,8 +335,8 @@ pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_MAX_RING=N` caps, among those, the loads
 /// per frame of the margin and the ring (tiles a present cell scores but does
-/// not want) at `N`, leaving the look-ahead's to their own cap (default: no
-/// cap). Not yet measured on the H200: with 64 materials the cap of
+/// not want) at `N`, leaving the look-ahead's to their own cap (default:
+/// [`DEFAULT_MAX_RING`]; a large `N` for none). With 64 materials the cap of
 /// [`MAX_SPARE_ENV`] met the p99 but lost the refill after a cut, which the
 /// look-ahead's prefetch of the cut's view gave; this one keeps that.
 pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
@@ -418,7 +439,8 @@ impl TileStreamer {
                 .and_then(|v| v.trim().parse().ok()),
             ahead_share: env_count(AHEAD_SHARE_ENV).filter(|&n| n > 0).unwrap_or(16),
             max_spare: env_count(MAX_SPARE_ENV).unwrap_or(usize::MAX),
-            max_ring: env_count(MAX_RING_ENV).unwrap_or(usize::MAX),
+            max_ring: env_count(MAX_RING_ENV).unwrap_or(DEFAULT_MAX_RING),
+            cast_present: std::env::var(CAST_PRESENT_ENV).map_or(true, |v| v.trim() != "0"),
             reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
             one_shot,
             bound,
@@ -801,6 +823,12 @@ impl TileStreamer {
         )
     }
 
+    /// Whether every frame casts its own view into the look-ahead
+    /// ([`CAST_PRESENT_ENV`]).
+    pub fn cast_present(&self) -> bool {
+        self.cast_present
+    }
+
     /// Cells per side of a material's grid (the shaders' `tiles.x`).
     pub fn cells_per_side(&self) -> u32 {
         self.g
@@ -864,17 +892,38 @@ impl TileStreamer {
         let cells = (self.g * self.g) as usize;
         let materials = self.maps.len() / policy::MAPS_PER_MATERIAL;
         self.changed.resize(materials, true);
-        for m in 0..materials {
-            if !std::mem::take(&mut self.changed[m]) {
-                continue;
+        // The changed materials' maps, shared over threads (each material's
+        // words are its own slice): with 64 materials on the H200, 1,100 tile
+        // loads a frame touch most of them.
+        let changed: Vec<(usize, &mut [u32])> = self
+            .map_words
+            .chunks_mut(cells.max(1))
+            .enumerate()
+            .take(materials)
+            .filter(|(m, _)| std::mem::take(&mut self.changed[*m]))
+            .collect();
+        let (fp, maps, resident) = (&self.footprints, &self.maps, &self.resident);
+        let refresh = |group: &mut [(usize, &mut [u32])]| {
+            for (m, words) in group.iter_mut() {
+                let rm = policy::residency_map_in(fp, maps, *m, resident);
+                for (w, l) in words.iter_mut().zip(rm) {
+                    *w = l.word();
+                }
             }
-            let rm = policy::residency_map_in(&self.footprints, &self.maps, m, &self.resident);
-            for (w, l) in self.map_words[m * cells..(m + 1) * cells]
-                .iter_mut()
-                .zip(rm)
-            {
-                *w = l.word();
-            }
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut changed = changed;
+        // A thread is worth its start (tens of microseconds) for a few
+        // materials (about 100 microseconds each at 8K).
+        let per = changed.len().div_ceil(threads).max(4);
+        if changed.len() <= per {
+            refresh(&mut changed);
+        } else {
+            std::thread::scope(|scope| {
+                for group in changed.chunks_mut(per) {
+                    scope.spawn(|| refresh(group));
+                }
+            });
         }
         #[cfg(debug_assertions)]
         for m in 0..materials {
