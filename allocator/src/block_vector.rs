@@ -869,6 +869,24 @@ impl BlockVector {
         // The block to be made, not the request: what it adds beyond the
         // request counts against the committed high-water mark too.
         let first = sizes.first().copied().unwrap_or(placement.request.size);
+        // Recycled dedicated memory of about the block's size is a block
+        // already made.
+        if let Some(block) = self.recycled_as_shared(env, placement.request.size, first) {
+            let mut list = self.shards[shard].list.lock();
+            let index = list.insert(block);
+            if let Some(range) = list
+                .block_mut(index)
+                .and_then(|b| b.allocate(&placement.request))
+            {
+                let id = list.next_id(env.next_id);
+                return self.finish_ok(env, shard, &mut list, index, range, placement, desc, id);
+            }
+            let block = list.remove(index);
+            drop(list);
+            if let Some(block) = block {
+                self.destroy_block(env, block);
+            }
+        }
         self.make_room(env, first.max(placement.request.size));
         for size in sizes {
             let block = match self.create_block(env, size, desc.options.within_budget) {
@@ -1652,6 +1670,31 @@ impl BlockVector {
             created.memory,
             size,
             created.host_address,
+            self.algorithm,
+            env.granularity,
+        ))
+    }
+
+    /// Recycled dedicated memory for a new shared block that must hold
+    /// `needed` bytes, where one of `planned` bytes would be made
+    /// ([`crate::policy::reuse_for_block`]), made a shared block: memory
+    /// already committed instead of new memory. Not in pools (no recycle
+    /// bin) nor linear lists.
+    fn recycled_as_shared(&self, env: Env<'_>, needed: u64, planned: u64) -> Option<Block> {
+        if self.caps.is_some() || self.is_linear() {
+            return None;
+        }
+        let old = self
+            .recycle
+            .as_ref()?
+            .lock()
+            .take_for_block(needed, planned)?;
+        self.blocks.remove_block(old.size, true);
+        self.blocks.add_block(old.size, false);
+        Some(Block::new(
+            old.memory,
+            old.size,
+            old.host_address,
             self.algorithm,
             env.granularity,
         ))

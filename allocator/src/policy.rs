@@ -162,6 +162,48 @@ pub(crate) fn decay_committed_high(committed_high: u64, in_use: u64) -> u64 {
     decay(committed_high, in_use, COMMITTED_DECAY)
 }
 
+/// Reused memory may be at most 1/8 larger than the allocation it holds.
+pub(crate) const REUSE_SLACK_DIVISOR: u64 = 8;
+
+/// Of kept memory of `sizes` (in the order kept, oldest first), the one to
+/// reuse for a dedicated allocation of `size` bytes: the smallest of at
+/// least `size` and at most 1/[`REUSE_SLACK_DIVISOR`] more (of equal
+/// sizes the oldest); its index.
+///
+/// Kept memory is recycled dedicated memory (memory that names no
+/// resource); reusing it saves a `vkAllocateMemory` and its bytes (which the
+/// H200 charges per MiB).
+pub(crate) fn reuse_for_dedicated(sizes: impl Iterator<Item = u64>, size: u64) -> Option<usize> {
+    let limit = size.saturating_add(size / REUSE_SLACK_DIVISOR);
+    sizes
+        .enumerate()
+        .filter(|&(_, s)| s >= size && s <= limit)
+        .min_by_key(|&(i, s)| (s, i))
+        .map(|(i, _)| i)
+}
+
+/// Of recycled dedicated memory of `sizes` (oldest first), the one to make
+/// a new shared block of, for a request of `needed` bytes where a block of
+/// `planned` bytes would otherwise be made: the largest of `needed` up to
+/// `planned` bytes (of equal sizes the oldest); its index.
+///
+/// Memory already committed instead of new memory: the committed bytes do
+/// not grow by more than the planned block would have grown them, and the
+/// driver is not called. Without this, recycled memory of a size no later
+/// texture asks for is freed before new memory is made
+/// ([`retain_below_peak`]) and a block of about its size made again.
+pub(crate) fn reuse_for_block(
+    sizes: impl Iterator<Item = u64>,
+    needed: u64,
+    planned: u64,
+) -> Option<usize> {
+    sizes
+        .enumerate()
+        .filter(|&(_, s)| s >= needed && s <= planned)
+        .min_by_key(|&(i, s)| (std::cmp::Reverse(s), i))
+        .map(|(i, _)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +341,47 @@ mod tests {
             decay_committed_high(u64::MAX, 0),
             u64::MAX - (u64::MAX / 256 + 1)
         );
+    }
+
+    #[test]
+    fn dedicated_allocations_reuse_the_closest_kept_memory_within_an_eighth() {
+        let sizes = [100 * MIB, 64 * MIB, 72 * MIB, 64 * MIB];
+        assert_eq!(reuse_for_dedicated(sizes.into_iter(), 64 * MIB), Some(1));
+        assert_eq!(reuse_for_dedicated(sizes.into_iter(), 63 * MIB), Some(1));
+        assert_eq!(reuse_for_dedicated(sizes.into_iter(), 90 * MIB), Some(0));
+        // More than 1/8 larger, or smaller: not reused.
+        assert_eq!(reuse_for_dedicated(sizes.into_iter(), 56 * MIB), None);
+        assert_eq!(reuse_for_dedicated(sizes.into_iter(), 101 * MIB), None);
+        assert_eq!(reuse_for_dedicated(std::iter::empty(), 1), None);
+        assert_eq!(
+            reuse_for_dedicated([u64::MAX].into_iter(), u64::MAX - 1),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn a_new_block_takes_the_largest_recycled_memory_up_to_its_planned_size() {
+        let sizes = [100 * MIB, 64 * MIB, 200 * MIB, 100 * MIB, 20 * MIB];
+        // A 65 MiB request that would get a 128 MiB block takes 100 MiB
+        // (the oldest of two), not 200 (larger than planned) or 64 (too small).
+        assert_eq!(
+            reuse_for_block(sizes.into_iter(), 65 * MIB, 128 * MIB),
+            Some(0)
+        );
+        assert_eq!(
+            reuse_for_block(sizes.into_iter(), 64 * MIB, 64 * MIB),
+            Some(1)
+        );
+        assert_eq!(
+            reuse_for_block(sizes.into_iter(), 8 * MIB, 256 * MIB),
+            Some(2)
+        );
+        assert_eq!(reuse_for_block(sizes.into_iter(), 8 * MIB, 16 * MIB), None);
+        assert_eq!(
+            reuse_for_block(sizes.into_iter(), 201 * MIB, 256 * MIB),
+            None
+        );
+        assert_eq!(reuse_for_block(std::iter::empty(), 1, u64::MAX), None);
     }
 
     #[test]

@@ -11,9 +11,6 @@ use std::collections::VecDeque;
 
 use crate::block::Block;
 
-/// A reused block may be at most this fraction larger than asked (1/8).
-const SLACK_DIVISOR: u64 = 8;
-
 /// Empty dedicated blocks of one memory type, oldest first, under a byte cap.
 #[derive(Debug)]
 pub(crate) struct RecycleBin {
@@ -31,16 +28,23 @@ impl RecycleBin {
         }
     }
 
-    /// The smallest kept block of at least `size` bytes and at most 1/8
-    /// more, removed from the bin.
+    /// The kept block to reuse for a dedicated allocation of `size` bytes
+    /// ([`crate::policy::reuse_for_dedicated`]), removed from the bin.
     pub fn take(&mut self, size: u64) -> Option<Block> {
-        let limit = size.saturating_add(size / SLACK_DIVISOR);
-        let (index, _) = self
-            .blocks
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.size >= size && b.size <= limit)
-            .min_by_key(|(_, b)| b.size)?;
+        let index = crate::policy::reuse_for_dedicated(self.blocks.iter().map(|b| b.size), size)?;
+        self.remove(index)
+    }
+
+    /// The kept block to make a new shared block of, for a request of
+    /// `needed` bytes where a block of `planned` bytes would be made
+    /// ([`crate::policy::reuse_for_block`]), removed from the bin.
+    pub fn take_for_block(&mut self, needed: u64, planned: u64) -> Option<Block> {
+        let index =
+            crate::policy::reuse_for_block(self.blocks.iter().map(|b| b.size), needed, planned)?;
+        self.remove(index)
+    }
+
+    fn remove(&mut self, index: usize) -> Option<Block> {
         let block = self.blocks.remove(index)?;
         self.bytes -= block.size;
         Some(block)

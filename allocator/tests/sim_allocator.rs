@@ -939,6 +939,59 @@ fn corruption_margins_catch_writes_past_the_end() {
 }
 
 #[test]
+fn recycled_dedicated_memory_becomes_a_new_shared_block() {
+    // A freed 66 MiB texture's memory is kept; a 65 MiB buffer that needs a
+    // new block (one of 128 MiB would be made) is placed in that memory
+    // instead: no driver call, and the memory is a shared block now.
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let image = AllocationDesc {
+        driver_dedicated: DriverDedicated::Preferred,
+        ..desc(
+            66 * MIB,
+            1024,
+            ResourceKind::OptimalImage,
+            MemoryUsage::GpuOnly,
+        )
+    };
+    let a = allocator.allocate(&image).unwrap();
+    assert!(a.is_dedicated());
+    let memory = a.memory();
+    allocator.free(a).unwrap();
+    assert_eq!(sim.live_objects(), 1, "kept for reuse");
+    let calls = sim.allocate_calls();
+    let b = allocator
+        .allocate(&desc(
+            65 * MIB,
+            256,
+            ResourceKind::Buffer,
+            MemoryUsage::GpuOnly,
+        ))
+        .unwrap();
+    assert!(!b.is_dedicated());
+    assert_eq!(b.memory(), memory);
+    assert_eq!(sim.allocate_calls(), calls);
+    // It is a shared block: a small buffer fits beside.
+    let c = allocator
+        .allocate(&desc(
+            MIB / 2,
+            256,
+            ResourceKind::Buffer,
+            MemoryUsage::GpuOnly,
+        ))
+        .unwrap();
+    assert_eq!(c.memory(), memory);
+    assert_eq!(sim.allocate_calls(), calls);
+    allocator.validate().unwrap();
+    allocator.free(b).unwrap();
+    allocator.free(c).unwrap();
+    allocator.validate().unwrap();
+    allocator.trim();
+    assert_eq!(sim.live_objects(), 0);
+    finish(&sim, allocator);
+}
+
+#[test]
 fn freed_dedicated_memory_is_reused_for_similar_sizes() {
     let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
     let allocator = new_allocator(&sim);

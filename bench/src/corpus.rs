@@ -247,6 +247,9 @@ pub struct CorpusConfig {
     pub resize: f64,
     /// The dedicated wish.
     pub dedicated: DedicatedHint,
+    /// A live budget in bytes that replaces `budget`'s share of the heap
+    /// (the [`sample_independent`] family's; `None` in [`sample`]'s).
+    pub budget_bytes: Option<u64>,
 }
 
 /// Render target resolutions.
@@ -257,8 +260,17 @@ pub const RESOLUTIONS: [(u32, u32, &str); 3] = [
 ];
 
 impl CorpusConfig {
-    /// A short name: `corpus-NN-<resolution>-c<churn %>-b<budget %>`.
+    /// A short name: `corpus-NN-<resolution>-c<churn %>-b<budget %>`, or for
+    /// a configuration with a budget in bytes `indep-NN-c<churn %>-b<MiB>m`.
     pub fn name(&self) -> String {
+        if let Some(bytes) = self.budget_bytes {
+            return format!(
+                "indep-{:02}-c{:.1}-b{}m",
+                self.index,
+                self.churn * 100.0,
+                bytes >> 20
+            );
+        }
         format!(
             "corpus-{:02}-{}-c{:.1}-b{:.0}",
             self.index,
@@ -270,8 +282,12 @@ impl CorpusConfig {
 
     /// Every parameter, for the trace header's note.
     pub fn describe(&self) -> String {
+        let budget = match self.budget_bytes {
+            Some(bytes) => format!("{} MiB", bytes >> 20),
+            None => format!("{:.0}% of heap", self.budget * 100.0),
+        };
         format!(
-            "mix tex/geo/ubo {:.2}/{:.2}/{:.2}, textures up to {} MiB, {} render targets at {} ({:.0}% MSAA), churn {:.1}%/frame, staging {:.1}/frame, budget {:.0}% of heap, resize {:.2}%/frame, dedicated {:?}",
+            "mix tex/geo/ubo {:.2}/{:.2}/{:.2}, textures up to {} MiB, {} render targets at {} ({:.0}% MSAA), churn {:.1}%/frame, staging {:.1}/frame, budget {budget}, resize {:.2}%/frame, dedicated {:?}",
             self.mix[0],
             self.mix[1],
             self.mix[2],
@@ -281,7 +297,6 @@ impl CorpusConfig {
             self.msaa * 100.0,
             self.churn * 100.0,
             self.staging_per_frame,
-            self.budget * 100.0,
             self.resize * 100.0,
             self.dedicated
         )
@@ -320,6 +335,50 @@ pub fn sample(seed: u64, count: usize) -> Vec<CorpusConfig> {
                 ]
                 .choose(&mut rng)
                 .expect("non-empty"),
+                budget_bytes: None,
+            }
+        })
+        .collect()
+}
+
+/// Operations per trace of the [`sample_independent`] family.
+pub const INDEPENDENT_OPS: usize = 100_000;
+
+/// The live budget of the [`sample_independent`] family on lavapipe (on the
+/// H200 the issue's trace had 2 GiB).
+pub const INDEPENDENT_BUDGET: u64 = 1 << 30;
+
+/// `count` configurations of the family that matches issue 9's independent
+/// renderer trace: textures log-uniform from 64 KiB up to 256 MiB with the
+/// driver's dedicated hints, geometry, uniform and staging buffers (no
+/// render targets), and a live budget of `budget` bytes whatever the heap.
+/// The mix, churn and staging rate are drawn from `seed` over the same
+/// ranges as [`sample`]'s. (A separate family, so [`sample`]'s
+/// configurations for a seed stay what they were.)
+pub fn sample_independent(seed: u64, count: usize, budget: u64) -> Vec<CorpusConfig> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..count)
+        .map(|index| {
+            let log =
+                |rng: &mut ChaCha8Rng, lo: f64, hi: f64| rng.gen_range(lo.ln()..=hi.ln()).exp();
+            CorpusConfig {
+                index,
+                seed: rng.gen(),
+                mix: [
+                    rng.gen_range(0.1..1.0),
+                    rng.gen_range(0.1..1.0),
+                    rng.gen_range(1.0..8.0),
+                ],
+                texture_max: 256 * MIB,
+                resolution: 0,
+                render_targets: 0,
+                msaa: 0.0,
+                churn: log(&mut rng, 0.002, 0.1),
+                staging_per_frame: rng.gen_range(0.0..4.0),
+                budget: 0.0,
+                resize: 0.0,
+                dedicated: DedicatedHint::Driver,
+                budget_bytes: Some(budget),
             }
         })
         .collect()
@@ -636,7 +695,7 @@ pub fn generate(c: &CorpusConfig, resolver: &mut dyn Resolve, scale: Scale, ops:
         order: Vec::new(),
         next_id: 0,
         live_bytes: 0,
-        budget: (heap as f64 * c.budget) as u64,
+        budget: c.budget_bytes.unwrap_or((heap as f64 * c.budget) as u64),
         frame: 0,
         ops: 0,
         dedicated: c.dedicated,
@@ -717,7 +776,8 @@ pub fn generate(c: &CorpusConfig, resolver: &mut dyn Resolve, scale: Scale, ops:
 
 /// The budget, in bytes, that [`generate`] keeps `c`'s live bytes within.
 pub fn budget_bytes(c: &CorpusConfig, resolver: &dyn Resolve, scale: Scale) -> u64 {
-    (heap_for(scale, resolver.heap_bytes()) as f64 * c.budget) as u64
+    c.budget_bytes
+        .unwrap_or((heap_for(scale, resolver.heap_bytes()) as f64 * c.budget) as u64)
 }
 
 /// Reads one metric from a row.

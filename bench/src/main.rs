@@ -36,7 +36,14 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
                          standard traces; prints worst case, geometric mean, Pareto check
   --corpus-seed N        the corpus sample's seed (default 825173086512)
   --corpus-size N        configurations in the sample (default 32)
-  --corpus-ops N         operations per corpus trace (default 6000 at small scale, 60000 full)
+  --corpus-ops N         operations per corpus trace (default 6000 at small scale, 60000 full;
+                         100000 with --corpus-independent)
+  --corpus-independent   the corpus sample is of the family of issue 9's independent renderer
+                         trace instead (traces indep-NN-...: textures 64 KiB..256 MiB with the
+                         driver's dedicated hints, geometry, uniforms, staging, no render
+                         targets, a live budget in bytes); recorded and standard traces still
+                         load (--only indep keeps the family alone)
+  --corpus-budget-mib N  that family's live budget (default 1024; the issue's H200 trace: 2048)
   --only A,B             run only the traces whose names start with A or B (after loading:
                          corpus-17,many-small picks one corpus trace and one standard trace)
   --scale small|full     standard trace scale (default small; full is for a real GPU)
@@ -93,6 +100,9 @@ struct Args {
     corpus_seed: u64,
     corpus_size: usize,
     corpus_ops: Option<usize>,
+    /// `--corpus-independent`: the sample is [`corpus::sample_independent`]'s.
+    corpus_independent: bool,
+    corpus_budget: u64,
     /// `--only`: name prefixes of the traces to keep.
     name_prefixes: Option<Vec<String>>,
     sim: Option<String>,
@@ -125,6 +135,8 @@ fn parse_args() -> Result<Args, String> {
         corpus_seed: DEFAULT_CORPUS_SEED,
         corpus_size: DEFAULT_CORPUS_SIZE,
         corpus_ops: None,
+        corpus_independent: false,
+        corpus_budget: corpus::INDEPENDENT_BUDGET,
         name_prefixes: None,
         sim: None,
     };
@@ -207,6 +219,16 @@ fn parse_args() -> Result<Args, String> {
                         .parse()
                         .map_err(|e| format!("--corpus-ops: {e}"))?,
                 )
+            }
+            "--corpus-independent" => a.corpus_independent = true,
+            "--corpus-budget-mib" => {
+                let mib: u64 = value("--corpus-budget-mib")?
+                    .parse()
+                    .map_err(|e| format!("--corpus-budget-mib: {e}"))?;
+                a.corpus_budget = mib
+                    .checked_mul(1 << 20)
+                    .filter(|&b| b > 0)
+                    .ok_or("--corpus-budget-mib: out of range")?;
             }
             "--only" => {
                 a.name_prefixes = Some(value("--only")?.split(',').map(str::to_owned).collect())
@@ -417,11 +439,24 @@ fn widen_types(mut t: Trace, flags: &[u32]) -> Trace {
 /// from `ctx`), then those of `--traces DIR` (by default the recorded ones
 /// in `bench/traces/recorded`), then the standard traces;
 /// otherwise the `--trace` files (and `--traces DIR`) or the standard traces.
+/// The corpus sample's configurations and operations per trace.
+fn corpus_configs(a: &Args) -> (Vec<corpus::CorpusConfig>, usize) {
+    if a.corpus_independent {
+        let configs = corpus::sample_independent(a.corpus_seed, a.corpus_size, a.corpus_budget);
+        (configs, a.corpus_ops.unwrap_or(corpus::INDEPENDENT_OPS))
+    } else {
+        let configs = corpus::sample(a.corpus_seed, a.corpus_size);
+        (
+            configs,
+            a.corpus_ops.unwrap_or_else(|| corpus::default_ops(a.scale)),
+        )
+    }
+}
+
 fn load_traces(a: &Args, ctx: &VulkanContext) -> Result<Vec<Trace>, String> {
     let mut traces = Vec::new();
     if a.corpus {
-        let configs = corpus::sample(a.corpus_seed, a.corpus_size);
-        let ops = a.corpus_ops.unwrap_or_else(|| corpus::default_ops(a.scale));
+        let (configs, ops) = corpus_configs(a);
         let mut resolver = DeviceResolver::new(ctx);
         println!(
             "corpus: seed {} (--corpus-seed), {} configurations, {ops} operations each, scale {}",
@@ -628,8 +663,8 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
     let mut traces = Vec::new();
     if a.corpus {
         let mut resolver = SimResolver::new(table.clone());
-        let ops = a.corpus_ops.unwrap_or_else(|| corpus::default_ops(a.scale));
-        for c in corpus::sample(a.corpus_seed, a.corpus_size) {
+        let (configs, ops) = corpus_configs(a);
+        for c in configs {
             traces.push(corpus::generate(&c, &mut resolver, a.scale, ops));
         }
     }

@@ -71,6 +71,55 @@ fn corpus_traces_are_valid_and_within_budget() {
 }
 
 #[test]
+fn the_independent_family_matches_the_issue_trace() {
+    // Issue 9's independent renderer trace: a live budget in bytes (1 GiB,
+    // whatever the heap), textures from 64 KiB up to 256 MiB (their mips
+    // on top), the driver's dedicated hints, geometry, uniforms and staging,
+    // no render targets; deterministic per seed.
+    let a = corpus::sample_independent(5, 6, corpus::INDEPENDENT_BUDGET);
+    assert_eq!(
+        a,
+        corpus::sample_independent(5, 6, corpus::INDEPENDENT_BUDGET)
+    );
+    assert_ne!(
+        a,
+        corpus::sample_independent(6, 6, corpus::INDEPENDENT_BUDGET)
+    );
+    assert_eq!(corpus::INDEPENDENT_OPS, 100_000);
+    const OPS: usize = 20_000;
+    let mut largest_texture = 0u64;
+    for c in &a {
+        assert!(c.name().starts_with("indep-"), "{}", c.name());
+        assert_eq!(c.texture_max, 256 << 20);
+        assert_eq!(c.render_targets, 0);
+        assert_eq!(c.dedicated, corpus::DedicatedHint::Driver);
+        assert_eq!(budget_bytes(c, &Synthetic, Scale::Small), 1 << 30);
+        let t = corpus::generate(c, &mut Synthetic, Scale::Small, OPS);
+        check_budget(&t, 1 << 30);
+        let mut tags = std::collections::HashSet::new();
+        for e in &t.events {
+            if let TraceEvent::Alloc(x) = e {
+                tags.insert(x.tag.clone());
+                if x.tag == "texture" {
+                    assert!(x.size <= 342 << 20, "{}: {}", c.name(), x.size);
+                    largest_texture = largest_texture.max(x.size);
+                }
+            }
+        }
+        assert!(!tags.contains("render-target"), "{}", c.name());
+        for tag in ["texture", "geometry", "uniform"] {
+            assert!(tags.contains(tag), "{}: no {tag}", c.name());
+        }
+    }
+    // Over the sample, textures reach past 64 MiB (the dedicated range).
+    assert!(largest_texture > 64 << 20, "{largest_texture}");
+    // The standard sample is not changed by the family: no budget in bytes.
+    assert!(corpus::sample(7, 30)
+        .iter()
+        .all(|c| c.budget_bytes.is_none()));
+}
+
+#[test]
 fn a_two_configuration_corpus_replays_on_the_device() {
     let ctx = VulkanContext::new(None, true).unwrap_or_else(|e| {
         panic!("this test needs a Vulkan device (Mesa's lavapipe will do): {e}")
