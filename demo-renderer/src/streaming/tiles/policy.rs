@@ -502,15 +502,31 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         })
         .map(|&(kk, _)| kk)
         .collect();
-    candidates.sort_unstable();
     let mut loads = Vec::new();
     let mut missing = 0u64;
     let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0usize, 0usize, 0usize);
-    // Loaded this frame, to keep a tile whose parent a cap held back from
-    // loading without it (parents rank first, so their fate is known).
-    let mut loaded: std::collections::HashSet<(usize, usize)> = std::collections::HashSet::new();
-    for kk in candidates {
-        let (level, i, idx) = rank_unkey(kk);
+    // Loaded this frame, per map (made on a map's first load), to keep a tile
+    // whose parent a cap held back from loading without it (parents rank
+    // first, so their fate is known).
+    let mut loaded: Vec<Vec<bool>> = vec![Vec::new(); input.maps.len()];
+    // Candidates are taken best first, sorted a stretch at a time (twice a
+    // frame's loads): once the loads are full, the rest only count as missing
+    // or capped, which needs no order (the caps' counts no longer move).
+    let stretch = input.max_loads.saturating_mul(2).max(64);
+    let mut sorted_to = 0;
+    let mut next = 0;
+    while next < candidates.len() && loads.len() < input.max_loads {
+        if next == sorted_to {
+            let rest = &mut candidates[next..];
+            let take = stretch.min(rest.len());
+            if take < rest.len() {
+                rest.select_nth_unstable(take);
+            }
+            rest[..take].sort_unstable();
+            sorted_to = next + take;
+        }
+        let (level, i, idx) = rank_unkey(candidates[next]);
+        next += 1;
         let ahead_only = !is_present(i, idx);
         let spare = !is_wanted(i, idx);
         let ring = spare && !ahead_only;
@@ -522,20 +538,39 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             continue;
         }
         let tile = tile_at(&input.maps[i], i, level, idx);
-        let orphan = || {
-            parent_index(&input.maps[i], &tile)
-                .is_some_and(|p| !resident(i, p) && !loaded.contains(&(i, p)))
-        };
-        if loads.len() >= input.max_loads || orphan() {
+        let orphan = parent_index(&input.maps[i], &tile)
+            .is_some_and(|p| !resident(i, p) && !loaded[i].get(p).copied().unwrap_or(false));
+        if orphan {
             missing += u64::from(!spare);
             continue;
         }
-        loaded.insert((i, idx));
+        let mine = &mut loaded[i];
+        if mine.is_empty() {
+            mine.resize(input.maps[i].tile_count(), false);
+        }
+        if let Some(l) = mine.get_mut(idx) {
+            *l = true;
+        }
         loads.push(tile);
         ahead_loads += usize::from(ahead_only);
         spare_loads += usize::from(spare);
         ring_loads += usize::from(ring);
     }
+    // The loads are full (or every candidate was seen): what is left and not
+    // capped is missing if wanted.
+    missing += candidates[next..]
+        .iter()
+        .filter(|&&kk| {
+            let (_, i, idx) = rank_unkey(kk);
+            let ahead_only = !is_present(i, idx);
+            let spare = !is_wanted(i, idx);
+            let ring = spare && !ahead_only;
+            let capped = (ahead_only && ahead_loads >= input.max_ahead_loads)
+                || (spare && spare_loads >= input.max_spare_loads)
+                || (ring && ring_loads >= input.max_ring_loads);
+            !capped && !spare
+        })
+        .count() as u64;
     missing += ranked[head..]
         .iter()
         .filter(|&&(kk, score)| {
