@@ -510,9 +510,11 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     // first, so their fate is known).
     let mut loaded: Vec<Vec<bool>> = vec![Vec::new(); input.maps.len()];
     // Candidates are taken best first, sorted a stretch at a time (twice a
-    // frame's loads): once the loads are full, the rest only count as missing
-    // or capped, which needs no order (the caps' counts no longer move).
-    let stretch = input.max_loads.saturating_mul(2).max(64);
+    // frame's loads, at least 8: the property test's small inputs take
+    // several stretches): once the loads are full, the rest only count as
+    // missing or capped, which needs no order (the caps' counts no longer
+    // move).
+    let stretch = input.max_loads.saturating_mul(2).max(8);
     let mut sorted_to = 0;
     let mut next = 0;
     while next < candidates.len() && loads.len() < input.max_loads {
@@ -1053,6 +1055,16 @@ mod tests {
             let order = b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then((a.2, a.3).cmp(&(b.2, b.3)));
             prop_assert_eq!(ka.cmp(&kb), order);
             prop_assert_eq!(rank_unkey(ka), (a.1, a.2, a.3));
+        }
+
+        #[test]
+        fn in_parallel_gives_what_a_plain_map_gives(
+            items in proptest::collection::vec(any::<u32>(), 0..200),
+            work in prop_oneof![Just(0usize), Just(PARALLEL_TILES), Just(usize::MAX)],
+        ) {
+            let f = |&x: &u32| u64::from(x).wrapping_mul(0x9e37_79b9).rotate_left(7);
+            let plain: Vec<u64> = items.iter().map(f).collect();
+            prop_assert_eq!(in_parallel(&items, work, f), plain);
         }
 
         #[test]
