@@ -81,6 +81,36 @@ run() {
     cp "/tmp/tiles-runs/$name/report.json" "$OUT/r/$name.json" 2>/dev/null
 }
 
+# cap_envs CAP: sets `envs` for a SPARE_CAPS / CAPS entry: none; N caps every
+# spare load (VKALLOC_DEMO_TILES_MAX_SPARE=N); rN the margin and ring alone
+# (VKALLOC_DEMO_TILES_MAX_RING=N).
+cap_envs() {
+    envs=()
+    case $1 in
+        none) ;;
+        r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${1#r}) ;;
+        *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$1) ;;
+    esac
+}
+
+# matrix PREFIX REFDIR "CONFIGS" ARGS...: after the reference in REFDIR (every
+# mip resident, ARGS' materials, 24 GiB), a timing and a quality run with ARGS
+# per CONFIGS entry "name,VAR=value,VAR=value ..." (the diagnostic variables).
+matrix() {
+    local prefix=$1 refdir=$2 configs=$3
+    shift 3
+    local mats=()
+    [[ "$*" == *"--materials 64"* ]] && mats=(--materials 64)
+    reference "$refdir" "${mats[@]}" --texture-budget 24GiB
+    local entry parts name
+    for entry in $configs; do
+        IFS=, read -r -a parts <<<"$entry"
+        name=${parts[0]}
+        run "t${prefix}_$name" "${parts[@]:1}" -- "$@"
+        run "q${prefix}_$name" "${parts[@]:1}" -- "$@" --compare "$refdir"
+    done
+}
+
 if [[ ",$PHASE," == *",16,"* ]]; then
     reference "$WORK/reference" --texture-budget 16GiB
     REF=(--compare "$WORK/reference")
@@ -117,12 +147,7 @@ if [[ ",$PHASE," == *",spare,"* ]]; then
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
     REF=(--compare "$WORK/reference_materials64")
     for cap in ${SPARE_CAPS:-none 256 64}; do
-        envs=()
-        case $cap in
-            none) ;;
-            r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${cap#r}) ;;
-            *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap) ;;
-        esac
+        cap_envs "$cap"
         run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
         run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
@@ -133,10 +158,7 @@ if [[ ",$PHASE," == *",t64,"* ]]; then
     run t_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE"
     run t_off_m64 -- --materials 64 --streaming off --texture-budget "$LARGE"
     for cap in ${CAPS:-r256}; do
-        case $cap in
-            r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${cap#r}) ;;
-            *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap) ;;
-        esac
+        cap_envs "$cap"
         run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
 fi
@@ -146,37 +168,17 @@ if [[ ",$PHASE," == *",q64,"* ]]; then
     REF=(--compare "$WORK/reference_materials64")
     run q_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
     for cap in ${CAPS:-r256}; do
-        case $cap in
-            r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${cap#r}) ;;
-            *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$cap) ;;
-        esac
+        cap_envs "$cap"
         run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
     done
 fi
 if [[ ",$PHASE," == *",m64,"* ]]; then
-    # 64 materials at 1 GiB, one timing and one quality run per entry of
-    # CONFIGS: "name,VAR=value,VAR=value ..." (the diagnostic variables).
-    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
-    REF=(--compare "$WORK/reference_materials64")
-    for entry in ${CONFIGS:-none}; do
-        IFS=, read -r -a parts <<<"$entry"
-        name=${parts[0]}
-        envs=("${parts[@]:1}")
-        run "t_$name" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
-        run "q_$name" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
-    done
+    # 64 materials at LARGE, a timing and a quality run per entry of CONFIGS.
+    matrix "" "$WORK/reference_materials64" "${CONFIGS:-none}" --materials 64 --residency tiles --texture-budget "$LARGE"
 fi
 if [[ ",$PHASE," == *",m16,"* ]]; then
-    # As m64 for 16 materials at SMALL, per entry of CONFIGS16.
-    reference "$WORK/reference" --texture-budget 16GiB
-    REF=(--compare "$WORK/reference")
-    for entry in ${CONFIGS16:-none}; do
-        IFS=, read -r -a parts <<<"$entry"
-        name=${parts[0]}
-        envs=("${parts[@]:1}")
-        run "t16_$name" "${envs[@]}" -- --residency tiles --texture-budget "$SMALL"
-        run "q16_$name" "${envs[@]}" -- --residency tiles --texture-budget "$SMALL" "${REF[@]}"
-    done
+    # 16 materials at SMALL, per entry of CONFIGS16.
+    matrix 16 "$WORK/reference" "${CONFIGS16:-none}" --residency tiles --texture-budget "$SMALL"
 fi
 if [[ ",$PHASE," == *",64,"* ]]; then
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
