@@ -911,19 +911,14 @@ impl TileStreamer {
                 }
             }
         };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A few materials take about 100 microseconds each at 8K: on rayon's
+        // pool past 4 of them.
         let mut changed = changed;
-        // A thread is worth its start (tens of microseconds) for a few
-        // materials (about 100 microseconds each at 8K).
-        let per = changed.len().div_ceil(threads).max(4);
-        if changed.len() <= per {
+        if changed.len() <= 4 {
             refresh(&mut changed);
         } else {
-            std::thread::scope(|scope| {
-                for group in changed.chunks_mut(per) {
-                    scope.spawn(|| refresh(group));
-                }
-            });
+            use rayon::prelude::*;
+            changed.par_chunks_mut(1).for_each(refresh);
         }
         #[cfg(debug_assertions)]
         for m in 0..materials {

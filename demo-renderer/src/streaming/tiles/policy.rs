@@ -55,6 +55,7 @@
 use super::geometry::filter_margin;
 use super::geometry::{MapTiles, TileRef};
 use super::sample::CellLevels;
+use rayon::prelude::*;
 
 /// Maps per material (albedo, normal, ORM).
 pub const MAPS_PER_MATERIAL: usize = 3;
@@ -305,30 +306,18 @@ fn cell_scores(
 /// threads: 16 materials of 8K maps in 64 KiB tiles have 65,520.
 const PARALLEL_TILES: usize = 1 << 15;
 
-/// `f` of each of `items`, in order, on up to the machine's threads where
-/// `work` (tiles) is at least [`PARALLEL_TILES`], else on this thread: the
-/// result is the same either way.
-fn in_parallel<T: Sync, R: Send>(items: &[T], work: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = if work >= PARALLEL_TILES {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        1
-    };
-    if threads <= 1 || items.len() < 2 {
+/// `f` of each of `items`, in order, on rayon's pool where `work` (tiles) is
+/// at least [`PARALLEL_TILES`], else on this thread: the result is the same
+/// either way.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    work: usize,
+    f: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
+    if work < PARALLEL_TILES || items.len() < 2 {
         return items.iter().map(f).collect();
     }
-    let per = items.len().div_ceil(threads);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = items
-            .chunks(per)
-            .map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|part| part.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    })
+    items.par_iter().map(f).collect()
 }
 
 /// Tile scores per map: `per` holds one [`MapScores`] per distinct map
