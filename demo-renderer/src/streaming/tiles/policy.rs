@@ -379,10 +379,6 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let fp = Footprints::new(input.maps, input.g.max(1));
     let present = cell_scores(input, &fp, input.wants, input.hits, 8);
     let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
-    let score_of = |i: usize, idx: usize| {
-        let p = present.of(i).0.get(idx).copied().unwrap_or(0);
-        p.saturating_add(ahead.of(i).0.get(idx).copied().unwrap_or(0))
-    };
     let is_present = |i: usize, idx: usize| present.of(i).0.get(idx).is_some_and(|&p| p > 0);
     // Wanted: what a present cell wants at its own level or coarser (the
     // margin of one level finer is bought with spare pages, not wanted).
@@ -427,18 +423,8 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
                 .collect();
             &padded[..]
         };
-        // [`cell_scores`] gives every map one score and flag per tile; were
-        // one shorter, the per-tile look-ups (a missing tile scores 0) fill in.
-        let (summed, flags, zeros): (Vec<u64>, Vec<bool>, Vec<u64>);
-        let (p_score, p_wanted, a_score) =
-            if p_score.len() >= n && p_wanted.len() >= n && a_score.len() >= n {
-                (&p_score[..n], &p_wanted[..n], &a_score[..n])
-            } else {
-                summed = (0..n).map(|k| score_of(i, k)).collect();
-                flags = (0..n).map(|k| is_wanted(i, k)).collect();
-                zeros = vec![0; n];
-                (&summed[..], &flags[..], &zeros[..])
-            };
+        // [`cell_scores`] gives every map one score and flag per tile (a map
+        // that shares its material's first map's scores has its layout).
         let mut ranked: Vec<(u128, u64)> = Vec::new();
         let (mut resident_count, mut wanted) = (0u64, 0u64);
         for level in 0..map.tail_first {
@@ -494,6 +480,20 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let mut loads = Vec::new();
     let mut missing = 0u64;
     let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0usize, 0usize, 0usize);
+    // A load's kind: only the look-ahead wants it; no present cell wants it
+    // (spare); spare but scored by a present cell (the margin and the ring).
+    let kind = |i: usize, idx: usize| {
+        let ahead_only = !is_present(i, idx);
+        let spare = !is_wanted(i, idx);
+        (ahead_only, spare, spare && !ahead_only)
+    };
+    // Whether a load of that kind is over its cap, given the loads so far.
+    let capped = |(ahead_only, spare, ring): (bool, bool, bool),
+                  (ahead_n, spare_n, ring_n): (usize, usize, usize)| {
+        (ahead_only && ahead_n >= input.max_ahead_loads)
+            || (spare && spare_n >= input.max_spare_loads)
+            || (ring && ring_n >= input.max_ring_loads)
+    };
     // Loaded this frame, per map (made on a map's first load), to keep a tile
     // whose parent a cap held back from loading without it (parents rank
     // first, so their fate is known).
@@ -518,14 +518,12 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         }
         let (level, i, idx) = rank_unkey(candidates[next]);
         next += 1;
-        let ahead_only = !is_present(i, idx);
-        let spare = !is_wanted(i, idx);
-        let ring = spare && !ahead_only;
+        let (ahead_only, spare, ring) = kind(i, idx);
         // A capped load is spare (never wanted), so not missing.
-        if (ahead_only && ahead_loads >= input.max_ahead_loads)
-            || (spare && spare_loads >= input.max_spare_loads)
-            || (ring && ring_loads >= input.max_ring_loads)
-        {
+        if capped(
+            (ahead_only, spare, ring),
+            (ahead_loads, spare_loads, ring_loads),
+        ) {
             continue;
         }
         let tile = tile_at(&input.maps[i], i, level, idx);
@@ -553,13 +551,12 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         .iter()
         .filter(|&&kk| {
             let (_, i, idx) = rank_unkey(kk);
-            let ahead_only = !is_present(i, idx);
-            let spare = !is_wanted(i, idx);
-            let ring = spare && !ahead_only;
-            let capped = (ahead_only && ahead_loads >= input.max_ahead_loads)
-                || (spare && spare_loads >= input.max_spare_loads)
-                || (ring && ring_loads >= input.max_ring_loads);
-            !capped && !spare
+            let (ahead_only, spare, ring) = kind(i, idx);
+            !spare
+                && !capped(
+                    (ahead_only, spare, ring),
+                    (ahead_loads, spare_loads, ring_loads),
+                )
         })
         .count() as u64;
     missing += ranked[head..]
