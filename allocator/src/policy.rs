@@ -16,12 +16,12 @@
 //!   (its size, less what the process uses of it) when a smaller one can still
 //!   hold the request, so the allocator does not commit past a heap that
 //!   its live set fits in twice, whether or not the driver reports budgets.
-//! - **A committed target near a full heap.** Where the request and a
-//!   block of the growth step would not fit in 1/[`HEAP_SHARE_DIVISOR`] of
-//!   what is left of the heap, a new block is no larger than what keeps the
-//!   type's committed bytes in use within 1 + 1/[`COMMITTED_TARGET_DIVISOR`]
-//!   of its live bytes, or below its committed high-water mark
-//!   ([`block_room`]). The growth step counts textures with memory of their
+//! - **A committed target near a full heap.** A new block is no larger
+//!   than the larger of 1/[`HEAP_SHARE_DIVISOR`] of what is left of the
+//!   heap and what keeps the type's committed bytes in use within
+//!   1 + 1/[`COMMITTED_TARGET_DIVISOR`] of its live bytes, or below its
+//!   committed high-water mark ([`block_room`]); never smaller than the
+//!   request. The growth step counts textures with memory of their
 //!   own; without the target, a block made for a small request at the live
 //!   peak of a heap mostly filled by them (lavapipe's 2 GiB) is a quarter
 //!   of the live set and mostly empty. A large heap never binds it.
