@@ -108,6 +108,7 @@ impl BlockList {
         live: u64,
         heap_free: u64,
         scarce: bool,
+        room: u64,
     ) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
@@ -119,7 +120,7 @@ impl BlockList {
             (full, full)
         } else {
             (
-                crate::policy::block_size(needed, live, full, heap_free, scarce),
+                crate::policy::block_size(needed, live, full, heap_free, scarce, room),
                 needed,
             )
         };

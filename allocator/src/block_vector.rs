@@ -80,8 +80,12 @@ pub(crate) struct VectorConfig {
     pub list: ListConfig,
     /// The pool's caps; `None` for a memory type's default blocks.
     pub caps: Option<PoolCaps>,
-    /// Bytes of freed dedicated memory kept for reuse (0: none).
+    /// Bytes of freed dedicated memory kept for reuse (0: none): at most
+    /// this ([`crate::AllocatorDesc::recycle_bytes`]) ...
     pub recycle_bytes: u64,
+    /// ... and at least this, its share of the heap (1/16), or the live
+    /// bytes if between them ([`crate::policy::recycle_cap`]).
+    pub recycle_heap_share: u64,
     pub list_ref: ListRef,
 }
 
@@ -560,8 +564,12 @@ impl BlockVector {
             list_ref: config.list_ref,
             shards,
             open: AtomicUsize::new(1),
-            recycle: (config.recycle_bytes > 0)
-                .then(|| Mutex::new(RecycleBin::new(config.recycle_bytes))),
+            recycle: (config.recycle_bytes > 0).then(|| {
+                Mutex::new(RecycleBin::new(
+                    config.recycle_heap_share,
+                    config.recycle_bytes,
+                ))
+            }),
             blocks: Counters::default(),
             high_water: AtomicU64::new(0),
             committed_high: AtomicU64::new(0),
@@ -836,13 +844,30 @@ impl BlockVector {
                 let id = list.next_id(env.next_id);
                 return self.finish_ok(env, shard, &mut list, block, range, placement, desc, id);
             }
+            let usage = self.usage();
+            let room = if self.adaptive() {
+                // This shard's empty blocks are counted here: the others
+                // are only tried (this one's lock is held).
+                let retained = self.retained_bytes().saturating_add(list.empty_bytes());
+                let high = self.committed_high.load(Ordering::Relaxed);
+                crate::policy::block_room(
+                    usage.allocation_bytes,
+                    usage.block_bytes.saturating_sub(retained),
+                    placement.request.size,
+                    high.saturating_sub(usage.block_bytes),
+                )
+            } else {
+                u64::MAX
+            };
             let sizes = list
                 .next_block_sizes(
                     placement.request.size,
-                    self.live_bytes()
+                    usage
+                        .allocation_bytes
                         .max(self.high_water.load(Ordering::Relaxed)),
                     env.memory.budgets.free_bytes(self.heap),
                     env.memory.objects_scarce(),
+                    room,
                 )
                 .collect();
             drop(list);
@@ -1116,7 +1141,7 @@ impl BlockVector {
         drop(list);
         if let Some(block) = doomed {
             let doomed = match &self.recycle {
-                Some(bin) if block.recyclable => bin.lock().keep(block),
+                Some(bin) if block.recyclable => bin.lock().keep(block, self.live_bytes()),
                 _ => vec![block],
             };
             for block in doomed {

@@ -16,6 +16,19 @@
 //!   (its size, less what the process uses of it) when a smaller one can still
 //!   hold the request, so the allocator does not commit past a heap that
 //!   its live set fits in twice, whether or not the driver reports budgets.
+//! - **A committed target near a full heap.** A new block is no larger
+//!   than the larger of 1/[`HEAP_SHARE_DIVISOR`] of what is left of the
+//!   heap and what keeps the type's committed bytes in use within
+//!   1 + 1/[`COMMITTED_TARGET_DIVISOR`] of its live bytes, or below its
+//!   committed high-water mark ([`block_room`]); never smaller than the
+//!   request. The growth step counts textures with memory of their
+//!   own; without the target, a block made for a small request at the live
+//!   peak of a heap mostly filled by them (lavapipe's 2 GiB) is a quarter
+//!   of the live set and mostly empty. A large heap never binds it.
+//! - **Recycled dedicated memory up to the live set.** The recycle bin
+//!   holds up to the type's live bytes, between 1/16 of the heap and the
+//!   configured bytes ([`recycle_cap`]): 1/16 of a small heap is less than
+//!   any texture given memory of its own there.
 //! - **Retention with hysteresis.** Freed memory kept for reuse is bounded by
 //!   [`retain_limit`]: the larger of 1/[`RETAIN_DIVISOR`] of the live set and
 //!   the distance from the live set up to 9/8 of its recent high-water mark,
@@ -87,7 +100,10 @@ pub(crate) fn growth_step(live: u64) -> u64 {
 /// - `heap_free`: bytes of the heap not used by the process;
 /// - `scarce`: device memory objects are running short
 ///   (`maxMemoryAllocationCount`): then the largest block, so the objects
-///   left hold as much as they can.
+///   left hold as much as they can;
+/// - `room`: [`block_room`] (`u64::MAX`: no committed target): where it is
+///   more than 1/[`HEAP_SHARE_DIVISOR`] of `heap_free`, the block is at
+///   most that (at least the request rounded up, and [`MIN_BLOCK_SIZE`]).
 ///
 /// Never less than `needed`: a request larger than `max_block` gets a block
 /// of its own size (the caller decides whether that is allowed).
@@ -97,6 +113,7 @@ pub(crate) fn block_size(
     max_block: u64,
     heap_free: u64,
     scarce: bool,
+    room: u64,
 ) -> u64 {
     let grow = if scarce { max_block } else { growth_step(live) };
     let mut size = grow.min(max_block);
@@ -105,11 +122,44 @@ pub(crate) fn block_size(
         // class, so that it is reused by requests of about the same size.
         size = size_class(needed).min(max_block.max(needed));
     }
+    if !scarce {
+        // Near a heap the live set fills, no more than the committed
+        // target allows: a block made for a small request at the live peak
+        // would otherwise be a quarter of the live set and mostly empty.
+        let room = round_up(room.max(heap_free / HEAP_SHARE_DIVISOR));
+        size = size.min(room.max(round_up(needed)).max(MIN_BLOCK_SIZE));
+    }
     // Past what is left of the heap: no more than the request needs.
     if size > heap_free {
         size = heap_free.max(needed);
     }
     size.max(needed)
+}
+
+/// A new block may bring a type's committed bytes in use up to
+/// 1 + 1/[`COMMITTED_TARGET_DIVISOR`] of its live bytes (the request's
+/// included) before it shrinks toward the request ([`block_room`]).
+pub(crate) const COMMITTED_TARGET_DIVISOR: u64 = 4;
+
+/// Whatever the live set, a new block may take 1/[`HEAP_SHARE_DIVISOR`] of
+/// what is left of the heap: the committed target binds only on a heap that
+/// the live set fills a good part of.
+pub(crate) const HEAP_SHARE_DIVISOR: u64 = 8;
+
+/// How large a new block may be without raising the type's committed bytes
+/// much past its live ones, for a request of `needed` bytes with `live`
+/// bytes live, `in_use` committed bytes holding them (kept memory left out:
+/// it is freed before new memory passes the committed peak) and
+/// `below_peak` bytes left below the type's committed high-water mark
+/// (memory made there raises no peak): the larger of what keeps `in_use`
+/// within 1 + 1/[`COMMITTED_TARGET_DIVISOR`] of the live bytes and
+/// `below_peak`. [`block_size`] applies it only where it is more than
+/// 1/[`HEAP_SHARE_DIVISOR`] of the heap that is left.
+pub(crate) fn block_room(live: u64, in_use: u64, needed: u64, below_peak: u64) -> u64 {
+    let live = live.saturating_add(needed);
+    live.saturating_add(live / COMMITTED_TARGET_DIVISOR)
+        .saturating_sub(in_use)
+        .max(below_peak)
 }
 
 /// Bytes of freed memory (empty blocks and recycled dedicated memory) a
@@ -160,6 +210,21 @@ pub(crate) fn retain_below_peak(committed_high: u64, in_use: u64, needed: u64) -
 /// rose to what is committed would never release what is kept.)
 pub(crate) fn decay_committed_high(committed_high: u64, in_use: u64) -> u64 {
     decay(committed_high, in_use, COMMITTED_DECAY)
+}
+
+/// The bytes of freed dedicated memory a memory type's recycle bin may hold
+/// with `live` bytes live: the live bytes, at least `heap_share` (the
+/// configured bytes, at most 1/16 of the heap) and at most `configured`
+/// ([`crate::AllocatorDesc::recycle_bytes`]).
+///
+/// On a small heap 1/16 of it can be less than any texture the driver gives
+/// memory of its own (lavapipe's 2 GiB heap: 128 MiB, and textures above
+/// half the 256 MiB block are dedicated), so nothing would ever be kept; a
+/// bin as large as the live set keeps one without holding more than the
+/// live set again ([`retain_limit`] and the committed peak still trim it
+/// before new memory is made).
+pub(crate) fn recycle_cap(heap_share: u64, configured: u64, live: u64) -> u64 {
+    configured.min(heap_share.max(live))
 }
 
 /// Reused memory may be at most 1/8 larger than the allocation it holds.
@@ -213,70 +278,97 @@ mod tests {
 
     #[test]
     fn first_blocks_are_small() {
-        assert_eq!(block_size(256, 0, 256 * MIB, HEAP, false), MIN_BLOCK_SIZE);
         assert_eq!(
-            block_size(256, 8 * MIB, 256 * MIB, HEAP, false),
+            block_size(256, 0, 256 * MIB, HEAP, false, u64::MAX),
+            MIN_BLOCK_SIZE
+        );
+        assert_eq!(
+            block_size(256, 8 * MIB, 256 * MIB, HEAP, false, u64::MAX),
             MIN_BLOCK_SIZE
         );
     }
 
     #[test]
     fn blocks_grow_with_the_live_set_up_to_the_largest_block() {
-        assert_eq!(block_size(256, 100 * MIB, 256 * MIB, HEAP, false), 26 * MIB);
         assert_eq!(
-            block_size(256, 400 * MIB, 256 * MIB, HEAP, false),
+            block_size(256, 100 * MIB, 256 * MIB, HEAP, false, u64::MAX),
+            26 * MIB
+        );
+        assert_eq!(
+            block_size(256, 400 * MIB, 256 * MIB, HEAP, false, u64::MAX),
             100 * MIB
         );
         assert_eq!(
-            block_size(256, 4000 * MIB, 256 * MIB, HEAP, false),
+            block_size(256, 4000 * MIB, 256 * MIB, HEAP, false, u64::MAX),
             256 * MIB
         );
         // A small heap's largest block wins over the live set.
-        assert_eq!(block_size(256, 4000 * MIB, 32 * MIB, HEAP, false), 32 * MIB);
+        assert_eq!(
+            block_size(256, 4000 * MIB, 32 * MIB, HEAP, false, u64::MAX),
+            32 * MIB
+        );
     }
 
     #[test]
     fn a_block_always_holds_the_request() {
         // Larger than the growth step: the next power of two.
         assert_eq!(
-            block_size(10 * MIB + 1, 0, 256 * MIB, HEAP, false),
+            block_size(10 * MIB + 1, 0, 256 * MIB, HEAP, false, u64::MAX),
             16 * MIB
         );
         assert_eq!(
-            block_size(40 * MIB, 400 * MIB, 256 * MIB, HEAP, false),
+            block_size(40 * MIB, 400 * MIB, 256 * MIB, HEAP, false, u64::MAX),
             100 * MIB
         );
         assert_eq!(
-            block_size(200 * MIB, 400 * MIB, 256 * MIB, HEAP, false),
+            block_size(200 * MIB, 400 * MIB, 256 * MIB, HEAP, false, u64::MAX),
             256 * MIB
         );
-        assert_eq!(block_size(300 * MIB, 0, 256 * MIB, HEAP, false), 300 * MIB);
-        assert_eq!(block_size(u64::MAX, 0, 256 * MIB, HEAP, false), u64::MAX);
         assert_eq!(
-            block_size(u64::MAX - 5, 0, u64::MAX, u64::MAX, false),
+            block_size(300 * MIB, 0, 256 * MIB, HEAP, false, u64::MAX),
+            300 * MIB
+        );
+        assert_eq!(
+            block_size(u64::MAX, 0, 256 * MIB, HEAP, false, u64::MAX),
+            u64::MAX
+        );
+        assert_eq!(
+            block_size(u64::MAX - 5, 0, u64::MAX, u64::MAX, false, u64::MAX),
             u64::MAX
         );
         // Even past the heap.
-        assert_eq!(block_size(64 * MIB, 0, 256 * MIB, MIB, false), 64 * MIB);
+        assert_eq!(
+            block_size(64 * MIB, 0, 256 * MIB, MIB, false, u64::MAX),
+            64 * MIB
+        );
     }
 
     #[test]
     fn scarce_objects_get_the_largest_block() {
-        assert_eq!(block_size(MIB, 0, 256 * MIB, HEAP, true), 256 * MIB);
-        assert_eq!(block_size(300 * MIB, 0, 256 * MIB, HEAP, true), 300 * MIB);
+        assert_eq!(
+            block_size(MIB, 0, 256 * MIB, HEAP, true, u64::MAX),
+            256 * MIB
+        );
+        assert_eq!(
+            block_size(300 * MIB, 0, 256 * MIB, HEAP, true, u64::MAX),
+            300 * MIB
+        );
     }
 
     #[test]
     fn blocks_shrink_to_what_is_left_of_the_heap() {
         assert_eq!(
-            block_size(MIB, 800 * MIB, 256 * MIB, 100 * MIB, false),
+            block_size(MIB, 800 * MIB, 256 * MIB, 100 * MIB, false, u64::MAX),
             100 * MIB
         );
         assert_eq!(
-            block_size(MIB, 800 * MIB, 256 * MIB, 3 * MIB, false),
+            block_size(MIB, 800 * MIB, 256 * MIB, 3 * MIB, false, u64::MAX),
             3 * MIB
         );
-        assert_eq!(block_size(5 * MIB, 0, 256 * MIB, 3 * MIB, false), 5 * MIB);
+        assert_eq!(
+            block_size(5 * MIB, 0, 256 * MIB, 3 * MIB, false, u64::MAX),
+            5 * MIB
+        );
     }
 
     #[test]
@@ -287,7 +379,7 @@ mod tests {
         let mut committed = 0u64;
         let mut blocks = 0;
         while live < 8 << 30 {
-            let size = block_size(64 * 1024, live, 256 * MIB, HEAP, false);
+            let size = block_size(64 * 1024, live, 256 * MIB, HEAP, false, u64::MAX);
             assert!(
                 size <= (live / 4 + GRANULE).max(MIN_BLOCK_SIZE),
                 "{size} for {live}"
@@ -297,6 +389,72 @@ mod tests {
             live = committed;
         }
         assert!(blocks < 64, "{blocks} blocks");
+    }
+
+    #[test]
+    fn near_a_full_heap_a_new_block_keeps_committed_within_the_target() {
+        // lavapipe at its live peak: 1000 MiB live (850 of it in dedicated
+        // textures) in 1100 MiB, 900 MiB of the 2 GiB heap left. The growth
+        // step would be 250 MiB, mostly empty; the target (5/4 of the live
+        // bytes) leaves 151 MiB, more than 900/8.
+        let room = block_room(1000 * MIB, 1100 * MIB, MIB, 0);
+        assert_eq!(room, 1001 * MIB + 1001 * MIB / 4 - 1100 * MIB);
+        assert_eq!(
+            block_size(MIB, 1000 * MIB, 256 * MIB, 900 * MIB, false, room),
+            152 * MIB
+        );
+        // Committed already at the target: the request rounded up (at least
+        // the smallest block) or an eighth of the heap left, the larger
+        // (in whole 2 MiB granules).
+        let room = block_room(1000 * MIB, 1300 * MIB, 20 * MIB + 1, 0);
+        assert_eq!(room, 0);
+        assert_eq!(
+            block_size(20 * MIB + 1, 1000 * MIB, 256 * MIB, 900 * MIB, false, room),
+            114 * MIB
+        );
+        assert_eq!(
+            block_size(20 * MIB + 1, 1000 * MIB, 256 * MIB, 160 * MIB, false, room),
+            22 * MIB
+        );
+        assert_eq!(
+            block_size(MIB, 1000 * MIB, 256 * MIB, 16 * MIB, false, room),
+            MIN_BLOCK_SIZE
+        );
+        // A request larger than the growth step: its size class shrinks too.
+        assert_eq!(
+            block_size(70 * MIB, 100 * MIB, 256 * MIB, 160 * MIB, false, room),
+            70 * MIB
+        );
+        // Memory below the committed high-water mark raises no peak: the
+        // room reaches up to it.
+        assert_eq!(
+            block_room(1000 * MIB, 1300 * MIB, MIB, 200 * MIB),
+            200 * MIB
+        );
+        // A large heap (the H200's) is never near full: the growth step.
+        assert_eq!(
+            block_size(MIB, 1000 * MIB, 256 * MIB, HEAP, false, 0),
+            250 * MIB
+        );
+        // Objects running short: the largest block regardless.
+        assert_eq!(
+            block_size(MIB, 1000 * MIB, 256 * MIB, 900 * MIB, true, 0),
+            256 * MIB
+        );
+        assert_eq!(block_room(u64::MAX, 0, u64::MAX, 0), u64::MAX);
+    }
+
+    #[test]
+    fn the_recycle_bin_holds_up_to_the_live_set_between_the_heap_share_and_the_configured_bytes() {
+        // lavapipe: 512 MiB configured, 1/16 of the 2 GiB heap is 128 MiB,
+        // less than any dedicated texture there.
+        assert_eq!(recycle_cap(128 * MIB, 512 * MIB, 1000 * MIB), 512 * MIB);
+        assert_eq!(recycle_cap(128 * MIB, 512 * MIB, 300 * MIB), 300 * MIB);
+        assert_eq!(recycle_cap(128 * MIB, 512 * MIB, 0), 128 * MIB);
+        // The H200: the heap's share is the configured bytes already.
+        assert_eq!(recycle_cap(512 * MIB, 512 * MIB, 2048 * MIB), 512 * MIB);
+        // Reuse turned off stays off.
+        assert_eq!(recycle_cap(0, 0, 2048 * MIB), 0);
     }
 
     #[test]

@@ -11,20 +11,27 @@ use std::collections::VecDeque;
 
 use crate::block::Block;
 
-/// Empty dedicated blocks of one memory type, oldest first, under a byte cap.
+/// Empty dedicated blocks of one memory type, oldest first, under a byte cap
+/// ([`crate::policy::recycle_cap`]).
 #[derive(Debug)]
 pub(crate) struct RecycleBin {
     blocks: VecDeque<Block>,
     bytes: u64,
-    cap: u64,
+    /// The cap whatever the live set: the heap's share.
+    heap_share: u64,
+    /// The cap however large the live set: the configured bytes.
+    configured: u64,
 }
 
 impl RecycleBin {
-    pub fn new(cap: u64) -> Self {
+    /// A bin that keeps between `heap_share` and `configured` bytes (the
+    /// live bytes when between them).
+    pub fn new(heap_share: u64, configured: u64) -> Self {
         Self {
             blocks: VecDeque::new(),
             bytes: 0,
-            cap,
+            heap_share,
+            configured,
         }
     }
 
@@ -50,15 +57,17 @@ impl RecycleBin {
         Some(block)
     }
 
-    /// Keeps `block` for reuse; returns the blocks to destroy (the oldest, or
-    /// `block` itself when it alone passes the cap).
-    pub fn keep(&mut self, block: Block) -> Vec<Block> {
-        if block.size > self.cap {
+    /// Keeps `block` for reuse with `live` bytes live in the memory type;
+    /// returns the blocks to destroy (the oldest, or `block` itself when it
+    /// alone passes the cap).
+    pub fn keep(&mut self, block: Block, live: u64) -> Vec<Block> {
+        let cap = crate::policy::recycle_cap(self.heap_share, self.configured, live);
+        if block.size > cap {
             return vec![block];
         }
         self.bytes += block.size;
         self.blocks.push_back(block);
-        self.evict_above(self.cap)
+        self.evict_above(cap)
     }
 
     /// Bytes kept.

@@ -94,7 +94,9 @@ pub struct AllocatorDesc {
     pub debug_margin: u64,
     /// Bytes of freed dedicated memory kept per memory type for reuse by a
     /// later allocation of about the same size (at most 1/8 larger); at most
-    /// 1/16 of the type's heap, and within the retention limit of
+    /// 1/16 of the type's heap or, when more, the type's live bytes (so a
+    /// small heap whose live set is mostly large textures still keeps one),
+    /// and within the retention limit of
     /// [`Self::keep_empty_blocks`] whenever new memory is made. A driver's *preference* for dedicated memory
     /// is then met with a memory object of the allocation's own that does not
     /// name the resource, so it can be reused; *required* dedicated memory
@@ -306,7 +308,8 @@ impl<D: MemoryDevice> Allocator<D> {
                             keep_empty: desc.keep_empty_blocks,
                         },
                         caps: None,
-                        recycle_bytes: desc.recycle_bytes.min(heap_size / 16),
+                        recycle_bytes: desc.recycle_bytes,
+                        recycle_heap_share: desc.recycle_bytes.min(heap_size / 16),
                         list_ref: ListRef::Type(index as u32),
                     }),
                 }

@@ -111,6 +111,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     max_blocks: desc.max_blocks,
                 }),
                 recycle_bytes: 0,
+                recycle_heap_share: 0,
                 list_ref: ListRef::Pool(id),
             }),
         });
