@@ -303,40 +303,47 @@ impl CorpusConfig {
     }
 }
 
+/// A draw log-uniform in `lo..=hi`.
+fn log_uniform(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> f64 {
+    rng.gen_range(lo.ln()..=hi.ln()).exp()
+}
+
+/// A configuration's mix of textures, geometry and small buffers (drawn in
+/// that order: both families draw it alike).
+fn draw_mix(rng: &mut ChaCha8Rng) -> [f64; 3] {
+    [
+        rng.gen_range(0.1..1.0),
+        rng.gen_range(0.1..1.0),
+        // Most live allocations of an engine are small buffers.
+        rng.gen_range(1.0..8.0),
+    ]
+}
+
 /// `count` configurations drawn from `seed`: the same seed, the same sample.
 pub fn sample(seed: u64, count: usize) -> Vec<CorpusConfig> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..count)
-        .map(|index| {
-            let log =
-                |rng: &mut ChaCha8Rng, lo: f64, hi: f64| rng.gen_range(lo.ln()..=hi.ln()).exp();
-            CorpusConfig {
-                index,
-                seed: rng.gen(),
-                mix: [
-                    rng.gen_range(0.1..1.0),
-                    rng.gen_range(0.1..1.0),
-                    // Most live allocations of an engine are small buffers.
-                    rng.gen_range(1.0..8.0),
-                ],
-                texture_max: (log(&mut rng, 4.0, 256.0) as u64).max(1) * MIB,
-                resolution: rng.gen_range(0..RESOLUTIONS.len()),
-                render_targets: rng.gen_range(2..=12),
-                msaa: *[0.0, 0.0, 0.25, 0.5].choose(&mut rng).expect("non-empty"),
-                churn: log(&mut rng, 0.002, 0.1),
-                staging_per_frame: rng.gen_range(0.0..4.0),
-                budget: rng.gen_range(0.15..0.7),
-                resize: *[0.0, 0.0, 0.002, 0.01].choose(&mut rng).expect("non-empty"),
-                dedicated: *[
-                    DedicatedHint::Driver,
-                    DedicatedHint::Driver,
-                    DedicatedHint::RenderTargets,
-                    DedicatedHint::RequiredOnly,
-                ]
-                .choose(&mut rng)
-                .expect("non-empty"),
-                budget_bytes: None,
-            }
+        .map(|index| CorpusConfig {
+            index,
+            seed: rng.gen(),
+            mix: draw_mix(&mut rng),
+            texture_max: (log_uniform(&mut rng, 4.0, 256.0) as u64).max(1) * MIB,
+            resolution: rng.gen_range(0..RESOLUTIONS.len()),
+            render_targets: rng.gen_range(2..=12),
+            msaa: *[0.0, 0.0, 0.25, 0.5].choose(&mut rng).expect("non-empty"),
+            churn: log_uniform(&mut rng, 0.002, 0.1),
+            staging_per_frame: rng.gen_range(0.0..4.0),
+            budget: rng.gen_range(0.15..0.7),
+            resize: *[0.0, 0.0, 0.002, 0.01].choose(&mut rng).expect("non-empty"),
+            dedicated: *[
+                DedicatedHint::Driver,
+                DedicatedHint::Driver,
+                DedicatedHint::RenderTargets,
+                DedicatedHint::RequiredOnly,
+            ]
+            .choose(&mut rng)
+            .expect("non-empty"),
+            budget_bytes: None,
         })
         .collect()
 }
@@ -358,28 +365,20 @@ pub const INDEPENDENT_BUDGET: u64 = 1 << 30;
 pub fn sample_independent(seed: u64, count: usize, budget: u64) -> Vec<CorpusConfig> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..count)
-        .map(|index| {
-            let log =
-                |rng: &mut ChaCha8Rng, lo: f64, hi: f64| rng.gen_range(lo.ln()..=hi.ln()).exp();
-            CorpusConfig {
-                index,
-                seed: rng.gen(),
-                mix: [
-                    rng.gen_range(0.1..1.0),
-                    rng.gen_range(0.1..1.0),
-                    rng.gen_range(1.0..8.0),
-                ],
-                texture_max: 256 * MIB,
-                resolution: 0,
-                render_targets: 0,
-                msaa: 0.0,
-                churn: log(&mut rng, 0.002, 0.1),
-                staging_per_frame: rng.gen_range(0.0..4.0),
-                budget: 0.0,
-                resize: 0.0,
-                dedicated: DedicatedHint::Driver,
-                budget_bytes: Some(budget),
-            }
+        .map(|index| CorpusConfig {
+            index,
+            seed: rng.gen(),
+            mix: draw_mix(&mut rng),
+            texture_max: 256 * MIB,
+            resolution: 0,
+            render_targets: 0,
+            msaa: 0.0,
+            churn: log_uniform(&mut rng, 0.002, 0.1),
+            staging_per_frame: rng.gen_range(0.0..4.0),
+            budget: 0.0,
+            resize: 0.0,
+            dedicated: DedicatedHint::Driver,
+            budget_bytes: Some(budget),
         })
         .collect()
 }
