@@ -88,6 +88,7 @@ use std::time::{Duration, Instant};
 
 use ash::vk;
 use material_baker::ktx2::{Format, Reader};
+use rayon::prelude::*;
 use vkalloc::Allocation;
 
 use crate::gpu::memory::{Buffer, MappedBuffer, MemOptions, MemoryUsage, PoolId};
@@ -895,7 +896,7 @@ impl TileStreamer {
         // The changed materials' maps, shared over threads (each material's
         // words are its own slice): with 64 materials on the H200, 1,100 tile
         // loads a frame touch most of them.
-        let changed: Vec<(usize, &mut [u32])> = self
+        let mut changed: Vec<(usize, &mut [u32])> = self
             .map_words
             .chunks_mut(cells.max(1))
             .enumerate()
@@ -903,22 +904,18 @@ impl TileStreamer {
             .filter(|(m, _)| std::mem::take(&mut self.changed[*m]))
             .collect();
         let (fp, maps, resident) = (&self.footprints, &self.maps, &self.resident);
-        let refresh = |group: &mut [(usize, &mut [u32])]| {
-            for (m, words) in group.iter_mut() {
-                let rm = policy::residency_map_in(fp, maps, *m, resident);
-                for (w, l) in words.iter_mut().zip(rm) {
-                    *w = l.word();
-                }
+        let refresh = |(m, words): &mut (usize, &mut [u32])| {
+            let rm = policy::residency_map_in(fp, maps, *m, resident);
+            for (w, l) in words.iter_mut().zip(rm) {
+                *w = l.word();
             }
         };
         // A few materials take about 100 microseconds each at 8K: on rayon's
         // pool past 4 of them.
-        let mut changed = changed;
         if changed.len() <= 4 {
-            refresh(&mut changed);
+            changed.iter_mut().for_each(refresh);
         } else {
-            use rayon::prelude::*;
-            changed.par_chunks_mut(1).for_each(refresh);
+            changed.par_iter_mut().for_each(refresh);
         }
         #[cfg(debug_assertions)]
         for m in 0..materials {
