@@ -169,9 +169,18 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             result = Err(e.into());
             break;
         }
-        let t = match renderer.render(ctx, scene.as_ref(), output, None, None) {
-            Ok(t) => t,
+        let submitted = match renderer.submit(ctx, scene.as_ref(), output, None, None) {
+            Ok(s) => s,
             Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        };
+        // Work that overlaps the GPU's frame; the frame is waited for either way.
+        let late = scene.after_submit(ctx, &mem);
+        let t = match (renderer.finish(ctx, submitted), late) {
+            (Ok(t), Ok(())) => t,
+            (Err(e), _) | (_, Err(e)) => {
                 result = Err(e.into());
                 break;
             }

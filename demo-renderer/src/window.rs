@@ -250,13 +250,17 @@ impl App {
             format_index: live.format_index,
             screenshot,
         };
-        let t = live.renderer.render(
+        let submitted = live.renderer.submit(
             &live.ctx,
             live.scene.as_ref(),
             output,
             Some(acquired),
             Some(live.swapchain.rendered(index)),
         )?;
+        // Work that overlaps the GPU's frame; the frame is waited for either way.
+        let late = live.scene.after_submit(&live.ctx, &live.mem);
+        let t = live.renderer.finish(&live.ctx, submitted)?;
+        late?;
         if screenshot {
             let mut pixels = live.renderer.targets.read_pixels(&live.mem);
             if matches!(

@@ -227,6 +227,20 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
         all_loads > 0 && all_binds > 0,
         "{all_binds} binds, {all_loads} loads"
     );
+    // Spare loads (the look-ahead's, the margin's, the ring's) are bound,
+    // read and copied after the frame's submission, by default: some frames
+    // have them, never more than the frame's loads.
+    let mut late_loads = 0;
+    for f in frames(&tiles) {
+        let late = f["tile_late_loads"].as_u64().unwrap();
+        assert!(
+            late <= f["tile_loads"].as_u64().unwrap(),
+            "frame {}",
+            f["frame"]
+        );
+        late_loads += late;
+    }
+    assert!(late_loads > 0, "no spare load waited for the submission");
     // Measured: 1131 changes (page binds and unbinds), on 26 of the 40 frames.
     let changes = s["residency_changes"].as_u64().unwrap();
     let frames_changing = frames(&tiles)

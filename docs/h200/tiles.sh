@@ -229,7 +229,7 @@ for j in sorted(glob.glob(d + "/*.json")):
     cpu = []
     for k in ("stream_cpu_ms", "feedback_ms", "lookahead_ms", "plan_ms", "page_ms", "map_ms",
               "sparse_binds", "tile_loads", "tile_wanted_loads", "bind_ms", "upload_ms", "copy_ms",
-              "stream_wait_ms", "wall_ms"):
+              "stream_wait_ms", "tile_late_loads", "late_ms", "wall_ms"):
         v = [f[k] for f in fr if isinstance(f.get(k), (int, float))]
         if v:
             cpu.append(f"{k} {st.median(v):.2f}")

@@ -1113,6 +1113,13 @@ impl ScenePass for GalleryPass {
         }
     }
 
+    fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        match self.streamer.as_mut() {
+            Some(s) => s.after_submit(ctx, mem),
+            None => Ok(()),
+        }
+    }
+
     fn frame_done(&mut self, ctx: &Context, mem: &GpuMemory) -> Option<StreamFrame> {
         let textures = &self.textures;
         self.streamer

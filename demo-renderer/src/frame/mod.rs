@@ -90,6 +90,15 @@ pub trait ScenePass {
         let _ = (device, cmd);
     }
 
+    /// After the frame's submission, before its fence is waited for: work
+    /// that overlaps the GPU's frame (the tile streamer's spare loads,
+    /// [`crate::streaming::Streamer::after_submit`]). An error is the frame's;
+    /// the caller still waits for the frame.
+    fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        let _ = (ctx, mem);
+        Ok(())
+    }
+
     /// After the frame's fence signalled: the texture streamer's figures for it.
     fn frame_done(
         &mut self,
@@ -240,6 +249,17 @@ pub enum Output {
         /// Copy it to the readback buffer too.
         screenshot: bool,
     },
+}
+
+/// A frame given to the queue by [`Renderer::submit`], not yet waited for:
+/// hand it to [`Renderer::finish`].
+#[must_use = "a submitted frame must be finished before the next one"]
+#[derive(Debug)]
+pub struct Submitted {
+    start: std::time::Instant,
+    cpu_record_ms: f64,
+    /// The frame shades from a visibility buffer (its `shade` pass is timed).
+    shaded: bool,
 }
 
 /// GPU and CPU time of one frame.
@@ -697,6 +717,22 @@ impl Renderer {
         wait: Option<vk::Semaphore>,
         signal: Option<vk::Semaphore>,
     ) -> Result<FrameTimes, GpuError> {
+        let submitted = self.submit(ctx, scene, output, wait, signal)?;
+        self.finish(ctx, submitted)
+    }
+
+    /// Records and submits one frame (`scene` draws the scene pass) without
+    /// waiting for it: work that can overlap the GPU's frame goes between
+    /// this and [`Self::finish`] ([`ScenePass::after_submit`]). A successful
+    /// call must be followed by `finish` before the next frame is submitted.
+    pub fn submit(
+        &mut self,
+        ctx: &Context,
+        scene: &dyn ScenePass,
+        output: Output,
+        wait: Option<vk::Semaphore>,
+        signal: Option<vk::Semaphore>,
+    ) -> Result<Submitted, GpuError> {
         let start = std::time::Instant::now();
         let d = &ctx.device;
         let cmd = self.cmd;
@@ -1256,12 +1292,29 @@ impl Renderer {
             .command_buffer_infos(&cmds)
             .wait_semaphore_infos(&waits)
             .signal_semaphore_infos(&signals);
-        // SAFETY: the buffer was recorded above; the fence is unsignalled.
+        // SAFETY: the buffer was recorded above; the fence is unsignalled
+        // (the last frame's `finish` waited for and reset it).
         unsafe {
             d.queue_submit2(ctx.queue, &[submit], self.fence)
                 .check("vkQueueSubmit2")?;
-            crate::gpu::util::wait_and_reset(d, self.fence)?;
         }
+        Ok(Submitted {
+            start,
+            cpu_record_ms,
+            shaded: vis.is_some(),
+        })
+    }
+
+    /// Waits for the frame [`Self::submit`] gave back and reads its times.
+    pub fn finish(&mut self, ctx: &Context, submitted: Submitted) -> Result<FrameTimes, GpuError> {
+        let Submitted {
+            start,
+            cpu_record_ms,
+            shaded,
+        } = submitted;
+        let d = &ctx.device;
+        // SAFETY: the fence belongs to the frame `submit` gave to the queue.
+        unsafe { crate::gpu::util::wait_and_reset(d, self.fence)? };
         let wall_ms = start.elapsed().as_secs_f64() * 1e3;
         let mut gpu_ms = Vec::new();
         if let Some(q) = self.queries {
@@ -1278,7 +1331,7 @@ impl Renderer {
                     if (*name == "shadow" || *name == "bloom") && self.effects.is_none() {
                         continue;
                     }
-                    if *name == "shade" && vis.is_none() {
+                    if *name == "shade" && !shaded {
                         continue;
                     }
                     let ticks = stamps[2 * i + 1].saturating_sub(stamps[2 * i]);

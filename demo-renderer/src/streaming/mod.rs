@@ -384,6 +384,13 @@ pub struct StreamFrame {
     pub map_ms: f64,
     /// Milliseconds reading the last frame's feedback (and clearing it).
     pub feedback_ms: f64,
+    /// By tiles: of `tile_loads`, the spare ones bound, read and copied
+    /// after the frame's submission, while the GPU draws it
+    /// ([`Streamer::after_submit`]): resident from the next frame on.
+    pub tile_late_loads: u32,
+    /// By tiles: milliseconds of that work on the render thread (it overlaps
+    /// the GPU's frame; `wall_ms` includes what it does not hide).
+    pub late_ms: f64,
 }
 
 /// Levels the feedback's per-material histogram tells apart (finer levels of
@@ -1157,6 +1164,29 @@ impl Streamer {
         self.frame = frame;
         self.unread = true;
         self.frames_prepared += 1;
+        Ok(())
+    }
+
+    /// After the frame's submission, before it is waited for: by tiles, the
+    /// spare loads [`Self::prepare`] kept back are bound, read and copied
+    /// ([`tiles::TileStreamer::after_submit`]), so the frame never waits for
+    /// them; their figures join the frame's.
+    pub fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        let Some(t) = self.tiles.as_mut() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let tf = t.after_submit(ctx, mem)?;
+        let f = &mut self.frame;
+        f.residency_changes += tf.loads;
+        f.upload_bytes += tf.upload_bytes;
+        f.upload_ms += tf.read_seconds * 1e3;
+        f.bind_ms += tf.bind_seconds * 1e3;
+        f.sparse_binds += tf.binds;
+        f.tile_loads += tf.loads;
+        f.tile_late_loads += tf.loads;
+        f.copy_ms += tf.copy_seconds * 1e3;
+        f.late_ms += started.elapsed().as_secs_f64() * 1e3;
         Ok(())
     }
 

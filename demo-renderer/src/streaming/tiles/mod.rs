@@ -18,7 +18,8 @@
 //! # A frame
 //!
 //! The renderer waits for each frame, so when [`TileStreamer::prepare`] runs the
-//! GPU is idle. It plans from the last frame's per-cell feedback; an evicted
+//! GPU has only the last frame's spare loads left (below), which it waits
+//! for before touching a page. It plans from the last frame's per-cell feedback; an evicted
 //! tile leaves the residency map and its page goes to the spare pages, still
 //! bound there (no unbind); the loads take spare pages first, then new ones
 //! from the pool, and are bound in one `vkQueueBindSparse` that signals a
@@ -32,6 +33,16 @@
 //! follow each other in memory: the driver's cost goes by binds (NVIDIA: about
 //! 26 us each, measured when the binds were waited for), and the report's
 //! `bind_ms`, `sparse_binds` and `plan_ms` show it.
+//!
+//! Only the loads a present cell wants (and their parents) go that way. The
+//! spare ones (the look-ahead's, the margin's, the ring's: most of a frame's
+//! loads) take their pages in `prepare`, inside the budget, and wait for
+//! [`TileStreamer::after_submit`], which the renderer calls once the frame
+//! is submitted: their bind, reads and copies (on a command buffer of their
+//! own, from staging slots after the frame's) then overlap the GPU's frame
+//! instead of delaying it, and the next frame's map names them. The frame in
+//! flight reads none of it: those tiles are absent from its map, their pages
+//! spare or new ([`LATE_SPARE_ENV`] turns it off).
 //!
 //! # Stale bindings
 //!
@@ -96,7 +107,7 @@ use crate::gpu::util::OneShot;
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::TextureSet;
 use geometry::{MapTiles, TileRef};
-use policy::{TileInput, UNSEEN};
+use policy::{LoadKind, TileInput, UNSEEN};
 
 /// Cells per side of a material's grid, at most (32: one cell per level-0 tile
 /// of an 8K BC map).
@@ -154,6 +165,60 @@ pub struct TileFrame {
     pub missing: u64,
     /// Of the loads planned, those of tiles the present view wants.
     pub wanted_loads: u32,
+}
+
+impl TileFrame {
+    /// Adds `other`'s work (loads, bytes, binds, runs and their seconds).
+    fn absorb(&mut self, other: &TileFrame) {
+        self.loads += other.loads;
+        self.upload_bytes += other.upload_bytes;
+        self.read_seconds += other.read_seconds;
+        self.bind_seconds += other.bind_seconds;
+        self.binds += other.binds;
+        self.runs += other.runs;
+        self.copy_seconds += other.copy_seconds;
+    }
+}
+
+/// The loads (with their `kinds`) to make before the frame's submission and
+/// those that can wait for it (the kinds `late` defers), each sorted. A load
+/// made now takes its parent along when the parent was kept back, so that
+/// nothing the frame loads waits for a tile kept back.
+fn split_late(
+    maps: &[MapTiles],
+    loads: &[TileRef],
+    kinds: &[LoadKind],
+    late: LateSpare,
+) -> (Vec<TileRef>, Vec<TileRef>) {
+    let mut later: std::collections::BTreeSet<TileRef> = loads
+        .iter()
+        .zip(kinds.iter().chain(std::iter::repeat(&LoadKind::Wanted)))
+        .filter(|(_, &k)| late.defers(k))
+        .map(|(&t, _)| t)
+        .collect();
+    let mut now: Vec<TileRef> = loads
+        .iter()
+        .copied()
+        .filter(|t| !later.contains(t))
+        .collect();
+    let mut k = 0;
+    while k < now.len() {
+        let t = now[k];
+        k += 1;
+        if t.level + 1 < maps[t.map as usize].tail_first {
+            let parent = TileRef {
+                level: t.level + 1,
+                x: t.x / 2,
+                y: t.y / 2,
+                ..t
+            };
+            if later.remove(&parent) {
+                now.push(parent);
+            }
+        }
+    }
+    now.sort_unstable();
+    (now, later.into_iter().collect())
 }
 
 /// Adjacent tiles of one row of one level, read and staged together: `len`
@@ -275,6 +340,14 @@ pub struct TileStreamer {
     slot: u64,
     max_loads: usize,
     one_shot: OneShot,
+    /// The copies of the spare loads kept back ([`Self::after_submit`]).
+    late_shot: OneShot,
+    /// Spare loads whose pages are taken and whose binds, reads and copies
+    /// wait for [`Self::after_submit`].
+    deferred: Option<Deferred>,
+    /// [`LATE_SPARE_ENV`]: the kinds of spare loads that wait for the
+    /// frame's submission.
+    late: LateSpare,
     /// Signalled by each `vkQueueBindSparse`, waited on by the copies'
     /// submission that follows it.
     bound: vk::Semaphore,
@@ -341,6 +414,66 @@ pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
 /// [`MAX_SPARE_ENV`] met the p99 but lost the refill after a cut, which the
 /// look-ahead's prefetch of the cut's view gave; this one keeps that.
 pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
+
+/// `VKALLOC_DEMO_TILES_LATE_SPARE=all|ahead|0`: which spare loads (tiles no
+/// present cell wants; most of a frame's loads) wait for the frame's
+/// submission: `all` (the margin's and the ring's too), `ahead` (the
+/// look-ahead's alone: the coming views') or none (`0`: every load before
+/// the submission). Those take their pages in [`TileStreamer::prepare`],
+/// inside the budget, and are bound, read and copied in
+/// [`TileStreamer::after_submit`], while the GPU draws the frame: resident
+/// from the next frame on. On the H200 the frame's submission waited on
+/// the queue for every bind before it (about 31-35 us per bind region,
+/// BENCHMARKS.md), and the reads came before it too. The default is
+/// [`LateSpare::DEFAULT`].
+pub const LATE_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_LATE_SPARE";
+
+/// Which spare loads wait for the frame's submission ([`LATE_SPARE_ENV`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LateSpare {
+    /// None: every load before the submission.
+    None,
+    /// The look-ahead's alone.
+    Ahead,
+    /// Every spare load (the look-ahead's, the margin's, the ring's).
+    All,
+}
+
+impl LateSpare {
+    /// Without [`LATE_SPARE_ENV`].
+    pub const DEFAULT: Self = Self::All;
+
+    /// From [`LATE_SPARE_ENV`] (unset or not understood: [`Self::DEFAULT`]).
+    fn from_env() -> Self {
+        match std::env::var(LATE_SPARE_ENV).as_deref().map(str::trim) {
+            Ok("0") | Ok("none") => Self::None,
+            Ok("ahead") => Self::Ahead,
+            Ok("all") | Ok("1") => Self::All,
+            _ => Self::DEFAULT,
+        }
+    }
+
+    /// Whether a load of `kind` waits for the submission.
+    fn defers(self, kind: LoadKind) -> bool {
+        match (self, kind) {
+            (_, LoadKind::Wanted) | (Self::None, _) => false,
+            (Self::Ahead, k) => k == LoadKind::Ahead,
+            (Self::All, _) => true,
+        }
+    }
+}
+
+/// Spare loads kept back by [`TileStreamer::prepare`] for
+/// [`TileStreamer::after_submit`]: their pages are taken (and counted) but
+/// neither bound nor filled.
+struct Deferred {
+    /// Sorted (the staging layout: load `k` at slot `base + k`).
+    loads: Vec<TileRef>,
+    /// Each load's page.
+    binds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)>,
+    /// The first staging slot after the frame's own loads'.
+    base: usize,
+}
 
 /// A check: `VKALLOC_DEMO_TILES_REVERSED_PAGES=1` gives the loads their pages
 /// in descending memory order instead of [`pages::assign`]'s, so that tiles
@@ -411,6 +544,15 @@ impl TileStreamer {
                 return Err(e);
             }
         };
+        let late_shot = match OneShot::new(ctx) {
+            Ok(o) => o,
+            Err(e) => {
+                one_shot.destroy(d);
+                // SAFETY: the semaphore was never used.
+                unsafe { d.destroy_semaphore(bound, None) };
+                return Err(e);
+            }
+        };
         let mut s = Self {
             maps: Vec::new(),
             sparse: Vec::new(),
@@ -444,6 +586,9 @@ impl TileStreamer {
             cast_present: std::env::var(CAST_PRESENT_ENV).map_or(true, |v| v.trim() != "0"),
             reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
             one_shot,
+            late_shot,
+            deferred: None,
+            late: LateSpare::from_env(),
             bound,
             bind_signalled: false,
         };
@@ -802,7 +947,7 @@ impl TileStreamer {
                 &MemOptions::new(MemoryUsage::Upload, "tile staging"),
             )?,
         );
-        self.upload(ctx, mem, &[], &[])?;
+        self.upload(ctx, mem, &[], &[], 0, false)?;
         for (i, s) in self.sparse.iter().enumerate() {
             set.write_view_in(d, i, s.view, vk::ImageLayout::GENERAL);
         }
@@ -1060,6 +1205,9 @@ impl TileStreamer {
         if !prefill {
             self.frames += 1;
         }
+        // Spare loads kept back by the last call, for a caller that did not
+        // call `after_submit` after its frame's submission: done now.
+        let flushed = self.after_submit(ctx, mem)?;
         // The last copies read staging and wrote pages that this frame may
         // give to other tiles: done before anything here touches them (in a
         // frame, the renderer's wait for the last frame covered them).
@@ -1112,6 +1260,13 @@ impl TileStreamer {
             wait_seconds,
             ..TileFrame::default()
         };
+        frame.absorb(&flushed);
+        // The spare loads kept back last frame are bound, filled and in the
+        // map from here on; their copies (and reads of staging) are done
+        // before any page or staging slot is touched below.
+        let waiting = Instant::now();
+        self.late_shot.wait(ctx)?;
+        frame.wait_seconds += waiting.elapsed().as_secs_f64();
         let mut binding = Duration::ZERO;
         // Evictions: out of the map, their pages spare and still bound (the
         // module's "Stale bindings"): no unbind.
@@ -1138,9 +1293,111 @@ impl TileStreamer {
             }
         }
         let got = plan.loads.len().min(candidates.len());
-        let mut loads: Vec<TileRef> = plan.loads[..got].to_vec();
-        loads.sort_unstable();
-        let load_runs: Vec<u32> = runs(&self.maps, &loads, u32::MAX)
+        // The frame's own loads now; the spare ones after its submission
+        // (outside the pre-fill, and unless `LATE_SPARE_ENV` says no).
+        let late = if prefill { LateSpare::None } else { self.late };
+        let (now, later) = split_late(&self.maps, &plan.loads[..got], &plan.kinds, late);
+        let taken = self
+            .take_pages(&now, &mut candidates)
+            .and_then(|(b, r)| Ok((b, r, self.take_pages(&later, &mut candidates)?)));
+        self.spare.extend(candidates);
+        let (binds, now_runs, (late_binds, late_runs)) = taken?;
+        frame.runs = now_runs + late_runs;
+        frame.page_seconds = paging.elapsed().as_secs_f64();
+        frame.missing += (plan.loads.len() - got) as u64;
+        let loads = now;
+        if !binds.is_empty() {
+            let b = Instant::now();
+            match self.bind_tiles(ctx, &binds) {
+                Ok(n) => frame.binds += n,
+                Err(e) => {
+                    self.retire(&loads);
+                    self.retire(&later);
+                    return Err(e);
+                }
+            }
+            binding += b.elapsed();
+        }
+        // Reads into staging, on worker threads, by runs of adjacent tiles
+        // (`loads` is sorted).
+        let runs = runs(&self.maps, &loads, 32);
+        let started = Instant::now();
+        let failed = self.read(&loads, &runs, 0);
+        frame.read_seconds = started.elapsed().as_secs_f64();
+        let runs = self.drop_failed(&loads, runs, &failed);
+        // `loads` keeps its order (the staging layout); the runs left name
+        // the tiles that arrived.
+        let arrived = self.arrive(&loads, &runs);
+        frame.upload_bytes = arrived * self.slot;
+        frame.loads = arrived as u32;
+        if self.changed.iter().any(|&c| c) || self.changed.is_empty() {
+            let mapping = Instant::now();
+            self.refresh_map();
+            frame.map_seconds = mapping.elapsed().as_secs_f64();
+        }
+        if !later.is_empty() {
+            self.deferred = Some(Deferred {
+                base: loads.len(),
+                loads: later,
+                binds: late_binds,
+            });
+        }
+        let copying = Instant::now();
+        self.upload(ctx, mem, &loads, &runs, 0, false)?;
+        frame.copy_seconds = copying.elapsed().as_secs_f64();
+        frame.bind_seconds = binding.as_secs_f64();
+        Ok(frame)
+    }
+
+    /// After the frame's submission: binds, reads and copies the spare loads
+    /// [`Self::prepare`] kept back ([`LATE_SPARE_ENV`]), on the same queue,
+    /// not waited for, and marks them resident: the next frame's residency
+    /// map names them, and its submission comes after their copies. Nothing
+    /// the frame in flight reads changes: the tiles are absent from its map,
+    /// and their pages were spare or new. [`Self::prepare`] calls it for a
+    /// caller that did not.
+    pub fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<TileFrame, GpuError> {
+        let Some(Deferred { loads, binds, base }) = self.deferred.take() else {
+            return Ok(TileFrame::default());
+        };
+        let mut frame = TileFrame::default();
+        let b = Instant::now();
+        match self.bind_tiles(ctx, &binds) {
+            Ok(n) => frame.binds = n,
+            Err(e) => {
+                self.retire(&loads);
+                return Err(e);
+            }
+        }
+        frame.bind_seconds = b.elapsed().as_secs_f64();
+        let runs = runs(&self.maps, &loads, 32);
+        frame.runs = runs.len() as u32;
+        let started = Instant::now();
+        let failed = self.read(&loads, &runs, base);
+        frame.read_seconds = started.elapsed().as_secs_f64();
+        let runs = self.drop_failed(&loads, runs, &failed);
+        let arrived = self.arrive(&loads, &runs);
+        frame.upload_bytes = arrived * self.slot;
+        frame.loads = arrived as u32;
+        let copying = Instant::now();
+        self.upload(ctx, mem, &loads, &runs, base, true)?;
+        frame.copy_seconds = copying.elapsed().as_secs_f64();
+        Ok(frame)
+    }
+
+    /// Takes a page for each of `loads` (sorted) from `candidates`, which
+    /// keeps the rest; records them as the tiles' pages. The binds to make,
+    /// and the runs of adjacent tiles among the loads.
+    #[allow(clippy::type_complexity)]
+    fn take_pages(
+        &mut self,
+        loads: &[TileRef],
+        candidates: &mut Vec<Allocation>,
+    ) -> Result<(Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)>, u32), GpuError> {
+        if loads.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let load_runs: Vec<u32> = runs(&self.maps, loads, u32::MAX)
             .iter()
             .map(|r| r.len)
             .collect();
@@ -1148,8 +1405,8 @@ impl TileStreamer {
             .iter()
             .map(|a| (ash::vk::Handle::as_raw(a.vk_memory()), a.offset()))
             .collect();
-        // `assign` gives each of the `got` loads its own candidate (`got` <=
-        // the candidates), so neither error below is reached.
+        // `assign` gives each load its own candidate (the caller keeps the
+        // loads within the candidates), so neither error below is reached.
         let internal = || GpuError::Other("tile streamer: pages::assign broke its contract".into());
         let pick = if self.reversed_pages {
             // The check's order: pages in descending memory order, most of
@@ -1162,15 +1419,14 @@ impl TileStreamer {
             pages::assign(&load_runs, &at, self.page)
         };
         let Some(pick) = pick.filter(|p| p.len() == loads.len()) else {
-            self.spare = candidates;
             return Err(internal());
         };
-        frame.runs = load_runs.len() as u32;
-        let mut slots: Vec<Option<Allocation>> = candidates.into_iter().map(Some).collect();
+        let mut slots: Vec<Option<Allocation>> =
+            std::mem::take(candidates).into_iter().map(Some).collect();
         let mut binds = Vec::with_capacity(loads.len());
         for (&t, &i) in loads.iter().zip(&pick) {
-            let Some(a) = slots[i].take() else {
-                self.spare.extend(slots.into_iter().flatten());
+            let Some(a) = slots.get_mut(i).and_then(Option::take) else {
+                *candidates = slots.into_iter().flatten().collect();
                 return Err(internal());
             };
             binds.push((t, Some((a.vk_memory(), a.offset()))));
@@ -1178,71 +1434,53 @@ impl TileStreamer {
             self.page_bytes += a.size();
             self.pages[t.map as usize][idx] = Some(a);
         }
-        self.spare.extend(slots.into_iter().flatten());
-        frame.page_seconds = paging.elapsed().as_secs_f64();
-        frame.missing += (plan.loads.len() - loads.len()) as u64;
-        if !binds.is_empty() {
-            let b = Instant::now();
-            match self.bind_tiles(ctx, &binds) {
-                Ok(n) => frame.binds += n,
-                Err(e) => {
-                    self.retire(&loads);
-                    return Err(e);
-                }
-            }
-            binding += b.elapsed();
+        *candidates = slots.into_iter().flatten().collect();
+        Ok((binds, load_runs.len() as u32))
+    }
+
+    /// The runs of `runs` whose reads did not fail (`failed`: indices into
+    /// `runs` and why). A failed run's tiles are retired (their pages spare,
+    /// still bound) and their map loads no more tiles, keeping what it has
+    /// (the shaders never named these tiles).
+    fn drop_failed(
+        &mut self,
+        loads: &[TileRef],
+        runs: Vec<Run>,
+        failed: &[(usize, String)],
+    ) -> Vec<Run> {
+        if failed.is_empty() {
+            return runs;
         }
-        // Reads into staging, on worker threads, by runs of adjacent tiles
-        // (`loads` is sorted).
-        let mut runs = runs(&self.maps, &loads, 32);
-        let started = Instant::now();
-        let failed = self.read(&loads, &runs);
-        frame.read_seconds = started.elapsed().as_secs_f64();
-        if !failed.is_empty() {
-            // The failed runs' tiles: unbound, their pages freed; their maps
-            // load no more tiles and keep what they have (the shaders never
-            // named these tiles). The other runs go on.
-            let mut lost = Vec::new();
-            for (k, e) in &failed {
-                let run = runs[*k];
-                let tiles = &loads[run.start..run.start + run.len as usize];
-                let map = tiles[0].map as usize;
-                if !self.blocked[map] {
-                    self.blocked[map] = true;
-                    eprintln!("streaming: {e}; texture {map} keeps the tiles it has");
-                }
-                lost.extend_from_slice(tiles);
+        let mut lost = Vec::new();
+        for (k, e) in failed {
+            let run = runs[*k];
+            let tiles = &loads[run.start..run.start + run.len as usize];
+            let map = tiles[0].map as usize;
+            if !self.blocked[map] {
+                self.blocked[map] = true;
+                eprintln!("streaming: {e}; texture {map} keeps the tiles it has");
             }
-            self.retire(&lost);
-            let bad: std::collections::HashSet<usize> = failed.iter().map(|f| f.0).collect();
-            runs = runs
-                .into_iter()
-                .enumerate()
-                .filter(|(k, _)| !bad.contains(k))
-                .map(|(_, r)| r)
-                .collect();
+            lost.extend_from_slice(tiles);
         }
-        // `loads` keeps its order (the staging layout); the runs left name
-        // the tiles that arrived.
+        self.retire(&lost);
+        let bad: std::collections::HashSet<usize> = failed.iter().map(|f| f.0).collect();
+        runs.into_iter()
+            .enumerate()
+            .filter(|(k, _)| !bad.contains(k))
+            .map(|(_, r)| r)
+            .collect()
+    }
+
+    /// Marks the tiles of `runs` (into `loads`) resident; how many.
+    fn arrive(&mut self, loads: &[TileRef], runs: &[Run]) -> u64 {
         let mut arrived = 0u64;
-        for run in &runs {
+        for run in runs {
             for &t in &loads[run.start..run.start + run.len as usize] {
                 self.set_resident(t, true);
                 arrived += 1;
             }
         }
-        frame.upload_bytes = arrived * self.slot;
-        frame.loads = arrived as u32;
-        if arrived > 0 || !plan.evictions.is_empty() {
-            let mapping = Instant::now();
-            self.refresh_map();
-            frame.map_seconds = mapping.elapsed().as_secs_f64();
-        }
-        let copying = Instant::now();
-        self.upload(ctx, mem, &loads, &runs)?;
-        frame.copy_seconds = copying.elapsed().as_secs_f64();
-        frame.bind_seconds = binding.as_secs_f64();
-        Ok(frame)
+        arrived
     }
 
     /// Marks `tiles` absent and moves their pages to the spare pages, bound
@@ -1260,10 +1498,10 @@ impl TileStreamer {
     }
 
     /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
-    /// slot `runs[r].start`, its rows spanning the run's tiles (one positioned
-    /// read per block row of a run, not per tile), runs shared over reader
-    /// threads.
-    fn read(&mut self, loads: &[TileRef], runs: &[Run]) -> Vec<(usize, String)> {
+    /// slot `base + runs[r].start`, its rows spanning the run's tiles (one
+    /// positioned read per block row of a run, not per tile), runs shared
+    /// over reader threads. `runs` cover `loads` in order.
+    fn read(&mut self, loads: &[TileRef], runs: &[Run], base: usize) -> Vec<(usize, String)> {
         if loads.is_empty() {
             return Vec::new();
         }
@@ -1276,7 +1514,8 @@ impl TileStreamer {
         let maps = &self.maps;
         let sparse = &self.sparse;
         let staging = self.staging.as_mut().expect("built");
-        let mut rest = &mut staging.mapped_mut().as_mut_slice()[..loads.len() * slot];
+        let mut rest =
+            &mut staging.mapped_mut().as_mut_slice()[base * slot..(base + loads.len()) * slot];
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, READERS)
@@ -1357,17 +1596,23 @@ impl TileStreamer {
         })
     }
 
-    /// Copies the staged `loads` into their tiles and, when it changed, the
-    /// residency map to the GPU, in one submission that waits on the bind
-    /// before it and is not waited for (the module's "A frame").
+    /// Copies the staged `loads` (from slot `base` on) into their tiles and,
+    /// when it changed and this is not the `late` submission, the residency
+    /// map to the GPU, in one submission that waits on the bind before it
+    /// and is not waited for (the module's "A frame"). The `late` one (the
+    /// spare loads after the frame's submission) goes on its own command
+    /// buffer: the frame's copies may still be running.
     fn upload(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
         loads: &[TileRef],
         runs: &[Run],
+        base: usize,
+        late: bool,
     ) -> Result<(), GpuError> {
-        if loads.is_empty() && !self.map_dirty && !self.bind_signalled {
+        let map_dirty = self.map_dirty && !late;
+        if loads.is_empty() && !map_dirty && !self.bind_signalled {
             return Ok(());
         }
         let after = self.take_bind_signal();
@@ -1376,14 +1621,14 @@ impl TileStreamer {
             mem.flush(s.allocation());
         }
         let map_bytes = (self.map_words.len() * 4) as u64;
-        if self.map_dirty {
+        if map_dirty {
             let host = self.map_host.as_mut().expect("built");
             host.mapped_mut()
                 .write(0, bytemuck::cast_slice(&self.map_words))
                 .map_err(|e| GpuError::Other(format!("tile residency map: {e}")))?;
             mem.flush(host.allocation());
         }
-        let dirty = self.map_dirty && map_bytes > 0;
+        let dirty = map_dirty && map_bytes > 0;
         let staging = self.staging.as_ref().map(|b| b.raw());
         let map_src = self.map_host.as_ref().map(|b| b.raw());
         let map_dst = self.map_gpu.as_ref().map(|b| b.raw());
@@ -1417,7 +1662,7 @@ impl TileStreamer {
                         let side = m.side(t.level);
                         let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
                         let region = [vk::BufferImageCopy::default()
-                            .buffer_offset(run.start as u64 * slot)
+                            .buffer_offset((base + run.start) as u64 * slot)
                             .buffer_row_length(m.tile_w * run.len)
                             .buffer_image_height(m.tile_h)
                             .image_subresource(vk::ImageSubresourceLayers {
@@ -1460,13 +1705,21 @@ impl TileStreamer {
                 copies_to_shaders(d, cmd);
             }
         };
-        // SAFETY: `after` is this frame's bind's signal, consumed here alone.
-        if let Err(e) = unsafe { self.one_shot.submit(ctx, after, record) } {
+        let shot = if late {
+            &self.late_shot
+        } else {
+            &self.one_shot
+        };
+        // SAFETY: `after` is the signal of the bind just before (this
+        // frame's, or its late loads'), consumed here alone.
+        if let Err(e) = unsafe { shot.submit(ctx, after, record) } {
             // Nothing waited on the bind's signal: it is still pending.
             self.bind_signalled = after.is_some();
             return Err(e);
         }
-        self.map_dirty = false;
+        if !late {
+            self.map_dirty = false;
+        }
         Ok(())
     }
 
@@ -1508,6 +1761,8 @@ impl TileStreamer {
             unsafe { mem.destroy_buffer(b) };
         }
         self.one_shot.destroy(d);
+        self.late_shot.destroy(d);
+        self.deferred = None;
         // SAFETY: the device is idle: no bind signals it, no submission waits on it.
         unsafe { d.destroy_semaphore(self.bound, None) };
         self.bound = vk::Semaphore::null();
@@ -1627,6 +1882,54 @@ mod tests {
         assert!(r
             .windows(2)
             .all(|w| w[0].start + w[0].len as usize == w[1].start));
+    }
+
+    #[test]
+    fn split_late_keeps_back_the_kinds_asked_and_never_a_parent_of_a_load_made_now() {
+        use LoadKind::{Ahead, Ring, Wanted};
+        // tail_first 2: level 0 tiles have parents at level 1, level 1 none.
+        let maps = vec![map(1024, 128); 2];
+        let loads = vec![
+            t(0, 0, 2, 2), // wanted, its parent (0, 1, 1, 1) a ring load
+            t(0, 1, 1, 1),
+            t(0, 0, 6, 6), // a ring load, its parent the look-ahead's
+            t(0, 1, 3, 3),
+            t(1, 1, 0, 0), // the look-ahead's, no parent (level 1)
+            t(1, 0, 4, 0), // wanted, its parent not loaded this frame
+        ];
+        let kinds = vec![Wanted, Ring, Ring, Ahead, Ahead, Wanted];
+        let sorted = |mut v: Vec<TileRef>| {
+            v.sort_unstable();
+            v
+        };
+        // None: every load now, sorted.
+        let (now, later) = split_late(&maps, &loads, &kinds, LateSpare::None);
+        assert_eq!((now, later), (sorted(loads.clone()), vec![]));
+        // All spare ones back, but the wanted load's parent comes along.
+        let (now, later) = split_late(&maps, &loads, &kinds, LateSpare::All);
+        assert_eq!(
+            now,
+            sorted(vec![t(0, 0, 2, 2), t(0, 1, 1, 1), t(1, 0, 4, 0)])
+        );
+        assert_eq!(
+            later,
+            sorted(vec![t(0, 0, 6, 6), t(0, 1, 3, 3), t(1, 1, 0, 0)])
+        );
+        // The look-ahead's alone: the ring load made now takes its
+        // look-ahead parent along.
+        let (now, later) = split_late(&maps, &loads, &kinds, LateSpare::Ahead);
+        assert_eq!(later, vec![t(1, 1, 0, 0)]);
+        assert_eq!(now.len() + later.len(), loads.len());
+        assert!(now.contains(&t(0, 1, 3, 3)));
+        // A chain: a wanted level-0 load whose level-1 parent is spare, on a
+        // map with a level 2 as well: the parent's parent comes along too.
+        let deep = vec![MapTiles {
+            tail_first: 3,
+            ..map(1024, 128)
+        }];
+        let chain = vec![t(0, 0, 0, 0), t(0, 1, 0, 0), t(0, 2, 0, 0)];
+        let (now, later) = split_late(&deep, &chain, &[Wanted, Ring, Ahead], LateSpare::All);
+        assert_eq!((now, later), (chain, vec![]));
     }
 
     #[test]

@@ -100,11 +100,37 @@ pub struct TileInput<'a> {
     pub max_ring_loads: usize,
 }
 
+/// What a load is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoadKind {
+    /// A present cell wants it (at its wanted level or coarser).
+    Wanted,
+    /// Spare: a present cell scores it without wanting it (the margin of one
+    /// level finer, the ring around a wanted region).
+    Ring,
+    /// Spare: only the look-ahead (the coming views) wants it.
+    Ahead,
+}
+
+impl LoadKind {
+    /// The kind of a load that the look-ahead alone wants (`ahead_only`),
+    /// or that no present cell wants (`spare`).
+    fn of(ahead_only: bool, spare: bool) -> Self {
+        match (ahead_only, spare) {
+            (true, _) => Self::Ahead,
+            (false, true) => Self::Ring,
+            (false, false) => Self::Wanted,
+        }
+    }
+}
+
 /// This frame's changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TilePlan {
     /// Tiles to bind and fill, best first.
     pub loads: Vec<TileRef>,
+    /// Per load: what wants it.
+    pub kinds: Vec<LoadKind>,
     /// Tiles to unbind (before the loads bind their pages).
     pub evictions: Vec<TileRef>,
     /// Tiles some present cell wants at its wanted level or a coarser one:
@@ -478,6 +504,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         .map(|&(kk, _)| kk)
         .collect();
     let mut loads = Vec::new();
+    let mut kinds = Vec::new();
     let mut missing = 0u64;
     let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0usize, 0usize, 0usize);
     // A load's kind: only the look-ahead wants it; no present cell wants it
@@ -541,6 +568,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             *l = true;
         }
         loads.push(tile);
+        kinds.push(LoadKind::of(ahead_only, spare));
         ahead_loads += usize::from(ahead_only);
         spare_loads += usize::from(spare);
         ring_loads += usize::from(ring);
@@ -588,6 +616,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let wanted_loads = (loads.len() - spare_loads) as u64;
     TilePlan {
         loads,
+        kinds,
         evictions,
         wanted,
         missing,
@@ -905,7 +934,7 @@ mod tests {
                 taken += 1;
             }
         }
-        let (mut loads, mut missing) = (Vec::new(), 0);
+        let (mut loads, mut kinds, mut missing) = (Vec::new(), Vec::new(), 0);
         let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0, 0, 0);
         for (k, &(kk, score)) in ranked.iter().enumerate() {
             let (_, i, idx) = rank_unkey(kk);
@@ -941,6 +970,7 @@ mod tests {
             }
             if in_target[k] && loads.len() < input.max_loads {
                 loads.push(tile);
+                kinds.push(LoadKind::of(ahead_only, spare));
                 ahead_loads += usize::from(ahead_only);
                 spare_loads += usize::from(spare);
                 ring_loads += usize::from(ring);
@@ -970,6 +1000,7 @@ mod tests {
         let wanted_loads = (loads.len() - spare_loads) as u64;
         TilePlan {
             loads,
+            kinds,
             evictions,
             wanted,
             missing,
@@ -1103,6 +1134,11 @@ mod tests {
                 // Budget: loads fit the free pages plus the evictions.
                 prop_assert!(p.loads.len() as u64 <= input.free_pages + p.evictions.len() as u64);
                 prop_assert!(p.loads.len() <= max_loads);
+                // A kind per load; the wanted ones counted as such.
+                prop_assert_eq!(p.kinds.len(), p.loads.len());
+                let wanted_kind = p.kinds.iter().filter(|&&k| k == LoadKind::Wanted).count();
+                prop_assert_eq!(wanted_kind as u64, p.wanted_loads);
+                prop_assert!(p.kinds.iter().filter(|&&k| k == LoadKind::Ahead).count() <= max_ahead_loads);
                 for t in &p.evictions {
                     prop_assert!(resident[t.map as usize][maps[t.map as usize].index(t.level, t.x, t.y)]);
                 }
