@@ -10,6 +10,7 @@
 #   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
 #   OUT=/some/dir PHASE=t64,q64 CAPS="r256" bash docs/h200/tiles.sh   # 64 materials: timing first, then quality
 #   OUT=/some/dir PHASE=m64 CONFIGS="r256,VKALLOC_DEMO_TILES_MAX_RING=256 ..." bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=m16 SMALL=512MiB OFF=1 CONFIGS16="all,VKALLOC_DEMO_TILES_LATE_SPARE=all ..." bash docs/h200/tiles.sh
 #   OUT=/some/dir PHASE=budgets bash docs/h200/tiles.sh   # 512 MiB, unlimited; 256 MiB timing x REPEAT
 #   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
 #   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
@@ -184,11 +185,14 @@ if [[ ",$PHASE," == *",q64,"* ]]; then
     done
 fi
 if [[ ",$PHASE," == *",m64,"* ]]; then
-    # 64 materials at LARGE, a timing and a quality run per entry of CONFIGS.
+    # 64 materials at LARGE, a timing and a quality run per entry of CONFIGS
+    # (OFF=1: streaming off's timing run first, for the p99 ratio).
+    [[ "${OFF:-0}" == 1 ]] && run t_off_m64 -- --materials 64 --streaming off --texture-budget "$LARGE"
     matrix "" "$WORK/reference_materials64" "${CONFIGS:-none}" --materials 64 --residency tiles --texture-budget "$LARGE"
 fi
 if [[ ",$PHASE," == *",m16,"* ]]; then
-    # 16 materials at SMALL, per entry of CONFIGS16.
+    # 16 materials at SMALL, per entry of CONFIGS16 (OFF=1 as for m64).
+    [[ "${OFF:-0}" == 1 ]] && run t16_off -- --streaming off --texture-budget "$SMALL"
     matrix 16 "$WORK/reference" "${CONFIGS16:-none}" --residency tiles --texture-budget "$SMALL"
 fi
 if [[ ",$PHASE," == *",64,"* ]]; then
