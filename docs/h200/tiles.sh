@@ -10,6 +10,7 @@
 #   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
 #   OUT=/some/dir PHASE=t64,q64 CAPS="r256" bash docs/h200/tiles.sh   # 64 materials: timing first, then quality
 #   OUT=/some/dir PHASE=m64 CONFIGS="r256,VKALLOC_DEMO_TILES_MAX_RING=256 ..." bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=t16 REPEAT=2 CONFIGS16="future,VKALLOC_DEMO_TILES_LATE_SPARE=future none,VKALLOC_DEMO_TILES_LATE_SPARE=0" bash docs/h200/tiles.sh
 #   OUT=/some/dir PHASE=m16 SMALL=512MiB OFF=1 CONFIGS16="all,VKALLOC_DEMO_TILES_LATE_SPARE=all ..." bash docs/h200/tiles.sh
 #   OUT=/some/dir PHASE=budgets bash docs/h200/tiles.sh   # 512 MiB, unlimited; 256 MiB timing x REPEAT
 #   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
@@ -194,6 +195,28 @@ if [[ ",$PHASE," == *",m16,"* ]]; then
     # 16 materials at SMALL, per entry of CONFIGS16 (OFF=1 as for m64).
     [[ "${OFF:-0}" == 1 ]] && run t16_off -- --streaming off --texture-budget "$SMALL"
     matrix 16 "$WORK/reference" "${CONFIGS16:-none}" --residency tiles --texture-budget "$SMALL"
+fi
+if [[ ",$PHASE," == *",t16,"* ]]; then
+    # Frame time only, 16 materials at SMALL: REPEAT rounds of streaming off
+    # and each CONFIGS16 entry ("name,VAR=value ..."), for the p99 ratio over
+    # more than one run.
+    for k in $(seq 1 "${REPEAT:-2}"); do
+        run "t16_off_$k" -- --streaming off --texture-budget "$SMALL"
+        for entry in ${CONFIGS16:-none}; do
+            IFS=, read -r -a parts <<<"$entry"
+            run "t16_${parts[0]}_$k" "${parts[@]:1}" -- --residency tiles --texture-budget "$SMALL"
+        done
+    done
+fi
+if [[ ",$PHASE," == *",tm64,"* ]]; then
+    # The same with 64 materials at LARGE and CONFIGS.
+    for k in $(seq 1 "${REPEAT:-2}"); do
+        run "t64_off_$k" -- --materials 64 --streaming off --texture-budget "$LARGE"
+        for entry in ${CONFIGS:-none}; do
+            IFS=, read -r -a parts <<<"$entry"
+            run "t64_${parts[0]}_$k" "${parts[@]:1}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
+        done
+    done
 fi
 if [[ ",$PHASE," == *",64,"* ]]; then
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB

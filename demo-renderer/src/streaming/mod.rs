@@ -1008,15 +1008,17 @@ impl Streamer {
             // On a cut the feedback shows the old view: the present one is
             // cast instead.
             let cast = Instant::now();
-            let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0));
+            let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0).0);
             let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
             // Every other frame casts its own view into the look-ahead too:
             // what the last frame's feedback did not show loads before it
             // is drawn ([`tiles::CAST_PRESENT_ENV`]).
             let cast_present = self.tiles.as_ref().is_some_and(|t| t.cast_present());
-            let ahead = self.tile_ahead(objects, view, ahead, cast_present && !camera_cut, next);
+            let (ahead, cast_cells) =
+                self.tile_ahead(objects, view, ahead, cast_present && !camera_cut, next);
             frame.lookahead_ms = cast.elapsed().as_secs_f64() * 1e3;
-            self.prepare_tiles(ctx, mem, set, frame, present.as_ref(), &ahead)?;
+            let views = (present.as_ref(), &ahead, cast_cells.as_ref());
+            self.prepare_tiles(ctx, mem, set, frame, views)?;
             self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
             return Ok(());
         }
@@ -1117,8 +1119,11 @@ impl Streamer {
         mem: &GpuMemory,
         set: &TextureSet,
         mut frame: StreamFrame,
-        present: Option<&tiles::lookahead::AheadCells>,
-        ahead: &tiles::lookahead::AheadCells,
+        (present, ahead, cast): (
+            Option<&tiles::lookahead::AheadCells>,
+            &tiles::lookahead::AheadCells,
+            Option<&tiles::lookahead::AheadCells>,
+        ),
     ) -> Result<(), GpuError> {
         let Some(t) = self.tiles.as_mut() else {
             return Ok(());
@@ -1140,7 +1145,18 @@ impl Streamer {
             }
         };
         let (ahead_wants, ahead_hits) = ahead.for_policy();
-        let tf = t.prepare(ctx, mem, &wants, &hits, (&ahead_wants, &ahead_hits), false)?;
+        // The present view's own cast, within the look-ahead: which of its
+        // loads this frame may draw (not kept back for after the submission).
+        let (cast_wants, cast_hits) = cast.map(|c| c.for_policy()).unwrap_or_default();
+        let tf = t.prepare(
+            ctx,
+            mem,
+            &wants,
+            &hits,
+            (&ahead_wants, &ahead_hits),
+            (&cast_wants, &cast_hits),
+            false,
+        )?;
         frame.residency_changes = tf.loads + tf.evictions;
         frame.upload_bytes = tf.upload_bytes;
         frame.upload_ms = tf.read_seconds * 1e3;
@@ -1315,9 +1331,13 @@ impl Streamer {
         ahead: &[View],
         present: bool,
         next: f32,
-    ) -> tiles::lookahead::AheadCells {
+    ) -> (
+        tiles::lookahead::AheadCells,
+        Option<tiles::lookahead::AheadCells>,
+    ) {
         let g = self.tiles.as_ref().map_or(1, |t| t.cells_per_side());
         let mut cells = tiles::lookahead::AheadCells::new(self.map_sizes.len(), g);
+        let mut present_cells = None;
         let views: Vec<View> = std::iter::once(view).chain(ahead).copied().collect();
         for c in tiles::lookahead::plan_casts(&views, present, next) {
             cells.cast(
@@ -1328,8 +1348,13 @@ impl Streamer {
                 c.weight,
                 c.rays,
             );
+            // The present view's cast comes first (`plan_casts`): the cells
+            // hold it alone until the next cast.
+            if c.k == 0 {
+                present_cells = Some(cells.clone());
+            }
         }
-        cells
+        (cells, present_cells)
     }
 
     /// [`Self::prefill`] by tiles: no feedback yet, so the ray cast of the
@@ -1349,7 +1374,7 @@ impl Streamer {
     ) -> Result<Option<Prefill>, GpuError> {
         let started = Instant::now();
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        let ahead = self.tile_ahead(objects, view, ahead, true, NEXT_VIEW_WEIGHT);
+        let (ahead, _) = self.tile_ahead(objects, view, ahead, true, NEXT_VIEW_WEIGHT);
         let (ahead_wants, ahead_hits) = ahead.for_policy();
         let mut out = Prefill::start(self.resident_bytes(set));
         let Some(t) = self.tiles.as_mut() else {
@@ -1358,7 +1383,15 @@ impl Streamer {
         let n = ahead_wants.len();
         let (wants, hits) = (vec![tiles::policy::UNSEEN; n], vec![0; n]);
         loop {
-            let tf = t.prepare(ctx, mem, &wants, &hits, (&ahead_wants, &ahead_hits), true)?;
+            let tf = t.prepare(
+                ctx,
+                mem,
+                &wants,
+                &hits,
+                (&ahead_wants, &ahead_hits),
+                (&[], &[]),
+                true,
+            )?;
             out.rounds += 1;
             out.changes += tf.loads + tf.evictions;
             out.bytes += tf.upload_bytes;

@@ -415,11 +415,11 @@ pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
 /// look-ahead's prefetch of the cut's view gave; this one keeps that.
 pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
 
-/// `VKALLOC_DEMO_TILES_LATE_SPARE=all|ahead|0`: which spare loads (tiles no
+/// `VKALLOC_DEMO_TILES_LATE_SPARE=future|all|0`: which spare loads (tiles no
 /// present cell wants; most of a frame's loads) wait for the frame's
-/// submission: `all` (the margin's and the ring's too), `ahead` (the
-/// look-ahead's alone: the coming views') or none (`0`: every load before
-/// the submission). Those take their pages in [`TileStreamer::prepare`],
+/// submission: `future` (those only the coming views want: not the present
+/// view's own cast, [`LoadKind::Cast`]), `all` (the margin's, the ring's and
+/// the present cast's too) or none (`0`: every load before the submission). Those take their pages in [`TileStreamer::prepare`],
 /// inside the budget, and are bound, read and copied in
 /// [`TileStreamer::after_submit`], while the GPU draws the frame: resident
 /// from the next frame on. On the H200 the frame's submission waited on
@@ -433,21 +433,22 @@ pub const LATE_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_LATE_SPARE";
 pub enum LateSpare {
     /// None: every load before the submission.
     None,
-    /// The look-ahead's alone.
-    Ahead,
+    /// Those only the coming views want ([`LoadKind::Ahead`]): the frame
+    /// draws none of them, so it looks the same.
+    Future,
     /// Every spare load (the look-ahead's, the margin's, the ring's).
     All,
 }
 
 impl LateSpare {
     /// Without [`LATE_SPARE_ENV`].
-    pub const DEFAULT: Self = Self::All;
+    pub const DEFAULT: Self = Self::Future;
 
     /// From [`LATE_SPARE_ENV`] (unset or not understood: [`Self::DEFAULT`]).
     fn from_env() -> Self {
         match std::env::var(LATE_SPARE_ENV).as_deref().map(str::trim) {
             Ok("0") | Ok("none") => Self::None,
-            Ok("ahead") => Self::Ahead,
+            Ok("future") => Self::Future,
             Ok("all") | Ok("1") => Self::All,
             _ => Self::DEFAULT,
         }
@@ -457,7 +458,7 @@ impl LateSpare {
     fn defers(self, kind: LoadKind) -> bool {
         match (self, kind) {
             (_, LoadKind::Wanted) | (Self::None, _) => false,
-            (Self::Ahead, k) => k == LoadKind::Ahead,
+            (Self::Future, k) => k == LoadKind::Ahead,
             (Self::All, _) => true,
         }
     }
@@ -1188,7 +1189,11 @@ impl TileStreamer {
     /// Plans and carries out this frame's tile changes from the last frame's
     /// per-cell feedback (`wants`, `hits`: per material, `g * g` cells) and
     /// the look-ahead's cells (`ahead`, the same layout; see
-    /// [`policy::TileInput::ahead_wants`]).
+    /// [`policy::TileInput::ahead_wants`]), of which `cast` is the present
+    /// view's own cast (empty for none; [`policy::TileInput::cast_wants`]).
+    /// The spare loads [`LATE_SPARE_ENV`] names wait for
+    /// [`Self::after_submit`].
+    #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
         ctx: &Context,
@@ -1196,6 +1201,7 @@ impl TileStreamer {
         wants: &[u8],
         hits: &[u32],
         ahead: (&[u8], &[u32]),
+        cast: (&[u8], &[u32]),
         prefill: bool,
     ) -> Result<TileFrame, GpuError> {
         // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
@@ -1231,6 +1237,8 @@ impl TileStreamer {
             max_loads: self.max_loads,
             ahead_wants: ahead.0,
             ahead_hits: ahead.1,
+            cast_wants: cast.0,
+            cast_hits: cast.1,
             // A sixteenth of a frame's loads: the reads are waited for, and
             // over a look-ahead of 16 frames that is one frame's worth. Before
             // the first frame (the pre-fill), as many as a frame may load.
@@ -1915,9 +1923,9 @@ mod tests {
             later,
             sorted(vec![t(0, 0, 6, 6), t(0, 1, 3, 3), t(1, 1, 0, 0)])
         );
-        // The look-ahead's alone: the ring load made now takes its
+        // The coming views' alone: the ring load made now takes its
         // look-ahead parent along.
-        let (now, later) = split_late(&maps, &loads, &kinds, LateSpare::Ahead);
+        let (now, later) = split_late(&maps, &loads, &kinds, LateSpare::Future);
         assert_eq!(later, vec![t(1, 1, 0, 0)]);
         assert_eq!(now.len() + later.len(), loads.len());
         assert!(now.contains(&t(0, 1, 3, 3)));

@@ -89,6 +89,13 @@ pub struct TileInput<'a> {
     /// The look-ahead's sampled pixels per cell, as `hits`, already weighted
     /// by how soon each view comes.
     pub ahead_hits: &'a [u32],
+    /// Of the look-ahead, the present view's own cast alone (laid out as
+    /// `wants`; empty for none): it tells the look-ahead's loads that this
+    /// frame may draw ([`LoadKind::Cast`]) from those of the coming views
+    /// alone ([`LoadKind::Ahead`]). It changes no score and no plan.
+    pub cast_wants: &'a [u8],
+    /// The present view's cast's sampled pixels per cell, as `hits`.
+    pub cast_hits: &'a [u32],
     /// Loads of tiles only the look-ahead wants, at most.
     pub max_ahead_loads: usize,
     /// Loads of tiles the present view does not want (the look-ahead's, the
@@ -108,20 +115,31 @@ pub enum LoadKind {
     /// Spare: a present cell scores it without wanting it (the margin of one
     /// level finer, the ring around a wanted region).
     Ring,
-    /// Spare: only the look-ahead (the coming views) wants it.
+    /// Spare: only the look-ahead wants it, the present view's own cast
+    /// among it ([`TileInput::cast_wants`]): this frame may draw it.
+    Cast,
+    /// Spare: only the coming views want it.
     Ahead,
 }
 
 impl LoadKind {
-    /// The kind of a load that the look-ahead alone wants (`ahead_only`),
-    /// or that no present cell wants (`spare`).
-    fn of(ahead_only: bool, spare: bool) -> Self {
-        match (ahead_only, spare) {
-            (true, _) => Self::Ahead,
-            (false, true) => Self::Ring,
-            (false, false) => Self::Wanted,
+    /// The kind of a load that the look-ahead alone wants (`ahead_only`;
+    /// `cast`: the present view's cast scores it), or that no present cell
+    /// wants (`spare`).
+    fn of(ahead_only: bool, spare: bool, cast: bool) -> Self {
+        match (ahead_only, spare, cast) {
+            (true, _, true) => Self::Cast,
+            (true, _, false) => Self::Ahead,
+            (false, true, _) => Self::Ring,
+            (false, false, _) => Self::Wanted,
         }
     }
+}
+
+/// Whether tile `idx` of map `i` is scored by the present view's cast
+/// (`None`: no cast given).
+fn cast_scored(cast: Option<&Scores>, i: usize, idx: usize) -> bool {
+    cast.is_some_and(|c| c.of(i).0.get(idx).is_some_and(|&p| p > 0))
 }
 
 /// This frame's changes.
@@ -405,6 +423,8 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let fp = Footprints::new(input.maps, input.g.max(1));
     let present = cell_scores(input, &fp, input.wants, input.hits, 8);
     let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
+    let cast = (!input.cast_wants.is_empty())
+        .then(|| cell_scores(input, &fp, input.cast_wants, input.cast_hits, WARM_SCORE));
     let is_present = |i: usize, idx: usize| present.of(i).0.get(idx).is_some_and(|&p| p > 0);
     // Wanted: what a present cell wants at its own level or coarser (the
     // margin of one level finer is bought with spare pages, not wanted).
@@ -568,7 +588,11 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             *l = true;
         }
         loads.push(tile);
-        kinds.push(LoadKind::of(ahead_only, spare));
+        kinds.push(LoadKind::of(
+            ahead_only,
+            spare,
+            cast_scored(cast.as_ref(), i, idx),
+        ));
         ahead_loads += usize::from(ahead_only);
         spare_loads += usize::from(spare);
         ring_loads += usize::from(ring);
@@ -746,6 +770,8 @@ mod tests {
             max_loads: 1000,
             ahead_wants: &[],
             ahead_hits: &[],
+            cast_wants: &[],
+            cast_hits: &[],
             max_ahead_loads: 0,
             max_spare_loads: usize::MAX,
             max_ring_loads: usize::MAX,
@@ -905,6 +931,8 @@ mod tests {
         let fp = Footprints::new(input.maps, input.g.max(1));
         let present = cell_scores(input, &fp, input.wants, input.hits, 8);
         let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
+        let cast = (!input.cast_wants.is_empty())
+            .then(|| cell_scores(input, &fp, input.cast_wants, input.cast_hits, WARM_SCORE));
         let resident = |i: usize, idx: usize| input.resident[i][idx];
         let mut ranked = Vec::new();
         let (mut resident_count, mut wanted) = (0u64, 0u64);
@@ -970,7 +998,11 @@ mod tests {
             }
             if in_target[k] && loads.len() < input.max_loads {
                 loads.push(tile);
-                kinds.push(LoadKind::of(ahead_only, spare));
+                kinds.push(LoadKind::of(
+                    ahead_only,
+                    spare,
+                    cast_scored(cast.as_ref(), i, idx),
+                ));
                 ahead_loads += usize::from(ahead_only);
                 spare_loads += usize::from(spare);
                 ring_loads += usize::from(ring);
@@ -1098,10 +1130,22 @@ mod tests {
             max_spare_loads in 0usize..40,
             max_ring_loads in 0usize..40,
             blocked_map in 0usize..12,
+            cast_mask in proptest::collection::vec(any::<bool>(), 3 * 16),
         ) {
             let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
             let ahead_wants: Vec<u8> = ahead_seed.iter().map(|&(w, _)| if w > 3 { UNSEEN } else { w }).collect();
             let ahead_hits: Vec<u32> = ahead_seed.iter().map(|&(_, h)| h).collect();
+            // The present view's cast: some of the look-ahead's cells.
+            let cast_wants: Vec<u8> = ahead_wants
+                .iter()
+                .zip(&cast_mask)
+                .map(|(&w, &c)| if c { w } else { UNSEEN })
+                .collect();
+            let cast_hits: Vec<u32> = ahead_hits
+                .iter()
+                .zip(&cast_mask)
+                .map(|(&h, &c)| if c { h } else { 0 })
+                .collect();
             // Three materials of 512-texel maps, 64-texel tiles, 4x4 cells.
             let maps = vec![map(512, 64); 9];
             let g = 4;
@@ -1122,6 +1166,8 @@ mod tests {
                     max_loads,
                     ahead_wants: &ahead_wants,
                     ahead_hits: &ahead_hits,
+                    cast_wants: &cast_wants,
+                    cast_hits: &cast_hits,
                     max_ahead_loads,
                     max_spare_loads,
                     max_ring_loads,
@@ -1129,6 +1175,15 @@ mod tests {
                 };
                 let p = plan(&input);
                 prop_assert_eq!(&p, &plan_by_full_sort(&input), "the partitioned plan differs");
+                // The cast only names kinds: without it the same loads and
+                // evictions, the look-ahead's loads all `Ahead`.
+                let bare = plan(&TileInput { cast_wants: &[], cast_hits: &[], ..input });
+                prop_assert_eq!(&bare.loads, &p.loads);
+                prop_assert_eq!(&bare.evictions, &p.evictions);
+                for (a, b) in bare.kinds.iter().zip(&p.kinds) {
+                    prop_assert_eq!(*a == LoadKind::Ahead, matches!(b, LoadKind::Ahead | LoadKind::Cast));
+                    prop_assert!(*a != LoadKind::Cast);
+                }
                 // A blocked map (its file failed) loads nothing.
                 prop_assert!(p.loads.iter().all(|t| !blocked[t.map as usize]));
                 // Budget: loads fit the free pages plus the evictions.
@@ -1138,7 +1193,10 @@ mod tests {
                 prop_assert_eq!(p.kinds.len(), p.loads.len());
                 let wanted_kind = p.kinds.iter().filter(|&&k| k == LoadKind::Wanted).count();
                 prop_assert_eq!(wanted_kind as u64, p.wanted_loads);
-                prop_assert!(p.kinds.iter().filter(|&&k| k == LoadKind::Ahead).count() <= max_ahead_loads);
+                prop_assert!(
+                    p.kinds.iter().filter(|&&k| matches!(k, LoadKind::Ahead | LoadKind::Cast)).count()
+                        <= max_ahead_loads
+                );
                 for t in &p.evictions {
                     prop_assert!(resident[t.map as usize][maps[t.map as usize].index(t.level, t.x, t.y)]);
                 }
