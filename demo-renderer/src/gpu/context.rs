@@ -50,6 +50,8 @@ pub struct UploadQueueInfo {
     pub queue: vk::Queue,
     /// Whether its family supports timestamps.
     pub timestamps: bool,
+    /// Whether its family supports sparse binding (`vkQueueBindSparse`).
+    pub sparse_binding: bool,
 }
 
 /// Picks a transfer-only queue family (TRANSFER without GRAPHICS or COMPUTE) with
@@ -273,12 +275,13 @@ impl Context {
             Ok((physical_device, device, queue_family, upload, info)) => {
                 // SAFETY: the queue family was requested with one queue.
                 let queue = unsafe { device.get_device_queue(queue_family, 0) };
-                let upload = upload.map(|(family, timestamps)| UploadQueueInfo {
+                let upload = upload.map(|(family, timestamps, sparse_binding)| UploadQueueInfo {
                     family,
                     // SAFETY: a transfer family was requested with one queue; the
                     // test mode's family is the graphics one.
                     queue: unsafe { device.get_device_queue(family, 0) },
                     timestamps,
+                    sparse_binding,
                 });
                 Ok(Self {
                     entry,
@@ -340,7 +343,7 @@ impl Context {
             vk::PhysicalDevice,
             ash::Device,
             u32,
-            Option<(u32, bool)>,
+            Option<(u32, bool, bool)>,
             DeviceInfo,
         ),
         GpuError,
@@ -439,8 +442,11 @@ impl Context {
                 f,
                 families[f as usize].timestamp_valid_bits > 0
                     && props.limits.timestamp_period > 0.0,
+                families[f as usize]
+                    .queue_flags
+                    .contains(vk::QueueFlags::SPARSE_BINDING),
             )),
-            None if split_test => Some((queue_family, timestamps)),
+            None if split_test => Some((queue_family, timestamps, false)),
             None => None,
         };
 
