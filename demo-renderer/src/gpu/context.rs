@@ -512,7 +512,7 @@ impl Context {
         let mut queue_info = vec![vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
-        if let Some((f, _, _)) = upload.filter(|&(f, _, _)| f != queue_family) {
+        if let Some((f, _)) = upload.filter(|&(f, _)| f != queue_family) {
             queue_info.push(
                 vk::DeviceQueueCreateInfo::default()
                     .queue_family_index(f)

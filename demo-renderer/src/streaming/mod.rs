@@ -546,10 +546,7 @@ impl Streamer {
         };
         if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
             match TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget, cfg.anisotropy)? {
-                Ok(t) => {
-                    println!("streaming: by tiles; {}", t.late_line(ctx));
-                    s.tiles = Some(t);
-                }
+                Ok(t) => s.tiles = Some(t),
                 Err(why) if cfg.residency == ResidencyMode::Tiles => {
                     return Err(GpuError::Other(format!("--residency tiles: {why}")));
                 }

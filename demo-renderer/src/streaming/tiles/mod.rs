@@ -1147,29 +1147,11 @@ impl TileStreamer {
     /// graphics queue. [`LATE_BIND_ENV`]`=graphics` keeps them there.
     fn late_bind_queue(&self, ctx: &Context) -> vk::Queue {
         match ctx.upload {
-            Some(u)
-                if self.late_bind_upload && u.sparse_binding && u.family != ctx.queue_family =>
-            {
+            Some(u) if self.late_bind_upload && u.sparse_binding && u.family != ctx.queue_family => {
                 u.queue
             }
             _ => ctx.queue,
         }
-    }
-
-    /// Which loads wait for the frame's submission and where they bind, for
-    /// the start-up log.
-    pub fn late_line(&self, ctx: &Context) -> String {
-        let kinds = match self.late {
-            LateSpare::None => return "every load before the frame's submission".into(),
-            LateSpare::Future => "the coming views' loads",
-            LateSpare::All => "every spare load",
-        };
-        let queue = if self.late_bind_queue(ctx) == ctx.queue {
-            "graphics"
-        } else {
-            "upload"
-        };
-        format!("{kinds} after the frame's submission, bound on the {queue} queue")
     }
 
     /// The semaphore a submission must wait on before touching memory bound
