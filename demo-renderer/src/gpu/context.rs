@@ -50,8 +50,6 @@ pub struct UploadQueueInfo {
     pub queue: vk::Queue,
     /// Whether its family supports timestamps.
     pub timestamps: bool,
-    /// Whether its family supports sparse binding (`vkQueueBindSparse`).
-    pub sparse_binding: bool,
 }
 
 /// Picks a transfer-only queue family (TRANSFER without GRAPHICS or COMPUTE) with
@@ -275,13 +273,12 @@ impl Context {
             Ok((physical_device, device, queue_family, upload, info)) => {
                 // SAFETY: the queue family was requested with one queue.
                 let queue = unsafe { device.get_device_queue(queue_family, 0) };
-                let upload = upload.map(|(family, timestamps, sparse_binding)| UploadQueueInfo {
+                let upload = upload.map(|(family, timestamps)| UploadQueueInfo {
                     family,
                     // SAFETY: a transfer family was requested with one queue; the
                     // test mode's family is the graphics one.
                     queue: unsafe { device.get_device_queue(family, 0) },
                     timestamps,
-                    sparse_binding,
                 });
                 Ok(Self {
                     entry,
@@ -343,7 +340,7 @@ impl Context {
             vk::PhysicalDevice,
             ash::Device,
             u32,
-            Option<(u32, bool, bool)>,
+            Option<(u32, bool)>,
             DeviceInfo,
         ),
         GpuError,
@@ -442,11 +439,8 @@ impl Context {
                 f,
                 families[f as usize].timestamp_valid_bits > 0
                     && props.limits.timestamp_period > 0.0,
-                families[f as usize]
-                    .queue_flags
-                    .contains(vk::QueueFlags::SPARSE_BINDING),
             )),
-            None if split_test => Some((queue_family, timestamps, false)),
+            None if split_test => Some((queue_family, timestamps)),
             None => None,
         };
 

@@ -348,8 +348,6 @@ pub struct TileStreamer {
     /// [`LATE_SPARE_ENV`]: the kinds of spare loads that wait for the
     /// frame's submission.
     late: LateSpare,
-    /// [`LATE_BIND_ENV`]: late loads may bind on the upload queue.
-    late_bind_upload: bool,
     /// Signalled by each `vkQueueBindSparse`, waited on by the copies'
     /// submission that follows it.
     bound: vk::Semaphore,
@@ -465,12 +463,6 @@ impl LateSpare {
         }
     }
 }
-
-/// `VKALLOC_DEMO_TILES_LATE_BIND=graphics` binds the late loads
-/// ([`TileStreamer::after_submit`]) on the graphics queue even where the
-/// upload queue's family (a transfer-only one) has sparse binding; by
-/// default they bind there, beside the frame.
-pub const LATE_BIND_ENV: &str = "VKALLOC_DEMO_TILES_LATE_BIND";
 
 /// Spare loads kept back by [`TileStreamer::prepare`] for
 /// [`TileStreamer::after_submit`]: their pages are taken (and counted) but
@@ -598,7 +590,6 @@ impl TileStreamer {
             late_shot,
             deferred: None,
             late: LateSpare::from_env(),
-            late_bind_upload: std::env::var(LATE_BIND_ENV).map_or(true, |v| v.trim() != "graphics"),
             bound,
             bind_signalled: false,
         };
@@ -820,7 +811,7 @@ impl TileStreamer {
             .zip(&smalls)
             .map(|(b, m)| vk::SparseImageMemoryBindInfo::default().image(b.0).binds(m))
             .collect();
-        self.bind_sparse(ctx, ctx.queue, &opaque, &image_binds)?;
+        self.bind_sparse(ctx, &opaque, &image_binds)?;
         let mut tail_levels = Vec::new();
         let mut tail_total = 0u64;
         for (i, (m, s)) in self.maps.iter().zip(&self.sparse).enumerate() {
@@ -1097,14 +1088,12 @@ impl TileStreamer {
         }
     }
 
-    /// One `vkQueueBindSparse` of `opaque` and `image` binds on `queue` (the
-    /// graphics queue, or [`Self::late_bind_queue`]'s), not waited for: it
-    /// signals [`Self::bound`], which the next copies' submission (on the
-    /// graphics queue) waits on ([`Self::take_bind_signal`]).
+    /// One `vkQueueBindSparse` of `opaque` and `image` binds, not waited
+    /// for: it signals [`Self::bound`], which the next copies' submission
+    /// waits on ([`Self::take_bind_signal`]).
     fn bind_sparse(
         &mut self,
         ctx: &Context,
-        queue: vk::Queue,
         opaque: &[vk::SparseImageOpaqueMemoryBindInfo<'_>],
         image: &[vk::SparseImageMemoryBindInfo<'_>],
     ) -> Result<(), GpuError> {
@@ -1125,33 +1114,17 @@ impl TileStreamer {
             .image_binds(image)
             .signal_semaphores(&signal);
         let d = &ctx.device;
-        // SAFETY: `queue` supports sparse binding (the graphics queue:
-        // `sparse_tiles`; the upload queue only where its family has
-        // `SPARSE_BINDING`, `late_bind_queue`); every image and memory is
-        // live; no pending work uses these images' regions (the caller's frame
-        // order: the renderer waited for the last frame, `prepare` for the
-        // last copies, and a late bind's tiles are absent from the frame in
-        // flight); `bound` has no pending signal (`bind_signalled` is false).
+        // SAFETY: the graphics queue supports sparse binding (`sparse_tiles`);
+        // every image and memory is live; no pending work uses these images'
+        // regions (the caller's frame order: the renderer waited for the last
+        // frame, `prepare` for the last copies); `bound` has no pending signal
+        // (`bind_signalled` is false).
         unsafe {
-            d.queue_bind_sparse(queue, &[info], vk::Fence::null())
+            d.queue_bind_sparse(ctx.queue, &[info], vk::Fence::null())
                 .check("vkQueueBindSparse")?;
         }
         self.bind_signalled = true;
         Ok(())
-    }
-
-    /// The queue the late loads ([`Self::after_submit`]) bind on: the upload
-    /// queue where its family is another than the graphics one and has
-    /// sparse binding (the H200's transfer family), so the binds run beside
-    /// the frame instead of after it on the graphics queue; else the
-    /// graphics queue. [`LATE_BIND_ENV`]`=graphics` keeps them there.
-    fn late_bind_queue(&self, ctx: &Context) -> vk::Queue {
-        match ctx.upload {
-            Some(u) if self.late_bind_upload && u.sparse_binding && u.family != ctx.queue_family => {
-                u.queue
-            }
-            _ => ctx.queue,
-        }
     }
 
     /// The semaphore a submission must wait on before touching memory bound
@@ -1167,7 +1140,6 @@ impl TileStreamer {
     fn bind_tiles(
         &mut self,
         ctx: &Context,
-        queue: vk::Queue,
         changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
     ) -> Result<u32, GpuError> {
         let mut per_image: HashMap<u32, Vec<vk::SparseImageMemoryBind>> = HashMap::new();
@@ -1210,7 +1182,7 @@ impl TileStreamer {
                     .binds(&per_image[k])
             })
             .collect();
-        self.bind_sparse(ctx, queue, &[], &infos)?;
+        self.bind_sparse(ctx, &[], &infos)?;
         Ok(per_image.values().map(|v| v.len() as u32).sum())
     }
 
@@ -1344,7 +1316,7 @@ impl TileStreamer {
         let loads = now;
         if !binds.is_empty() {
             let b = Instant::now();
-            match self.bind_tiles(ctx, ctx.queue, &binds) {
+            match self.bind_tiles(ctx, &binds) {
                 Ok(n) => frame.binds += n,
                 Err(e) => {
                     self.retire(&loads);
@@ -1398,7 +1370,7 @@ impl TileStreamer {
         };
         let mut frame = TileFrame::default();
         let b = Instant::now();
-        match self.bind_tiles(ctx, self.late_bind_queue(ctx), &binds) {
+        match self.bind_tiles(ctx, &binds) {
             Ok(n) => frame.binds = n,
             Err(e) => {
                 self.retire(&loads);
