@@ -546,7 +546,10 @@ impl Streamer {
         };
         if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
             match TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget, cfg.anisotropy)? {
-                Ok(t) => s.tiles = Some(t),
+                Ok(t) => {
+                    println!("streaming: by tiles; {}", t.late_line());
+                    s.tiles = Some(t);
+                }
                 Err(why) if cfg.residency == ResidencyMode::Tiles => {
                     return Err(GpuError::Other(format!("--residency tiles: {why}")));
                 }

@@ -1127,6 +1127,16 @@ impl TileStreamer {
         Ok(())
     }
 
+    /// Which loads wait for the frame's submission ([`LATE_SPARE_ENV`]), for
+    /// the start-up log.
+    pub fn late_line(&self) -> &'static str {
+        match self.late {
+            LateSpare::None => "every load before the frame's submission",
+            LateSpare::Future => "the coming views' loads after the frame's submission",
+            LateSpare::All => "every spare load after the frame's submission",
+        }
+    }
+
     /// The semaphore a submission must wait on before touching memory bound
     /// since the last such submission, once: `None` when nothing was bound.
     fn take_bind_signal(&mut self) -> Option<vk::Semaphore> {
