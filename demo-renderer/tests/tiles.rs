@@ -383,6 +383,33 @@ fn tiles_never_sample_a_tile_the_map_calls_absent() {
         "frames {differ:?} change with where the tiles lie in memory: a sample read a tile \
          the residency map calls absent"
     );
+
+    // The loads only the coming views want wait for the frame's submission
+    // by default (`VKALLOC_DEMO_TILES_LATE_SPARE=future`): the frame draws
+    // none of them, so the same run with every load before the submission
+    // plans the same loads and draws every frame bit for bit the same.
+    let c_dir = common::scratch("tiles_no_late_loads");
+    let c = run_with(&c_dir, &args, &[("VKALLOC_DEMO_TILES_LATE_SPARE", "0")]);
+    let late = |r: &serde_json::Value| -> u64 {
+        frames(r)
+            .iter()
+            .map(|f| f["tile_late_loads"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(late(&a) > 0, "no load waited for the frame's submission");
+    assert_eq!(late(&c), 0);
+    assert_eq!(plans(&a), plans(&c), "the plans differ with the late loads");
+    let differ: Vec<usize> = (0..n)
+        .filter(|i| {
+            let name = format!("frame_{i:04}.png");
+            std::fs::read(a_dir.join(&name)).unwrap() != std::fs::read(c_dir.join(&name)).unwrap()
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "frames {differ:?} change when the coming views' loads wait for the submission: \
+         the frame drew a tile kept back"
+    );
 }
 
 #[test]
