@@ -168,14 +168,14 @@ pub struct TileFrame {
 }
 
 impl TileFrame {
-    /// Adds `other`'s work (loads, bytes, binds, runs and their seconds).
+    /// Adds `other`'s work (loads, bytes, binds and their seconds; its runs
+    /// were counted by the `prepare` that planned them).
     fn absorb(&mut self, other: &TileFrame) {
         self.loads += other.loads;
         self.upload_bytes += other.upload_bytes;
         self.read_seconds += other.read_seconds;
         self.bind_seconds += other.bind_seconds;
         self.binds += other.binds;
-        self.runs += other.runs;
         self.copy_seconds += other.copy_seconds;
     }
 }
@@ -1389,7 +1389,6 @@ impl TileStreamer {
         }
         frame.bind_seconds = b.elapsed().as_secs_f64();
         let runs = runs(&self.maps, &loads, 32);
-        frame.runs = runs.len() as u32;
         let started = Instant::now();
         let failed = self.read(&loads, &runs, base);
         frame.read_seconds = started.elapsed().as_secs_f64();
