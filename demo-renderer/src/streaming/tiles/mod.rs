@@ -34,15 +34,17 @@
 //! 26 us each, measured when the binds were waited for), and the report's
 //! `bind_ms`, `sparse_binds` and `plan_ms` show it.
 //!
-//! Only the loads a present cell wants (and their parents) go that way. The
-//! spare ones (the look-ahead's, the margin's, the ring's: most of a frame's
-//! loads) take their pages in `prepare`, inside the budget, and wait for
+//! The loads only the coming views want ([`policy::LoadKind::Ahead`]; with
+//! [`LATE_SPARE_ENV`]`=all` every spare load) do not go that way: they take
+//! their pages in `prepare`, inside the budget, and wait for
 //! [`TileStreamer::after_submit`], which the renderer calls once the frame
 //! is submitted: their bind, reads and copies (on a command buffer of their
 //! own, from staging slots after the frame's) then overlap the GPU's frame
 //! instead of delaying it, and the next frame's map names them. The frame in
 //! flight reads none of it: those tiles are absent from its map, their pages
-//! spare or new ([`LATE_SPARE_ENV`] turns it off).
+//! spare or new; and it would not have drawn them (`tests/tiles.rs` requires
+//! the same frames either way). A load made before the frame takes a parent
+//! kept back along.
 //!
 //! # Stale bindings
 //!
@@ -419,7 +421,8 @@ pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
 /// present cell wants; most of a frame's loads) wait for the frame's
 /// submission: `future` (those only the coming views want: not the present
 /// view's own cast, [`LoadKind::Cast`]), `all` (the margin's, the ring's and
-/// the present cast's too) or none (`0`: every load before the submission). Those take their pages in [`TileStreamer::prepare`],
+/// the present cast's too) or none (`0`: every load before the submission).
+/// Those take their pages in [`TileStreamer::prepare`],
 /// inside the budget, and are bound, read and copied in
 /// [`TileStreamer::after_submit`], while the GPU draws the frame: resident
 /// from the next frame on. On the H200 the frame's submission waited on
