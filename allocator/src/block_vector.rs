@@ -827,36 +827,6 @@ impl BlockVector {
         matches!(self.algorithm, PoolAlgorithm::Linear(_))
     }
 
-    /// Places a request in the free range of an existing block (the
-    /// thread's shard, then the others free right now), making no block;
-    /// `None` where none has room.
-    pub fn allocate_in_existing(
-        &self,
-        env: Env<'_>,
-        placement: &SharedPlacement,
-        desc: &AllocationDesc<'_>,
-    ) -> Option<Result<Allocation, Error>> {
-        let (shard, mut list) = self.lock_any();
-        if let Some((block, range)) = list.allocate(&placement.request) {
-            let id = list.next_id(env.next_id);
-            return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
-        }
-        drop(list);
-        let open = self.open_shards();
-        for other in (0..open).filter(|&o| o != shard) {
-            let Some(mut list) = self.shards[other].list.try_lock() else {
-                continue;
-            };
-            if let Some((block, range)) = list.allocate(&placement.request) {
-                let id = list.next_id(env.next_id);
-                return Some(
-                    self.finish_ok(env, other, &mut list, block, range, placement, desc, id),
-                );
-            }
-        }
-        None
-    }
-
     /// Places an allocation in an existing block, or in a new one.
     ///
     /// # Errors

@@ -29,16 +29,11 @@
 //!   holds up to the type's live bytes, between 1/16 of the heap and the
 //!   configured bytes ([`recycle_cap`]): 1/16 of a small heap is less than
 //!   any texture given memory of its own there.
-//! - **Large requests: room in a block, else memory of their own.** A
-//!   request above 1/[`LARGE_REQUEST_DIVISOR`] of the type's largest block
-//!   ([`large_request`]) goes where an existing block has room, and
-//!   otherwise gets memory of its own of its size, not a new block of the
-//!   next power of two: an 85 MiB texture (a 64 MiB level and its mips) would leave
-//!   43 MiB of a 128 MiB block empty, and when it is freed, the block stays,
-//!   held by the small allocations placed beside it. Its memory is made in
-//!   whole [`DEDICATED_GRANULE`]s ([`recyclable_size`]), so that freed
-//!   memory serves a later request a few bytes larger (textures of one
-//!   size class differ by their mip tails).
+//! - **Recyclable memory of its own in whole granules.** Memory of its own
+//!   that names no resource (and may be reused) is made in whole
+//!   [`DEDICATED_GRANULE`]s ([`recyclable_size`]), so that freed memory
+//!   serves a later request a few bytes larger (textures of one size class
+//!   differ by their mip tails).
 //! - **Retention with hysteresis.** Freed memory kept for reuse is bounded by
 //!   [`retain_limit`]: the larger of 1/[`RETAIN_DIVISOR`] of the live set and
 //!   the distance from the live set up to 9/8 of its recent high-water mark,
@@ -237,25 +232,6 @@ pub(crate) fn recycle_cap(heap_share: u64, configured: u64, live: u64) -> u64 {
     configured.min(heap_share.max(live))
 }
 
-/// Requests above 1/4 of the type's largest block are placed in an
-/// existing block's free range or given memory of their own
-/// ([`large_request`]); those above half of it always get memory of their
-/// own (`Allocator::wants_dedicated`).
-pub(crate) const LARGE_REQUEST_DIVISOR: u64 = 4;
-
-/// Whether a request of `size` bytes, in a memory type whose largest block
-/// is `max_block`, is placed only where an existing block has room, and
-/// otherwise given memory of its own instead of a new block.
-///
-/// A new block for it would be the next power of two of its size (the
-/// growth step is smaller), empty up to a third for the sizes of textures
-/// with mip chains; the block outlives the request, held by whatever small
-/// allocations were placed beside it. Memory of its own is made and freed
-/// with the request, and kept for reuse by the next of about its size.
-pub(crate) fn large_request(size: u64, max_block: u64) -> bool {
-    size > max_block / LARGE_REQUEST_DIVISOR
-}
-
 /// Memory of its own that names no resource (and may be reused) is made
 /// in whole multiples of 64 KiB.
 pub(crate) const DEDICATED_GRANULE: u64 = 64 << 10;
@@ -268,8 +244,8 @@ pub(crate) const DEDICATED_GRANULE: u64 = 64 << 10;
 /// ([`reuse_for_dedicated`]); two textures of one size class differ by a
 /// few hundred bytes of mip tail (lavapipe: 89,478,656 and 89,479,424
 /// bytes), so without the rounding the larger never reuses the smaller's
-/// memory. At most 64 KiB more per allocation of memory of its own (at
-/// least 64 MiB with the default blocks: 0.1%).
+/// memory. At most 64 KiB more per allocation of memory of its own (0.1%
+/// of a 64 MiB one).
 pub(crate) fn recyclable_size(size: u64) -> u64 {
     size.checked_next_multiple_of(DEDICATED_GRANULE)
         .unwrap_or(size)
@@ -588,19 +564,6 @@ mod tests {
             None
         );
         assert_eq!(reuse_for_block(std::iter::empty(), 1, u64::MAX), None);
-    }
-
-    #[test]
-    fn large_requests_are_those_above_a_quarter_of_the_largest_block() {
-        assert!(!large_request(64 * MIB, 256 * MIB));
-        assert!(large_request(64 * MIB + 1, 256 * MIB));
-        assert!(large_request(100 * MIB, 256 * MIB));
-        // A small heap's largest block (32 MiB): above 8 MiB.
-        assert!(!large_request(8 * MIB, 32 * MIB));
-        assert!(large_request(9 * MIB, 32 * MIB));
-        assert!(!large_request(0, 0));
-        assert!(large_request(1, 0));
-        assert!(large_request(u64::MAX, u64::MAX));
     }
 
     #[test]

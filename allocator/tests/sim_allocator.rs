@@ -942,9 +942,7 @@ fn corruption_margins_catch_writes_past_the_end() {
 fn recycled_dedicated_memory_becomes_a_new_shared_block() {
     // A freed 64 MiB texture's memory is kept; a 60 MiB buffer that needs a
     // new block (one of 64 MiB would be made) is placed in that memory
-    // instead: no driver call, and the memory is a shared block now. (A
-    // buffer above a quarter of the largest block would get the memory as
-    // its own: `a_large_request_takes_room_in_a_block_or_memory_of_its_own`.)
+    // instead: no driver call, and the memory is a shared block now.
     let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
     let allocator = new_allocator(&sim);
     let image = AllocationDesc {
@@ -990,51 +988,6 @@ fn recycled_dedicated_memory_becomes_a_new_shared_block() {
     allocator.validate().unwrap();
     allocator.trim();
     assert_eq!(sim.live_objects(), 0);
-    finish(&sim, allocator);
-}
-
-#[test]
-fn a_large_request_takes_room_in_a_block_or_memory_of_its_own() {
-    // The H200's default blocks are at most 256 MiB: a buffer above 64 MiB
-    // is placed where a block has room, and otherwise gets memory of its
-    // own of its size (whole 64 KiB), not a new block of 128 MiB.
-    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
-    let allocator = new_allocator(&sim);
-    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
-    let calls = sim.allocate_calls();
-    let a = allocator.allocate(&buffer(100 * MIB + 1000)).unwrap();
-    assert!(a.is_dedicated());
-    assert_eq!(a.size(), 100 * MIB + 1000);
-    let info = sim.memory_info(a.memory()).unwrap();
-    assert_eq!(info.size, 100 * MIB + (64 << 10));
-    assert!(info.dedicated.is_none(), "names no resource: reusable");
-    assert_eq!(sim.allocate_calls(), calls + 1);
-
-    // A shared block with room: 120 MiB placed in a block (the caller's
-    // choice), a small buffer beside it, then the 120 MiB freed.
-    let never = AllocationDesc {
-        options: AllocationOptions {
-            dedicated: DedicatedPolicy::Never,
-            ..AllocationOptions::usage(MemoryUsage::GpuOnly)
-        },
-        ..buffer(120 * MIB)
-    };
-    let big = allocator.allocate(&never).unwrap();
-    assert!(!big.is_dedicated());
-    let block = big.memory();
-    let small = allocator.allocate(&buffer(MIB)).unwrap();
-    assert_eq!(small.memory(), block);
-    allocator.free(big).unwrap();
-    let calls = sim.allocate_calls();
-    let b = allocator.allocate(&buffer(90 * MIB)).unwrap();
-    assert!(!b.is_dedicated());
-    assert_eq!(b.memory(), block, "the room in the block");
-    assert_eq!(sim.allocate_calls(), calls);
-    allocator.validate().unwrap();
-    for x in [a, b, small] {
-        allocator.free(x).unwrap();
-    }
-    allocator.trim();
     finish(&sim, allocator);
 }
 

@@ -23,9 +23,6 @@ use crate::type_cache;
 enum Placement {
     Dedicated(DedicatedPlacement),
     Shared(SharedPlacement),
-    /// A large request ([`crate::policy::large_request`]): room in an
-    /// existing block, else memory of its own, never a new block.
-    InBlockOrOwn(SharedPlacement, DedicatedPlacement),
 }
 
 impl<D: MemoryDevice> Allocator<D> {
@@ -153,12 +150,6 @@ impl<D: MemoryDevice> Allocator<D> {
         match self.placement(vector, desc)? {
             Placement::Dedicated(p) => vector.allocate_dedicated(self.env(), &p, desc),
             Placement::Shared(p) => vector.allocate_shared(self.env(), &p, desc),
-            Placement::InBlockOrOwn(shared, own) => {
-                match vector.allocate_in_existing(self.env(), &shared, desc) {
-                    Some(result) => result,
-                    None => vector.allocate_dedicated(self.env(), &own, desc),
-                }
-            }
         }
     }
 
@@ -189,22 +180,8 @@ impl<D: MemoryDevice> Allocator<D> {
         if dedicated {
             return Ok(Placement::Dedicated(self.dedicated_placement(desc)));
         }
-        let shared = self.shared_placement(vector.memory_type, desc)?;
-        // A type's default blocks (not a pool's, not linear), where the
-        // caller left the choice to the allocator and memory objects are not
-        // running short.
-        if !in_pool
-            && !linear
-            && desc.options.dedicated == DedicatedPolicy::Auto
-            && crate::policy::large_request(desc.size, block_size)
-            && !self.objects_crowded()
-        {
-            return Ok(Placement::InBlockOrOwn(
-                shared,
-                self.dedicated_placement(desc),
-            ));
-        }
-        Ok(Placement::Shared(shared))
+        self.shared_placement(vector.memory_type, desc)
+            .map(Placement::Shared)
     }
 
     /// Memory of its own for `desc`. Memory that names no resource can be
