@@ -615,6 +615,18 @@ impl BlockVector {
             .max(crate::policy::retain_below_peak(high, in_use, needed))
     }
 
+    /// Bytes of memory of its own holding live allocations, in the shards
+    /// not busy right now (a policy estimate, like [`Self::retained_bytes`]).
+    fn dedicated_bytes(&self) -> u64 {
+        let mut bytes = 0;
+        for shard in &self.shards[..self.open_shards()] {
+            if let Some(list) = shard.list.try_lock() {
+                bytes += list.dedicated_bytes();
+            }
+        }
+        bytes
+    }
+
     /// Bytes of freed memory kept: empty shared blocks and the recycle bin.
     /// Shards busy right now are skipped (a policy estimate: it never waits
     /// for another thread's lock).
@@ -850,9 +862,17 @@ impl BlockVector {
                 // are only tried (this one's lock is held).
                 let retained = self.retained_bytes().saturating_add(list.empty_bytes());
                 let high = self.committed_high.load(Ordering::Relaxed);
+                // The target is the shared blocks': memory of its own holds
+                // exactly its allocation and would dilute it.
+                let own = self
+                    .dedicated_bytes()
+                    .saturating_add(list.dedicated_bytes());
                 crate::policy::block_room(
-                    usage.allocation_bytes,
-                    usage.block_bytes.saturating_sub(retained),
+                    usage.allocation_bytes.saturating_sub(own),
+                    usage
+                        .block_bytes
+                        .saturating_sub(retained)
+                        .saturating_sub(own),
                     placement.request.size,
                     high.saturating_sub(usage.block_bytes),
                 )

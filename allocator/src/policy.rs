@@ -18,13 +18,16 @@
 //!   its live set fits in twice, whether or not the driver reports budgets.
 //! - **A committed target near a full heap.** A new block is no larger
 //!   than the larger of 1/[`HEAP_SHARE_DIVISOR`] of what is left of the
-//!   heap and what keeps the type's committed bytes in use within
-//!   1 + 1/[`COMMITTED_TARGET_DIVISOR`] of its live bytes, or below its
-//!   committed high-water mark ([`block_room`]); never smaller than the
-//!   request. The growth step counts textures with memory of their
-//!   own; without the target, a block made for a small request at the live
-//!   peak of a heap mostly filled by them (lavapipe's 2 GiB) is a quarter
-//!   of the live set and mostly empty. A large heap never binds it.
+//!   heap and what keeps the committed bytes in use of the type's shared
+//!   blocks within 1 + 1/[`COMMITTED_TARGET_DIVISOR`] of the live bytes in
+//!   them, or below its committed high-water mark ([`block_room`]); never
+//!   smaller than the request. The growth step counts textures with memory
+//!   of their own; without the target, a block made for a small request at
+//!   the live peak of a heap mostly filled by them (lavapipe's 2 GiB) is a
+//!   quarter of the live set and mostly empty. The target leaves memory of
+//!   its own out on both sides: it holds exactly its allocation, and
+//!   counted in, it would let one new block be a quarter of the textures'
+//!   bytes too. A large heap never binds it.
 //! - **Recycled dedicated memory up to the live set.** The recycle bin
 //!   holds up to the type's live bytes, between 1/16 of the heap and the
 //!   configured bytes ([`recycle_cap`]): 1/16 of a small heap is less than
@@ -153,8 +156,10 @@ pub(crate) const HEAP_SHARE_DIVISOR: u64 = 8;
 
 /// How large a new block may be without raising the type's committed bytes
 /// much past its live ones, for a request of `needed` bytes with `live`
-/// bytes live, `in_use` committed bytes holding them (kept memory left out:
-/// it is freed before new memory passes the committed peak) and
+/// bytes live in shared blocks, `in_use` committed bytes of shared blocks
+/// holding them (kept memory left out: it is freed before new memory
+/// passes the committed peak; memory of its own left out of both: it holds
+/// exactly its allocation) and
 /// `below_peak` bytes left below the type's committed high-water mark
 /// (memory made there raises no peak): the larger of what keeps `in_use`
 /// within 1 + 1/[`COMMITTED_TARGET_DIVISOR`] of the live bytes and

@@ -992,6 +992,34 @@ fn recycled_dedicated_memory_becomes_a_new_shared_block() {
 }
 
 #[test]
+fn beside_memory_of_its_own_a_new_block_keeps_to_the_shared_blocks_target() {
+    // lavapipe: one 2 GiB heap, 256 MiB blocks. Seven 200 MiB buffers get
+    // memory of their own (above half a block): 1,400 MiB live, all of it
+    // exact. A small buffer then needs the first shared block. Counted over
+    // every live byte, the committed target would allow a quarter of 1,400
+    // MiB more (a full 256 MiB block); over the shared blocks it allows
+    // nothing, so the block is what the heap share leaves: 1/8 of the 648
+    // MiB left, 82 MiB in whole 2 MiB.
+    let sim = Arc::new(SimDevice::new(tables::lavapipe()));
+    let allocator = new_allocator(&sim);
+    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    let textures: Vec<_> = (0..7)
+        .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
+        .collect();
+    assert!(textures.iter().all(Allocation::is_dedicated));
+    let small = allocator.allocate(&buffer(MIB)).unwrap();
+    assert!(!small.is_dedicated());
+    let block = sim.memory_info(small.memory()).unwrap().size;
+    assert_eq!(block, 82 * MIB, "a block of {} MiB", block / MIB);
+    allocator.validate().unwrap();
+    for x in textures.into_iter().chain([small]) {
+        allocator.free(x).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
 fn memory_of_its_own_is_reused_by_a_request_a_few_bytes_larger() {
     // lavapipe's two 85.3 MiB textures (a 64 MiB level and its mips), 768
     // bytes apart, each preferring memory of its own: the memory made for
