@@ -32,6 +32,15 @@
 //!   holds up to the type's live bytes, between 1/16 of the heap and the
 //!   configured bytes ([`recycle_cap`]): 1/16 of a small heap is less than
 //!   any texture given memory of its own there.
+//! - **Large requests near a full heap: room in a block, else memory of
+//!   their own.** A request above 1/[`LARGE_REQUEST_DIVISOR`] of the type's
+//!   largest block ([`large_request`]) goes where an existing block has
+//!   room; where none has, and the committed target cuts the block the
+//!   policy would make for it ([`large_request_takes_own`]), it gets memory
+//!   of its own of its size: that block would be about the request anyway,
+//!   and would outlive it, held by the small allocations placed beside it.
+//!   Elsewhere (a heap the live set leaves mostly free) it gets a new block
+//!   as any request: the block's room serves the next mid-size request.
 //! - **Recyclable memory of its own in whole granules.** Memory of its own
 //!   that names no resource (and may be reused) is made in whole
 //!   [`DEDICATED_GRANULE`]s ([`recyclable_size`]), so that freed memory
@@ -235,6 +244,36 @@ pub(crate) fn decay_committed_high(committed_high: u64, in_use: u64) -> u64 {
 /// before new memory is made).
 pub(crate) fn recycle_cap(heap_share: u64, configured: u64, live: u64) -> u64 {
     configured.min(heap_share.max(live))
+}
+
+/// Requests above 1/4 of the type's largest block are large
+/// ([`large_request`]); those above half of it always get memory of their
+/// own (`Allocator::wants_dedicated`).
+pub(crate) const LARGE_REQUEST_DIVISOR: u64 = 4;
+
+/// Whether a request of `size` bytes, in a memory type whose largest block
+/// is `max_block`, is large: placed where an existing block has room, and
+/// otherwise given memory of its own where [`large_request_takes_own`]
+/// says so, else a new block.
+pub(crate) fn large_request(size: u64, max_block: u64) -> bool {
+    size > max_block / LARGE_REQUEST_DIVISOR
+}
+
+/// Whether a large request that found no room in an existing block gets
+/// memory of its own rather than a new shared block, where [`block_size`]
+/// would make `planned` bytes for it with the committed target
+/// ([`block_room`]) and `untargeted` bytes without it: where the target
+/// cuts the block.
+///
+/// A cut block is about the request (85 MiB texture, 86 MiB block) and
+/// outlives it, held by the small allocations placed beside it; memory of
+/// its own is freed with it, or kept for the next of about its size. Where
+/// nothing cuts the block (a heap the live set leaves mostly free: the
+/// H200's), the block is a quarter of the live set and its room serves the
+/// next mid-size request; memory of its own there left the blocks without
+/// that room (the simulated H200's corpus-31: 1.44 -> 1.69).
+pub(crate) fn large_request_takes_own(planned: u64, untargeted: u64) -> bool {
+    planned < untargeted
 }
 
 /// Memory of its own that names no resource (and may be reused) is made
@@ -569,6 +608,36 @@ mod tests {
             None
         );
         assert_eq!(reuse_for_block(std::iter::empty(), 1, u64::MAX), None);
+    }
+
+    #[test]
+    fn large_requests_are_those_above_a_quarter_of_the_largest_block() {
+        assert!(!large_request(64 * MIB, 256 * MIB));
+        assert!(large_request(64 * MIB + 1, 256 * MIB));
+        assert!(large_request(100 * MIB, 256 * MIB));
+        // A small heap's largest block (32 MiB): above 8 MiB.
+        assert!(!large_request(8 * MIB, 32 * MIB));
+        assert!(large_request(9 * MIB, 32 * MIB));
+        assert!(!large_request(0, 0));
+        assert!(large_request(1, 0));
+        assert!(large_request(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn a_large_request_takes_memory_of_its_own_where_the_target_cuts_its_block() {
+        const GIB: u64 = 1 << 30;
+        let block =
+            |live, heap_free, room| block_size(86 * MIB, live, 256 * MIB, heap_free, false, room);
+        // lavapipe near its peak: 1.3 GiB committed of a 2 GiB heap, the
+        // shared blocks at their target: the block is cut to the request.
+        let (planned, untargeted) = (block(GIB, 700 * MIB, 0), block(GIB, 700 * MIB, u64::MAX));
+        assert_eq!(planned, 88 * MIB);
+        assert_eq!(untargeted, 256 * MIB);
+        assert!(large_request_takes_own(planned, untargeted));
+        // A heap left mostly free: nothing cuts it.
+        let (planned, untargeted) = (block(GIB, 100 * GIB, 0), block(GIB, 100 * GIB, u64::MAX));
+        assert_eq!(planned, untargeted);
+        assert!(!large_request_takes_own(planned, untargeted));
     }
 
     #[test]

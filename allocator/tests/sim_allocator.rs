@@ -992,6 +992,74 @@ fn recycled_dedicated_memory_becomes_a_new_shared_block() {
 }
 
 #[test]
+fn near_a_full_heap_a_large_request_gets_memory_of_its_own() {
+    // lavapipe (one 2 GiB heap, 256 MiB blocks): 1,400 MiB in memory of
+    // its own and a shared block of 82 MiB holding 1 MiB. A 100 MiB buffer
+    // (above a quarter of the largest block) finds no room; the committed
+    // target cuts its block to about its size, so it gets memory of its own
+    // of its size in whole 64 KiB, naming no resource (reusable).
+    let sim = Arc::new(SimDevice::new(tables::lavapipe()));
+    let allocator = new_allocator(&sim);
+    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    let mut live: Vec<_> = (0..7)
+        .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
+        .collect();
+    live.push(allocator.allocate(&buffer(MIB)).unwrap());
+    let calls = sim.allocate_calls();
+    let a = allocator.allocate(&buffer(100 * MIB + 1000)).unwrap();
+    assert!(a.is_dedicated());
+    assert_eq!(a.size(), 100 * MIB + 1000);
+    let info = sim.memory_info(a.memory()).unwrap();
+    assert_eq!(info.size, 100 * MIB + (64 << 10));
+    assert!(info.dedicated.is_none(), "names no resource: reusable");
+    assert_eq!(sim.allocate_calls(), calls + 1);
+    allocator.validate().unwrap();
+    for x in live.into_iter().chain([a]) {
+        allocator.free(x).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn on_a_free_heap_a_large_request_takes_room_in_a_block_or_a_new_block() {
+    // The H200: nothing cuts a block, so a 100 MiB buffer gets a new shared
+    // block (128 MiB, its room left for the next request), not memory of
+    // its own; a later large request is placed where a block has room.
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    let a = allocator.allocate(&buffer(100 * MIB + 1000)).unwrap();
+    assert!(!a.is_dedicated());
+    assert_eq!(sim.memory_info(a.memory()).unwrap().size, 128 * MIB);
+    // A block with room: 120 MiB placed in a block of its own (the
+    // caller's choice, never dedicated), then freed: the empty block is kept.
+    let never = AllocationDesc {
+        options: AllocationOptions {
+            dedicated: DedicatedPolicy::Never,
+            ..AllocationOptions::usage(MemoryUsage::GpuOnly)
+        },
+        ..buffer(120 * MIB)
+    };
+    let big = allocator.allocate(&never).unwrap();
+    assert!(!big.is_dedicated());
+    let block = big.memory();
+    assert_ne!(block, a.memory());
+    allocator.free(big).unwrap();
+    let calls = sim.allocate_calls();
+    let b = allocator.allocate(&buffer(90 * MIB)).unwrap();
+    assert!(!b.is_dedicated());
+    assert_eq!(b.memory(), block, "the room in the block");
+    assert_eq!(sim.allocate_calls(), calls);
+    allocator.validate().unwrap();
+    for x in [a, b] {
+        allocator.free(x).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
 fn beside_memory_of_its_own_a_new_block_keeps_to_the_shared_blocks_target() {
     // lavapipe: one 2 GiB heap, 256 MiB blocks. Seven 200 MiB buffers get
     // memory of their own (above half a block): 1,400 MiB live, all of it

@@ -23,6 +23,10 @@ use crate::type_cache;
 enum Placement {
     Dedicated(DedicatedPlacement),
     Shared(SharedPlacement),
+    /// A large request ([`crate::policy::large_request`]): room in an
+    /// existing block, else memory of its own where the committed target
+    /// cuts its block, else a new block.
+    InBlockOrOwn(SharedPlacement, DedicatedPlacement),
 }
 
 impl<D: MemoryDevice> Allocator<D> {
@@ -150,6 +154,15 @@ impl<D: MemoryDevice> Allocator<D> {
         match self.placement(vector, desc)? {
             Placement::Dedicated(p) => vector.allocate_dedicated(self.env(), &p, desc),
             Placement::Shared(p) => vector.allocate_shared(self.env(), &p, desc),
+            Placement::InBlockOrOwn(shared, own) => {
+                match vector.allocate_in_existing(self.env(), &shared, desc) {
+                    Some(result) => result,
+                    None if vector.large_request_takes_own(self.env(), shared.request.size) => {
+                        vector.allocate_dedicated(self.env(), &own, desc)
+                    }
+                    None => vector.allocate_shared(self.env(), &shared, desc),
+                }
+            }
         }
     }
 
@@ -180,8 +193,22 @@ impl<D: MemoryDevice> Allocator<D> {
         if dedicated {
             return Ok(Placement::Dedicated(self.dedicated_placement(desc)));
         }
-        self.shared_placement(vector.memory_type, desc)
-            .map(Placement::Shared)
+        let shared = self.shared_placement(vector.memory_type, desc)?;
+        // A type's default blocks (not a pool's, not linear), where the
+        // caller left the choice to the allocator and memory objects are not
+        // running short.
+        if !in_pool
+            && !linear
+            && desc.options.dedicated == DedicatedPolicy::Auto
+            && crate::policy::large_request(desc.size, block_size)
+            && !self.objects_crowded()
+        {
+            return Ok(Placement::InBlockOrOwn(
+                shared,
+                self.dedicated_placement(desc),
+            ));
+        }
+        Ok(Placement::Shared(shared))
     }
 
     /// Memory of its own for `desc`. Memory that names no resource can be
