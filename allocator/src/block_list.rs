@@ -35,6 +35,8 @@ pub(crate) struct BlockList {
     /// Indices of the blocks that suballocate (not dedicated), oldest first:
     /// the order [`Self::allocate`] tries them in.
     shared: Vec<u32>,
+    /// Bytes of the dedicated blocks (each holds one live allocation).
+    dedicated_bytes: u64,
     /// Ids of allocations freed while a defragmentation move of theirs was
     /// pending; cleared when the move's pass ends.
     pub cancelled: std::collections::HashSet<u64>,
@@ -69,6 +71,7 @@ impl BlockList {
             config,
             blocks: Vec::new(),
             free_slots: Vec::new(),
+            dedicated_bytes: 0,
             shared: Vec::new(),
             cancelled: std::collections::HashSet::new(),
             ids: 0..0,
@@ -146,6 +149,9 @@ impl BlockList {
     /// Adds a block; returns its index.
     pub fn insert(&mut self, block: Block) -> u32 {
         let dedicated = block.is_dedicated();
+        if dedicated {
+            self.dedicated_bytes += block.size;
+        }
         let index = match self.free_slots.pop() {
             Some(slot) => {
                 self.blocks[slot as usize] = Some(block);
@@ -173,6 +179,9 @@ impl BlockList {
     /// Removes a block from the list and hands it back for destruction.
     pub fn remove(&mut self, index: u32) -> Option<Block> {
         let block = self.blocks.get_mut(index as usize)?.take()?;
+        if block.is_dedicated() {
+            self.dedicated_bytes -= block.size;
+        }
         self.free_slots.push(index);
         self.shared.retain(|&i| i != index);
         Some(block)
@@ -225,6 +234,12 @@ impl BlockList {
             return self.remove(smallest?.0);
         }
         None
+    }
+
+    /// Bytes of the list's dedicated blocks (memory of their own, each
+    /// holding one live allocation).
+    pub fn dedicated_bytes(&self) -> u64 {
+        self.dedicated_bytes
     }
 
     /// Bytes in empty shared blocks.
@@ -299,12 +314,24 @@ impl BlockList {
     /// Removes every block (allocator or pool teardown).
     pub fn drain(&mut self) -> Vec<Block> {
         self.shared.clear();
+        self.dedicated_bytes = 0;
         self.free_slots.clear();
         self.blocks.drain(..).flatten().collect()
     }
 
     /// Checks the list's own bookkeeping and every block's invariants.
     pub fn validate(&self) -> Result<(), String> {
+        let dedicated: u64 = self
+            .iter()
+            .filter(|(_, b)| b.is_dedicated())
+            .map(|(_, b)| b.size)
+            .sum();
+        if dedicated != self.dedicated_bytes {
+            return Err(format!(
+                "dedicated bytes counted {}, listed {dedicated}",
+                self.dedicated_bytes
+            ));
+        }
         for (i, block) in self.iter() {
             let listed = self.shared.contains(&i);
             if listed == block.is_dedicated() {

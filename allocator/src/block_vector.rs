@@ -615,6 +615,18 @@ impl BlockVector {
             .max(crate::policy::retain_below_peak(high, in_use, needed))
     }
 
+    /// Bytes of memory of its own holding live allocations, in the shards
+    /// not busy right now (a policy estimate, like [`Self::retained_bytes`]).
+    fn dedicated_bytes(&self) -> u64 {
+        let mut bytes = 0;
+        for shard in &self.shards[..self.open_shards()] {
+            if let Some(list) = shard.list.try_lock() {
+                bytes += list.dedicated_bytes();
+            }
+        }
+        bytes
+    }
+
     /// Bytes of freed memory kept: empty shared blocks and the recycle bin.
     /// Shards busy right now are skipped (a policy estimate: it never waits
     /// for another thread's lock).
@@ -827,6 +839,100 @@ impl BlockVector {
         matches!(self.algorithm, PoolAlgorithm::Linear(_))
     }
 
+    /// Places a request in the free range of an existing block (the
+    /// thread's shard, then the others free right now), making no block;
+    /// `None` where none has room.
+    pub fn allocate_in_existing(
+        &self,
+        env: Env<'_>,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Option<Result<Allocation, Error>> {
+        let (shard, mut list) = self.lock_any();
+        if let Some((block, range)) = list.allocate(&placement.request) {
+            let id = list.next_id(env.next_id);
+            return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
+        }
+        drop(list);
+        let open = self.open_shards();
+        for other in (0..open).filter(|&o| o != shard) {
+            let Some(mut list) = self.shards[other].list.try_lock() else {
+                continue;
+            };
+            if let Some((block, range)) = list.allocate(&placement.request) {
+                let id = list.next_id(env.next_id);
+                return Some(
+                    self.finish_ok(env, other, &mut list, block, range, placement, desc, id),
+                );
+            }
+        }
+        None
+    }
+
+    /// The sizes to try for a new block of `list` (the shard locked) that
+    /// must hold `needed` bytes, best first
+    /// ([`BlockList::next_block_sizes`]); with `target`, cut to the committed
+    /// target of the shared blocks ([`crate::policy::block_room`]) where the
+    /// policy applies one.
+    fn new_block_sizes(
+        &self,
+        env: Env<'_>,
+        list: &BlockList,
+        needed: u64,
+        target: bool,
+    ) -> std::iter::Take<crate::block_list::Sizes> {
+        let usage = self.usage();
+        let room = if target && self.adaptive() {
+            // This shard's empty and dedicated blocks are counted here: the
+            // others are only tried (this one's lock is held).
+            let retained = self.retained_bytes().saturating_add(list.empty_bytes());
+            let high = self.committed_high.load(Ordering::Relaxed);
+            // The target is the shared blocks': memory of its own holds
+            // exactly its allocation and would dilute it.
+            let own = self
+                .dedicated_bytes()
+                .saturating_add(list.dedicated_bytes());
+            crate::policy::block_room(
+                usage.allocation_bytes.saturating_sub(own),
+                usage
+                    .block_bytes
+                    .saturating_sub(retained)
+                    .saturating_sub(own),
+                needed,
+                high.saturating_sub(usage.block_bytes),
+            )
+        } else {
+            u64::MAX
+        };
+        list.next_block_sizes(
+            needed,
+            usage
+                .allocation_bytes
+                .max(self.high_water.load(Ordering::Relaxed)),
+            env.memory.budgets.free_bytes(self.heap),
+            env.memory.objects_scarce(),
+            room,
+        )
+    }
+
+    /// Whether a large request of `needed` bytes that found no room in an
+    /// existing block ([`Self::allocate_in_existing`]) gets memory of its
+    /// own rather than a new shared block: where the committed target cuts
+    /// the block the policy would make for it
+    /// ([`crate::policy::large_request_takes_own`]).
+    pub fn large_request_takes_own(&self, env: Env<'_>, needed: u64) -> bool {
+        let (_, list) = self.lock_any();
+        let planned = self.new_block_sizes(env, &list, needed, true).next();
+        let untargeted = self.new_block_sizes(env, &list, needed, false).next();
+        drop(list);
+        match (planned, untargeted) {
+            (Some(planned), Some(untargeted)) => {
+                crate::policy::large_request_takes_own(planned, untargeted)
+            }
+            _ => false,
+        }
+    }
+
     /// Places an allocation in an existing block, or in a new one.
     ///
     /// # Errors
@@ -844,31 +950,8 @@ impl BlockVector {
                 let id = list.next_id(env.next_id);
                 return self.finish_ok(env, shard, &mut list, block, range, placement, desc, id);
             }
-            let usage = self.usage();
-            let room = if self.adaptive() {
-                // This shard's empty blocks are counted here: the others
-                // are only tried (this one's lock is held).
-                let retained = self.retained_bytes().saturating_add(list.empty_bytes());
-                let high = self.committed_high.load(Ordering::Relaxed);
-                crate::policy::block_room(
-                    usage.allocation_bytes,
-                    usage.block_bytes.saturating_sub(retained),
-                    placement.request.size,
-                    high.saturating_sub(usage.block_bytes),
-                )
-            } else {
-                u64::MAX
-            };
-            let sizes = list
-                .next_block_sizes(
-                    placement.request.size,
-                    usage
-                        .allocation_bytes
-                        .max(self.high_water.load(Ordering::Relaxed)),
-                    env.memory.budgets.free_bytes(self.heap),
-                    env.memory.objects_scarce(),
-                    room,
-                )
+            let sizes: Vec<u64> = self
+                .new_block_sizes(env, &list, placement.request.size, true)
                 .collect();
             drop(list);
             // Room in another shard's blocks costs less than a new block:

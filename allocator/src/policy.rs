@@ -18,17 +18,34 @@
 //!   its live set fits in twice, whether or not the driver reports budgets.
 //! - **A committed target near a full heap.** A new block is no larger
 //!   than the larger of 1/[`HEAP_SHARE_DIVISOR`] of what is left of the
-//!   heap and what keeps the type's committed bytes in use within
-//!   1 + 1/[`COMMITTED_TARGET_DIVISOR`] of its live bytes, or below its
-//!   committed high-water mark ([`block_room`]); never smaller than the
-//!   request. The growth step counts textures with memory of their
-//!   own; without the target, a block made for a small request at the live
-//!   peak of a heap mostly filled by them (lavapipe's 2 GiB) is a quarter
-//!   of the live set and mostly empty. A large heap never binds it.
+//!   heap and what keeps the committed bytes in use of the type's shared
+//!   blocks within 1 + 1/[`COMMITTED_TARGET_DIVISOR`] of the live bytes in
+//!   them, or below its committed high-water mark ([`block_room`]); never
+//!   smaller than the request. The growth step counts textures with memory
+//!   of their own; without the target, a block made for a small request at
+//!   the live peak of a heap mostly filled by them (lavapipe's 2 GiB) is a
+//!   quarter of the live set and mostly empty. The target leaves memory of
+//!   its own out on both sides: it holds exactly its allocation, and
+//!   counted in, it would let one new block be a quarter of the textures'
+//!   bytes too. A large heap never binds it.
 //! - **Recycled dedicated memory up to the live set.** The recycle bin
 //!   holds up to the type's live bytes, between 1/16 of the heap and the
 //!   configured bytes ([`recycle_cap`]): 1/16 of a small heap is less than
 //!   any texture given memory of its own there.
+//! - **Large requests near a full heap: room in a block, else memory of
+//!   their own.** A request above 1/[`LARGE_REQUEST_DIVISOR`] of the type's
+//!   largest block ([`large_request`]) goes where an existing block has
+//!   room; where none has, and the committed target cuts the block the
+//!   policy would make for it ([`large_request_takes_own`]), it gets memory
+//!   of its own of its size: that block would be about the request anyway,
+//!   and would outlive it, held by the small allocations placed beside it.
+//!   Elsewhere (a heap the live set leaves mostly free) it gets a new block
+//!   as any request: the block's room serves the next mid-size request.
+//! - **Recyclable memory of its own in whole granules.** Memory of its own
+//!   that names no resource (and may be reused) is made in whole
+//!   [`DEDICATED_GRANULE`]s ([`recyclable_size`]), so that freed memory
+//!   serves a later request a few bytes larger (textures of one size class
+//!   differ by their mip tails).
 //! - **Retention with hysteresis.** Freed memory kept for reuse is bounded by
 //!   [`retain_limit`]: the larger of 1/[`RETAIN_DIVISOR`] of the live set and
 //!   the distance from the live set up to 9/8 of its recent high-water mark,
@@ -148,8 +165,10 @@ pub(crate) const HEAP_SHARE_DIVISOR: u64 = 8;
 
 /// How large a new block may be without raising the type's committed bytes
 /// much past its live ones, for a request of `needed` bytes with `live`
-/// bytes live, `in_use` committed bytes holding them (kept memory left out:
-/// it is freed before new memory passes the committed peak) and
+/// bytes live in shared blocks, `in_use` committed bytes of shared blocks
+/// holding them (kept memory left out: it is freed before new memory
+/// passes the committed peak; memory of its own left out of both: it holds
+/// exactly its allocation) and
 /// `below_peak` bytes left below the type's committed high-water mark
 /// (memory made there raises no peak): the larger of what keeps `in_use`
 /// within 1 + 1/[`COMMITTED_TARGET_DIVISOR`] of the live bytes and
@@ -225,6 +244,55 @@ pub(crate) fn decay_committed_high(committed_high: u64, in_use: u64) -> u64 {
 /// before new memory is made).
 pub(crate) fn recycle_cap(heap_share: u64, configured: u64, live: u64) -> u64 {
     configured.min(heap_share.max(live))
+}
+
+/// Requests above 1/4 of the type's largest block are large
+/// ([`large_request`]); those above half of it always get memory of their
+/// own (`Allocator::wants_dedicated`).
+pub(crate) const LARGE_REQUEST_DIVISOR: u64 = 4;
+
+/// Whether a request of `size` bytes, in a memory type whose largest block
+/// is `max_block`, is large: placed where an existing block has room, and
+/// otherwise given memory of its own where [`large_request_takes_own`]
+/// says so, else a new block.
+pub(crate) fn large_request(size: u64, max_block: u64) -> bool {
+    size > max_block / LARGE_REQUEST_DIVISOR
+}
+
+/// Whether a large request that found no room in an existing block gets
+/// memory of its own rather than a new shared block, where [`block_size`]
+/// would make `planned` bytes for it with the committed target
+/// ([`block_room`]) and `untargeted` bytes without it: where the target
+/// cuts the block.
+///
+/// A cut block is about the request (85 MiB texture, 86 MiB block) and
+/// outlives it, held by the small allocations placed beside it; memory of
+/// its own is freed with it, or kept for the next of about its size. Where
+/// nothing cuts the block (a heap the live set leaves mostly free: the
+/// H200's), the block is a quarter of the live set and its room serves the
+/// next mid-size request; memory of its own there left the blocks without
+/// that room (the simulated H200's corpus-31: 1.44 -> 1.69).
+pub(crate) fn large_request_takes_own(planned: u64, untargeted: u64) -> bool {
+    planned < untargeted
+}
+
+/// Memory of its own that names no resource (and may be reused) is made
+/// in whole multiples of 64 KiB.
+pub(crate) const DEDICATED_GRANULE: u64 = 64 << 10;
+
+/// The bytes of recyclable memory of its own made for a request of `size`
+/// bytes: `size` rounded up to whole [`DEDICATED_GRANULE`]s (`size` itself
+/// where that overflows).
+///
+/// Freed memory is reused for requests of at least its size
+/// ([`reuse_for_dedicated`]); two textures of one size class differ by a
+/// few hundred bytes of mip tail (lavapipe: 89,478,656 and 89,479,424
+/// bytes), so without the rounding the larger never reuses the smaller's
+/// memory. At most 64 KiB more per allocation of memory of its own (0.1%
+/// of a 64 MiB one).
+pub(crate) fn recyclable_size(size: u64) -> u64 {
+    size.checked_next_multiple_of(DEDICATED_GRANULE)
+        .unwrap_or(size)
 }
 
 /// Reused memory may be at most 1/8 larger than the allocation it holds.
@@ -540,6 +608,66 @@ mod tests {
             None
         );
         assert_eq!(reuse_for_block(std::iter::empty(), 1, u64::MAX), None);
+    }
+
+    #[test]
+    fn large_requests_are_those_above_a_quarter_of_the_largest_block() {
+        assert!(!large_request(64 * MIB, 256 * MIB));
+        assert!(large_request(64 * MIB + 1, 256 * MIB));
+        assert!(large_request(100 * MIB, 256 * MIB));
+        // A small heap's largest block (32 MiB): above 8 MiB.
+        assert!(!large_request(8 * MIB, 32 * MIB));
+        assert!(large_request(9 * MIB, 32 * MIB));
+        assert!(!large_request(0, 0));
+        assert!(large_request(1, 0));
+        assert!(large_request(u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn a_large_request_takes_memory_of_its_own_where_the_target_cuts_its_block() {
+        const GIB: u64 = 1 << 30;
+        let block =
+            |live, heap_free, room| block_size(86 * MIB, live, 256 * MIB, heap_free, false, room);
+        // lavapipe near its peak: 1.3 GiB committed of a 2 GiB heap, the
+        // shared blocks at their target: the block is cut to the request.
+        let (planned, untargeted) = (block(GIB, 700 * MIB, 0), block(GIB, 700 * MIB, u64::MAX));
+        assert_eq!(planned, 88 * MIB);
+        assert_eq!(untargeted, 256 * MIB);
+        assert!(large_request_takes_own(planned, untargeted));
+        // A heap left mostly free: nothing cuts it.
+        let (planned, untargeted) = (block(GIB, 100 * GIB, 0), block(GIB, 100 * GIB, u64::MAX));
+        assert_eq!(planned, untargeted);
+        assert!(!large_request_takes_own(planned, untargeted));
+    }
+
+    #[test]
+    fn recyclable_memory_is_made_in_whole_granules() {
+        assert_eq!(recyclable_size(64 * MIB), 64 * MIB);
+        assert_eq!(recyclable_size(64 * MIB + 1), 64 * MIB + DEDICATED_GRANULE);
+        assert_eq!(recyclable_size(1), DEDICATED_GRANULE);
+        // lavapipe's two 85.3 MiB textures get memory of one size, so each
+        // reuses the other's.
+        let (a, b) = (recyclable_size(89_478_656), recyclable_size(89_479_424));
+        assert_eq!(a, b);
+        assert_eq!(reuse_for_dedicated([a].into_iter(), 89_479_424), Some(0));
+        assert_eq!(
+            reuse_for_dedicated([89_478_656].into_iter(), 89_479_424),
+            None
+        );
+        assert_eq!(recyclable_size(u64::MAX), u64::MAX);
+        assert_eq!(recyclable_size(0), 0);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn recyclable_size_covers_the_request_within_a_granule(size in 0u64..u64::MAX) {
+            let made = recyclable_size(size);
+            proptest::prop_assert!(made >= size);
+            if made != size {
+                proptest::prop_assert_eq!(made % DEDICATED_GRANULE, 0);
+                proptest::prop_assert!(made - size < DEDICATED_GRANULE);
+            }
+        }
     }
 
     #[test]

@@ -940,15 +940,15 @@ fn corruption_margins_catch_writes_past_the_end() {
 
 #[test]
 fn recycled_dedicated_memory_becomes_a_new_shared_block() {
-    // A freed 66 MiB texture's memory is kept; a 65 MiB buffer that needs a
-    // new block (one of 128 MiB would be made) is placed in that memory
+    // A freed 64 MiB texture's memory is kept; a 60 MiB buffer that needs a
+    // new block (one of 64 MiB would be made) is placed in that memory
     // instead: no driver call, and the memory is a shared block now.
     let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
     let allocator = new_allocator(&sim);
     let image = AllocationDesc {
         driver_dedicated: DriverDedicated::Preferred,
         ..desc(
-            66 * MIB,
+            64 * MIB,
             1024,
             ResourceKind::OptimalImage,
             MemoryUsage::GpuOnly,
@@ -962,7 +962,7 @@ fn recycled_dedicated_memory_becomes_a_new_shared_block() {
     let calls = sim.allocate_calls();
     let b = allocator
         .allocate(&desc(
-            65 * MIB,
+            60 * MIB,
             256,
             ResourceKind::Buffer,
             MemoryUsage::GpuOnly,
@@ -988,6 +988,127 @@ fn recycled_dedicated_memory_becomes_a_new_shared_block() {
     allocator.validate().unwrap();
     allocator.trim();
     assert_eq!(sim.live_objects(), 0);
+    finish(&sim, allocator);
+}
+
+#[test]
+fn near_a_full_heap_a_large_request_gets_memory_of_its_own() {
+    // lavapipe (one 2 GiB heap, 256 MiB blocks): 1,400 MiB in memory of
+    // its own and a shared block of 82 MiB holding 1 MiB. A 100 MiB buffer
+    // (above a quarter of the largest block) finds no room; the committed
+    // target cuts its block to about its size, so it gets memory of its own
+    // of its size in whole 64 KiB, naming no resource (reusable).
+    let sim = Arc::new(SimDevice::new(tables::lavapipe()));
+    let allocator = new_allocator(&sim);
+    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    let mut live: Vec<_> = (0..7)
+        .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
+        .collect();
+    live.push(allocator.allocate(&buffer(MIB)).unwrap());
+    let calls = sim.allocate_calls();
+    let a = allocator.allocate(&buffer(100 * MIB + 1000)).unwrap();
+    assert!(a.is_dedicated());
+    assert_eq!(a.size(), 100 * MIB + 1000);
+    let info = sim.memory_info(a.memory()).unwrap();
+    assert_eq!(info.size, 100 * MIB + (64 << 10));
+    assert!(info.dedicated.is_none(), "names no resource: reusable");
+    assert_eq!(sim.allocate_calls(), calls + 1);
+    allocator.validate().unwrap();
+    for x in live.into_iter().chain([a]) {
+        allocator.free(x).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn on_a_free_heap_a_large_request_takes_room_in_a_block_or_a_new_block() {
+    // The H200: nothing cuts a block, so a 100 MiB buffer gets a new shared
+    // block (128 MiB, its room left for the next request), not memory of
+    // its own; a later large request is placed where a block has room.
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    let a = allocator.allocate(&buffer(100 * MIB + 1000)).unwrap();
+    assert!(!a.is_dedicated());
+    assert_eq!(sim.memory_info(a.memory()).unwrap().size, 128 * MIB);
+    // A block with room: 120 MiB placed in a block of its own (the
+    // caller's choice, never dedicated), then freed: the empty block is kept.
+    let never = AllocationDesc {
+        options: AllocationOptions {
+            dedicated: DedicatedPolicy::Never,
+            ..AllocationOptions::usage(MemoryUsage::GpuOnly)
+        },
+        ..buffer(120 * MIB)
+    };
+    let big = allocator.allocate(&never).unwrap();
+    assert!(!big.is_dedicated());
+    let block = big.memory();
+    assert_ne!(block, a.memory());
+    allocator.free(big).unwrap();
+    let calls = sim.allocate_calls();
+    let b = allocator.allocate(&buffer(90 * MIB)).unwrap();
+    assert!(!b.is_dedicated());
+    assert_eq!(b.memory(), block, "the room in the block");
+    assert_eq!(sim.allocate_calls(), calls);
+    allocator.validate().unwrap();
+    for x in [a, b] {
+        allocator.free(x).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn beside_memory_of_its_own_a_new_block_keeps_to_the_shared_blocks_target() {
+    // lavapipe: one 2 GiB heap, 256 MiB blocks. Seven 200 MiB buffers get
+    // memory of their own (above half a block): 1,400 MiB live, all of it
+    // exact. A small buffer then needs the first shared block. Counted over
+    // every live byte, the committed target would allow a quarter of 1,400
+    // MiB more (a full 256 MiB block); over the shared blocks it allows
+    // nothing, so the block is what the heap share leaves: 1/8 of the 648
+    // MiB left, 82 MiB in whole 2 MiB.
+    let sim = Arc::new(SimDevice::new(tables::lavapipe()));
+    let allocator = new_allocator(&sim);
+    let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
+    let textures: Vec<_> = (0..7)
+        .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
+        .collect();
+    assert!(textures.iter().all(Allocation::is_dedicated));
+    let small = allocator.allocate(&buffer(MIB)).unwrap();
+    assert!(!small.is_dedicated());
+    let block = sim.memory_info(small.memory()).unwrap().size;
+    assert_eq!(block, 82 * MIB, "a block of {} MiB", block / MIB);
+    allocator.validate().unwrap();
+    for x in textures.into_iter().chain([small]) {
+        allocator.free(x).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn memory_of_its_own_is_reused_by_a_request_a_few_bytes_larger() {
+    // lavapipe's two 85.3 MiB textures (a 64 MiB level and its mips), 768
+    // bytes apart, each preferring memory of its own: the memory made for
+    // the smaller serves the larger.
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let image = |size: u64| AllocationDesc {
+        driver_dedicated: DriverDedicated::Preferred,
+        ..desc(size, 1024, ResourceKind::OptimalImage, MemoryUsage::GpuOnly)
+    };
+    let a = allocator.allocate(&image(89_478_656)).unwrap();
+    assert!(a.is_dedicated());
+    let memory = a.memory();
+    allocator.free(a).unwrap();
+    let calls = sim.allocate_calls();
+    let b = allocator.allocate(&image(89_479_424)).unwrap();
+    assert!(b.is_dedicated());
+    assert_eq!(b.memory(), memory);
+    assert_eq!(sim.allocate_calls(), calls);
+    allocator.free(b).unwrap();
+    allocator.trim();
     finish(&sim, allocator);
 }
 

@@ -23,6 +23,10 @@ use crate::type_cache;
 enum Placement {
     Dedicated(DedicatedPlacement),
     Shared(SharedPlacement),
+    /// A large request ([`crate::policy::large_request`]): room in an
+    /// existing block, else memory of its own where the committed target
+    /// cuts its block, else a new block.
+    InBlockOrOwn(SharedPlacement, DedicatedPlacement),
 }
 
 impl<D: MemoryDevice> Allocator<D> {
@@ -150,6 +154,15 @@ impl<D: MemoryDevice> Allocator<D> {
         match self.placement(vector, desc)? {
             Placement::Dedicated(p) => vector.allocate_dedicated(self.env(), &p, desc),
             Placement::Shared(p) => vector.allocate_shared(self.env(), &p, desc),
+            Placement::InBlockOrOwn(shared, own) => {
+                match vector.allocate_in_existing(self.env(), &shared, desc) {
+                    Some(result) => result,
+                    None if vector.large_request_takes_own(self.env(), shared.request.size) => {
+                        vector.allocate_dedicated(self.env(), &own, desc)
+                    }
+                    None => vector.allocate_shared(self.env(), &shared, desc),
+                }
+            }
         }
     }
 
@@ -178,19 +191,56 @@ impl<D: MemoryDevice> Allocator<D> {
                 || (!linear && desc.size > block_size / 2);
         }
         if dedicated {
-            // Memory that names no resource can be reused later; the resource
-            // is named where the driver requires it or the caller asked.
-            let named = desc.driver_dedicated == DriverDedicated::Required
-                || desc.options.dedicated == DedicatedPolicy::Always
-                || self.desc.recycle_bytes == 0;
-            return Ok(Placement::Dedicated(DedicatedPlacement {
-                size: desc.size,
-                named: if named { desc.dedicated_to } else { None },
-                recyclable: !named,
-            }));
+            return Ok(Placement::Dedicated(self.dedicated_placement(desc)));
         }
-        self.shared_placement(vector.memory_type, desc)
-            .map(Placement::Shared)
+        let shared = self.shared_placement(vector.memory_type, desc)?;
+        // A type's default blocks (not a pool's, not linear), where the
+        // caller left the choice to the allocator and memory objects are not
+        // running short.
+        if !in_pool
+            && !linear
+            && desc.options.dedicated == DedicatedPolicy::Auto
+            && crate::policy::large_request(desc.size, block_size)
+            && !self.objects_crowded()
+        {
+            return Ok(Placement::InBlockOrOwn(
+                shared,
+                self.dedicated_placement(desc),
+            ));
+        }
+        Ok(Placement::Shared(shared))
+    }
+
+    /// Memory of its own for `desc`. Memory that names no resource can be
+    /// reused later, and is made in whole granules
+    /// ([`crate::policy::recyclable_size`]); the resource is named where the
+    /// driver requires it or the caller asked, or where reuse is off.
+    fn dedicated_placement(&self, desc: &AllocationDesc<'_>) -> DedicatedPlacement {
+        let named = desc.driver_dedicated == DriverDedicated::Required
+            || desc.options.dedicated == DedicatedPolicy::Always
+            || self.desc.recycle_bytes == 0;
+        let size = if named {
+            desc.size
+        } else {
+            let rounded = crate::policy::recyclable_size(desc.size);
+            if rounded <= self.device.limits().max_memory_allocation_size {
+                rounded
+            } else {
+                desc.size
+            }
+        };
+        DedicatedPlacement {
+            size,
+            named: if named { desc.dedicated_to } else { None },
+            recyclable: !named,
+        }
+    }
+
+    /// Whether device memory objects are running short: a quarter of
+    /// `maxMemoryAllocationCount` is kept for blocks.
+    fn objects_crowded(&self) -> bool {
+        let limit = self.device.limits().max_memory_allocation_count;
+        self.objects.get() >= limit - limit / 4
     }
 
     /// The range to find in a shared block of `memory_type`: the corruption
@@ -261,8 +311,7 @@ impl<D: MemoryDevice> Allocator<D> {
             return Ok(policy != DedicatedPolicy::Never);
         }
         // Keep a quarter of maxMemoryAllocationCount for blocks.
-        let limit = self.device.limits().max_memory_allocation_count;
-        let crowded = self.objects.get() >= limit - limit / 4;
+        let crowded = self.objects_crowded();
         Ok(match policy {
             DedicatedPolicy::Always => true,
             DedicatedPolicy::Never => false,
