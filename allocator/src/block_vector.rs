@@ -854,6 +854,19 @@ impl BlockVector {
             return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
         }
         drop(list);
+        self.allocate_in_other_shards(env, shard, placement, desc)
+    }
+
+    /// Places a request in the blocks of the shards other than `shard` that
+    /// are free right now (no waiting for another thread's lock); `None`
+    /// where none has room.
+    fn allocate_in_other_shards(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Option<Result<Allocation, Error>> {
         let open = self.open_shards();
         for other in (0..open).filter(|&o| o != shard) {
             let Some(mut list) = self.shards[other].list.try_lock() else {
@@ -956,16 +969,8 @@ impl BlockVector {
             drop(list);
             // Room in another shard's blocks costs less than a new block:
             // look in the ones that are free right now.
-            let open = self.open_shards();
-            for other in (0..open).filter(|&o| o != shard) {
-                let Some(mut list) = self.shards[other].list.try_lock() else {
-                    continue;
-                };
-                if let Some((block, range)) = list.allocate(&placement.request) {
-                    let id = list.next_id(env.next_id);
-                    return self
-                        .finish_ok(env, other, &mut list, block, range, placement, desc, id);
-                }
+            if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc) {
+                return result;
             }
             (shard, sizes)
         };

@@ -372,12 +372,7 @@ fn tiles_never_sample_a_tile_the_map_calls_absent() {
     );
     let n = frames(&a).len();
     assert_eq!(n, FRAMES.parse::<usize>().unwrap());
-    let differ: Vec<usize> = (0..n)
-        .filter(|i| {
-            let name = format!("frame_{i:04}.png");
-            std::fs::read(a_dir.join(&name)).unwrap() != std::fs::read(b_dir.join(&name)).unwrap()
-        })
-        .collect();
+    let differ = differing_frames(&a_dir, &b_dir, n);
     assert!(
         differ.is_empty(),
         "frames {differ:?} change with where the tiles lie in memory: a sample read a tile \
@@ -399,17 +394,22 @@ fn tiles_never_sample_a_tile_the_map_calls_absent() {
     assert!(late(&a) > 0, "no load waited for the frame's submission");
     assert_eq!(late(&c), 0);
     assert_eq!(plans(&a), plans(&c), "the plans differ with the late loads");
-    let differ: Vec<usize> = (0..n)
-        .filter(|i| {
-            let name = format!("frame_{i:04}.png");
-            std::fs::read(a_dir.join(&name)).unwrap() != std::fs::read(c_dir.join(&name)).unwrap()
-        })
-        .collect();
+    let differ = differing_frames(&a_dir, &c_dir, n);
     assert!(
         differ.is_empty(),
         "frames {differ:?} change when the coming views' loads wait for the submission: \
          the frame drew a tile kept back"
     );
+}
+
+/// The frames of `0..n` whose PNG files differ between two runs' folders.
+fn differing_frames(a: &Path, b: &Path, n: usize) -> Vec<usize> {
+    (0..n)
+        .filter(|i| {
+            let name = format!("frame_{i:04}.png");
+            std::fs::read(a.join(&name)).unwrap() != std::fs::read(b.join(&name)).unwrap()
+        })
+        .collect()
 }
 
 #[test]
