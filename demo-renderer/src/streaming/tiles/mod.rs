@@ -42,9 +42,11 @@
 //! own, from staging slots after the frame's) then overlap the GPU's frame
 //! instead of delaying it, and the next frame's map names them. The frame in
 //! flight reads none of it: those tiles are absent from its map, their pages
-//! spare or new; and it would not have drawn them (`tests/tiles.rs` requires
-//! the same frames either way). A load made before the frame takes a parent
-//! kept back along.
+//! spare or new; and it would hardly have drawn them: on lavapipe the frames
+//! are the same either way (`tests/tiles.rs` requires it); on the H200, whose
+//! sampler is clamped to the map's level, a few frames read such a tile
+//! when it is resident a frame early (BENCHMARKS.md). A load made before the
+//! frame takes a parent kept back along.
 //!
 //! # Stale bindings
 //!
@@ -437,7 +439,8 @@ pub enum LateSpare {
     /// None: every load before the submission.
     None,
     /// Those only the coming views want ([`LoadKind::Ahead`]): the frame
-    /// draws none of them, so it looks the same.
+    /// wants none of them (on lavapipe it draws the same; on the H200 a few
+    /// frames above 50 dB differ).
     Future,
     /// Every spare load (the look-ahead's, the margin's, the ring's).
     All,
