@@ -269,8 +269,10 @@ impl Block {
         }
     }
 
-    /// Frees the range `id` at `offset` of this block.
-    #[inline]
+    /// Frees the range `id` at `offset` of this block. Always inlined into
+    /// the vector's free (the hot path): a call of its own costs a frame
+    /// and the `Result`'s copy through memory.
+    #[inline(always)]
     pub fn free(&mut self, id: RangeId, offset: u64) -> Result<(), RangeError> {
         let result = match &mut self.algo {
             Algo::Tlsf(t) => t.free(id),

@@ -715,7 +715,7 @@ impl RangeAllocator for TlsfAllocator {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let mut index = id.slot();
         let node = match self.nodes.get_mut(index as usize) {
