@@ -341,7 +341,8 @@ impl<D: MemoryDevice> Allocator<D> {
     /// since (the memory is already gone: drop it).
     pub fn free(&self, allocation: impl Into<Allocation>) -> Result<(), FreeError> {
         let allocation = allocation.into();
-        let location = allocation.location;
+        // Borrowed, not copied: the hot path reads a few of its fields.
+        let location = &allocation.location;
         if location.allocator != self.id {
             return Err(FreeError::new(Error::ForeignAllocation, allocation));
         }
@@ -350,10 +351,10 @@ impl<D: MemoryDevice> Allocator<D> {
             ListRef::Type(t) => {
                 self.types[t as usize]
                     .vector
-                    .free(&|| self.env(), &location, margin)
+                    .free(&|| self.env(), location, margin)
             }
             ListRef::Pool(id) => match self.pool(id) {
-                Ok(pool) => pool.vector.free(&|| self.env(), &location, margin),
+                Ok(pool) => pool.vector.free(&|| self.env(), location, margin),
                 Err(e) => Err(e),
             },
         };
