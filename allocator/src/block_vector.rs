@@ -1117,6 +1117,8 @@ impl BlockVector {
     ///
     /// `env` is called only when the block empties (to destroy or recycle
     /// it): the common free never builds an [`Env`].
+    /// `debug_margin` is the allocator's: it is checked only if this
+    /// vector's memory is host-visible (the margin its allocations got).
     ///
     /// # Errors
     /// [`Error::Invariant`] if the location names no live range (a bug).
@@ -1124,7 +1126,7 @@ impl BlockVector {
         &self,
         env: &dyn Fn() -> Env<'e>,
         location: &Location,
-        margin: u64,
+        debug_margin: u64,
     ) -> Result<FreeOutcome, Error> {
         let mut list = self.lock(location.shard)?;
         if self.epoch.load(Ordering::Relaxed) != location.epoch {
@@ -1138,6 +1140,7 @@ impl BlockVector {
             .get(location.range.id.slot() as usize)
             .filter(|m| m.live && m.moving && m.range.id == location.range.id)
             .map(|m| m.id);
+        let margin = if self.host_visible { debug_margin } else { 0 };
         let corrupted = margin > 0
             && block.host_address != 0
             && !block.is_dedicated()

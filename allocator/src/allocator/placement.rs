@@ -346,18 +346,21 @@ impl<D: MemoryDevice> Allocator<D> {
         if location.allocator != self.id {
             return Err(FreeError::new(Error::ForeignAllocation, allocation));
         }
-        let margin = self.margin(allocation.memory_type);
-        let freed = match location.list {
-            ListRef::Type(t) => {
-                self.types[t as usize]
-                    .vector
-                    .free(&|| self.env(), location, margin)
-            }
+        // One call site of the vector's free (a pool's vector is kept alive
+        // by `pool`); the vector applies the debug margin only where it is
+        // host-visible, as `Self::margin` does for its memory type.
+        let pool;
+        let vector = match location.list {
+            ListRef::Type(t) => &self.types[t as usize].vector,
             ListRef::Pool(id) => match self.pool(id) {
-                Ok(pool) => pool.vector.free(&|| self.env(), location, margin),
-                Err(e) => Err(e),
+                Ok(p) => {
+                    pool = p;
+                    &pool.vector
+                }
+                Err(e) => return Err(FreeError::new(e, allocation)),
             },
         };
+        let freed = vector.free(&|| self.env(), location, self.desc.debug_margin);
         match freed {
             Ok(FreeOutcome::AlreadyFree) => Ok(()),
             Ok(freed) => {
