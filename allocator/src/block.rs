@@ -290,7 +290,11 @@ impl Block {
             }
             if let Some(meta) = self.meta.get_mut(id.slot() as usize) {
                 meta.live = false;
-                meta.aliases = Vec::new();
+                // Most allocations declare no aliases: an empty list (no
+                // capacity) is already what `Vec::new()` would put there.
+                if meta.aliases.capacity() != 0 {
+                    meta.aliases = Vec::new();
+                }
             }
         }
         result
