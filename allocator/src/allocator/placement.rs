@@ -339,8 +339,17 @@ impl<D: MemoryDevice> Allocator<D> {
     /// lost: [`Error::ForeignAllocation`] if another allocator made it (free
     /// it there); [`Error::UnknownPool`] if its pool was reset and destroyed
     /// since (the memory is already gone: drop it).
+    #[inline]
     pub fn free(&self, allocation: impl Into<Allocation>) -> Result<(), FreeError> {
-        let allocation = allocation.into();
+        self.free_allocation(allocation.into())
+    }
+
+    /// [`Self::free`] once the argument is an [`Allocation`]: it is read
+    /// where the caller put it, not moved into a copy of its own first (the
+    /// `into` inside a function that then borrows the result costs a copy
+    /// of the whole allocation on every free).
+    #[inline(never)]
+    fn free_allocation(&self, allocation: Allocation) -> Result<(), FreeError> {
         // Borrowed, not copied: the hot path reads a few of its fields.
         let location = &allocation.location;
         if location.allocator != self.id {
