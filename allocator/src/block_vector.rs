@@ -1128,7 +1128,11 @@ impl BlockVector {
         location: &Location,
         debug_margin: u64,
     ) -> Result<FreeOutcome, Error> {
-        let mut list = self.lock(location.shard)?;
+        // The shard looked up once, for its lock and its counters.
+        let Some(shard) = self.shards.get(usize::from(location.shard)) else {
+            return Err(missing_shard(location.shard));
+        };
+        let mut list = shard.list.lock();
         if self.epoch.load(Ordering::Relaxed) != location.epoch {
             return Ok(FreeOutcome::AlreadyFree);
         }
@@ -1151,7 +1155,7 @@ impl BlockVector {
         if emptied {
             self.free_emptied(env(), list, location, moving);
         } else {
-            self.freed_under_lock(&mut list, location, moving);
+            Self::freed_in_shard(shard, &mut list, location, moving);
         }
         Ok(if corrupted {
             FreeOutcome::Corrupted
@@ -1164,7 +1168,23 @@ impl BlockVector {
     /// pending move of the allocation cancelled.
     #[inline]
     fn freed_under_lock(&self, list: &mut BlockList, location: &Location, moving: Option<u64>) {
-        self.shards[usize::from(location.shard)]
+        Self::freed_in_shard(
+            &self.shards[usize::from(location.shard)],
+            list,
+            location,
+            moving,
+        );
+    }
+
+    /// [`Self::freed_under_lock`] with the shard at hand.
+    #[inline]
+    fn freed_in_shard(
+        shard: &Shard,
+        list: &mut BlockList,
+        location: &Location,
+        moving: Option<u64>,
+    ) {
+        shard
             .counters
             .remove_allocations(list, 1, location.range.size);
         if let Some(id) = moving {
