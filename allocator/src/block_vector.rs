@@ -1121,23 +1121,24 @@ impl BlockVector {
     /// vector's memory is host-visible (the margin its allocations got).
     ///
     /// # Errors
-    /// [`Error::Invariant`] if the location names no live range (a bug).
+    /// [`Error::Invariant`] if the location names no live range (a bug),
+    /// boxed: the result of the common free fits in two registers.
     pub fn free<'e>(
         &self,
         env: &dyn Fn() -> Env<'e>,
         location: &Location,
         debug_margin: u64,
-    ) -> Result<FreeOutcome, Error> {
+    ) -> Result<FreeOutcome, Box<Error>> {
         // The shard looked up once, for its lock and its counters.
         let Some(shard) = self.shards.get(usize::from(location.shard)) else {
-            return Err(missing_shard(location.shard));
+            return Err(Box::new(missing_shard(location.shard)));
         };
         let mut list = shard.list.lock();
         if self.epoch.load(Ordering::Relaxed) != location.epoch {
             return Ok(FreeOutcome::AlreadyFree);
         }
         let Some(block) = list.block(location.block) else {
-            return Err(missing_block(location.block));
+            return Err(Box::new(missing_block(location.block)));
         };
         let moving = block
             .meta
@@ -1151,7 +1152,7 @@ impl BlockVector {
             && !corruption::intact(block.host_address, block.size, &location.range, margin);
         let emptied = list
             .free(location.block, location.range.id, location.range.offset)
-            .map_err(invariant)?;
+            .map_err(|e| Box::new(invariant(e)))?;
         if emptied {
             self.free_emptied(env(), list, location, moving);
         } else {

@@ -386,7 +386,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 self.record(|r| r.free(allocation.memory, allocation.offset));
                 Ok(())
             }
-            Err(e) => Err(FreeError::new(e, allocation)),
+            Err(e) => Err(FreeError::new(*e, allocation)),
         }
     }
 
