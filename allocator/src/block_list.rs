@@ -193,8 +193,7 @@ impl BlockList {
     #[inline]
     pub fn free(&mut self, index: u32, id: RangeId, offset: u64) -> Result<bool, RangeError> {
         let block = self.block_mut(index).ok_or(RangeError::UnknownId(id))?;
-        block.free(id, offset)?;
-        Ok(block.is_empty())
+        block.free(id, offset)
     }
 
     /// After [`Self::free`] emptied block `index`: the block that should now

@@ -1122,38 +1122,46 @@ impl BlockVector {
     ///
     /// `env` is called only when the block empties (to destroy or recycle
     /// it): the common free never builds an [`Env`].
+    /// `debug_margin` is the allocator's: it is checked only if this
+    /// vector's memory is host-visible (the margin its allocations got).
     ///
     /// # Errors
-    /// [`Error::Invariant`] if the location names no live range (a bug).
+    /// [`Error::Invariant`] if the location names no live range (a bug),
+    /// boxed: the result of the common free fits in two registers.
     pub fn free<'e>(
         &self,
         env: &dyn Fn() -> Env<'e>,
         location: &Location,
-        margin: u64,
-    ) -> Result<FreeOutcome, Error> {
-        let mut list = self.lock(location.shard)?;
+        debug_margin: u64,
+    ) -> Result<FreeOutcome, Box<Error>> {
+        // The shard looked up once, for its lock and its counters.
+        let Some(shard) = self.shards.get(usize::from(location.shard)) else {
+            return Err(Box::new(missing_shard(location.shard)));
+        };
+        let mut list = shard.list.lock();
         if self.epoch.load(Ordering::Relaxed) != location.epoch {
             return Ok(FreeOutcome::AlreadyFree);
         }
         let Some(block) = list.block(location.block) else {
-            return Err(missing_block(location.block));
+            return Err(Box::new(missing_block(location.block)));
         };
         let moving = block
             .meta
             .get(location.range.id.slot() as usize)
             .filter(|m| m.live && m.moving && m.range.id == location.range.id)
             .map(|m| m.id);
+        let margin = if self.host_visible { debug_margin } else { 0 };
         let corrupted = margin > 0
             && block.host_address != 0
             && !block.is_dedicated()
             && !corruption::intact(block.host_address, block.size, &location.range, margin);
         let emptied = list
             .free(location.block, location.range.id, location.range.offset)
-            .map_err(invariant)?;
+            .map_err(|e| Box::new(invariant(e)))?;
         if emptied {
             self.free_emptied(env(), list, location, moving);
         } else {
-            self.freed_under_lock(&mut list, location, moving);
+            Self::freed_in_shard(shard, &mut list, location, moving);
         }
         Ok(if corrupted {
             FreeOutcome::Corrupted
@@ -1166,7 +1174,23 @@ impl BlockVector {
     /// pending move of the allocation cancelled.
     #[inline]
     fn freed_under_lock(&self, list: &mut BlockList, location: &Location, moving: Option<u64>) {
-        self.shards[usize::from(location.shard)]
+        Self::freed_in_shard(
+            &self.shards[usize::from(location.shard)],
+            list,
+            location,
+            moving,
+        );
+    }
+
+    /// [`Self::freed_under_lock`] with the shard at hand.
+    #[inline]
+    fn freed_in_shard(
+        shard: &Shard,
+        list: &mut BlockList,
+        location: &Location,
+        moving: Option<u64>,
+    ) {
+        shard
             .counters
             .remove_allocations(list, 1, location.range.size);
         if let Some(id) = moving {

@@ -123,6 +123,7 @@ impl Budgets {
     }
 
     /// The heap's budget and estimated usage now.
+    #[inline]
     pub fn view(&self, heap: u32) -> HeapBudgetView {
         let state = &self.heaps[heap as usize];
         let ours = state.block_bytes.load(Ordering::Relaxed);
@@ -142,7 +143,9 @@ impl Budgets {
         self.heap_sizes[heap as usize].saturating_sub(self.view(heap).usage)
     }
 
-    /// Bytes the heap can still take within budget.
+    /// Bytes the heap can still take within budget (asked on every
+    /// allocation by the memory type memo: inlined across crates).
+    #[inline]
     pub fn room(&self, heap: u32) -> u64 {
         let v = self.view(heap);
         v.budget.saturating_sub(v.usage)

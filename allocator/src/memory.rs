@@ -118,6 +118,9 @@ impl ObjectCount {
         )
     }
 
+    /// Live objects now (read on every allocation's placement decision:
+    /// inlined across crates).
+    #[inline]
     pub fn get(&self) -> u32 {
         self.0.load(Ordering::Relaxed)
     }

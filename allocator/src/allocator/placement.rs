@@ -339,24 +339,37 @@ impl<D: MemoryDevice> Allocator<D> {
     /// lost: [`Error::ForeignAllocation`] if another allocator made it (free
     /// it there); [`Error::UnknownPool`] if its pool was reset and destroyed
     /// since (the memory is already gone: drop it).
+    #[inline]
     pub fn free(&self, allocation: impl Into<Allocation>) -> Result<(), FreeError> {
-        let allocation = allocation.into();
-        let location = allocation.location;
+        self.free_allocation(allocation.into())
+    }
+
+    /// [`Self::free`] once the argument is an [`Allocation`]: it is read
+    /// where the caller put it, not moved into a copy of its own first (the
+    /// `into` inside a function that then borrows the result costs a copy
+    /// of the whole allocation on every free).
+    #[inline(never)]
+    fn free_allocation(&self, allocation: Allocation) -> Result<(), FreeError> {
+        // Borrowed, not copied: the hot path reads a few of its fields.
+        let location = &allocation.location;
         if location.allocator != self.id {
             return Err(FreeError::new(Error::ForeignAllocation, allocation));
         }
-        let margin = self.margin(allocation.memory_type);
-        let freed = match location.list {
-            ListRef::Type(t) => {
-                self.types[t as usize]
-                    .vector
-                    .free(&|| self.env(), &location, margin)
-            }
+        // One call site of the vector's free (a pool's vector is kept alive
+        // by `pool`); the vector applies the debug margin only where it is
+        // host-visible, as `Self::margin` does for its memory type.
+        let pool;
+        let vector = match location.list {
+            ListRef::Type(t) => &self.types[t as usize].vector,
             ListRef::Pool(id) => match self.pool(id) {
-                Ok(pool) => pool.vector.free(&|| self.env(), &location, margin),
-                Err(e) => Err(e),
+                Ok(p) => {
+                    pool = p;
+                    &pool.vector
+                }
+                Err(e) => return Err(FreeError::new(e, allocation)),
             },
         };
+        let freed = vector.free(&|| self.env(), location, self.desc.debug_margin);
         match freed {
             Ok(FreeOutcome::AlreadyFree) => Ok(()),
             Ok(freed) => {
@@ -373,7 +386,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 self.record(|r| r.free(allocation.memory, allocation.offset));
                 Ok(())
             }
-            Err(e) => Err(FreeError::new(e, allocation)),
+            Err(e) => Err(FreeError::new(*e, allocation)),
         }
     }
 

@@ -74,7 +74,13 @@ fn mapping(size: u64) -> (usize, usize) {
         return (0, size as usize);
     }
     let shift = u64::BITS - 1 - size.leading_zeros() - SL_LOG2;
-    (shift as usize + 1, (size >> shift) as usize - SL_COUNT)
+    // `size >> shift` is in [SL_COUNT, 2 * SL_COUNT): dropping its top bit
+    // is subtracting SL_COUNT, and the mask tells the compiler the list
+    // index is in bounds (no check on every look-up of a list head).
+    (
+        shift as usize + 1,
+        (size >> shift) as usize & (SL_COUNT - 1),
+    )
 }
 
 /// `size` rounded up to the smallest size of the next list, so that every
@@ -715,7 +721,7 @@ impl RangeAllocator for TlsfAllocator {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let mut index = id.slot();
         let node = match self.nodes.get_mut(index as usize) {
