@@ -19,16 +19,6 @@ use crate::range::RangeRequest;
 use crate::select::{self, HeapRoom, MemoryUsage, SelectError, TypeRequest};
 use crate::type_cache;
 
-/// Where an allocation goes inside its vector.
-enum Placement {
-    Dedicated(DedicatedPlacement),
-    Shared(SharedPlacement),
-    /// A large request ([`crate::policy::large_request`]): room in an
-    /// existing block, else memory of its own where the committed target
-    /// cuts its block, else a new block.
-    InBlockOrOwn(SharedPlacement, DedicatedPlacement),
-}
-
 impl<D: MemoryDevice> Allocator<D> {
     /// Allocates memory for `desc`.
     ///
@@ -145,33 +135,15 @@ impl<D: MemoryDevice> Allocator<D> {
         Err(last_error.unwrap_or(Error::OutOfDeviceMemory { size: desc.size }))
     }
 
-    /// Allocates in one block vector, a type's default blocks or a pool's.
+    /// Allocates in one block vector, a type's default blocks or a pool's:
+    /// dedicated memory or a shared block, and the exact request. The
+    /// decision and the call are one function, so no enum of placements is
+    /// built, moved and matched on the hot path.
     fn allocate_in(
         &self,
         vector: &BlockVector,
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
-        match self.placement(vector, desc)? {
-            Placement::Dedicated(p) => vector.allocate_dedicated(self.env(), &p, desc),
-            Placement::Shared(p) => vector.allocate_shared(self.env(), &p, desc),
-            Placement::InBlockOrOwn(shared, own) => {
-                match vector.allocate_in_existing(self.env(), &shared, desc) {
-                    Some(result) => result,
-                    None if vector.large_request_takes_own(self.env(), shared.request.size) => {
-                        vector.allocate_dedicated(self.env(), &own, desc)
-                    }
-                    None => vector.allocate_shared(self.env(), &shared, desc),
-                }
-            }
-        }
-    }
-
-    /// Dedicated memory or a shared block, and the exact request.
-    fn placement(
-        &self,
-        vector: &BlockVector,
-        desc: &AllocationDesc<'_>,
-    ) -> Result<Placement, Error> {
         let block_size = vector.block_size;
         let in_pool = vector.caps.is_some();
         let linear = vector.is_linear();
@@ -191,24 +163,32 @@ impl<D: MemoryDevice> Allocator<D> {
                 || (!linear && desc.size > block_size / 2);
         }
         if dedicated {
-            return Ok(Placement::Dedicated(self.dedicated_placement(desc)));
+            return vector.allocate_dedicated(self.env(), &self.dedicated_placement(desc), desc);
         }
         let shared = self.shared_placement(vector.memory_type, desc)?;
         // A type's default blocks (not a pool's, not linear), where the
         // caller left the choice to the allocator and memory objects are not
-        // running short.
+        // running short: a large request ([`crate::policy::large_request`])
+        // takes room in an existing block, else memory of its own where the
+        // committed target cuts its block, else a new block.
         if !in_pool
             && !linear
             && desc.options.dedicated == DedicatedPolicy::Auto
             && crate::policy::large_request(desc.size, block_size)
             && !self.objects_crowded()
         {
-            return Ok(Placement::InBlockOrOwn(
-                shared,
-                self.dedicated_placement(desc),
-            ));
+            if let Some(result) = vector.allocate_in_existing(self.env(), &shared, desc) {
+                return result;
+            }
+            if vector.large_request_takes_own(self.env(), shared.request.size) {
+                return vector.allocate_dedicated(
+                    self.env(),
+                    &self.dedicated_placement(desc),
+                    desc,
+                );
+            }
         }
-        Ok(Placement::Shared(shared))
+        vector.allocate_shared(self.env(), &shared, desc)
     }
 
     /// Memory of its own for `desc`. Memory that names no resource can be
