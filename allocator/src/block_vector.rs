@@ -782,6 +782,10 @@ impl BlockVector {
     /// Locks a shard to allocate in: the thread's home if free, else any
     /// open shard that is free; if every open shard is busy, opens the next
     /// one (up to [`MAX_SHARDS`]), else waits for the home.
+    ///
+    /// Inline up to the home's lock (the common case); the search for
+    /// another shard is out of line.
+    #[inline]
     fn lock_any(&self) -> (usize, MutexGuard<'_, BlockList>) {
         if self.shards.len() == 1 {
             return (0, self.shards[0].list.lock());
@@ -793,6 +797,13 @@ impl BlockVector {
         if let Some(list) = self.shards[home].list.try_lock() {
             return (home, list);
         }
+        self.lock_any_contended(home, open)
+    }
+
+    /// [`Self::lock_any`] once the home shard (`home`, of `open` open
+    /// shards) was busy.
+    #[inline(never)]
+    fn lock_any_contended(&self, home: usize, open: usize) -> (usize, MutexGuard<'_, BlockList>) {
         for step in 1..open {
             let shard = (home + step) % open;
             if let Some(list) = self.shards[shard].list.try_lock() {
