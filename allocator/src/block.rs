@@ -31,7 +31,11 @@ pub enum PoolAlgorithm {
 }
 
 /// How a block places its allocations.
+///
+/// An explicit tag (`repr(u8)`): every allocation and free matches on it,
+/// and a tag compare costs less than decoding a niche in the TLSF's fields.
 #[derive(Debug)]
+#[repr(u8)]
 pub(crate) enum Algo {
     Tlsf(TlsfAllocator),
     Linear(LinearAllocator),
