@@ -237,7 +237,14 @@ impl<D: MemoryDevice> Allocator<D> {
             max: limits.max_memory_allocation_size,
         };
         let mut alignment = desc.alignment.max(1);
-        let margin = self.margin(memory_type);
+        // The type looked up once, for its margin and its coherence.
+        let ty = &self.types[memory_type as usize];
+        // The corruption margin for shared blocks of the type.
+        let margin = if ty.vector.host_visible {
+            self.desc.debug_margin
+        } else {
+            0
+        };
         let (mut size, lead) = if margin > 0 {
             let lead = corruption::lead(margin, alignment).ok_or_else(too_large)?;
             let size = desc
@@ -249,7 +256,7 @@ impl<D: MemoryDevice> Allocator<D> {
         } else {
             (desc.size, 0)
         };
-        if self.types[memory_type as usize].non_coherent {
+        if ty.non_coherent {
             let atom = limits.non_coherent_atom_size.max(1);
             alignment = alignment.max(atom);
             size = size.checked_next_multiple_of(atom).ok_or_else(too_large)?;
@@ -266,15 +273,6 @@ impl<D: MemoryDevice> Allocator<D> {
             lead,
             margin,
         })
-    }
-
-    /// The corruption margin for shared blocks of `memory_type`.
-    fn margin(&self, memory_type: u32) -> u64 {
-        if self.types[memory_type as usize].vector.host_visible {
-            self.desc.debug_margin
-        } else {
-            0
-        }
     }
 
     /// Whether `desc` gets its own device memory in a list of `block_size` blocks.
