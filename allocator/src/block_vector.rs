@@ -850,6 +850,19 @@ impl BlockVector {
         matches!(self.algorithm, PoolAlgorithm::Linear(_))
     }
 
+    /// The corruption margin this vector's shared allocations get from the
+    /// allocator's `debug_margin`: all of it where its memory is
+    /// host-visible (the margin is written and checked through the
+    /// mapping), none elsewhere.
+    #[inline]
+    pub fn margin(&self, debug_margin: u64) -> u64 {
+        if self.host_visible {
+            debug_margin
+        } else {
+            0
+        }
+    }
+
     /// Places a request in the free range of an existing block (the
     /// thread's shard, then the others free right now), making no block;
     /// `None` where none has room.
@@ -1134,7 +1147,8 @@ impl BlockVector {
     /// `env` is called only when the block empties (to destroy or recycle
     /// it): the common free never builds an [`Env`].
     /// `debug_margin` is the allocator's: it is checked only if this
-    /// vector's memory is host-visible (the margin its allocations got).
+    /// vector's memory is host-visible ([`Self::margin`], the margin its
+    /// allocations got).
     ///
     /// # Errors
     /// [`Error::Invariant`] if the location names no live range (a bug),
@@ -1161,7 +1175,7 @@ impl BlockVector {
             .get(location.range.id.slot() as usize)
             .filter(|m| m.live && m.moving && m.range.id == location.range.id)
             .map(|m| m.id);
-        let margin = if self.host_visible { debug_margin } else { 0 };
+        let margin = self.margin(debug_margin);
         let corrupted = margin > 0
             && block.host_address != 0
             && !block.is_dedicated()

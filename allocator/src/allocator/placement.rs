@@ -239,12 +239,7 @@ impl<D: MemoryDevice> Allocator<D> {
         let mut alignment = desc.alignment.max(1);
         // The type looked up once, for its margin and its coherence.
         let ty = &self.types[memory_type as usize];
-        // The corruption margin for shared blocks of the type.
-        let margin = if ty.vector.host_visible {
-            self.desc.debug_margin
-        } else {
-            0
-        };
+        let margin = ty.vector.margin(self.desc.debug_margin);
         let (mut size, lead) = if margin > 0 {
             let lead = corruption::lead(margin, alignment).ok_or_else(too_large)?;
             let size = desc
@@ -335,7 +330,7 @@ impl<D: MemoryDevice> Allocator<D> {
         }
         // One call site of the vector's free (a pool's vector is kept alive
         // by `pool`); the vector applies the debug margin only where it is
-        // host-visible, as `Self::margin` does for its memory type.
+        // host-visible (`BlockVector::margin`, as at allocation).
         let pool;
         let vector = match location.list {
             ListRef::Type(t) => &self.types[t as usize].vector,

@@ -259,6 +259,9 @@ fn runs(maps: &[MapTiles], loads: &[TileRef], max: u32) -> Vec<Run> {
     out
 }
 
+/// A tile and the page it binds: memory and offset (`None`: unbind).
+type TileBind = (TileRef, Option<(vk::DeviceMemory, u64)>);
+
 /// One memory binding of a region: its first tile, how many tiles of that
 /// row it spans, and the memory and offset of the first (`None`: unbind).
 type Region = (TileRef, u32, Option<(vk::DeviceMemory, u64)>);
@@ -270,11 +273,7 @@ type Region = (TileRef, u32, Option<(vk::DeviceMemory, u64)>);
 /// `VkSparseImageMemoryBind`, and the driver's cost goes by binds (NVIDIA:
 /// about 26 us each, BENCHMARKS.md). A region ends at a tile that reaches the
 /// level's edge (the extent is clamped there).
-fn bind_regions(
-    maps: &[MapTiles],
-    changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
-    page: u64,
-) -> Vec<Region> {
+fn bind_regions(maps: &[MapTiles], changes: &[TileBind], page: u64) -> Vec<Region> {
     let mut sorted = changes.to_vec();
     sorted.sort_unstable_by_key(|c| c.0);
     let mut out: Vec<Region> = Vec::new();
@@ -477,7 +476,7 @@ struct Deferred {
     /// Sorted (the staging layout: load `k` at slot `base + k`).
     loads: Vec<TileRef>,
     /// Each load's page.
-    binds: Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)>,
+    binds: Vec<TileBind>,
     /// The first staging slot after the frame's own loads'.
     base: usize,
 }
@@ -1153,11 +1152,7 @@ impl TileStreamer {
     /// of adjacent tiles per bind where [`bind_regions`] joins them.
     /// [`Self::prepare`] only binds (evictions keep their pages bound); the
     /// unbind form stays for a caller that must take memory back from a tile.
-    fn bind_tiles(
-        &mut self,
-        ctx: &Context,
-        changes: &[(TileRef, Option<(vk::DeviceMemory, u64)>)],
-    ) -> Result<u32, GpuError> {
+    fn bind_tiles(&mut self, ctx: &Context, changes: &[TileBind]) -> Result<u32, GpuError> {
         let mut per_image: HashMap<u32, Vec<vk::SparseImageMemoryBind>> = HashMap::new();
         for (t, count, mem) in bind_regions(&self.maps, changes, self.page) {
             let m = &self.maps[t.map as usize];
@@ -1411,12 +1406,11 @@ impl TileStreamer {
     /// Takes a page for each of `loads` (sorted) from `candidates`, which
     /// keeps the rest; records them as the tiles' pages. The binds to make,
     /// and the runs of adjacent tiles among the loads.
-    #[allow(clippy::type_complexity)]
     fn take_pages(
         &mut self,
         loads: &[TileRef],
         candidates: &mut Vec<Allocation>,
-    ) -> Result<(Vec<(TileRef, Option<(vk::DeviceMemory, u64)>)>, u32), GpuError> {
+    ) -> Result<(Vec<TileBind>, u32), GpuError> {
         if loads.is_empty() {
             return Ok((Vec::new(), 0));
         }
