@@ -76,6 +76,9 @@ pub(crate) struct VectorConfig {
     pub memory_type: u32,
     pub heap: u32,
     pub host_visible: bool,
+    /// The type's heap is system memory a discrete device reaches over the
+    /// bus ([`crate::policy::pinned_heap`]).
+    pub pinned: bool,
     pub algorithm: PoolAlgorithm,
     pub list: ListConfig,
     /// The pool's caps; `None` for a memory type's default blocks.
@@ -500,6 +503,9 @@ pub(crate) struct BlockVector {
     pub memory_type: u32,
     pub heap: u32,
     pub host_visible: bool,
+    /// The type's heap is system memory a discrete device reaches over the
+    /// bus: memory freed there is kept longer ([`crate::policy::decay_committed_high`]).
+    pub pinned: bool,
     pub algorithm: PoolAlgorithm,
     /// The size blocks grow to (pools: every block's size).
     pub block_size: u64,
@@ -557,6 +563,7 @@ impl BlockVector {
             memory_type: config.memory_type,
             heap: config.heap,
             host_visible: config.host_visible,
+            pinned: config.pinned,
             algorithm: config.algorithm,
             block_size: config.list.block_size,
             caps: config.caps,
@@ -753,7 +760,7 @@ impl BlockVector {
         let retained = self.retained_bytes();
         let in_use = committed.saturating_sub(retained);
         let old = self.committed_high.load(Ordering::Relaxed);
-        let high = crate::policy::decay_committed_high(old, in_use);
+        let high = crate::policy::decay_committed_high(old, in_use, self.pinned);
         self.committed_high.store(high, Ordering::Relaxed);
         let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
         // Hysteresis: what is kept passes twice the larger of the two

@@ -97,7 +97,7 @@ impl Budgets {
         let committed = self.committed();
         let high = self.committed_high();
         self.committed_high.store(
-            crate::policy::decay_committed_high(high, committed),
+            crate::policy::decay_committed_high(high, committed, false),
             Ordering::Relaxed,
         );
     }

@@ -65,6 +65,13 @@
 //!   1/[`PEAK_TOLERANCE_DIVISOR`] first frees kept memory of its own type,
 //!   then of the other types, so keeping memory in one type does not raise
 //!   the peak when another grows.
+//! - **Pinned system memory is kept longer.** In a [`pinned_heap`] (system
+//!   memory a discrete GPU reaches over the bus: readback, and uploads
+//!   without a resizable BAR) the driver pins what it allocates, an order
+//!   of magnitude dearer per byte than device memory. There the committed
+//!   high-water mark decays over about a minute, not seconds, and another
+//!   type's growth past the committed peak never frees it: freeing it makes
+//!   no room in a device heap. Its own type's limits still bound it.
 
 #![forbid(unsafe_code)]
 
@@ -225,10 +232,38 @@ pub(crate) fn retain_below_peak(committed_high: u64, in_use: u64, needed: u64) -
 /// The committed high-water mark after a frame: 1/[`COMMITTED_DECAY`] of
 /// the way down to `in_use` (the committed bytes that hold live
 /// allocations), so what is kept below it is released over a few seconds
-/// once it goes unused. (It rises when memory is made, not here: a mark that
-/// rose to what is committed would never release what is kept.)
-pub(crate) fn decay_committed_high(committed_high: u64, in_use: u64) -> u64 {
-    decay(committed_high, in_use, COMMITTED_DECAY)
+/// once it goes unused; in a [`pinned_heap`], 1/[`PINNED_COMMITTED_DECAY`]
+/// of the way (about a minute). (It rises when memory is made, not here: a
+/// mark that rose to what is committed would never release what is kept.)
+pub(crate) fn decay_committed_high(committed_high: u64, in_use: u64, pinned: bool) -> u64 {
+    let divisor = if pinned {
+        PINNED_COMMITTED_DECAY
+    } else {
+        COMMITTED_DECAY
+    };
+    decay(committed_high, in_use, divisor)
+}
+
+/// In a [`pinned_heap`] the committed high-water mark moves 1/4096 of the
+/// way down each frame (half way in 2,839 frames, about 47 s at 60
+/// frames/s).
+pub(crate) const PINNED_COMMITTED_DECAY: u64 = 4096;
+
+/// Whether a heap is system memory that a device with memory of its own
+/// reaches over the bus (the heap is not `DEVICE_LOCAL`, another heap is):
+/// the readback and non-BAR upload memory of a discrete GPU.
+///
+/// The driver pins such memory when it is allocated, which costs an order
+/// of magnitude more per byte than device memory: on the H200 0.94 ms +
+/// 0.24 ms per MiB against 0.02 ms per MiB, and frees 1.2 ms against
+/// 0.02 ms per MiB (BENCHMARKS.md, *What a driver call costs on the H200*).
+/// Memory freed there is kept below the type's committed peak for about a
+/// minute instead of seconds ([`decay_committed_high`]), and another type's
+/// growth past the allocator's committed peak does not free it
+/// (`RetainedMemory::release_others`). On a device whose heaps are all
+/// `DEVICE_LOCAL` (integrated, mobile, lavapipe) nothing is pinned.
+pub(crate) fn pinned_heap(heap_device_local: bool, device_has_device_local: bool) -> bool {
+    !heap_device_local && device_has_device_local
 }
 
 /// The bytes of freed dedicated memory a memory type's recycle bin may hold
@@ -552,21 +587,57 @@ mod tests {
     #[test]
     fn the_committed_peak_decays_to_what_is_in_use() {
         // 1/256 of the way down to the bytes in use.
-        assert_eq!(decay_committed_high(256 * MIB, 0), 255 * MIB);
-        assert_eq!(decay_committed_high(512 * MIB, 256 * MIB), 511 * MIB);
+        assert_eq!(decay_committed_high(256 * MIB, 0, false), 255 * MIB);
+        assert_eq!(decay_committed_high(512 * MIB, 256 * MIB, false), 511 * MIB);
         // Never below what is in use.
-        assert_eq!(decay_committed_high(10, 9), 9);
-        assert_eq!(decay_committed_high(10, 20), 20);
+        assert_eq!(decay_committed_high(10, 9, false), 9);
+        assert_eq!(decay_committed_high(10, 20, false), 20);
         // Kept memory is released in the end, whatever is committed.
         let mut high = 1024 * MIB;
         for _ in 0..5000 {
-            high = decay_committed_high(high, 16 * MIB);
+            high = decay_committed_high(high, 16 * MIB, false);
         }
         assert_eq!(high, 16 * MIB);
         assert_eq!(
-            decay_committed_high(u64::MAX, 0),
+            decay_committed_high(u64::MAX, 0, false),
             u64::MAX - (u64::MAX / 256 + 1)
         );
+    }
+
+    #[test]
+    fn pinned_memory_is_kept_about_a_minute() {
+        // 1/4096 of the way down in a pinned heap, never below what is in use.
+        assert_eq!(decay_committed_high(4096 * MIB, 0, true), 4095 * MIB);
+        assert_eq!(decay_committed_high(10, 20, true), 20);
+        // Half way down after about 2,839 frames, not 177.
+        let (mut pinned, mut device) = (1024 * MIB, 1024 * MIB);
+        for _ in 0..177 {
+            pinned = decay_committed_high(pinned, 0, true);
+            device = decay_committed_high(device, 0, false);
+        }
+        assert!(
+            device <= 515 * MIB && pinned > 980 * MIB,
+            "{device} {pinned}"
+        );
+        for _ in 177..2839 {
+            pinned = decay_committed_high(pinned, 0, true);
+        }
+        assert!((511 * MIB..=513 * MIB).contains(&pinned), "{pinned}");
+        // Released in the end.
+        for _ in 0..200_000 {
+            pinned = decay_committed_high(pinned, 0, true);
+        }
+        assert_eq!(pinned, 0);
+    }
+
+    #[test]
+    fn only_system_memory_beside_device_memory_is_pinned() {
+        // A discrete GPU's host heap.
+        assert!(pinned_heap(false, true));
+        // Its device heap; an integrated or mobile device's heaps, all
+        // device-local; a device that reports none (a host heap only).
+        assert!(!pinned_heap(true, true));
+        assert!(!pinned_heap(false, false));
     }
 
     #[test]

@@ -55,6 +55,8 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --out PATH             JSON rows (default target/bench/allocators.json); a Markdown table
                          is written beside it (.md) and the range results to range.json
   --write-traces DIR     write the standard traces to DIR/<name>.<scale>.jsonl and exit
+  --save-traces DIR      also write every trace replayed (the corpus's with the requirements
+                         this device resolved) to DIR/<name>.jsonl, for `--sim ... --trace`
   --table-from FILE      print the table of an allocators.json written earlier and exit
   --check                verify every placement (aligned, no overlap) while replaying
   --explain-peak         print each allocator's memory at its committed peak (slows the replay)
@@ -85,6 +87,8 @@ struct Args {
     list_devices: bool,
     out: PathBuf,
     write_traces: Option<PathBuf>,
+    /// `--save-traces`: where the replayed traces are written.
+    save_traces: Option<PathBuf>,
     table_from: Option<PathBuf>,
     check: bool,
     tags: bool,
@@ -120,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
         list_devices: false,
         out: PathBuf::from("target/bench/allocators.json"),
         write_traces: None,
+        save_traces: None,
         table_from: None,
         check: false,
         tags: false,
@@ -191,6 +196,7 @@ fn parse_args() -> Result<Args, String> {
             "--list-devices" => a.list_devices = true,
             "--out" => a.out = value("--out")?.into(),
             "--write-traces" => a.write_traces = Some(value("--write-traces")?.into()),
+            "--save-traces" => a.save_traces = Some(value("--save-traces")?.into()),
             "--table-from" => a.table_from = Some(value("--table-from")?.into()),
             "--check" => a.check = true,
             "--tags" => a.tags = true,
@@ -269,6 +275,20 @@ fn write_traces(a: &Args, dir: &Path) -> Result<(), String> {
             s.peak_live_bytes as f64 / (1 << 20) as f64
         );
     }
+    Ok(())
+}
+
+/// `--save-traces DIR`: every trace as replayed here, requirements included,
+/// so a simulated replay (`--sim TABLE --trace FILE`) sees this device's.
+fn save_traces(traces: &[Trace], dir: &Path) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for t in traces {
+        let path = dir.join(format!("{}.jsonl", t.header.name.replace('#', "-")));
+        let file = fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        t.write(BufWriter::new(file))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    println!("{} traces written to {}", traces.len(), dir.display());
     Ok(())
 }
 
@@ -558,6 +578,9 @@ fn run() -> Result<(), String> {
     println!("memory types: {}", i.memory_types.join("; "));
     println!("memory heaps: {}", i.memory_heaps.join("; "));
     let traces = load_traces(&a, &ctx)?;
+    if let Some(dir) = &a.save_traces {
+        save_traces(&traces, dir)?;
+    }
     let overhead = calibrate_timer_overhead();
     println!(
         "clock: {}; timer overhead subtracted per operation: {:.1} ns",

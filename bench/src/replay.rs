@@ -318,6 +318,7 @@ pub fn run_once_with<C: Contender>(
         Vec::new()
     };
 
+    vkdev::call_log_mark(&prepared.name, c.name());
     vkdev::reset_counters();
     let wall = Instant::now();
     for op in &prepared.ops {

@@ -82,6 +82,9 @@ pub struct SimRow {
     pub allocated_bytes: u64,
     /// `vkFreeMemory` calls.
     pub free_calls: u64,
+    /// What the driver calls (the final frees included) would cost on the
+    /// H200, by [`h200_driver_ms`].
+    pub h200_driver_ms: f64,
     /// The most device memory while the live bytes were at most half the
     /// largest heap's size.
     pub peak_committed_at_half_heap_bytes: u64,
@@ -177,6 +180,7 @@ pub fn replay(
         allocate_calls: 0,
         allocated_bytes: 0,
         free_calls: 0,
+        h200_driver_ms: 0.0,
         peak_committed_at_half_heap_bytes: 0,
         failures: 0,
         first_failure: None,
@@ -266,7 +270,44 @@ pub fn replay(
         row.churn_report = Some(churn.report());
     }
     row.free_calls = stats.free_calls;
+    row.h200_driver_ms = h200_driver_ms(table, &stats);
     Ok(row)
+}
+
+/// The H200's `vkAllocateMemory` / `vkFreeMemory` cost, fitted (least
+/// squares) over 14,404 allocations and as many frees of the three
+/// allocators replaying the corpus there (driver 580.159.04; BENCHMARKS.md,
+/// *What a driver call costs on the H200*): in ms, fixed and per MiB, for
+/// memory in a `DEVICE_LOCAL` heap and in the host heap (system memory the
+/// driver pins: an order of magnitude dearer per MiB).
+pub const H200_COST: [[f64; 4]; 2] = [
+    // allocate: fixed, per MiB; free: fixed, per MiB
+    [0.02, 0.021, 0.0, 0.017],
+    [0.94, 0.237, 1.22, 0.030],
+];
+
+/// What `stats`' calls would cost on the H200 ([`H200_COST`]), in ms, each
+/// heap by whether `table` says it is `DEVICE_LOCAL`. A model for comparing
+/// policies offline, not a measurement; on other tables it says what the
+/// H200's driver would charge for the same calls.
+pub fn h200_driver_ms(table: &GpuTable, stats: &vkalloc::sim::SimStats) -> f64 {
+    stats
+        .heaps
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let device_local = table
+                .memory_properties
+                .heaps
+                .get(i)
+                .is_some_and(|heap| heap.device_local);
+            let [a0, a1, f0, f1] = H200_COST[usize::from(!device_local)];
+            h.allocate_calls as f64 * a0
+                + mib(h.allocated_bytes) * a1
+                + h.free_calls as f64 * f0
+                + mib(h.freed_bytes) * f1
+        })
+        .sum()
 }
 
 /// Where `allocator`'s memory sits, per memory type: dedicated memory,
@@ -336,11 +377,11 @@ pub fn geomean(values: impl Iterator<Item = f64>) -> f64 {
 /// past the largest heap while their live set is at most half of it.
 pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
     let mut out = String::from(
-        "| trace | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | allocated MiB | vkFreeMemory | failures |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| trace | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | allocated MiB | vkFreeMemory | H200-model driver ms | failures |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {} |\n",
+            "| {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {:.1} | {} |\n",
             r.trace,
             r.peak_live_bytes as f64 / (1 << 20) as f64,
             r.peak_committed_bytes as f64 / (1 << 20) as f64,
@@ -348,12 +389,13 @@ pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
             r.allocate_calls,
             r.allocated_bytes as f64 / (1 << 20) as f64,
             r.free_calls,
+            r.h200_driver_ms,
             r.failures
         ));
     }
     let worst = |f: &dyn Fn(&SimRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
     out.push_str(&format!(
-        "\ncommitted/live: geomean {:.2}, worst {:.2}; peak committed MiB: geomean {:.1}, worst {:.1}; vkAllocateMemory: geomean {:.1}, worst {}; allocated MiB: geomean {:.1}, worst {:.1}; allocated/peak committed: geomean {:.2}, worst {:.2}; traces over the heap with live <= heap/2: {}\n",
+        "\ncommitted/live: geomean {:.2}, worst {:.2}; peak committed MiB: geomean {:.1}, worst {:.1}; vkAllocateMemory: geomean {:.1}, worst {}; allocated MiB: geomean {:.1}, worst {:.1}; allocated/peak committed: geomean {:.2}, worst {:.2}; H200-model driver ms: geomean {:.1}, worst {:.1}; traces over the heap with live <= heap/2: {}\n",
         geomean(rows.iter().map(SimRow::ratio)),
         worst(&|r| r.ratio()),
         geomean(rows.iter().map(|r| mib(r.peak_committed_bytes))),
@@ -364,6 +406,8 @@ pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
         worst(&|r| mib(r.allocated_bytes)),
         geomean(rows.iter().map(SimRow::churn)),
         worst(&|r| r.churn()),
+        geomean(rows.iter().map(|r| r.h200_driver_ms)),
+        worst(&|r| r.h200_driver_ms),
         rows.iter()
             .filter(|r| r.peak_committed_at_half_heap_bytes > largest_heap)
             .count()
@@ -400,6 +444,38 @@ mod tests {
         );
         let text = format_rows(&[row], 1 << 40);
         assert!(text.contains("streaming-churn"), "{text}");
+    }
+
+    #[test]
+    fn the_h200_model_charges_pinned_memory_more() {
+        let table = vkalloc::sim::nvidia_h200();
+        let heap = |device_local: bool| {
+            table
+                .memory_properties
+                .heaps
+                .iter()
+                .position(|h| h.device_local == device_local)
+                .expect("the H200 has both heaps")
+        };
+        let stats_in = |i: usize| {
+            let mut stats = vkalloc::sim::SimStats {
+                heaps: vec![Default::default(); table.memory_properties.heaps.len()],
+                ..Default::default()
+            };
+            stats.heaps[i] = vkalloc::sim::SimHeapStats {
+                allocate_calls: 1,
+                allocated_bytes: 64 << 20,
+                free_calls: 1,
+                freed_bytes: 64 << 20,
+                ..Default::default()
+            };
+            stats
+        };
+        let device = h200_driver_ms(&table, &stats_in(heap(true)));
+        let host = h200_driver_ms(&table, &stats_in(heap(false)));
+        // 64 MiB: about 2.4 ms in device memory, 19 ms pinned (BENCHMARKS.md).
+        assert!((2.0..3.0).contains(&device), "{device}");
+        assert!((17.0..21.0).contains(&host), "{host}");
     }
 
     #[test]

@@ -190,6 +190,43 @@ fn sizes() -> &'static Mutex<HashMap<u64, u64>> {
     SIZES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// `VKALLOC_BENCH_CALL_LOG=FILE`: a line per wrapped driver call, for
+/// finding what a driver's allocation cost depends on (size, memory type):
+/// `A <bytes> <memory type> <ns> <ok>` and `F <bytes> <ns>`, after a
+/// `# <trace> <allocator>` line per replay ([`call_log_mark`]).
+fn call_log() -> Option<&'static Mutex<std::io::BufWriter<std::fs::File>>> {
+    static LOG: OnceLock<Option<Mutex<std::io::BufWriter<std::fs::File>>>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let path = std::env::var_os("VKALLOC_BENCH_CALL_LOG")?;
+        match std::fs::File::create(&path) {
+            Ok(f) => Some(Mutex::new(std::io::BufWriter::new(f))),
+            Err(e) => {
+                eprintln!("VKALLOC_BENCH_CALL_LOG {}: {e}", path.to_string_lossy());
+                None
+            }
+        }
+    })
+    .as_ref()
+}
+
+fn call_log_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Some(Ok(mut w)) = call_log().map(Mutex::lock) {
+        // A diagnostic log: a failed write loses lines, not the run.
+        let _ = w.write_fmt(line);
+        let _ = w.write_all(b"\n");
+    }
+}
+
+/// Starts a replay's section of the call log (`VKALLOC_BENCH_CALL_LOG`),
+/// and flushes what came before.
+pub fn call_log_mark(trace: &str, allocator: &str) {
+    call_log_line(format_args!("# {trace} {allocator}"));
+    if let Some(Ok(mut w)) = call_log().map(Mutex::lock) {
+        let _ = std::io::Write::flush(&mut *w);
+    }
+}
+
 /// `vkAllocateMemory` with counting: forwards to the driver, then records
 /// the call, its duration (the wrapper's bookkeeping included) and the bytes.
 ///
@@ -244,6 +281,15 @@ pub unsafe extern "system" fn counting_allocate_memory(
     let ticks = clock::now().wrapping_sub(start);
     ALLOC_TICKS.fetch_add(ticks, Ordering::Relaxed);
     DRIVER_TICKS.fetch_add(ticks, Ordering::Relaxed);
+    if call_log().is_some() {
+        call_log_line(format_args!(
+            "A {} {} {:.0} {}",
+            stripped.allocation_size,
+            stripped.memory_type_index,
+            clock::ticks_to_ns(ticks as f64),
+            u8::from(result == vk::Result::SUCCESS)
+        ));
+    }
     result
 }
 
@@ -272,6 +318,10 @@ pub unsafe extern "system" fn counting_free_memory(
             .unwrap_or(0);
         COMMITTED.fetch_sub(size, Ordering::Relaxed);
         LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
+        if call_log().is_some() {
+            let ns = clock::ticks_to_ns(clock::now().wrapping_sub(start) as f64);
+            call_log_line(format_args!("F {size} {ns:.0}"));
+        }
     }
     let ticks = clock::now().wrapping_sub(start);
     FREE_TICKS.fetch_add(ticks, Ordering::Relaxed);

@@ -292,6 +292,10 @@ impl<D: MemoryDevice> Allocator<D> {
                 .min(limits.max_memory_allocation_size)
                 .max(1);
                 let host_visible = t.flags.contains(MemoryPropertyFlags::HOST_VISIBLE);
+                let pinned = crate::policy::pinned_heap(
+                    props.heaps[t.heap_index as usize].device_local,
+                    props.heaps.iter().any(|h| h.device_local),
+                );
                 TypeState {
                     flags: t.flags,
                     non_coherent: host_visible
@@ -300,6 +304,7 @@ impl<D: MemoryDevice> Allocator<D> {
                         memory_type: index as u32,
                         heap: t.heap_index,
                         host_visible,
+                        pinned,
                         algorithm: PoolAlgorithm::Tlsf,
                         list: ListConfig {
                             block_size,
@@ -457,12 +462,16 @@ impl<D: MemoryDevice> Allocator<D> {
 
 impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
     fn release_others(&self, except: u32, bytes: u64) -> u64 {
+        // Device memory only: pinned system memory (`policy::pinned_heap`)
+        // costs the driver an order of magnitude more to make again, and
+        // freeing it makes no room in a device heap; its own type's limits
+        // bound it.
         let mut freed = 0u64;
         for ts in &self.types {
             if freed >= bytes {
                 break;
             }
-            if ts.vector.memory_type != except {
+            if ts.vector.memory_type != except && !ts.vector.pinned {
                 freed += ts.vector.release_retained(self.env(), bytes - freed);
             }
         }

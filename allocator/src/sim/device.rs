@@ -204,6 +204,14 @@ pub struct SimHeapStats {
     pub live_bytes: u64,
     /// The most live bytes there have ever been.
     pub peak_bytes: u64,
+    /// Successful `allocate_memory` calls in this heap.
+    pub allocate_calls: u64,
+    /// Bytes of those calls, summed.
+    pub allocated_bytes: u64,
+    /// `free_memory` calls of this heap's objects.
+    pub free_calls: u64,
+    /// Bytes of those objects, summed.
+    pub freed_bytes: u64,
 }
 
 /// A snapshot of a [`SimDevice`]'s counters.
@@ -297,6 +305,10 @@ struct HeapState {
     external: u64,
     live: u64,
     peak: u64,
+    allocate_calls: u64,
+    allocated_bytes: u64,
+    free_calls: u64,
+    freed_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -373,6 +385,10 @@ impl SimDeviceBuilder {
                 external: 0,
                 live: 0,
                 peak: 0,
+                allocate_calls: 0,
+                allocated_bytes: 0,
+                free_calls: 0,
+                freed_bytes: 0,
             })
             .collect();
         SimDevice {
@@ -619,6 +635,10 @@ impl SimDevice {
                     external_usage: heap.external,
                     live_bytes: heap.live,
                     peak_bytes: heap.peak,
+                    allocate_calls: heap.allocate_calls,
+                    allocated_bytes: heap.allocated_bytes,
+                    free_calls: heap.free_calls,
+                    freed_bytes: heap.freed_bytes,
                 })
                 .collect(),
         }
@@ -751,6 +771,8 @@ impl MemoryDevice for SimDevice {
         let heap = &mut state.heaps[heap_index as usize];
         heap.live += info.size;
         heap.peak = heap.peak.max(heap.live);
+        heap.allocate_calls += 1;
+        heap.allocated_bytes = heap.allocated_bytes.saturating_add(info.size);
         Ok(DeviceMemory(handle))
     }
 
@@ -770,7 +792,10 @@ impl MemoryDevice for SimDevice {
             state.violate(Violation::FreeWhileMapped(memory));
         }
         state.live_total -= object.info.size;
-        state.heaps[object.heap as usize].live -= object.info.size;
+        let heap = &mut state.heaps[object.heap as usize];
+        heap.live -= object.info.size;
+        heap.free_calls += 1;
+        heap.freed_bytes = heap.freed_bytes.saturating_add(object.info.size);
     }
 
     unsafe fn map_memory(&self, memory: DeviceMemory) -> Result<NonNull<u8>, DeviceError> {
