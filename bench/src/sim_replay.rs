@@ -258,7 +258,12 @@ pub fn replay(
             }
         }
     }
-    for (_, allocation) in live.drain() {
+    // In id order: the end's frees decide which kept blocks are freed
+    // before the allocator is dropped, so a map's order would make the
+    // free count vary from run to run.
+    let mut rest: Vec<_> = live.drain().collect();
+    rest.sort_unstable_by_key(|(id, _)| *id);
+    for (_, allocation) in rest {
         allocator
             .free(allocation)
             .map_err(|e| format!("vkalloc: free: {e}"))?;
