@@ -251,9 +251,30 @@ impl BlockList {
             .sum()
     }
 
+    /// The largest empty shared block's size (0: none).
+    pub fn largest_empty(&self) -> u64 {
+        self.shared
+            .iter()
+            .filter_map(|&i| self.blocks[i as usize].as_ref())
+            .filter(|b| b.is_empty())
+            .map(|b| b.size)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Empty shared blocks removed, largest first, until at least `bytes`
     /// are taken or none is left (never below `min_blocks`).
     pub fn take_empty_bytes(&mut self, bytes: u64) -> Vec<Block> {
+        self.take_empty_in_order(bytes, false)
+    }
+
+    /// [`Self::take_empty_bytes`], smallest first: what is left is the
+    /// largest empty blocks.
+    pub fn take_smallest_empty_bytes(&mut self, bytes: u64) -> Vec<Block> {
+        self.take_empty_in_order(bytes, true)
+    }
+
+    fn take_empty_in_order(&mut self, bytes: u64, smallest_first: bool) -> Vec<Block> {
         let mut empty: Vec<(u32, u64)> = self
             .shared
             .iter()
@@ -262,7 +283,11 @@ impl BlockList {
                 b.is_empty().then_some((i, b.size))
             })
             .collect();
-        empty.sort_by_key(|&(i, size)| (std::cmp::Reverse(size), i));
+        if smallest_first {
+            empty.sort_by_key(|&(i, size)| (size, i));
+        } else {
+            empty.sort_by_key(|&(i, size)| (std::cmp::Reverse(size), i));
+        }
         let mut taken = 0u64;
         let mut out = Vec::new();
         for (i, size) in empty {

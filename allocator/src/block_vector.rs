@@ -724,22 +724,65 @@ impl BlockVector {
 
     /// Frees kept memory down to the retention limit of the live set alone
     /// ([`crate::policy::retain_limit`] with no high-water mark), at most
-    /// `bytes` of it; returns
-    /// the bytes freed. For another memory type that makes new memory.
+    /// `bytes` of it; returns the bytes freed. For another memory type that
+    /// makes new memory. In a pinned heap the largest kept block stays and
+    /// empty blocks go smallest first ([`crate::policy::pinned_heap`]).
     pub fn release_retained(&self, env: Env<'_>, bytes: u64) -> u64 {
         if !self.adaptive() || bytes == 0 {
             return 0;
         }
         // Down to what the live set alone keeps (its high-water mark left
         // out: the peak that matters is the allocator's).
-        let floor = crate::policy::retain_limit(self.live_bytes(), 0);
+        let mut floor = crate::policy::retain_limit(self.live_bytes(), 0);
         let retained = self.retained_bytes();
+        if self.pinned {
+            // Pinned memory: its largest kept block stays, the smaller ones
+            // go first (`policy::pinned_heap`).
+            floor = floor.max(self.largest_empty_block());
+            let excess = retained.saturating_sub(floor).min(bytes);
+            if excess == 0 {
+                return 0;
+            }
+            self.take_smallest_empty(env, excess);
+            return retained.saturating_sub(self.retained_bytes());
+        }
         let excess = retained.saturating_sub(floor).min(bytes);
         if excess == 0 {
             return 0;
         }
         self.trim_retained(env, retained - excess);
         retained.saturating_sub(self.retained_bytes())
+    }
+
+    /// The largest empty shared block of the shards not busy right now.
+    fn largest_empty_block(&self) -> u64 {
+        self.shards[..self.open_shards()]
+            .iter()
+            .filter_map(|shard| shard.list.try_lock().map(|list| list.largest_empty()))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Frees empty shared blocks of the shards not busy right now, smallest
+    /// first, until at least `bytes` are freed or none is left.
+    fn take_smallest_empty(&self, env: Env<'_>, bytes: u64) {
+        let mut doomed = Vec::new();
+        let mut left = bytes;
+        for shard in &self.shards[..self.open_shards()] {
+            if left == 0 {
+                break;
+            }
+            let Some(mut list) = shard.list.try_lock() else {
+                continue;
+            };
+            let taken = list.take_smallest_empty_bytes(left);
+            drop(list);
+            left = left.saturating_sub(taken.iter().map(|b| b.size).sum());
+            doomed.extend(taken);
+        }
+        for block in doomed {
+            self.destroy_block(env, block);
+        }
     }
 
     /// Once a frame: the high-water marks decay, the live one toward the

@@ -70,8 +70,10 @@
 //!   without a resizable BAR) the driver pins what it allocates, an order
 //!   of magnitude dearer per byte than device memory. There the committed
 //!   high-water mark decays over about a minute, not seconds, and another
-//!   type's growth past the committed peak never frees it: freeing it makes
-//!   no room in a device heap. Its own type's limits still bound it.
+//!   type's growth past the committed peak frees it only after the other
+//!   types' kept device memory, smallest block first, and never its largest
+//!   kept block: freeing it makes no room in a device heap. Its own type's
+//!   limits still bound it.
 
 #![forbid(unsafe_code)]
 
@@ -259,8 +261,9 @@ pub(crate) const PINNED_COMMITTED_DECAY: u64 = 4096;
 /// 0.02 ms per MiB (BENCHMARKS.md, *What a driver call costs on the H200*).
 /// Memory freed there is kept below the type's committed peak for about a
 /// minute instead of seconds ([`decay_committed_high`]), and another type's
-/// growth past the allocator's committed peak does not free it
-/// (`RetainedMemory::release_others`). On a device whose heaps are all
+/// growth past the allocator's committed peak frees it last, smallest block
+/// first, and never the largest block kept (`RetainedMemory::release_others`,
+/// `BlockVector::release_retained`). On a device whose heaps are all
 /// `DEVICE_LOCAL` (integrated, mobile, lavapipe) nothing is pinned.
 pub(crate) fn pinned_heap(heap_device_local: bool, device_has_device_local: bool) -> bool {
     !heap_device_local && device_has_device_local

@@ -462,17 +462,19 @@ impl<D: MemoryDevice> Allocator<D> {
 
 impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
     fn release_others(&self, except: u32, bytes: u64) -> u64 {
-        // Device memory only: pinned system memory (`policy::pinned_heap`)
+        // Device memory first: pinned system memory (`policy::pinned_heap`)
         // costs the driver an order of magnitude more to make again, and
-        // freeing it makes no room in a device heap; its own type's limits
-        // bound it.
+        // freeing it makes no room in a device heap. It goes last, and its
+        // largest kept block stays (`BlockVector::release_retained`).
         let mut freed = 0u64;
-        for ts in &self.types {
-            if freed >= bytes {
-                break;
-            }
-            if ts.vector.memory_type != except && !ts.vector.pinned {
-                freed += ts.vector.release_retained(self.env(), bytes - freed);
+        for pinned in [false, true] {
+            for ts in &self.types {
+                if freed >= bytes {
+                    return freed;
+                }
+                if ts.vector.memory_type != except && ts.vector.pinned == pinned {
+                    freed += ts.vector.release_retained(self.env(), bytes - freed);
+                }
             }
         }
         freed
