@@ -241,53 +241,37 @@ impl BlockList {
         self.dedicated_bytes
     }
 
-    /// Bytes in empty shared blocks.
-    pub fn empty_bytes(&self) -> u64 {
-        self.shared
-            .iter()
-            .filter_map(|&i| self.blocks[i as usize].as_ref())
-            .filter(|b| b.is_empty())
-            .map(|b| b.size)
-            .sum()
+    /// The empty shared blocks: (index, size).
+    pub fn empty_blocks(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.shared.iter().filter_map(|&i| {
+            let b = self.blocks[i as usize].as_ref()?;
+            b.is_empty().then_some((i, b.size))
+        })
     }
 
-    /// The largest empty shared block's size (0: none).
-    pub fn largest_empty(&self) -> u64 {
-        self.shared
-            .iter()
-            .filter_map(|&i| self.blocks[i as usize].as_ref())
-            .filter(|b| b.is_empty())
-            .map(|b| b.size)
-            .max()
-            .unwrap_or(0)
+    /// Bytes in empty shared blocks.
+    pub fn empty_bytes(&self) -> u64 {
+        self.empty_blocks().map(|(_, size)| size).sum()
+    }
+
+    /// The empty shared block `index` removed, unless the list is down to
+    /// `min_blocks` or the block is not an empty shared one.
+    pub fn take_empty_block(&mut self, index: u32) -> Option<Block> {
+        let empty = self.blocks.get(index as usize)?.as_ref()?.is_empty();
+        if !empty
+            || !self.shared.contains(&index)
+            || self.shared.len() as u32 <= self.config.min_blocks
+        {
+            return None;
+        }
+        self.remove(index)
     }
 
     /// Empty shared blocks removed, largest first, until at least `bytes`
     /// are taken or none is left (never below `min_blocks`).
     pub fn take_empty_bytes(&mut self, bytes: u64) -> Vec<Block> {
-        self.take_empty_in_order(bytes, false)
-    }
-
-    /// [`Self::take_empty_bytes`], smallest first: what is left is the
-    /// largest empty blocks.
-    pub fn take_smallest_empty_bytes(&mut self, bytes: u64) -> Vec<Block> {
-        self.take_empty_in_order(bytes, true)
-    }
-
-    fn take_empty_in_order(&mut self, bytes: u64, smallest_first: bool) -> Vec<Block> {
-        let mut empty: Vec<(u32, u64)> = self
-            .shared
-            .iter()
-            .filter_map(|&i| {
-                let b = self.blocks[i as usize].as_ref()?;
-                b.is_empty().then_some((i, b.size))
-            })
-            .collect();
-        if smallest_first {
-            empty.sort_by_key(|&(i, size)| (size, i));
-        } else {
-            empty.sort_by_key(|&(i, size)| (std::cmp::Reverse(size), i));
-        }
+        let mut empty: Vec<(u32, u64)> = self.empty_blocks().collect();
+        empty.sort_by_key(|&(i, size)| (std::cmp::Reverse(size), i));
         let mut taken = 0u64;
         let mut out = Vec::new();
         for (i, size) in empty {
@@ -426,5 +410,29 @@ mod tests {
         assert_eq!(list.free(new, large.id, large.offset), Ok(true));
         assert_eq!(list.free(old, filler.id, filler.offset), Ok(false));
         assert!(list.block(new).is_some_and(Block::is_empty));
+    }
+
+    /// Only an empty shared block is taken by index, and never below
+    /// `min_blocks`.
+    #[test]
+    fn an_empty_block_is_taken_by_index() {
+        let mut list = list();
+        let used = list.insert(block(1, 16 * MIB));
+        let (_, held) = list.allocate(&request(MIB)).expect("fits");
+        let empty = list.insert(block(2, 32 * MIB));
+        let listed: Vec<_> = list.empty_blocks().collect();
+        assert_eq!(listed, [(empty, 32 * MIB)]);
+        assert_eq!(list.empty_bytes(), 32 * MIB);
+        assert!(list.take_empty_block(used).is_none(), "not empty");
+        assert!(list.take_empty_block(99).is_none(), "no such block");
+        assert_eq!(list.take_empty_block(empty).map(|b| b.size), Some(32 * MIB));
+        assert!(list.take_empty_block(empty).is_none(), "taken already");
+        assert_eq!(list.free(used, held.id, held.offset), Ok(true));
+        let mut kept = BlockList::new(ListConfig {
+            min_blocks: 1,
+            ..list.config
+        });
+        let only = kept.insert(block(3, 16 * MIB));
+        assert!(kept.take_empty_block(only).is_none(), "min_blocks keeps it");
     }
 }

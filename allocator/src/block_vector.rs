@@ -733,18 +733,10 @@ impl BlockVector {
         }
         // Down to what the live set alone keeps (its high-water mark left
         // out: the peak that matters is the allocator's).
-        let mut floor = crate::policy::retain_limit(self.live_bytes(), 0);
+        let floor = crate::policy::retain_limit(self.live_bytes(), 0);
         let retained = self.retained_bytes();
         if self.pinned {
-            // Pinned memory: its largest kept block stays, the smaller ones
-            // go first (`policy::pinned_heap`).
-            floor = floor.max(self.largest_empty_block());
-            let excess = retained.saturating_sub(floor).min(bytes);
-            if excess == 0 {
-                return 0;
-            }
-            self.take_smallest_empty(env, excess);
-            return retained.saturating_sub(self.retained_bytes());
+            return self.release_pinned(env, bytes, floor, retained);
         }
         let excess = retained.saturating_sub(floor).min(bytes);
         if excess == 0 {
@@ -754,35 +746,46 @@ impl BlockVector {
         retained.saturating_sub(self.retained_bytes())
     }
 
-    /// The largest empty shared block of the shards not busy right now.
-    fn largest_empty_block(&self) -> u64 {
-        self.shards[..self.open_shards()]
+    /// [`Self::release_retained`] in a pinned heap
+    /// ([`crate::policy::pinned_heap`]): the empty blocks of the shards not
+    /// busy right now go smallest first, down to `floor` bytes of the
+    /// `retained` and never the largest of them (one of equal ones), at most
+    /// `bytes`; returns the bytes freed.
+    fn release_pinned(&self, env: Env<'_>, bytes: u64, floor: u64, retained: u64) -> u64 {
+        // The shards not busy, all locked at once (`try_lock` never waits,
+        // so no order among them is needed): the choice is over all their
+        // empty blocks.
+        let mut lists: Vec<_> = self.shards[..self.open_shards()]
             .iter()
-            .filter_map(|shard| shard.list.try_lock().map(|list| list.largest_empty()))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Frees empty shared blocks of the shards not busy right now, smallest
-    /// first, until at least `bytes` are freed or none is left.
-    fn take_smallest_empty(&self, env: Env<'_>, bytes: u64) {
+            .filter_map(|shard| shard.list.try_lock())
+            .collect();
+        let mut empty: Vec<(u64, usize, u32)> = lists
+            .iter()
+            .enumerate()
+            .flat_map(|(k, list)| list.empty_blocks().map(move |(i, size)| (size, k, i)))
+            .collect();
+        empty.sort_unstable();
+        let Some(&(largest, _, _)) = empty.last() else {
+            return 0;
+        };
+        empty.pop();
+        let excess = retained.saturating_sub(floor.max(largest)).min(bytes);
         let mut doomed = Vec::new();
-        let mut left = bytes;
-        for shard in &self.shards[..self.open_shards()] {
-            if left == 0 {
+        let mut freed = 0u64;
+        for (size, k, i) in empty {
+            if freed >= excess {
                 break;
             }
-            let Some(mut list) = shard.list.try_lock() else {
-                continue;
-            };
-            let taken = list.take_smallest_empty_bytes(left);
-            drop(list);
-            left = left.saturating_sub(taken.iter().map(|b| b.size).sum());
-            doomed.extend(taken);
+            if let Some(block) = lists[k].take_empty_block(i) {
+                freed += size;
+                doomed.push(block);
+            }
         }
+        drop(lists);
         for block in doomed {
             self.destroy_block(env, block);
         }
+        freed
     }
 
     /// Once a frame: the high-water marks decay, the live one toward the
