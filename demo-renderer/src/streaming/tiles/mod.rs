@@ -1554,63 +1554,63 @@ impl TileStreamer {
             }
         }
         let group_lens: Vec<usize> = groups.iter().map(|g| g.0.len()).collect();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = groups
-                .into_iter()
-                .map(|(group, dst)| {
-                    scope.spawn(move || {
-                        let base = group.first().map_or(0, |r| r.start);
-                        let mut failed = Vec::new();
-                        for (k, run) in group.iter().enumerate() {
-                            let t = loads[run.start];
-                            let s = &sparse[t.map as usize];
-                            if refuse.is_some_and(|r| s.path.to_string_lossy().contains(r)) {
-                                failed.push((
-                                    k,
-                                    format!(
-                                        "{}: read refused ({})",
-                                        s.path.display(),
-                                        crate::streaming::mechanism::FAIL_READS_ENV
-                                    ),
-                                ));
-                                continue;
-                            }
-                            let m = &maps[t.map as usize];
-                            let r = &s.reader;
-                            let bs = s.format.block_side();
-                            let side = m.side(t.level);
-                            let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-                            let w = (m.tile_w * run.len).min(side - x);
-                            let h = m.tile_h.min(side - y);
-                            let bytes = s.format.level_bytes(w, h) as usize;
-                            let at = (run.start - base) * slot;
-                            if let Err(e) = r.read_level_rect_into(
-                                t.level as usize,
-                                (x / bs, y / bs),
-                                (w.div_ceil(bs), h.div_ceil(bs)),
-                                &mut dst[at..at + bytes],
-                            ) {
-                                failed.push((k, e.to_string()));
-                            }
+        // On rayon's pool (its threads are already running: no thread is
+        // started per frame); a reader that panics fails its group's runs.
+        let results: Vec<std::thread::Result<Vec<(usize, String)>>> = groups
+            .into_par_iter()
+            .map(|(group, dst)| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let base = group.first().map_or(0, |r| r.start);
+                    let mut failed = Vec::new();
+                    for (k, run) in group.iter().enumerate() {
+                        let t = loads[run.start];
+                        let s = &sparse[t.map as usize];
+                        if refuse.is_some_and(|r| s.path.to_string_lossy().contains(r)) {
+                            failed.push((
+                                k,
+                                format!(
+                                    "{}: read refused ({})",
+                                    s.path.display(),
+                                    crate::streaming::mechanism::FAIL_READS_ENV
+                                ),
+                            ));
+                            continue;
                         }
-                        failed
-                    })
-                })
-                .collect();
-            // Failures as indices into `runs`; a thread that panicked fails its runs.
-            let mut out = Vec::new();
-            let mut first = 0;
-            for (h, len) in handles.into_iter().zip(group_lens) {
-                match h.join() {
-                    Ok(f) => out.extend(f.into_iter().map(|(k, e)| (first + k, e))),
-                    Err(_) => out.extend(
-                        (first..first + len).map(|k| (k, "a reader thread panicked".to_string())),
-                    ),
-                }
-                first += len;
+                        let m = &maps[t.map as usize];
+                        let r = &s.reader;
+                        let bs = s.format.block_side();
+                        let side = m.side(t.level);
+                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                        let w = (m.tile_w * run.len).min(side - x);
+                        let h = m.tile_h.min(side - y);
+                        let bytes = s.format.level_bytes(w, h) as usize;
+                        let at = (run.start - base) * slot;
+                        if let Err(e) = r.read_level_rect_into(
+                            t.level as usize,
+                            (x / bs, y / bs),
+                            (w.div_ceil(bs), h.div_ceil(bs)),
+                            &mut dst[at..at + bytes],
+                        ) {
+                            failed.push((k, e.to_string()));
+                        }
+                    }
+                    failed
+                }))
+            })
+            .collect();
+        // Failures as indices into `runs`.
+        let mut out = Vec::new();
+        let mut first = 0;
+        for (result, len) in results.into_iter().zip(group_lens) {
+            match result {
+                Ok(f) => out.extend(f.into_iter().map(|(k, e)| (first + k, e))),
+                Err(_) => out.extend(
+                    (first..first + len).map(|k| (k, "a reader thread panicked".to_string())),
+                ),
             }
-            out
-        })
+            first += len;
+        }
+        out
     }
 
     /// Copies the staged `loads` (from slot `base` on) into their tiles and,
