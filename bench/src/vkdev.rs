@@ -309,6 +309,7 @@ pub unsafe extern "system" fn counting_free_memory(
     // SAFETY: the caller passes what vkFreeMemory expects; `real` is the
     // driver's vkFreeMemory for this device.
     unsafe { (real.free_memory)(device, memory, p_allocator) };
+    let mut freed = None;
     if memory != vk::DeviceMemory::null() {
         FREE_CALLS.fetch_add(1, Ordering::Relaxed);
         let size = sizes()
@@ -318,14 +319,16 @@ pub unsafe extern "system" fn counting_free_memory(
             .unwrap_or(0);
         COMMITTED.fetch_sub(size, Ordering::Relaxed);
         LIVE_OBJECTS.fetch_sub(1, Ordering::Relaxed);
-        if call_log().is_some() {
-            let ns = clock::ticks_to_ns(clock::now().wrapping_sub(start) as f64);
-            call_log_line(format_args!("F {size} {ns:.0}"));
-        }
+        freed = Some(size);
     }
     let ticks = clock::now().wrapping_sub(start);
     FREE_TICKS.fetch_add(ticks, Ordering::Relaxed);
     DRIVER_TICKS.fetch_add(ticks, Ordering::Relaxed);
+    // Outside the timed part, as for allocations.
+    if let (Some(size), Some(_)) = (freed, call_log()) {
+        let ns = clock::ticks_to_ns(ticks as f64);
+        call_log_line(format_args!("F {size} {ns:.0}"));
+    }
 }
 
 /// Clock ticks ([`crate::clock`]) spent inside the wrapped
