@@ -199,7 +199,10 @@ impl TlsfAllocator {
             used_bytes: 0,
             epoch: 0,
         };
-        this.reset();
+        // The lists were made empty above: only the whole range to add (a
+        // second fill of the 7.5 KiB of list heads is most of a new
+        // block's work outside the driver).
+        this.seed();
         this
     }
 
@@ -225,6 +228,11 @@ impl TlsfAllocator {
         self.free_count = 0;
         self.used_count = 0;
         self.used_bytes = 0;
+        self.seed();
+    }
+
+    /// On empty lists and counts: the whole capacity one free range.
+    fn seed(&mut self) {
         self.first = NIL;
         if self.capacity > 0 {
             self.first = self.new_node(0, self.capacity, NIL, NIL);
