@@ -1301,7 +1301,11 @@ impl BlockVector {
                 .is_some_and(|b| !b.is_dedicated())
         {
             let live = self.live_bytes();
-            self.high_water.fetch_max(live, Ordering::Relaxed);
+            // Read first: the mark is usually above the live bytes, and a
+            // load is cheaper than `fetch_max`'s locked compare-and-swap.
+            if live > self.high_water.load(Ordering::Relaxed) {
+                self.high_water.fetch_max(live, Ordering::Relaxed);
+            }
             live
         } else {
             0
