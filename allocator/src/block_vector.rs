@@ -1237,7 +1237,7 @@ impl BlockVector {
             .free(location.block, location.range.id, location.range.offset)
             .map_err(|e| Box::new(invariant(e)))?;
         if emptied {
-            self.free_emptied(env(), list, location, moving);
+            self.free_emptied(env, list, location, moving);
         } else {
             Self::freed_in_shard(shard, &mut list, location, moving);
         }
@@ -1282,38 +1282,46 @@ impl BlockVector {
     /// recycled) once the lock is dropped.
     #[cold]
     #[inline(never)]
-    fn free_emptied(
+    fn free_emptied<'e>(
         &self,
-        env: Env<'_>,
+        env: &dyn Fn() -> Env<'e>,
         mut list: MutexGuard<'_, BlockList>,
         location: &Location,
         moving: Option<u64>,
     ) {
         // Empty blocks past the `keep_empty` count are kept within the
         // retention limit (default blocks; a pool keeps only the count).
-        // Asked only when a shared block empties, before the counters drop
-        // the freed range; it takes the recycle bin's lock under the
-        // shard's, the one nesting of the two (no path takes a shard's lock
-        // while holding the bin's).
-        // The list's own empty bytes are counted here: the other shards are
-        // only tried (this one's lock is held).
-        let own_empty = if self.adaptive()
+        // When a shared block of default blocks empties, before the counters
+        // drop the freed range, the live high-water mark is raised to the
+        // live bytes (what the retention limit of later frees and frames
+        // starts from); the limit itself is asked only when the list holds
+        // more empty blocks than it keeps. It takes the recycle bin's lock
+        // under the shard's, the one nesting of the two (no path takes a
+        // shard's lock while holding the bin's).
+        let live = if self.adaptive()
             && list
                 .block(location.block)
                 .is_some_and(|b| !b.is_dedicated())
         {
-            list.empty_bytes()
+            let live = self.live_bytes();
+            // Read first: the mark is usually above the live bytes, and a
+            // load is cheaper than `fetch_max`'s locked compare-and-swap.
+            if live > self.high_water.load(Ordering::Relaxed) {
+                self.high_water.fetch_max(live, Ordering::Relaxed);
+            }
+            live
         } else {
             0
         };
-        let retain = || {
+        // The list's own empty bytes (given by the list) are counted here:
+        // the other shards are only tried (this one's lock is held).
+        let retain = |own_empty: u64| {
             if !self.adaptive() {
                 return 0;
             }
-            let usage = self.usage();
-            let live = usage.allocation_bytes;
             let elsewhere = self.retained_bytes();
-            let in_use = usage
+            let in_use = self
+                .usage()
                 .block_bytes
                 .saturating_sub(elsewhere.saturating_add(own_empty));
             let high = self.committed_high.load(Ordering::Relaxed);
@@ -1334,6 +1342,7 @@ impl BlockVector {
                 Some(bin) if block.recyclable => bin.lock().keep(block, self.live_bytes()),
                 _ => vec![block],
             };
+            let env = env();
             for block in doomed {
                 self.destroy_block(env, block);
             }

@@ -65,7 +65,7 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
                          standard traces, or with --corpus the sample with synthetic
                          requirements (the table's dedicated-image threshold and heap);
                          prints peak committed/live and driver calls per trace (no times)
-  --tags                 give every allocator the trace's tags as allocation names (off by default)
+  --tags                 give every allocator (and --sim) the trace's tags as allocation names (off by default)
   --vma-ignore-preferred give VMA no dedicated hint for `preferred` (its own rule only)
   --no-memory-budget     don't enable VK_EXT_memory_budget even where present
   --no-range             skip the range-allocator benchmark
@@ -730,7 +730,7 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
     );
     let mut rows = Vec::new();
     for t in &traces {
-        let row = sim_replay::replay(t, &table, desc, a.explain_peak)?;
+        let row = sim_replay::replay(t, &table, desc, a.explain_peak, a.tags)?;
         if let Some(p) = &row.at_peak {
             println!("  {} at peak: {p}", row.trace);
         }

@@ -166,6 +166,7 @@ pub fn replay(
     table: &GpuTable,
     desc: AllocatorDesc,
     explain: bool,
+    tags: bool,
 ) -> Result<SimRow, String> {
     trace.validate().map_err(|e| e.to_string())?;
     let largest_heap = largest_heap(table);
@@ -189,13 +190,21 @@ pub fn replay(
     };
     let mut churn = Churn::default();
     let mut committed_before = 0u64;
+    let mut placements = PlacementHash::from_env();
     for event in &trace.events {
         let allocated_before = allocator.device().stats().allocated_bytes;
         match event {
             TraceEvent::Alloc(a) => {
-                let desc = a.desc();
+                let mut desc = a.desc();
+                if !tags {
+                    // As the device replay does without `--tags`.
+                    desc.options.tag = "";
+                }
                 match allocator.allocate(&desc) {
                     Ok(allocation) => {
+                        if let Some(p) = placements.as_mut() {
+                            p.add(a.id, &allocation);
+                        }
                         if explain {
                             let stats = allocator.device().stats();
                             let made = stats.allocated_bytes - allocated_before;
@@ -276,7 +285,45 @@ pub fn replay(
     }
     row.free_calls = stats.free_calls;
     row.h200_driver_ms = h200_driver_ms(table, &stats);
+    if let Some(p) = placements {
+        eprintln!("placement hash {}: {:016x}", row.trace, p.hash);
+    }
     Ok(row)
+}
+
+/// `VKALLOC_SIM_PLACEMENT_HASH=1`: every allocation's (trace id, memory
+/// object numbered by first use, offset, size, memory type) folded into one
+/// hash per trace, printed to stderr, to check that a change to the
+/// allocator's code places every allocation where it did before.
+struct PlacementHash {
+    hash: u64,
+    memories: std::collections::HashMap<vkalloc::device::DeviceMemory, u64>,
+}
+
+impl PlacementHash {
+    fn from_env() -> Option<Self> {
+        std::env::var_os("VKALLOC_SIM_PLACEMENT_HASH").map(|_| Self {
+            hash: 0xcbf2_9ce4_8422_2325,
+            memories: std::collections::HashMap::new(),
+        })
+    }
+
+    fn add(&mut self, id: u64, allocation: &vkalloc::Allocation) {
+        let next = self.memories.len() as u64;
+        let memory = *self.memories.entry(allocation.memory()).or_insert(next);
+        for word in [
+            id,
+            memory,
+            allocation.offset(),
+            allocation.size(),
+            u64::from(allocation.memory_type()),
+        ] {
+            // FNV-1a over the word's bytes.
+            for byte in word.to_le_bytes() {
+                self.hash = (self.hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
 }
 
 /// The H200's `vkAllocateMemory` / `vkFreeMemory` cost, fitted (least
@@ -429,7 +476,7 @@ mod tests {
     fn replays_a_standard_trace_on_the_h200_table() {
         let table = vkalloc::sim::nvidia_h200();
         let trace = generate("streaming-churn", DEFAULT_SEED, Scale::Small).unwrap();
-        let row = replay(&trace, &table, AllocatorDesc::default(), true).unwrap();
+        let row = replay(&trace, &table, AllocatorDesc::default(), true, false).unwrap();
         assert_eq!(row.failures, 0, "{:?}", row.first_failure);
         assert!(row.peak_live_bytes > 0);
         assert!(row.peak_committed_bytes >= row.peak_live_bytes);
@@ -442,7 +489,7 @@ mod tests {
         let at_peak = row.at_peak.clone().unwrap();
         assert!(at_peak.contains("type 1"), "{at_peak}");
         // The same trace, the same figures.
-        let again = replay(&trace, &table, AllocatorDesc::default(), false).unwrap();
+        let again = replay(&trace, &table, AllocatorDesc::default(), false, false).unwrap();
         assert_eq!(
             (again.peak_committed_bytes, again.allocate_calls),
             (row.peak_committed_bytes, row.allocate_calls)

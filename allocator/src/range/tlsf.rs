@@ -199,7 +199,10 @@ impl TlsfAllocator {
             used_bytes: 0,
             epoch: 0,
         };
-        this.reset();
+        // The lists were made empty above: only the whole range to add (a
+        // second fill of the 7.5 KiB of list heads is most of a new
+        // block's work outside the driver).
+        this.seed();
         this
     }
 
@@ -225,6 +228,11 @@ impl TlsfAllocator {
         self.free_count = 0;
         self.used_count = 0;
         self.used_bytes = 0;
+        self.seed();
+    }
+
+    /// On empty lists and counts: the whole capacity one free range.
+    fn seed(&mut self) {
         self.first = NIL;
         if self.capacity > 0 {
             self.first = self.new_node(0, self.capacity, NIL, NIL);
@@ -400,11 +408,28 @@ impl TlsfAllocator {
     }
 
     /// Whether some free range may hold `size` bytes: false only when no
-    /// list of the class of `size` or above holds a range (then none does).
+    /// list from the one of `size` up holds a range (then none does: a
+    /// lower list's ranges are all smaller). A class above `size`'s is
+    /// read from `fl_bitmap` alone; `size`'s own class from its lists'
+    /// bitmap.
     #[inline(always)]
     fn may_hold(&self, size: u64) -> bool {
         // `mapping` gives a class below FL_COUNT (60) for every size.
-        self.fl_bitmap >> mapping(size).0 != 0
+        match self.fl_bitmap >> mapping(size).0 {
+            0 => false,
+            1 => self.class_may_hold(size),
+            _ => true,
+        }
+    }
+
+    /// [`Self::may_hold`] when only the class of `size` holds free ranges:
+    /// whether a list of that class from the one of `size` up holds one.
+    /// Out of line: the common case (a class above holds one) stays a shift
+    /// and a compare in a list of blocks' loop.
+    #[inline(never)]
+    fn class_may_hold(&self, size: u64) -> bool {
+        let (fl, sl) = mapping(size);
+        self.sl_bitmaps[fl] >> sl != 0
     }
 
     /// Checks up to [`SCAN_LIMIT`] ranges of the list holding `request.size`.
@@ -651,9 +676,9 @@ impl RangeAllocator for TlsfAllocator {
 
     /// [`Self::find`] then [`Self::commit`], refusing at once (inline, no
     /// call) a request that no free range can hold: every free range of at
-    /// least `request.size` bytes sits in a list of class `mapping(size).0`
-    /// or above, so an empty `fl_bitmap` from that class up means `find`
-    /// would fail too (a full block, passed over by a list of blocks).
+    /// least `request.size` bytes sits in the list `mapping(size)` gives or
+    /// a later one, so empty bitmaps from that list up mean `find` would
+    /// fail too (a full block, passed over by a list of blocks).
     #[inline]
     fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
         if !self.may_hold(request.size) {
