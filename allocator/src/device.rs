@@ -4,7 +4,7 @@
 //! (its [`MemoryProperties`] and [`DeviceLimits`]) plus a handful of `unsafe`
 //! calls (allocate, free, map, unmap, flush, invalidate, budget). Two
 //! implementations exist: [`crate::vk::AshDevice`] on a real device, and
-//! [`crate::sim::SimDevice`], a simulated device that carries the memory tables
+//! `crate::sim::SimDevice` (feature `sim`), a simulated device that carries the memory tables
 //! of real GPUs and injects failures.
 
 use std::fmt;

@@ -11,7 +11,7 @@
 //! budgets, follows heap budgets, and reports statistics ([`stats`]).
 //!
 //! It reaches Vulkan only through the [`device::MemoryDevice`] seam:
-//! [`vk::AshDevice`] on a real device, [`sim::SimDevice`] in tests.
+//! [`vk::AshDevice`] on a real device, `sim::SimDevice` (feature `sim`) in tests.
 //!
 //! ## Quick start
 //! ```
@@ -46,7 +46,7 @@
 //! - *Defragmentation*: [`defrag`], [`Allocator::begin_defragmentation`],
 //!   [`Allocator::set_movable`]; GPU copies in `vk::defrag`.
 //! - *Aliasing transient resources*: [`alias`], [`Allocator::allocate_alias_group`].
-//! - *Recording a trace*: [`trace`], [`Allocator::start_recording`].
+//! - *Recording a trace* (feature `trace`): the `trace` module, `Allocator::start_recording`.
 //! - *Creating resources*: [`vk`] (`create_buffer`, `create_image`: a
 //!   resource and its memory as one typed value).
 //!

@@ -1,7 +1,7 @@
 //! The allocator on a real device through `ash`: the [`AshDevice`] seam and
 //! create-and-bind helpers for buffers and images.
 //!
-//! This module and [`crate::sim`] are the only places that name Vulkan
+//! This module and `crate::sim` (feature `sim`) are the only places that name Vulkan
 //! handles; together with `memory.rs` and `mapping.rs` they hold every
 //! `unsafe` block of the crate.
 
