@@ -391,7 +391,12 @@ impl Block {
         *pinned = false;
         *moving = false;
         *reserved = false;
-        *aliases = Vec::new();
+        // A freed record's list is already empty without capacity (the
+        // free path replaces one that has some): only then is there
+        // anything to drop and replace.
+        if aliases.capacity() != 0 {
+            *aliases = Vec::new();
+        }
         *meta_frame = frame;
     }
 

@@ -393,18 +393,19 @@ impl TlsfAllocator {
 
     /// Checks the head of the first non-empty list at or after the one that
     /// [`mapping`] gives for `list_size`.
+    /// The placement comes with the list whose head it takes.
     #[inline(always)]
     fn probe_head(
         &self,
         list_size: u64,
         request: &RangeRequest,
         alignment: u64,
-    ) -> Option<Placement> {
+    ) -> Option<(Placement, Option<(usize, usize)>)> {
         let (fl, sl) = mapping(list_size);
         let (fl, sl) = self.first_nonempty(fl, sl)?;
         let head = self.heads[fl][sl];
         let offset = self.fit(head, request.size, alignment, request.kind)?;
-        Some(self.placement(head, offset, request))
+        Some((self.placement(head, offset, request), Some((fl, sl))))
     }
 
     /// Whether some free range may hold `size` bytes: false only when no
@@ -430,6 +431,107 @@ impl TlsfAllocator {
     fn class_may_hold(&self, size: u64) -> bool {
         let (fl, sl) = mapping(size);
         self.sl_bitmaps[fl] >> sl != 0
+    }
+
+    /// [`RangeAllocator::find`], with the list whose head the placement
+    /// takes, where it takes one (`None`: a range further down a list).
+    #[inline(always)]
+    fn find_listed(&self, request: &RangeRequest) -> Option<(Placement, Option<(usize, usize)>)> {
+        let alignment = checked_alignment(request.alignment)?;
+        if request.size == 0 || request.size > self.capacity {
+            return None;
+        }
+        // A commit takes up to two more nodes: the padding and the tail.
+        if self.live_nodes() + 2 > RangeId::MAX_SLOTS {
+            return None;
+        }
+        if let Some(found) = round_up_to_list(request.size)
+            .and_then(|list_size| self.probe_head(list_size, request, alignment))
+        {
+            return Some(found);
+        }
+        if let Some(placement) = self.probe_own_list(request, alignment) {
+            return Some((placement, None));
+        }
+        let worst = self
+            .worst_case_size(request.size, alignment)
+            .and_then(round_up_to_list)?;
+        self.probe_head(worst, request, alignment)
+    }
+
+    /// [`RangeAllocator::find`] and [`RangeAllocator::commit`] in one call
+    /// (the allocate path): the placement is not handed back through
+    /// memory and checked against its node again (it was found here, under
+    /// the same borrow), and a range taken from a list's head leaves the
+    /// list without its size class computed a second time.
+    #[inline(never)]
+    fn find_and_commit(&mut self, request: &RangeRequest) -> Option<Range> {
+        let (placement, list) = self.find_listed(request)?;
+        Some(self.commit_listed(placement, request.kind, list))
+    }
+
+    /// Commits `placement` (found by [`Self::find_listed`], no change in
+    /// between): its node is taken out of its free list (the head of
+    /// `list`, where given), padding and tail split off as free ranges.
+    #[inline(always)]
+    fn commit_listed(
+        &mut self,
+        placement: Placement,
+        kind: RangeKind,
+        list: Option<(usize, usize)>,
+    ) -> Range {
+        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
+        let index = placement.node;
+        let node = self.nodes[index as usize];
+        let end = placement.offset + placement.size;
+        debug_assert!(
+            node.state.is_free() && node.offset <= placement.offset && end <= node.end(),
+            "{placement:?} does not lie in a free range"
+        );
+        match list {
+            Some((fl, sl)) => self.remove_head(index, fl, sl),
+            None => self.remove_free(index),
+        }
+        let mut used = index;
+        if placement.offset > node.offset {
+            // The free node stays in front as the padding.
+            used = self.split(index, placement.offset);
+            self.insert_free(index);
+        }
+        if end < node.end() {
+            let tail = self.split(used, end);
+            self.insert_free(tail);
+        }
+        let node = &mut self.nodes[used as usize];
+        node.state = State::Used(kind);
+        node.generation = node.generation.wrapping_add(1);
+        let id = RangeId::from_parts(used, node.generation);
+        self.used_count += 1;
+        self.used_bytes += placement.size;
+        self.epoch = self.epoch.wrapping_add(1);
+        Range {
+            id,
+            offset: placement.offset,
+            size: placement.size,
+        }
+    }
+
+    /// [`Self::remove_free`] for the head of list `(fl, sl)`: no previous
+    /// node to unlink, and the list known.
+    #[inline(always)]
+    fn remove_head(&mut self, index: u32, fl: usize, sl: usize) {
+        debug_assert_eq!(self.heads[fl][sl], index, "not the list's head");
+        let free_next = self.nodes[index as usize].free_next;
+        self.heads[fl][sl] = free_next;
+        if free_next == NIL {
+            self.sl_bitmaps[fl] &= !(1 << sl);
+            if self.sl_bitmaps[fl] == 0 {
+                self.fl_bitmap &= !(1 << fl);
+            }
+        } else {
+            self.nodes[free_next as usize].free_prev = NIL;
+        }
+        self.free_count -= 1;
     }
 
     /// Checks up to [`SCAN_LIMIT`] ranges of the list holding `request.size`.
@@ -684,68 +786,25 @@ impl RangeAllocator for TlsfAllocator {
         if !self.may_hold(request.size) {
             return None;
         }
-        let placement = self.find(request)?;
-        Some(self.commit(placement, request.kind))
+        self.find_and_commit(request)
     }
 
     fn find(&self, request: &RangeRequest) -> Option<Placement> {
-        let alignment = checked_alignment(request.alignment)?;
-        if request.size == 0 || request.size > self.capacity {
-            return None;
-        }
-        // A commit takes up to two more nodes: the padding and the tail.
-        if self.live_nodes() + 2 > RangeId::MAX_SLOTS {
-            return None;
-        }
-        if let Some(placement) = round_up_to_list(request.size)
-            .and_then(|list_size| self.probe_head(list_size, request, alignment))
-        {
-            return Some(placement);
-        }
-        if let Some(placement) = self.probe_own_list(request, alignment) {
-            return Some(placement);
-        }
-        let worst = self
-            .worst_case_size(request.size, alignment)
-            .and_then(round_up_to_list)?;
-        self.probe_head(worst, request, alignment)
+        self.find_listed(request).map(|(placement, _)| placement)
     }
 
     #[inline]
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
         debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        let index = placement.node;
-        let node = self.nodes[index as usize];
-        let end = placement.offset + placement.size;
+        let node = &self.nodes[placement.node as usize];
         assert!(
-            node.state.is_free() && node.offset <= placement.offset && end <= node.end(),
+            node.state.is_free()
+                && node.offset <= placement.offset
+                && placement.offset + placement.size <= node.end(),
             "{placement:?} does not lie in a free range"
         );
-        self.remove_free(index);
-        let mut used = index;
-        if placement.offset > node.offset {
-            // The free node stays in front as the padding.
-            used = self.split(index, placement.offset);
-            self.insert_free(index);
-        }
-        if end < node.end() {
-            let tail = self.split(used, end);
-            self.insert_free(tail);
-        }
-        let node = &mut self.nodes[used as usize];
-        node.state = State::Used(kind);
-        node.generation = node.generation.wrapping_add(1);
-        let id = RangeId::from_parts(used, node.generation);
-        self.used_count += 1;
-        self.used_bytes += placement.size;
-        self.epoch = self.epoch.wrapping_add(1);
-        Range {
-            id,
-            offset: placement.offset,
-            size: placement.size,
-        }
+        self.commit_listed(placement, kind, None)
     }
-
     #[inline(always)]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let mut index = id.slot();
