@@ -805,6 +805,7 @@ impl RangeAllocator for TlsfAllocator {
         );
         self.commit_listed(placement, kind, None)
     }
+
     #[inline(always)]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let mut index = id.slot();
