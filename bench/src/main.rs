@@ -283,7 +283,23 @@ fn write_traces(a: &Args, dir: &Path) -> Result<(), String> {
 fn save_traces(traces: &[Trace], dir: &Path) -> Result<(), String> {
     fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for t in traces {
-        let path = dir.join(format!("{}.jsonl", t.header.name.replace('#', "-")));
+        // A trace's name comes from its file for recorded traces: only
+        // letters, digits, '.', '_' and '-' reach the path, so no name
+        // leaves `dir`.
+        let name: String = t
+            .header
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let name = name.trim_start_matches('.');
+        let path = dir.join(format!("{name}.jsonl"));
         let file = fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         t.write(BufWriter::new(file))
             .map_err(|e| format!("{}: {e}", path.display()))?;

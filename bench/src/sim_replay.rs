@@ -326,19 +326,42 @@ impl PlacementHash {
     }
 }
 
-/// The H200's `vkAllocateMemory` / `vkFreeMemory` cost, fitted (least
-/// squares) over 14,404 allocations and as many frees of the three
-/// allocators replaying the corpus there (driver 580.159.04; BENCHMARKS.md,
-/// *What a driver call costs on the H200*): in ms, fixed and per MiB, for
-/// memory in a `DEVICE_LOCAL` heap and in the host heap (system memory the
-/// driver pins: an order of magnitude dearer per MiB).
-pub const H200_COST: [[f64; 4]; 2] = [
-    // allocate: fixed, per MiB; free: fixed, per MiB
-    [0.02, 0.021, 0.0, 0.017],
-    [0.94, 0.237, 1.22, 0.030],
-];
+/// A driver's `vkAllocateMemory` / `vkFreeMemory` cost in one heap, in ms:
+/// a fixed part per call and a part per MiB.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DriverCost {
+    /// `vkAllocateMemory`, per call.
+    pub allocate_ms: f64,
+    /// `vkAllocateMemory`, per MiB allocated.
+    pub allocate_ms_per_mib: f64,
+    /// `vkFreeMemory`, per call.
+    pub free_ms: f64,
+    /// `vkFreeMemory`, per MiB freed.
+    pub free_ms_per_mib: f64,
+}
 
-/// What `stats`' calls would cost on the H200 ([`H200_COST`]), in ms, each
+/// The H200's driver cost, fitted (least squares) over 14,404 allocations
+/// and as many frees of the three allocators replaying the corpus there
+/// (driver 580.159.04; BENCHMARKS.md, *What a driver call costs on the
+/// H200*), for memory in a `DEVICE_LOCAL` heap.
+pub const H200_DEVICE_COST: DriverCost = DriverCost {
+    allocate_ms: 0.02,
+    allocate_ms_per_mib: 0.021,
+    free_ms: 0.0,
+    free_ms_per_mib: 0.017,
+};
+
+/// [`H200_DEVICE_COST`] for the host heap: system memory the driver pins,
+/// an order of magnitude dearer per MiB.
+pub const H200_HOST_COST: DriverCost = DriverCost {
+    allocate_ms: 0.94,
+    allocate_ms_per_mib: 0.237,
+    free_ms: 1.22,
+    free_ms_per_mib: 0.030,
+};
+
+/// What `stats`' calls would cost on the H200 ([`H200_DEVICE_COST`],
+/// [`H200_HOST_COST`]), in ms, each
 /// heap by whether `table` says it is `DEVICE_LOCAL`. A model for comparing
 /// policies offline, not a measurement; on other tables it says what the
 /// H200's driver would charge for the same calls.
@@ -353,11 +376,15 @@ pub fn h200_driver_ms(table: &GpuTable, stats: &vkalloc::sim::SimStats) -> f64 {
                 .heaps
                 .get(i)
                 .is_some_and(|heap| heap.device_local);
-            let [a0, a1, f0, f1] = H200_COST[usize::from(!device_local)];
-            h.allocate_calls as f64 * a0
-                + mib(h.allocated_bytes) * a1
-                + h.free_calls as f64 * f0
-                + mib(h.freed_bytes) * f1
+            let c = if device_local {
+                H200_DEVICE_COST
+            } else {
+                H200_HOST_COST
+            };
+            h.allocate_calls as f64 * c.allocate_ms
+                + mib(h.allocated_bytes) * c.allocate_ms_per_mib
+                + h.free_calls as f64 * c.free_ms
+                + mib(h.freed_bytes) * c.free_ms_per_mib
         })
         .sum()
 }
