@@ -116,7 +116,7 @@ use policy::{LoadKind, TileInput, UNSEEN};
 /// Cells per side of a material's grid, at most (32: one cell per level-0 tile
 /// of an 8K BC map).
 pub const MAX_CELLS: u32 = 32;
-/// Reader threads, at most.
+/// Groups of runs a frame's reads are cut into, at most (each read on rayon's pool).
 const READERS: usize = 8;
 
 /// One sparse map.
@@ -1517,7 +1517,7 @@ impl TileStreamer {
     /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
     /// slot `base + runs[r].start`, its rows spanning the run's tiles (one
     /// positioned read per block row of a run, not per tile), runs shared
-    /// over reader threads. `runs` cover `loads` in order.
+    /// over up to [`READERS`] groups on rayon's pool. `runs` cover `loads` in order.
     fn read(&mut self, loads: &[TileRef], runs: &[Run], base: usize) -> Vec<(usize, String)> {
         if loads.is_empty() {
             return Vec::new();
