@@ -259,6 +259,34 @@ pub struct Level {
     pub height: u32,
 }
 
+/// Where a rectangle's rows lie in a KTX2 file ([`Reader::rect_rows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RectRows {
+    /// The first row's byte offset in the file.
+    pub first: u64,
+    /// Bytes from one row's start to the next's in the file.
+    pub pitch: u64,
+    /// Bytes of each row (the rectangle's width).
+    pub row: u64,
+    /// Rows.
+    pub count: u32,
+}
+
+impl RectRows {
+    /// Row `r`'s byte offset in the file.
+    pub fn at(&self, r: u32) -> u64 {
+        self.first + u64::from(r) * self.pitch
+    }
+
+    /// One past the last byte of the last row, in the file.
+    pub fn end(&self) -> u64 {
+        match self.count {
+            0 => self.first,
+            n => self.at(n - 1) + self.row,
+        }
+    }
+}
+
 /// An open KTX2 file: its header and level index, read once; levels on demand.
 pub struct Reader {
     file: File,
@@ -422,6 +450,43 @@ impl Reader {
         self.file.read_exact(out).map_err(io)
     }
 
+    /// Where the rows of a rectangle of level `level` lie in the file: `w` x
+    /// `h` blocks (texels for uncompressed formats) from block column `x`, row
+    /// `y`, read into `out_len` bytes, row after row, tightly packed. Checks
+    /// what [`Reader::read_level_rect_into`] checks and reads nothing: a
+    /// reader of another kind (a mapping of the file) takes its rows from here.
+    ///
+    /// # Errors
+    /// [`KtxError::Invalid`] when the level does not exist, the rectangle runs
+    /// past the level, or `out_len` is not `w * h` blocks.
+    pub fn rect_rows(
+        &self,
+        level: usize,
+        (x, y): (u32, u32),
+        (w, h): (u32, u32),
+        out_len: usize,
+    ) -> Result<RectRows, KtxError> {
+        let l = self.level(level)?;
+        let side = self.format.block_side();
+        let bytes = u64::from(self.format.block_bytes());
+        let (cols, rows) = (l.width.div_ceil(side), l.height.div_ceil(side));
+        let fits = x.checked_add(w).is_some_and(|e| e <= cols)
+            && y.checked_add(h).is_some_and(|e| e <= rows);
+        let row = u64::from(w) * bytes;
+        if !fits || out_len as u64 != row * u64::from(h) {
+            return Err(self.invalid(format!(
+                "a {w}x{h}-block rectangle at ({x}, {y}) into {out_len} bytes does not fit level {level} ({cols}x{rows} blocks)"
+            )));
+        }
+        let pitch = u64::from(cols) * bytes;
+        Ok(RectRows {
+            first: l.offset + u64::from(y) * pitch + u64::from(x) * bytes,
+            pitch,
+            row,
+            count: h,
+        })
+    }
+
     /// Reads a rectangle of level `level` into `out`, row after row, tightly
     /// packed: `w` x `h` blocks (texels for uncompressed formats) from block
     /// column `x`, row `y`. One positioned read per row, no seek (several
@@ -434,35 +499,26 @@ impl Reader {
     pub fn read_level_rect_into(
         &self,
         level: usize,
-        (x, y): (u32, u32),
-        (w, h): (u32, u32),
+        xy: (u32, u32),
+        wh: (u32, u32),
         out: &mut [u8],
     ) -> Result<(), KtxError> {
         use std::os::unix::fs::FileExt;
-        let l = self.level(level)?;
-        let side = self.format.block_side();
-        let bytes = u64::from(self.format.block_bytes());
-        let (cols, rows) = (l.width.div_ceil(side), l.height.div_ceil(side));
-        let fits = x.checked_add(w).is_some_and(|e| e <= cols)
-            && y.checked_add(h).is_some_and(|e| e <= rows);
-        let row = u64::from(w) * bytes;
-        if !fits || out.len() as u64 != row * u64::from(h) {
-            return Err(self.invalid(format!(
-                "a {w}x{h}-block rectangle at ({x}, {y}) into {} bytes does not fit level {level} ({cols}x{rows} blocks)",
-                out.len()
-            )));
-        }
-        let pitch = u64::from(cols) * bytes;
-        for (r, dst) in out.chunks_exact_mut(row.max(1) as usize).enumerate() {
-            let at = l.offset + (u64::from(y) + r as u64) * pitch + u64::from(x) * bytes;
+        let rows = self.rect_rows(level, xy, wh, out.len())?;
+        for (r, dst) in out.chunks_exact_mut(rows.row.max(1) as usize).enumerate() {
             self.file
-                .read_exact_at(dst, at)
+                .read_exact_at(dst, rows.at(r as u32))
                 .map_err(|source| KtxError::Io {
                     path: self.path.clone(),
                     source,
                 })?;
         }
         Ok(())
+    }
+
+    /// The file's path, as the errors name it.
+    pub fn path(&self) -> &str {
+        &self.path
     }
 
     /// Reads level `level` into a new vector.

@@ -14,6 +14,7 @@
 //!   whose hard budget is the texture budget), `vkQueueBindSparse`, threaded
 //!   reads of tile rectangles from the KTX2 files, the copies, and the
 //!   residency map the shaders read.
+//! - [`mapped`]: each KTX2 file mapped read-only, the tile reads' source.
 //!
 //! # A frame
 //!
@@ -93,6 +94,7 @@
 
 pub mod geometry;
 pub mod lookahead;
+pub mod mapped;
 pub mod pages;
 pub mod policy;
 pub mod sample;
@@ -125,10 +127,13 @@ struct SparseMap {
     view: vk::ImageView,
     path: PathBuf,
     format: Format,
-    /// The map's file, opened once at build: its tail levels and tile
-    /// rectangles are read through it (positioned reads, shared by the reader
-    /// threads).
+    /// The map's file, opened once at build: its tail levels are read
+    /// through it, and its tile rectangles where `mapped` is `None`
+    /// (positioned reads, shared by the reader threads).
     reader: Reader,
+    /// The same file mapped read-only: tile rectangles are copied out of it
+    /// (unless [`mapped::PREAD_ENV`]`=1`, or the file could not be mapped).
+    mapped: Option<mapped::MappedFile>,
 }
 
 /// What [`TileStreamer::prepare`] did.
@@ -625,6 +630,7 @@ impl TileStreamer {
         let d = &ctx.device;
         let mut tail_binds = Vec::new();
         let mut small_binds = Vec::new();
+        let pread = std::env::var(mapped::PREAD_ENV).is_ok_and(|v| v == "1");
         for t in &set.textures {
             let reader = Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?;
             let levels = reader.levels.len() as u32;
@@ -686,12 +692,24 @@ impl TileStreamer {
                     }
                 }
             };
+            let mapped = if pread {
+                None
+            } else {
+                match mapped::MappedFile::open(&reader) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        eprintln!("streaming: {e}; its tiles are read row by row");
+                        None
+                    }
+                }
+            };
             self.sparse.push(SparseMap {
                 image,
                 view,
                 path: t.path.clone(),
                 format,
                 reader,
+                mapped,
             });
             let Some(sr) = sparse.iter().find(|r| {
                 r.format_properties
@@ -1516,7 +1534,8 @@ impl TileStreamer {
 
     /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
     /// slot `base + runs[r].start`, its rows spanning the run's tiles (one
-    /// positioned read per block row of a run, not per tile), runs shared
+    /// copy out of the file's mapping, or one positioned read, per block row
+    /// of a run, not per tile), runs shared
     /// over up to [`READERS`] groups on rayon's pool. `runs` cover `loads` in order.
     fn read(&mut self, loads: &[TileRef], runs: &[Run], base: usize) -> Vec<(usize, String)> {
         if loads.is_empty() {
@@ -1585,12 +1604,14 @@ impl TileStreamer {
                         let h = m.tile_h.min(side - y);
                         let bytes = s.format.level_bytes(w, h) as usize;
                         let at = (run.start - base) * slot;
-                        if let Err(e) = r.read_level_rect_into(
-                            t.level as usize,
-                            (x / bs, y / bs),
-                            (w.div_ceil(bs), h.div_ceil(bs)),
-                            &mut dst[at..at + bytes],
-                        ) {
+                        let (xy, wh) = ((x / bs, y / bs), (w.div_ceil(bs), h.div_ceil(bs)));
+                        let out = &mut dst[at..at + bytes];
+                        let level = t.level as usize;
+                        let read = match &s.mapped {
+                            Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
+                            None => r.read_level_rect_into(level, xy, wh, out),
+                        };
+                        if let Err(e) = read {
                             failed.push((k, e.to_string()));
                         }
                     }
