@@ -374,6 +374,8 @@ pub struct TileStreamer {
     /// [`MAX_RING_ENV`]: loads per frame of the margin and the ring, at most
     /// ([`DEFAULT_MAX_RING`]).
     max_ring: usize,
+    /// [`SPARE_HYSTERESIS_ENV`] ([`policy::TileInput::spare_hysteresis`]).
+    spare_hysteresis: u64,
     /// [`CAST_PRESENT_ENV`]: the present view is cast into the look-ahead on
     /// every frame.
     cast_present: bool,
@@ -422,6 +424,12 @@ pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
 /// [`MAX_SPARE_ENV`] met the p99 but lost the refill after a cut, which the
 /// look-ahead's prefetch of the cut's view gave; this one keeps that.
 pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
+
+/// `VKALLOC_DEMO_TILES_SPARE_HYSTERESIS=N` (2 to 16): a spare load (a tile no
+/// present cell wants) displaces a resident tile only when it scores more than
+/// `N` times as much ([`policy::TileInput::spare_hysteresis`]; default
+/// [`policy::SPARE_HYSTERESIS`]).
+pub const SPARE_HYSTERESIS_ENV: &str = "VKALLOC_DEMO_TILES_SPARE_HYSTERESIS";
 
 /// `VKALLOC_DEMO_TILES_LATE_SPARE=future|all|0`: which spare loads (tiles no
 /// present cell wants; most of a frame's loads) wait for the frame's
@@ -594,6 +602,8 @@ impl TileStreamer {
             ahead_share: env_count(AHEAD_SHARE_ENV).filter(|&n| n > 0).unwrap_or(16),
             max_spare: env_count(MAX_SPARE_ENV).unwrap_or(usize::MAX),
             max_ring: env_count(MAX_RING_ENV).unwrap_or(DEFAULT_MAX_RING),
+            spare_hysteresis: env_count(SPARE_HYSTERESIS_ENV)
+                .map_or(policy::SPARE_HYSTERESIS, |n| (n as u64).clamp(2, 16)),
             cast_present: std::env::var(CAST_PRESENT_ENV).map_or(true, |v| v.trim() != "0"),
             reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
             one_shot,
@@ -1286,6 +1296,7 @@ impl TileStreamer {
             } else {
                 self.max_ring
             },
+            spare_hysteresis: self.spare_hysteresis,
         };
         let planning = Instant::now();
         let plan = policy::plan(&input);

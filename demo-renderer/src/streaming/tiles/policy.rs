@@ -42,7 +42,9 @@
 //! The pages available are the resident tiles' plus the free ones; the target is
 //! the best-ranked tiles that fit. Resident tiles rank with twice their score,
 //! so a tile is displaced only by one clearly better (no flapping at the edge:
-//! the feedback samples one pixel in 64, and a tile's score moves with it).
+//! the feedback samples one pixel in 64, and a tile's score moves with it); a
+//! spare tile (no present cell wants it) needs
+//! [`TileInput::spare_hysteresis`] times the resident tile's score.
 //! Loads are the target's tiles not resident, best first, at most `max_loads`;
 //! evictions are the resident tiles outside the target, lowest score and finest
 //! first, and only as many as the loads need beyond the free pages: a tile no
@@ -105,6 +107,29 @@ pub struct TileInput<'a> {
     /// scores but does not want), at most: the look-ahead's are capped by
     /// `max_ahead_loads`.
     pub max_ring_loads: usize,
+    /// How many times a resident tile's score a spare tile (one no present
+    /// cell wants) must score to displace it: 2 to 16 (a wanted tile: 2).
+    /// The spare pages hold the margin, the ring and the look-ahead, whose
+    /// scores move with the sampled pixels every frame; at 2 they displaced
+    /// each other on most frames (BENCHMARKS.md). [`SPARE_HYSTERESIS`] by
+    /// default.
+    pub spare_hysteresis: u64,
+}
+
+/// [`TileInput::spare_hysteresis`]'s default.
+pub const SPARE_HYSTERESIS: u64 = 2;
+
+/// A tile's rank is its score times this: resident tiles rank with twice a
+/// wanted load's factor (the hysteresis of the module's "The budget and
+/// hysteresis"), spare loads with `2 / spare_hysteresis` of it.
+fn rank_factor(resident: bool, wanted: bool, spare_hysteresis: u64) -> u64 {
+    if resident {
+        16
+    } else if wanted {
+        8
+    } else {
+        16 / spare_hysteresis.clamp(2, 16)
+    }
 }
 
 /// What a load is for.
@@ -437,7 +462,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             .copied()
             .unwrap_or(false)
     };
-    // Ranked tiles as one sort key each (rank: score x4, x8 when resident),
+    // Ranked tiles as one sort key each (rank: score times `rank_factor`),
     // and the score.
     debug_assert!(input.maps.len() <= 1 << 24);
     debug_assert!(input
@@ -487,7 +512,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
                 resident_count += u64::from(r);
                 wanted += u64::from(wants);
                 if score > 0 || r {
-                    let rank = score.saturating_mul(if r { 8 } else { 4 });
+                    let rank = score.saturating_mul(rank_factor(r, wants, input.spare_hysteresis));
                     ranked.push((rank_key(rank, level, i, start + k), score));
                 }
             }
@@ -775,6 +800,7 @@ mod tests {
             max_ahead_loads: 0,
             max_spare_loads: usize::MAX,
             max_ring_loads: usize::MAX,
+            spare_hysteresis: 2,
         }
     }
 
@@ -924,6 +950,56 @@ mod tests {
         assert_eq!(short.missing, 0);
     }
 
+    #[test]
+    fn a_spare_tile_displaces_a_resident_one_only_past_the_spare_hysteresis() {
+        // Cell 9 wants level 1: its margin (level 0's 3x3 tiles around it)
+        // is spare. Load everything it scores, then let cell 10 beside it
+        // want level 1 too, with no free page left: its margin's new column
+        // can only displace cell 9's own margin tiles.
+        let (maps, mut wants, mut hits, mut resident) = one_cell(1);
+        let g = 8;
+        let first = plan(&input(&maps, g, &wants, &hits, &resident));
+        apply(&mut resident, &maps, &first);
+        let used: u64 = resident.iter().flatten().map(|&r| u64::from(r)).sum();
+        // Cell 10 with 2 sampled pixels (cell 9 has 10):
+        wants[10] = 1;
+        hits[10] = 2;
+        let moved = |h: u64| {
+            plan(&TileInput {
+                free_pages: 0,
+                spare_hysteresis: h,
+                ..input(&maps, g, &wants, &hits, &resident)
+            })
+        };
+        // Nothing wanted is missing at any factor, and the pages never pass
+        // what is resident.
+        for h in [2, 4, 8, 16] {
+            let p = moved(h);
+            assert_eq!(p.missing, 0, "h {h}");
+            assert!(p.loads.len() <= p.evictions.len(), "h {h}");
+            assert!(used >= p.loads.len() as u64);
+        }
+        // With 60 (6x cell 9's): its new margin tiles score 6x the ones only
+        // cell 9 scores, which they displace at factors 2 and 4, not at 8
+        // and 16.
+        hits[10] = 60;
+        let swaps = |h: u64| {
+            plan(&TileInput {
+                free_pages: 0,
+                spare_hysteresis: h,
+                ..input(&maps, g, &wants, &hits, &resident)
+            })
+            .loads
+            .iter()
+            .filter(|t| t.level == 0)
+            .count()
+        };
+        assert!(swaps(2) > 0);
+        assert!(swaps(4) > 0);
+        assert_eq!(swaps(8), 0);
+        assert_eq!(swaps(16), 0);
+    }
+
     /// [`plan`] written the plain way, for comparison: every ranked tile
     /// sorted, the target the first `capacity` with a score, loads taken in
     /// that order.
@@ -943,10 +1019,11 @@ mod tests {
                 for idx in start..start + (w * h) as usize {
                     let score = present.of(i).0[idx] + ahead.of(i).0[idx];
                     let r = resident(i, idx);
+                    let wanted_here = present.of(i).1[idx];
                     resident_count += u64::from(r);
-                    wanted += u64::from(present.of(i).1[idx]);
+                    wanted += u64::from(wanted_here);
                     if score > 0 || r {
-                        let rank = score * if r { 8 } else { 4 };
+                        let rank = score * rank_factor(r, wanted_here, input.spare_hysteresis);
                         ranked.push((rank_key(rank, level, i, idx), score));
                     }
                 }
@@ -1131,6 +1208,7 @@ mod tests {
             max_ring_loads in 0usize..40,
             blocked_map in 0usize..12,
             cast_mask in proptest::collection::vec(any::<bool>(), 3 * 16),
+            spare_hysteresis in 1u64..20,
         ) {
             let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
             let ahead_wants: Vec<u8> = ahead_seed.iter().map(|&(w, _)| if w > 3 { UNSEEN } else { w }).collect();
@@ -1171,6 +1249,7 @@ mod tests {
                     max_ahead_loads,
                     max_spare_loads,
                     max_ring_loads,
+                    spare_hysteresis,
                     ..input(&maps, g, &wants, &hits, &resident)
                 };
                 let p = plan(&input);
