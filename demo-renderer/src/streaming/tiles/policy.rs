@@ -117,7 +117,7 @@ pub struct TileInput<'a> {
 }
 
 /// [`TileInput::spare_hysteresis`]'s default.
-pub const SPARE_HYSTERESIS: u64 = 2;
+pub const SPARE_HYSTERESIS: u64 = 4;
 
 /// A tile's rank is its score times this: resident tiles rank with twice a
 /// wanted load's factor (the hysteresis of the module's "The budget and
