@@ -191,7 +191,11 @@ pub fn replay(
     let mut churn = Churn::default();
     let mut committed_before = 0u64;
     let mut placements = PlacementHash::from_env();
-    for event in &trace.events {
+    let call_log = std::env::var_os("VKALLOC_SIM_CALL_LOG").is_some();
+    let mut frame = 0u64;
+    for (index, event) in trace.events.iter().enumerate() {
+        let before = call_log.then(|| allocator.device().stats());
+        let mut placed = None;
         let allocated_before = allocator.device().stats().allocated_bytes;
         match event {
             TraceEvent::Alloc(a) => {
@@ -205,6 +209,7 @@ pub fn replay(
                         if let Some(p) = placements.as_mut() {
                             p.add(a.id, &allocation);
                         }
+                        placed = Some((allocation.memory_type(), allocation.is_dedicated()));
                         if explain {
                             let stats = allocator.device().stats();
                             let made = stats.allocated_bytes - allocated_before;
@@ -254,6 +259,22 @@ pub fn replay(
             };
             churn.freed[when] += freed;
         }
+        if let Some(before) = before {
+            log_calls(
+                &trace.header.name,
+                index,
+                frame,
+                event,
+                placed,
+                &before,
+                &allocator.device().stats(),
+                live_bytes,
+                committed,
+            );
+        }
+        if let TraceEvent::Frame { .. } = event {
+            frame += 1;
+        }
         committed_before = committed;
         row.peak_live_bytes = row.peak_live_bytes.max(live_bytes);
         if live_bytes <= largest_heap / 2 {
@@ -289,6 +310,67 @@ pub fn replay(
         eprintln!("placement hash {}: {:016x}", row.trace, p.hash);
     }
     Ok(row)
+}
+
+/// `VKALLOC_SIM_CALL_LOG=1`: one line on stderr per trace event that made
+/// or freed device memory: the event (an allocation's size, kind, usage and
+/// dedicated wish), and per heap the calls and MiB made and freed, with the
+/// live and committed bytes after it.
+#[allow(clippy::too_many_arguments)]
+fn log_calls(
+    name: &str,
+    index: usize,
+    frame: u64,
+    event: &TraceEvent,
+    placed: Option<(u32, bool)>,
+    before: &vkalloc::sim::SimStats,
+    after: &vkalloc::sim::SimStats,
+    live: u64,
+    committed: u64,
+) {
+    if before.allocate_calls == after.allocate_calls && before.free_calls == after.free_calls {
+        return;
+    }
+    let what = match event {
+        TraceEvent::Alloc(a) => format!(
+            "alloc {} {:.2} MiB {:?} {:?} {:?} -> type {} {}",
+            a.id,
+            mib(a.size),
+            a.kind,
+            a.usage,
+            a.dedicated,
+            placed.map_or(-1, |p| i64::from(p.0)),
+            if placed.is_some_and(|p| p.1) {
+                "own"
+            } else {
+                "block"
+            }
+        ),
+        TraceEvent::Free { id } => format!("free {id}"),
+        TraceEvent::Frame { .. } => "frame".to_owned(),
+    };
+    let heaps: Vec<String> = before
+        .heaps
+        .iter()
+        .zip(&after.heaps)
+        .enumerate()
+        .filter(|(_, (b, a))| b.allocate_calls != a.allocate_calls || b.free_calls != a.free_calls)
+        .map(|(i, (b, a))| {
+            format!(
+                "heap {i}: +{} {:.1} MiB, -{} {:.1} MiB",
+                a.allocate_calls - b.allocate_calls,
+                mib(a.allocated_bytes - b.allocated_bytes),
+                a.free_calls - b.free_calls,
+                mib(a.freed_bytes - b.freed_bytes)
+            )
+        })
+        .collect();
+    eprintln!(
+        "call {name} #{index} f{frame} {what} | {} | live {:.1} committed {:.1}",
+        heaps.join("; "),
+        mib(live),
+        mib(committed)
+    );
 }
 
 /// `VKALLOC_SIM_PLACEMENT_HASH=1`: every allocation's (trace id, memory
