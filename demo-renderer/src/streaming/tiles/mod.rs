@@ -376,6 +376,13 @@ pub struct TileStreamer {
     max_ring: usize,
     /// [`SPARE_HYSTERESIS_ENV`] ([`policy::TileInput::spare_hysteresis`]).
     spare_hysteresis: u64,
+    /// Per map, per tile: the page key of a resident tile's page
+    /// ([`policy::TileInput::page_keys`]; `u64::MAX` for none).
+    page_keys: Vec<Vec<u64>>,
+    /// Each page memory object's number in the page keys, by raw handle.
+    page_objects: HashMap<u64, u64>,
+    /// Not [`EVICT_BY_PAGES_ENV`]`=0`: the plan is given the page keys.
+    evict_by_pages: bool,
     /// [`CAST_PRESENT_ENV`]: the present view is cast into the look-ahead on
     /// every frame.
     cast_present: bool,
@@ -430,6 +437,11 @@ pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
 /// `N` times as much ([`policy::TileInput::spare_hysteresis`]; default
 /// [`policy::SPARE_HYSTERESIS`]).
 pub const SPARE_HYSTERESIS_ENV: &str = "VKALLOC_DEMO_TILES_SPARE_HYSTERESIS";
+
+/// `VKALLOC_DEMO_TILES_EVICT_BY_PAGES=0`: the plan picks the evictions among
+/// tiles that score nothing by level and index alone, not by stretches of
+/// adjacent pages ([`policy::choose_evictions`]); for comparison.
+pub const EVICT_BY_PAGES_ENV: &str = "VKALLOC_DEMO_TILES_EVICT_BY_PAGES";
 
 /// `VKALLOC_DEMO_TILES_LATE_SPARE=future|all|0`: which spare loads (tiles no
 /// present cell wants; most of a frame's loads) wait for the frame's
@@ -604,6 +616,9 @@ impl TileStreamer {
             max_ring: env_count(MAX_RING_ENV).unwrap_or(DEFAULT_MAX_RING),
             spare_hysteresis: env_count(SPARE_HYSTERESIS_ENV)
                 .map_or(policy::SPARE_HYSTERESIS, |n| (n as u64).clamp(2, 16)),
+            page_keys: Vec::new(),
+            page_objects: HashMap::new(),
+            evict_by_pages: std::env::var(EVICT_BY_PAGES_ENV).map_or(true, |v| v.trim() != "0"),
             cast_present: std::env::var(CAST_PRESENT_ENV).map_or(true, |v| v.trim() != "0"),
             reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
             one_shot,
@@ -795,6 +810,7 @@ impl TileStreamer {
             self.pages
                 .push((0..map.tile_count()).map(|_| None).collect());
             self.resident.push(vec![false; map.tile_count()]);
+            self.page_keys.push(vec![u64::MAX; map.tile_count()]);
             self.blocked.push(false);
             if map.tail_first < levels && sr.image_mip_tail_size > 0 {
                 let tail = match mem.allocate_memory(
@@ -1297,6 +1313,11 @@ impl TileStreamer {
                 self.max_ring
             },
             spare_hysteresis: self.spare_hysteresis,
+            page_keys: if self.evict_by_pages {
+                &self.page_keys
+            } else {
+                &[]
+            },
         };
         let planning = Instant::now();
         let plan = policy::plan(&input);
@@ -1477,6 +1498,18 @@ impl TileStreamer {
             };
             binds.push((t, Some((a.vk_memory(), a.offset()))));
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            let objects = self.page_objects.len() as u64;
+            let object = *self
+                .page_objects
+                .entry(ash::vk::Handle::as_raw(a.vk_memory()))
+                .or_insert(objects);
+            if let Some(k) = self
+                .page_keys
+                .get_mut(t.map as usize)
+                .and_then(|m| m.get_mut(idx))
+            {
+                *k = (object << 32) | (a.offset() / self.page.max(1));
+            }
             self.page_bytes += a.size();
             self.pages[t.map as usize][idx] = Some(a);
         }
@@ -1538,6 +1571,13 @@ impl TileStreamer {
             if let Some(a) = self.pages[t.map as usize][idx].take() {
                 self.page_bytes -= a.size();
                 self.spare.push(a);
+            }
+            if let Some(k) = self
+                .page_keys
+                .get_mut(t.map as usize)
+                .and_then(|m| m.get_mut(idx))
+            {
+                *k = u64::MAX;
             }
             self.set_resident(*t, false);
         }

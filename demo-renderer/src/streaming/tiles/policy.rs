@@ -114,6 +114,15 @@ pub struct TileInput<'a> {
     /// each other on most frames (BENCHMARKS.md). [`SPARE_HYSTERESIS`] by
     /// default.
     pub spare_hysteresis: u64,
+    /// Per map, per tile: where a resident tile's page lies, as a key in which
+    /// pages that follow each other in one memory object are consecutive
+    /// numbers (anything else for an absent tile); empty for unknown. Evicted
+    /// pages become the next loads' pages, and a run of adjacent tiles binds
+    /// as one region only on pages that follow each other
+    /// ([`super::pages::assign`]): among the tiles that score nothing, the
+    /// evictions take stretches of consecutive pages, longest first
+    /// ([`choose_evictions`]).
+    pub page_keys: &'a [Vec<u64>],
 }
 
 /// [`TileInput::spare_hysteresis`]'s default.
@@ -645,7 +654,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         .count() as u64;
     let need = (loads.len() as u64).saturating_sub(input.free_pages);
     // Evictions: lowest score first, then finest, then map and index.
-    let mut out: Vec<(u64, u32, usize, usize)> = ranked
+    let out: Vec<(u64, u32, usize, usize)> = ranked
         .iter()
         .enumerate()
         .filter_map(|(k, &(kk, score))| {
@@ -653,12 +662,8 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             (!in_target(k) && resident(i, idx)).then_some((score, level, i, idx))
         })
         .collect();
-    let need = usize::try_from(need).unwrap_or(usize::MAX).min(out.len());
-    if need < out.len() {
-        out.select_nth_unstable(need);
-    }
-    out[..need].sort_unstable();
-    let evictions = out[..need]
+    let need = usize::try_from(need).unwrap_or(usize::MAX);
+    let evictions = choose_evictions(out, need, input.page_keys)
         .iter()
         .map(|&(_, level, i, idx)| tile_at(&input.maps[i], i, level, idx))
         .collect();
@@ -671,6 +676,67 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         missing,
         wanted_loads,
     }
+}
+
+/// An eviction candidate: score, level, map, index.
+type Victim = (u64, u32, usize, usize);
+
+/// `need` of the resident tiles outside the target (`out`, or all of them
+/// when fewer), sorted: lowest score first, then finest, then map and index.
+/// Where `page_keys` is given ([`TileInput::page_keys`]) and more tiles score
+/// nothing than are needed, those taken among them are whole stretches of
+/// consecutive page keys, longest first (ties: the lower key), the last one
+/// cut to what is left: tiles that score nothing are alike to the plan, and
+/// their pages, adjacent, let the next loads bind by runs.
+pub fn choose_evictions(mut out: Vec<Victim>, need: usize, page_keys: &[Vec<u64>]) -> Vec<Victim> {
+    let need = need.min(out.len());
+    let key = |&(_, _, i, idx): &Victim| {
+        page_keys
+            .get(i)
+            .and_then(|k| k.get(idx))
+            .copied()
+            .unwrap_or(u64::MAX)
+    };
+    let stale = out.iter().filter(|v| v.0 == 0).count();
+    if page_keys.is_empty() || need == 0 || stale <= need {
+        // No choice among equals: the lowest `need` as ranked.
+        if need < out.len() {
+            out.select_nth_unstable(need);
+        }
+        out.truncate(need);
+        out.sort_unstable();
+        return out;
+    }
+    let mut zero: Vec<(u64, Victim)> = out
+        .into_iter()
+        .filter(|v| v.0 == 0)
+        .map(|v| (key(&v), v))
+        .collect();
+    zero.sort_unstable();
+    // Stretches as (length, first index into `zero`); an unknown key
+    // (u64::MAX) is a stretch of its own.
+    let mut stretches: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    for k in 1..=zero.len() {
+        let ends = k == zero.len()
+            || zero[k - 1].0 == u64::MAX
+            || zero[k - 1].0.checked_add(1) != Some(zero[k].0);
+        if ends {
+            stretches.push((k - start, start));
+            start = k;
+        }
+    }
+    stretches.sort_unstable_by_key(|&(len, first)| (std::cmp::Reverse(len), first));
+    let mut taken = Vec::with_capacity(need);
+    for (len, first) in stretches {
+        let left = need - taken.len();
+        if left == 0 {
+            break;
+        }
+        taken.extend(zero[first..first + len.min(left)].iter().map(|z| z.1));
+    }
+    taken.sort_unstable();
+    taken
 }
 
 /// Material `m`'s residency map: per cell, the coarsest over its maps of the
@@ -801,6 +867,7 @@ mod tests {
             max_spare_loads: usize::MAX,
             max_ring_loads: usize::MAX,
             spare_hysteresis: 2,
+            page_keys: &[],
         }
     }
 
@@ -1000,6 +1067,34 @@ mod tests {
         assert_eq!(swaps(16), 0);
     }
 
+    #[test]
+    fn evictions_among_tiles_scoring_nothing_take_the_longest_stretch_of_pages() {
+        // Map 0, tiles 0..=5: five score nothing (pages 5, 10, 11, 12, 20),
+        // tile 5 scores 3 (page 13).
+        let out: Vec<Victim> = (0..6)
+            .map(|idx| (if idx == 5 { 3 } else { 0 }, 0, 0, idx))
+            .collect();
+        let keys = vec![vec![5, 10, 11, 12, 20, 13]];
+        let idx = |v: Vec<Victim>| v.iter().map(|x| x.3).collect::<Vec<_>>();
+        // The stretch 10..=12 whole, then the lower single page.
+        assert_eq!(idx(choose_evictions(out.clone(), 3, &keys)), [1, 2, 3]);
+        assert_eq!(idx(choose_evictions(out.clone(), 4, &keys)), [0, 1, 2, 3]);
+        // A stretch longer than the need is cut.
+        assert_eq!(idx(choose_evictions(out.clone(), 2, &keys)), [1, 2]);
+        // Without keys: as ranked (lowest score, then finest, map, index).
+        assert_eq!(idx(choose_evictions(out.clone(), 3, &[])), [0, 1, 2]);
+        // No choice among equals: every tile scoring nothing, then by score.
+        assert_eq!(
+            idx(choose_evictions(out.clone(), 6, &keys)),
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert_eq!(
+            idx(choose_evictions(out.clone(), 9, &keys)),
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert!(choose_evictions(out, 0, &keys).is_empty());
+    }
+
     /// [`plan`] written the plain way, for comparison: every ranked tile
     /// sorted, the target the first `capacity` with a score, loads taken in
     /// that order.
@@ -1088,7 +1183,7 @@ mod tests {
             }
         }
         let need = (loads.len() as u64).saturating_sub(input.free_pages) as usize;
-        let mut out: Vec<(u64, u32, usize, usize)> = ranked
+        let out: Vec<(u64, u32, usize, usize)> = ranked
             .iter()
             .enumerate()
             .filter(|&(k, &(kk, _))| {
@@ -1100,10 +1195,8 @@ mod tests {
                 (score, level, i, idx)
             })
             .collect();
-        out.sort_unstable();
-        let evictions = out
+        let evictions = choose_evictions(out, need, input.page_keys)
             .iter()
-            .take(need)
             .map(|&(_, level, i, idx)| tile_at(&input.maps[i], i, level, idx))
             .collect();
         let wanted_loads = (loads.len() - spare_loads) as u64;
@@ -1209,6 +1302,7 @@ mod tests {
             blocked_map in 0usize..12,
             cast_mask in proptest::collection::vec(any::<bool>(), 3 * 16),
             spare_hysteresis in 1u64..20,
+            page_seed in any::<u64>(),
         ) {
             let blocked: Vec<bool> = (0..9).map(|i| i == blocked_map).collect();
             let ahead_wants: Vec<u8> = ahead_seed.iter().map(|&(w, _)| if w > 3 { UNSEEN } else { w }).collect();
@@ -1227,6 +1321,20 @@ mod tests {
             // Three materials of 512-texel maps, 64-texel tiles, 4x4 cells.
             let maps = vec![map(512, 64); 9];
             let g = 4;
+            // Page keys with stretches: a few dozen keys over 9 maps' tiles
+            // (none for page_seed 0, as the tests without pages).
+            let page_keys: Vec<Vec<u64>> = if page_seed == 0 {
+                Vec::new()
+            } else {
+                maps.iter()
+                    .enumerate()
+                    .map(|(i, m)| {
+                        (0..m.tile_count())
+                            .map(|t| (page_seed ^ (i * 1000 + t) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+                            .collect()
+                    })
+                    .collect()
+            };
             let budget_pages = free;
             let mut resident = empty(&maps);
             let mut wants: Vec<u8> = seed_wants
@@ -1250,6 +1358,7 @@ mod tests {
                     max_spare_loads,
                     max_ring_loads,
                     spare_hysteresis,
+                    page_keys: &page_keys,
                     ..input(&maps, g, &wants, &hits, &resident)
                 };
                 let p = plan(&input);
