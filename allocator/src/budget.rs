@@ -40,8 +40,11 @@ struct Fetched {
     ours_then: AtomicU64,
 }
 
-/// One heap's counters.
+/// One heap's counters, alone on a cache line: every allocation reads them
+/// (the memory type memo's room check), and 32 bytes at any offset of a
+/// `Vec` would straddle two lines for some heaps.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub(crate) struct HeapState {
     /// Device memory committed by this allocator on the heap, including
     /// reservations for allocations in flight.

@@ -174,15 +174,14 @@ const MIN_BLOCK_SIZE: u64 = 1 << 20;
 /// Heaps up to this size get blocks of 1/8 of the heap.
 const SMALL_HEAP_MAX: u64 = 1 << 30;
 
-/// One memory type's state.
+/// One memory type's state, on whole cache lines (`repr(C)`): the
+/// vector's first line is all an allocation reads of it.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct TypeState {
-    flags: MemoryPropertyFlags,
-    /// `HOST_VISIBLE` without `HOST_COHERENT`: allocations are padded to
-    /// `nonCoherentAtomSize` so flushing one never touches a neighbour.
-    non_coherent: bool,
-    /// The type's default blocks.
+    /// The type's default blocks (and its `non_coherent` flag).
     vector: BlockVector,
+    flags: MemoryPropertyFlags,
 }
 
 /// A pool's state: its description and its blocks.
@@ -298,12 +297,12 @@ impl<D: MemoryDevice> Allocator<D> {
                 );
                 TypeState {
                     flags: t.flags,
-                    non_coherent: host_visible
-                        && !t.flags.contains(MemoryPropertyFlags::HOST_COHERENT),
                     vector: BlockVector::new(VectorConfig {
                         memory_type: index as u32,
                         heap: t.heap_index,
                         host_visible,
+                        non_coherent: host_visible
+                            && !t.flags.contains(MemoryPropertyFlags::HOST_COHERENT),
                         pinned,
                         algorithm: PoolAlgorithm::Tlsf,
                         list: ListConfig {

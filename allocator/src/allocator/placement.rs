@@ -145,7 +145,7 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let block_size = vector.block_size;
-        let in_pool = vector.caps.is_some();
+        let in_pool = vector.in_pool();
         let linear = vector.is_linear();
         // A linear pool's blocks are its whole capacity: a larger request
         // never fits, and a dedicated allocation would defeat its purpose.
@@ -251,7 +251,7 @@ impl<D: MemoryDevice> Allocator<D> {
         } else {
             (desc.size, 0)
         };
-        if ty.non_coherent {
+        if ty.vector.non_coherent {
             let atom = limits.non_coherent_atom_size.max(1);
             alignment = alignment.max(atom);
             size = size.checked_next_multiple_of(atom).ok_or_else(too_large)?;
@@ -428,7 +428,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 end: offset.saturating_add(size),
                 size: a.size,
             })?;
-        if !self.types[a.memory_type as usize].non_coherent || size == 0 {
+        if !self.types[a.memory_type as usize].vector.non_coherent || size == 0 {
             return Ok(None);
         }
         let atom = self.device.limits().non_coherent_atom_size.max(1);
