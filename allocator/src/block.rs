@@ -47,31 +47,43 @@ pub(crate) enum Algo {
 }
 
 /// One `VkDeviceMemory` object and what lives in it.
+///
+/// Laid out for the allocate and free paths (`repr(C)`, on whole cache
+/// lines): the algorithm (its tag and the TLSF's fields), the records'
+/// vector, then the memory, host address and generation they also touch,
+/// within the first three lines; what only block creation, snapshots and
+/// tags read after them.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Block {
+    pub algo: Algo,
+    /// What the allocator knows of each live allocation, indexed by its
+    /// range's slot (see [`Meta`]).
+    pub meta: Vec<Meta>,
     pub memory: DeviceMemory,
-    pub size: u64,
     /// Host address of the block's first byte if it is mapped, else 0.
     pub host_address: usize,
-    pub algo: Algo,
+    /// Bumped by every change a snapshot can see (allocate, free, clear,
+    /// an allocation's record); a block's own counter, so the hot path
+    /// touches no shared cache line.
+    pub generation: u64,
+    pub size: u64,
+    /// Unique among every block this process makes (never reused, unlike a
+    /// `VkDeviceMemory` handle): with `generation`, the key that lets a
+    /// snapshot reuse what it saw of an unchanged block.
+    pub uid: u64,
     /// Debugging tags of the live allocations that have one, by offset
     /// (shared with snapshots, which clone a pointer, not the text).
     pub tags: HashMap<u64, Arc<str>, OffsetHash>,
     /// Whether the memory was made without `VkMemoryDedicatedAllocateInfo`,
     /// so a later allocation may reuse it.
     pub recyclable: bool,
-    /// What the allocator knows of each live allocation, indexed by its
-    /// range's slot (see [`Meta`]).
-    pub meta: Vec<Meta>,
-    /// Unique among every block this process makes (never reused, unlike a
-    /// `VkDeviceMemory` handle): with `generation`, the key that lets a
-    /// snapshot reuse what it saw of an unchanged block.
-    pub uid: u64,
-    /// Bumped by every change a snapshot can see (allocate, free, clear,
-    /// an allocation's record); a block's own counter, so the hot path
-    /// touches no shared cache line.
-    pub generation: u64,
 }
+
+// The layout [`Block`] promises: the hot fields within three cache lines.
+const _: () = {
+    assert!(std::mem::offset_of!(Block, generation) + 8 <= 192);
+};
 
 /// Hashes a block offset with one multiply: offsets are distinct integers,
 /// so SipHash's protection against chosen keys buys nothing here and costs

@@ -26,15 +26,21 @@ pub(crate) struct ListConfig {
 }
 
 /// Blocks of one memory type.
+///
+/// `repr(C)`, what every allocation reads first: behind the shard's lock
+/// byte (the `Mutex`'s first field), `blocks` and `shared` share its cache
+/// line; `ids` sits last, on the line of the shard's counters (see
+/// `block_vector::Shard`).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct BlockList {
-    config: ListConfig,
     /// Every block, dedicated ones included; `None` marks a free slot.
     blocks: Vec<Option<Block>>,
-    free_slots: Vec<u32>,
     /// Indices of the blocks that suballocate (not dedicated), oldest first:
     /// the order [`Self::allocate`] tries them in.
     shared: Vec<u32>,
+    config: ListConfig,
+    free_slots: Vec<u32>,
     /// Bytes of the dedicated blocks (each holds one live allocation).
     dedicated_bytes: u64,
     /// Ids of allocations freed while a defragmentation move of theirs was
@@ -44,6 +50,13 @@ pub(crate) struct BlockList {
     /// that the shared counter is touched once per [`ID_BATCH`] allocations.
     pub ids: std::ops::Range<u64>,
 }
+
+// The layout [`BlockList`] promises: `blocks` and `shared` within the
+// first 56 bytes, so on the cache line of the lock byte that precedes the
+// list in its `Mutex`.
+const _: () = {
+    assert!(std::mem::offset_of!(BlockList, shared) + std::mem::size_of::<Vec<u32>>() <= 56);
+};
 
 /// How many allocation ids a list takes from the allocator's counter at once.
 pub(crate) const ID_BATCH: u64 = 64;

@@ -76,6 +76,8 @@ pub(crate) struct VectorConfig {
     pub memory_type: u32,
     pub heap: u32,
     pub host_visible: bool,
+    /// `HOST_VISIBLE` without `HOST_COHERENT` (see [`BlockVector::non_coherent`]).
+    pub non_coherent: bool,
     /// The type's heap is system memory a discrete device reaches over the
     /// bus ([`crate::policy::pinned_heap`]).
     pub pinned: bool,
@@ -488,8 +490,10 @@ fn set_home(shard: usize) {
 
 /// One shard: a list of blocks, its lock and its counters, alone on its
 /// cache lines (128 bytes: adjacent-line prefetch pairs 64-byte lines).
+/// `repr(C)`: the counters follow the list, on the line of its `ids`, so an
+/// allocation touches two of the shard's lines (the lock's and this one).
 #[derive(Debug)]
-#[repr(align(128))]
+#[repr(C, align(128))]
 struct Shard {
     list: Mutex<BlockList>,
     /// Allocations of this shard (the vector's are the sum), written under
@@ -498,26 +502,35 @@ struct Shard {
 }
 
 /// One list of blocks with everything that counts it.
+///
+/// `repr(C)`: what an allocation and a free read (the shards, the block
+/// size, the open count, the list, the type's flags, the epoch) fills the
+/// first cache line; what policy, pools and the recycle bin read follows.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct BlockVector {
+    /// The shards; only the first `open` are used.
+    shards: Box<[Shard]>,
+    /// The size blocks grow to (pools: every block's size).
+    pub block_size: u64,
+    /// Shards in use, at least 1; grows under contention, never shrinks.
+    open: AtomicUsize,
+    list_ref: ListRef,
     pub memory_type: u32,
     pub heap: u32,
+    /// Bumped by [`Self::reset`]: allocations of an older epoch are free.
+    epoch: AtomicU32,
     pub host_visible: bool,
     /// The type's heap is system memory a discrete device reaches over the
     /// bus: memory freed there is kept longer ([`crate::policy::decay_committed_high`]).
     pub pinned: bool,
     pub algorithm: PoolAlgorithm,
-    /// The size blocks grow to (pools: every block's size).
-    pub block_size: u64,
+    /// `HOST_VISIBLE` without `HOST_COHERENT`: shared allocations are
+    /// padded to `nonCoherentAtomSize` so flushing one never touches a
+    /// neighbour.
+    pub non_coherent: bool,
     /// The pool's caps; `None` for default blocks.
     pub caps: Option<PoolCaps>,
-    /// Bumped by [`Self::reset`]: allocations of an older epoch are free.
-    epoch: AtomicU32,
-    list_ref: ListRef,
-    /// The shards; only the first `open` are used.
-    shards: Box<[Shard]>,
-    /// Shards in use, at least 1; grows under contention, never shrinks.
-    open: AtomicUsize,
     /// Freed dedicated blocks kept for reuse (default blocks only).
     recycle: Option<Mutex<RecycleBin>>,
     /// The vector's blocks (recycled ones included): created and freed
@@ -534,6 +547,20 @@ pub(crate) struct BlockVector {
     /// kept ([`crate::policy::retain_below_peak`]).
     committed_high: AtomicU64,
 }
+
+// The layout [`BlockVector`] promises: its hot fields in its first 64 bytes.
+const _: () = {
+    assert!(std::mem::offset_of!(BlockVector, non_coherent) < 64);
+};
+
+// The layout [`Shard`] promises: the counters on one cache line (and
+// `BlockList`'s own assertion: its hot fields on the lock's line).
+const _: () = {
+    assert!(
+        std::mem::offset_of!(Shard, counters) / 64
+            == (std::mem::offset_of!(Shard, counters) + 15) / 64
+    );
+};
 
 impl BlockVector {
     pub fn new(config: VectorConfig) -> Self {
@@ -565,6 +592,7 @@ impl BlockVector {
             host_visible: config.host_visible,
             pinned: config.pinned,
             algorithm: config.algorithm,
+            non_coherent: config.non_coherent,
             block_size: config.list.block_size,
             caps: config.caps,
             epoch: AtomicU32::new(0),
@@ -581,6 +609,15 @@ impl BlockVector {
             high_water: AtomicU64::new(0),
             committed_high: AtomicU64::new(0),
         }
+    }
+
+    /// Whether the vector holds a pool's blocks (it has caps), read from
+    /// the list it names: on the cache line the allocation reads anyway.
+    #[inline]
+    pub fn in_pool(&self) -> bool {
+        let in_pool = matches!(self.list_ref, ListRef::Pool(_));
+        debug_assert_eq!(in_pool, self.caps.is_some());
+        in_pool
     }
 
     /// Whether the adaptive policy ([`crate::policy`]) sizes this vector's
@@ -1034,13 +1071,29 @@ impl BlockVector {
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
+        let (shard, mut list) = self.lock_any();
+        if let Some((block, range)) = list.allocate(&placement.request) {
+            let id = list.next_id(env.next_id);
+            // The common case: built here, in the caller's slot.
+            return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
+        }
+        self.allocate_shared_new(env, placement, desc, shard, list)
+    }
+
+    /// [`Self::allocate_shared`] once the locked shard's blocks (`list`)
+    /// had no room: another shard's, recycled memory or a new block. Out of
+    /// line: the `Block`s it holds (aligned to cache lines) and its large
+    /// frame stay off the common path's stack.
+    #[inline(never)]
+    fn allocate_shared_new(
+        &self,
+        env: Env<'_>,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+        shard: usize,
+        list: MutexGuard<'_, BlockList>,
+    ) -> Result<Allocation, Error> {
         let (shard, sizes): (usize, Vec<u64>) = {
-            let (shard, mut list) = self.lock_any();
-            if let Some((block, range)) = list.allocate(&placement.request) {
-                let id = list.next_id(env.next_id);
-                // The common case: built here, in the caller's slot.
-                return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
-            }
             let sizes: Vec<u64> = self
                 .new_block_sizes(env, &list, placement.request.size, true)
                 .collect();

@@ -57,32 +57,48 @@ struct Fetched {
     ours_then: AtomicU64,
 }
 
-/// One heap's counters.
+/// One heap's counters, alone on a cache line: every allocation reads them
+/// (the memory type memo's room check), and 32 bytes at any offset of a
+/// `Vec` would straddle two lines for some heaps.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub(crate) struct HeapState {
     /// Device memory committed by this allocator on the heap, including
     /// reservations for allocations in flight.
     pub block_bytes: AtomicU64,
     fetched: Fetched,
+    /// The largest allocation the memory type memo places in ReBAR memory
+    /// on this heap (its size over [`crate::select::REBAR_HEAP_FRACTION`]):
+    /// constant, kept on the line the memo reads the heap's room from.
+    pub rebar_limit: u64,
 }
 
-/// Every heap's counters.
+/// Every heap's counters. `repr(C)`: what an allocation reads (the heaps'
+/// vector and `from_driver`) first.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Budgets {
     heaps: Vec<HeapState>,
-    heap_sizes: Vec<u64>,
     from_driver: AtomicBool,
     /// The recent high-water mark of [`Self::committed`] (the allocation
     /// policy's, see [`crate::policy::retain_below_peak`]).
     committed_high: AtomicU64,
     /// The frame of the last [`Self::refresh_at_frame`] read.
     refreshed_at: AtomicU64,
+    heap_sizes: Vec<u64>,
 }
 
 impl Budgets {
     pub fn new(props: &MemoryProperties) -> Self {
         Self {
-            heaps: props.heaps.iter().map(|_| HeapState::default()).collect(),
+            heaps: props
+                .heaps
+                .iter()
+                .map(|h| HeapState {
+                    rebar_limit: h.size / crate::select::REBAR_HEAP_FRACTION,
+                    ..HeapState::default()
+                })
+                .collect(),
             heap_sizes: props.heaps.iter().map(|h| h.size).collect(),
             from_driver: AtomicBool::new(false),
             committed_high: AtomicU64::new(0),
@@ -180,6 +196,12 @@ impl Budgets {
     /// estimated since the last refresh), whatever the budget.
     pub fn free_bytes(&self, heap: u32) -> u64 {
         self.heap_sizes[heap as usize].saturating_sub(self.view(heap).usage)
+    }
+
+    /// [`HeapState::rebar_limit`] of `heap`.
+    #[inline]
+    pub fn rebar_limit(&self, heap: u32) -> u64 {
+        self.heaps[heap as usize].rebar_limit
     }
 
     /// Bytes the heap can still take within budget (asked on every

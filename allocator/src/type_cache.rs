@@ -26,14 +26,26 @@ pub(crate) struct TypeCache {
 }
 
 /// The two first choices for one key.
+/// The memo's answer for a (usage, `memoryTypeBits`): the ranking's first
+/// type with and without ReBAR memory, and what [`choose`] needs of the
+/// device's tables (which heaps, whether the ReBAR question arises), so the
+/// common allocation reads the memo's slot and the heap's counters only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FirstChoice {
-    /// The best type when the ReBAR type's heap has room (uploads), or the
-    /// best type (every other preset).
     pub with_rebar: u32,
-    /// The best type when the ReBAR heap lacks room (uploads only).
     pub without_rebar: u32,
+    /// `with_rebar` differs from `without_rebar` and is a ReBAR type
+    /// (`DEVICE_LOCAL | HOST_VISIBLE`).
+    pub ask_rebar: bool,
+    pub with_rebar_heap: u32,
+    pub without_rebar_heap: u32,
 }
+
+// The memo's entry: bits 0..35 the key (`memoryTypeBits`, the usage's code
+// above them), 35..40 and 40..45 the two types, 45 the ReBAR question,
+// 46..50 and 50..54 the two types' heaps, 63 valid.
+const KEY_MASK: u64 = 0x7_FFFF_FFFF;
+const _: () = assert!(crate::select::MAX_MEMORY_HEAPS <= 16);
 
 fn usage_code(usage: MemoryUsage) -> Option<u64> {
     match usage {
@@ -52,10 +64,6 @@ impl TypeCache {
         }
     }
 
-    /// The first choices for `usage` and `bits`, computed once and memoized.
-    /// `None` for custom flags or when no type fits (the full ranking then
-    /// reports why). The look-up is inlined into the allocate path; a miss
-    /// ranks in [`Self::fill`], out of line.
     #[inline]
     pub fn first_choice(
         &self,
@@ -67,17 +75,18 @@ impl TypeCache {
         let key = u64::from(bits) | code << 32;
         let slot = &self.slots[(u64::from(bits).wrapping_mul(0x9E37_79B9) ^ code) as usize % SLOTS];
         let entry = slot.load(Ordering::Relaxed);
-        if entry & VALID != 0 && entry & 0x7_FFFF_FFFF == key {
+        if entry & VALID != 0 && entry & KEY_MASK == key {
             return Some(FirstChoice {
                 with_rebar: (entry >> 35 & 31) as u32,
                 without_rebar: (entry >> 40 & 31) as u32,
+                ask_rebar: entry >> 45 & 1 != 0,
+                with_rebar_heap: (entry >> 46 & 15) as u32,
+                without_rebar_heap: (entry >> 50 & 15) as u32,
             });
         }
         Self::fill(slot, props, usage, bits, key)
     }
 
-    /// Ranks the types for `usage` and `bits` (whose memo key is `key`) and
-    /// memoizes the first choices in `slot`.
     #[cold]
     #[inline(never)]
     fn fill(
@@ -98,48 +107,58 @@ impl TypeCache {
         } else {
             with_rebar
         };
-        let entry = VALID | key | u64::from(with_rebar) << 35 | u64::from(without_rebar) << 40;
-        slot.store(entry, Ordering::Relaxed);
-        Some(FirstChoice {
+        let first = FirstChoice {
             with_rebar,
             without_rebar,
-        })
+            ask_rebar: with_rebar != without_rebar && is_rebar(props, with_rebar),
+            with_rebar_heap: props.heap_of(with_rebar),
+            without_rebar_heap: props.heap_of(without_rebar),
+        };
+        let entry = VALID
+            | key
+            | u64::from(with_rebar) << 35
+            | u64::from(without_rebar) << 40
+            | u64::from(first.ask_rebar) << 45
+            | u64::from(first.with_rebar_heap) << 46
+            | u64::from(first.without_rebar_heap) << 50;
+        slot.store(entry, Ordering::Relaxed);
+        Some(first)
     }
 }
 
-/// Whether `memory_type` is a ReBAR-style type (device-local and mappable).
 fn is_rebar(props: &MemoryProperties, memory_type: u32) -> bool {
     props.types[memory_type as usize]
         .flags
         .contains(MemoryPropertyFlags::DEVICE_LOCAL | MemoryPropertyFlags::HOST_VISIBLE)
 }
 
-/// The type the full ranking (with budgets) would put first for an
-/// allocation of `size` bytes, given the memoized `first` choices and each
-/// heap's room; `None` when that can't be told cheaply.
+/// The type the full ranking chooses for `size` bytes given the memo's
+/// `first` choice, the heaps' `room` and their `rebar_limit`
+/// ([`select::rebar_fits`]: the room and a size of at most the heap's
+/// size over [`select::REBAR_HEAP_FRACTION`]); `None` where the chosen
+/// heap lacks the room (the full ranking decides then).
 #[inline]
 pub(crate) fn choose(
-    props: &MemoryProperties,
     first: FirstChoice,
     size: u64,
     room: impl Fn(u32) -> u64,
+    rebar_limit: impl Fn(u32) -> u64,
 ) -> Option<u32> {
     // The ReBAR heap's room, read once: the answer below reuses it when the
     // choice stays on that heap.
     let mut read: Option<(u32, u64)> = None;
-    let choice = if first.with_rebar != first.without_rebar && is_rebar(props, first.with_rebar) {
-        let heap = props.heap_of(first.with_rebar);
+    let (choice, heap) = if first.ask_rebar {
+        let heap = first.with_rebar_heap;
         let heap_room = room(heap);
         read = Some((heap, heap_room));
-        if select::rebar_fits(props, first.with_rebar, size, HeapRoom(heap_room)) {
-            first.with_rebar
+        if HeapRoom(heap_room).fits(size) && size <= rebar_limit(heap) {
+            (first.with_rebar, heap)
         } else {
-            first.without_rebar
+            (first.without_rebar, first.without_rebar_heap)
         }
     } else {
-        first.with_rebar
+        (first.with_rebar, first.with_rebar_heap)
     };
-    let heap = props.heap_of(choice);
     let heap_room = match read {
         Some((read_heap, read_room)) if read_heap == heap => read_room,
         _ => room(heap),
@@ -189,9 +208,14 @@ mod tests {
                 let full = select::rank_memory_types(props, &request, &rooms)
                     .ok()
                     .and_then(|mut c| c.next());
-                let fast = cache
-                    .first_choice(props, usage, bits)
-                    .and_then(|first| choose(props, first, size, |heap| rooms[heap as usize].0));
+                let fast = cache.first_choice(props, usage, bits).and_then(|first| {
+                    choose(
+                        first,
+                        size,
+                        |heap| rooms[heap as usize].0,
+                        |heap| props.heaps[heap as usize].size / select::REBAR_HEAP_FRACTION,
+                    )
+                });
                 if let Some(fast) = fast {
                     answered += 1;
                     assert_eq!(

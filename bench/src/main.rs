@@ -74,6 +74,11 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
 
 Environment: VKALLOC_BENCH_DESC=block_size=N,keep_empty_blocks=N,recycle_bytes=N,
 honour_dedicated_preference_from=N sets ours' AllocatorDesc (policy experiments only).
+VKALLOC_BENCH_POLLUTE=N writes N bytes (a byte per 64-byte line) before every timed
+operation: own time with the caches cold (64 KiB: the L1; a few MiB: the L2), a diagnosis.
+With --sim: VKALLOC_SIM_PLACEMENT_HASH=1 prints a hash of every placement per trace;
+VKALLOC_SIM_TIME=1 the quartiles of each call's time here; VKALLOC_SIM_MARK=1 the address
+of the marks loaded around each call (to cut a lackey memory trace into calls).
 ";
 
 struct Args {

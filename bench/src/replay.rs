@@ -318,10 +318,27 @@ pub fn run_once_with<C: Contender>(
         Vec::new()
     };
 
+    // `VKALLOC_BENCH_POLLUTE=N`: N bytes written (one byte per 64-byte
+    // line) before every operation, untimed, so each timed call starts with
+    // its data evicted from the L1 (N = 64 KiB) or the L2 (N = a few MiB):
+    // own time with cold caches, a diagnosis, not a benchmark setting.
+    let pollute_bytes: usize = std::env::var("VKALLOC_BENCH_POLLUTE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut pollute = vec![0u8; pollute_bytes];
+    let mut pollute_round = 0u8;
     vkdev::call_log_mark(&prepared.name, c.name());
     vkdev::reset_counters();
     let wall = Instant::now();
     for op in &prepared.ops {
+        if pollute_bytes > 0 {
+            pollute_round = pollute_round.wrapping_add(1);
+            for i in (0..pollute_bytes).step_by(64) {
+                pollute[i] = pollute_round;
+            }
+            std::hint::black_box(&mut pollute);
+        }
         match *op {
             Op::Alloc { slot, request } => {
                 let r = &prepared.requests[request as usize];

@@ -193,6 +193,10 @@ pub fn replay(
     let mut placements = PlacementHash::from_env();
     let call_log = std::env::var_os("VKALLOC_SIM_CALL_LOG").is_some();
     let mut frame = 0u64;
+    let mut times = OwnTimes::from_env();
+    if std::env::var_os("VKALLOC_SIM_MARK").is_some() {
+        eprintln!("marks {:p}", &MARK);
+    }
     for (index, event) in trace.events.iter().enumerate() {
         let before = call_log.then(|| allocator.device().stats());
         let mut placed = None;
@@ -204,7 +208,15 @@ pub fn replay(
                     // As the device replay does without `--tags`.
                     desc.options.tag = "";
                 }
-                match allocator.allocate(&desc) {
+                std::hint::black_box(MARK[0].load(std::sync::atomic::Ordering::Relaxed));
+                let t0 = crate::clock::now();
+                let result = allocator.allocate(&desc);
+                let t1 = crate::clock::now();
+                std::hint::black_box(MARK[1].load(std::sync::atomic::Ordering::Relaxed));
+                if let Some(t) = times.as_mut() {
+                    t.alloc.push(t1.wrapping_sub(t0));
+                }
+                match result {
                     Ok(allocation) => {
                         if let Some(p) = placements.as_mut() {
                             p.add(a.id, &allocation);
@@ -235,9 +247,15 @@ pub fn replay(
             TraceEvent::Free { id } => {
                 if let Some(allocation) = live.remove(id) {
                     live_bytes -= allocation.size();
-                    allocator
-                        .free(allocation)
-                        .map_err(|e| format!("vkalloc: free: {e}"))?;
+                    std::hint::black_box(MARK[2].load(std::sync::atomic::Ordering::Relaxed));
+                    let t0 = crate::clock::now();
+                    let result = allocator.free(allocation);
+                    let t1 = crate::clock::now();
+                    std::hint::black_box(MARK[3].load(std::sync::atomic::Ordering::Relaxed));
+                    if let Some(t) = times.as_mut() {
+                        t.free.push(t1.wrapping_sub(t0));
+                    }
+                    result.map_err(|e| format!("vkalloc: free: {e}"))?;
                 }
             }
             TraceEvent::Frame { .. } => allocator.begin_frame(),
@@ -309,6 +327,9 @@ pub fn replay(
     if let Some(p) = placements {
         eprintln!("placement hash {}: {:016x}", row.trace, p.hash);
     }
+    if let Some(t) = times {
+        t.print(&row.trace);
+    }
     Ok(row)
 }
 
@@ -371,6 +392,49 @@ fn log_calls(
         mib(live),
         mib(committed)
     );
+}
+
+/// Loaded (and nothing else) right before and after each timed allocate
+/// (0, 1) and free (2, 3): with `VKALLOC_SIM_MARK=1` the replay prints their
+/// address, so a memory trace (`valgrind --tool=lackey --trace-mem=yes`)
+/// can be cut into calls, e.g. to count the cache lines each call touches.
+static MARK: [std::sync::atomic::AtomicU64; 4] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 4];
+
+/// `VKALLOC_SIM_TIME=1`: each allocate and free timed with [`crate::clock`]
+/// (the simulated device's work inside included, no timer overhead taken
+/// out), the quartiles printed to stderr per trace: this machine's wall
+/// time, a rough proxy for own time on a device.
+struct OwnTimes {
+    alloc: Vec<u64>,
+    free: Vec<u64>,
+}
+
+impl OwnTimes {
+    fn from_env() -> Option<Self> {
+        std::env::var_os("VKALLOC_SIM_TIME").map(|_| {
+            crate::clock::init();
+            Self {
+                alloc: Vec::new(),
+                free: Vec::new(),
+            }
+        })
+    }
+
+    fn print(mut self, trace: &str) {
+        let quartiles = |v: &mut Vec<u64>| {
+            v.sort_unstable();
+            let at = |q: usize| {
+                let i = (v.len() * q / 4).min(v.len().saturating_sub(1));
+                v.get(i)
+                    .map_or(0.0, |&t| crate::clock::ticks_to_ns(t as f64))
+            };
+            format!("{:.0} / {:.0} / {:.0}", at(1), at(2), at(3))
+        };
+        let a = quartiles(&mut self.alloc);
+        let f = quartiles(&mut self.free);
+        eprintln!("own time {trace}: allocate {a} ns, free {f} ns (quartiles)");
+    }
 }
 
 /// `VKALLOC_SIM_PLACEMENT_HASH=1`: every allocation's (trace id, memory

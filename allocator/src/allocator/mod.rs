@@ -174,15 +174,14 @@ const MIN_BLOCK_SIZE: u64 = 1 << 20;
 /// Heaps up to this size get blocks of 1/8 of the heap.
 const SMALL_HEAP_MAX: u64 = 1 << 30;
 
-/// One memory type's state.
+/// One memory type's state, on whole cache lines (`repr(C)`): the
+/// vector's first line is all an allocation reads of it.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct TypeState {
-    flags: MemoryPropertyFlags,
-    /// `HOST_VISIBLE` without `HOST_COHERENT`: allocations are padded to
-    /// `nonCoherentAtomSize` so flushing one never touches a neighbour.
-    non_coherent: bool,
-    /// The type's default blocks.
+    /// The type's default blocks (and its `non_coherent` flag).
     vector: BlockVector,
+    flags: MemoryPropertyFlags,
 }
 
 /// A pool's state: its description and its blocks.
@@ -216,29 +215,59 @@ static NEXT_ALLOCATOR_ID: AtomicU32 = AtomicU32::new(1);
 ///
 /// `Send + Sync`: share it between threads behind an `Arc`. See the crate
 /// documentation for a tour.
+//
+// `repr(C)`, on whole cache lines: what every allocation and free reads of
+// the allocator itself (the types, the limits and settings copied into
+// `hot`, the frame, the id, the object count, the heaps' counters) fills
+// its first two lines; the rest follows.
+#[repr(C, align(64))]
 pub struct Allocator<D: MemoryDevice> {
-    device: D,
-    id: u32,
-    desc: AllocatorDesc,
     types: Vec<TypeState>,
-    pools: pool_table::PoolTable,
-    budgets: Budgets,
-    objects: ObjectCount,
-    type_cache: TypeCache,
-    corruptions: AtomicU64,
+    hot: Hot,
     frame: AtomicU64,
+    id: u32,
+    /// Whether `recorder` holds a recorder: checked without locking.
+    #[cfg(feature = "trace")]
+    recording: AtomicBool,
+    objects: ObjectCount,
+    budgets: Budgets,
+    type_cache: TypeCache,
+    device: D,
+    desc: AllocatorDesc,
+    pools: pool_table::PoolTable,
+    corruptions: AtomicU64,
     /// The next allocation id.
     next_id: AtomicU64,
     /// Defragmentation totals over every session.
     defrag_totals: parking_lot::Mutex<crate::stats::DefragStats>,
-    /// Whether `recorder` holds a recorder: checked without locking.
-    #[cfg(feature = "trace")]
-    recording: AtomicBool,
     #[cfg(feature = "trace")]
     recorder: Mutex<Option<Recorder>>,
     /// Set by [`Self::destroy`], which reports leaks itself.
     leaks_reported: bool,
 }
+
+/// The device's limits and the settings the allocation path reads, copied
+/// next to the allocator's other hot fields (the device's own copy lies
+/// wherever `D` keeps it, the settings among the cold ones).
+#[derive(Clone, Copy, Debug)]
+struct Hot {
+    /// `maxMemoryAllocationSize`.
+    max_allocation_size: u64,
+    /// `bufferImageGranularity`.
+    granularity: u64,
+    /// [`AllocatorDesc::debug_margin`].
+    debug_margin: u64,
+    /// `maxMemoryAllocationCount`.
+    max_allocation_count: u32,
+}
+
+// The layout [`Allocator`] promises: the hot fields within its first two
+// cache lines (the heaps' counters' vector and flag at the start of
+// `budgets`).
+#[cfg(feature = "sim")]
+const _: () = {
+    assert!(std::mem::offset_of!(Allocator<crate::sim::SimDevice>, budgets) + 32 <= 128);
+};
 
 impl<D: MemoryDevice> std::fmt::Debug for Allocator<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -298,12 +327,12 @@ impl<D: MemoryDevice> Allocator<D> {
                 );
                 TypeState {
                     flags: t.flags,
-                    non_coherent: host_visible
-                        && !t.flags.contains(MemoryPropertyFlags::HOST_COHERENT),
                     vector: BlockVector::new(VectorConfig {
                         memory_type: index as u32,
                         heap: t.heap_index,
                         host_visible,
+                        non_coherent: host_visible
+                            && !t.flags.contains(MemoryPropertyFlags::HOST_COHERENT),
                         pinned,
                         algorithm: PoolAlgorithm::Tlsf,
                         list: ListConfig {
@@ -324,6 +353,12 @@ impl<D: MemoryDevice> Allocator<D> {
         budgets.refresh(&device);
         Ok(Self {
             id: NEXT_ALLOCATOR_ID.fetch_add(1, Ordering::Relaxed),
+            hot: Hot {
+                max_allocation_size: limits.max_memory_allocation_size,
+                granularity: limits.buffer_image_granularity,
+                debug_margin: desc.debug_margin,
+                max_allocation_count: limits.max_memory_allocation_count,
+            },
             device,
             desc,
             types,
@@ -428,7 +463,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 budgets: &self.budgets,
             },
             allocator: self.id,
-            granularity: self.device.limits().buffer_image_granularity,
+            granularity: self.hot.granularity,
             next_id: &self.next_id,
             frame: self.frame.load(Ordering::Relaxed),
             retained: self,

@@ -145,7 +145,7 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let block_size = vector.block_size;
-        let in_pool = vector.caps.is_some();
+        let in_pool = vector.in_pool();
         let linear = vector.is_linear();
         // A linear pool's blocks are its whole capacity: a larger request
         // never fits, and a dedicated allocation would defeat its purpose.
@@ -219,7 +219,7 @@ impl<D: MemoryDevice> Allocator<D> {
     /// Whether device memory objects are running short: a quarter of
     /// `maxMemoryAllocationCount` is kept for blocks.
     fn objects_crowded(&self) -> bool {
-        let limit = self.device.limits().max_memory_allocation_count;
+        let limit = self.hot.max_allocation_count;
         self.objects.get() >= limit - limit / 4
     }
 
@@ -231,15 +231,15 @@ impl<D: MemoryDevice> Allocator<D> {
         memory_type: u32,
         desc: &AllocationDesc<'_>,
     ) -> Result<SharedPlacement, Error> {
-        let limits = self.device.limits();
+        let max_allocation_size = self.hot.max_allocation_size;
         let too_large = || Error::TooLarge {
             size: desc.size,
-            max: limits.max_memory_allocation_size,
+            max: max_allocation_size,
         };
         let mut alignment = desc.alignment.max(1);
         // The type looked up once, for its margin and its coherence.
         let ty = &self.types[memory_type as usize];
-        let margin = ty.vector.margin(self.desc.debug_margin);
+        let margin = ty.vector.margin(self.hot.debug_margin);
         let (mut size, lead) = if margin > 0 {
             let lead = corruption::lead(margin, alignment).ok_or_else(too_large)?;
             let size = desc
@@ -251,12 +251,12 @@ impl<D: MemoryDevice> Allocator<D> {
         } else {
             (desc.size, 0)
         };
-        if ty.non_coherent {
-            let atom = limits.non_coherent_atom_size.max(1);
+        if ty.vector.non_coherent {
+            let atom = self.device.limits().non_coherent_atom_size.max(1);
             alignment = alignment.max(atom);
             size = size.checked_next_multiple_of(atom).ok_or_else(too_large)?;
         }
-        if size > limits.max_memory_allocation_size {
+        if size > max_allocation_size {
             return Err(too_large());
         }
         Ok(SharedPlacement {
@@ -342,7 +342,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 Err(e) => return Err(FreeError::new(e, allocation)),
             },
         };
-        let freed = vector.free(&|| self.env(), location, self.desc.debug_margin);
+        let freed = vector.free(&|| self.env(), location, self.hot.debug_margin);
         match freed {
             Ok(FreeOutcome::AlreadyFree) => Ok(()),
             Ok(freed) => {
@@ -428,7 +428,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 end: offset.saturating_add(size),
                 size: a.size,
             })?;
-        if !self.types[a.memory_type as usize].non_coherent || size == 0 {
+        if !self.types[a.memory_type as usize].vector.non_coherent || size == 0 {
             return Ok(None);
         }
         let atom = self.device.limits().non_coherent_atom_size.max(1);
@@ -509,7 +509,12 @@ impl<D: MemoryDevice> Allocator<D> {
         let first = self
             .type_cache
             .first_choice(props, usage, desc.memory_type_bits)?;
-        type_cache::choose(props, first, desc.size, |heap| self.budgets.room(heap))
+        type_cache::choose(
+            first,
+            desc.size,
+            |heap| self.budgets.room(heap),
+            |heap| self.budgets.rebar_limit(heap),
+        )
     }
 }
 

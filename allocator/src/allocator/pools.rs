@@ -96,6 +96,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 memory_type,
                 heap: ts.vector.heap,
                 host_visible: ts.vector.host_visible,
+                non_coherent: ts.vector.non_coherent,
                 pinned: ts.vector.pinned,
                 algorithm: desc.algorithm,
                 list: ListConfig {
