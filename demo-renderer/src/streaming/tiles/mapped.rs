@@ -25,10 +25,14 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// Maps `reader`'s file read-only. `None` with the reason when it cannot
-    /// be mapped or is shorter than the levels the reader indexed (a file cut
-    /// after the reader opened it): the caller reads through `reader`.
+    /// Maps `reader`'s file read-only.
     ///
+    /// # Errors
+    /// The reason, when the file cannot be mapped or is shorter than the
+    /// levels the reader indexed (a file cut after the reader opened it): the
+    /// caller then reads through `reader`.
+    ///
+    /// # Contract
     /// The demo's baked files must not be cut while it runs: a mapped page
     /// past a file's new end raises `SIGBUS` when touched (the files are the
     /// demo's own cache, written by its baker before the run; nothing else
