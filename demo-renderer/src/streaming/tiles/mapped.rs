@@ -33,18 +33,20 @@ impl MappedFile {
     /// caller then reads through `reader`.
     ///
     /// # Contract
-    /// The demo's baked files must not be cut while it runs: a mapped page
-    /// past a file's new end raises `SIGBUS` when touched (the files are the
-    /// demo's own cache, written by its baker before the run; nothing else
-    /// writes them).
+    /// The demo's baked files must not be cut in place while it runs: a
+    /// mapped page past a file's new end raises `SIGBUS` when touched. The
+    /// baker never does (`ktx2::write` writes a temporary file and renames it
+    /// over the old one, whose mapping keeps the old file), so another run
+    /// baking the same cache is safe; a file truncated by hand is not.
     pub fn open(reader: &Reader) -> Result<Self, String> {
         let path = reader.path();
         let file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
-        // SAFETY: a read-only, private mapping of a file the demo baked and
-        // does not write while it runs; the bytes are plain data copied out
-        // through bounds-checked slices. A file cut by another process while
-        // mapped would make a later copy fault (SIGBUS), the documented
-        // contract above; no Rust reference into the mapping outlives a copy.
+        // SAFETY: a read-only, private mapping of a file the demo's baker
+        // wrote; the baker replaces files by rename, never in place, so the
+        // mapped file keeps its bytes and length while mapped (the contract
+        // above covers a file cut by hand). The bytes are plain data copied
+        // out through bounds-checked slices; no reference into the mapping
+        // outlives a copy.
         let map = unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) }
             .map_err(|e| format!("{path}: cannot map: {e}"))?;
         let end = reader
