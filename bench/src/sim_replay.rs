@@ -208,14 +208,8 @@ pub fn replay(
                     // As the device replay does without `--tags`.
                     desc.options.tag = "";
                 }
-                std::hint::black_box(MARK[0].load(std::sync::atomic::Ordering::Relaxed));
-                let t0 = crate::clock::now();
-                let result = allocator.allocate(&desc);
-                let t1 = crate::clock::now();
-                std::hint::black_box(MARK[1].load(std::sync::atomic::Ordering::Relaxed));
-                if let Some(t) = times.as_mut() {
-                    t.alloc.push(t1.wrapping_sub(t0));
-                }
+                let samples = times.as_mut().map(|t| &mut t.alloc);
+                let result = timed(0, samples, || allocator.allocate(&desc));
                 match result {
                     Ok(allocation) => {
                         if let Some(p) = placements.as_mut() {
@@ -247,14 +241,8 @@ pub fn replay(
             TraceEvent::Free { id } => {
                 if let Some(allocation) = live.remove(id) {
                     live_bytes -= allocation.size();
-                    std::hint::black_box(MARK[2].load(std::sync::atomic::Ordering::Relaxed));
-                    let t0 = crate::clock::now();
-                    let result = allocator.free(allocation);
-                    let t1 = crate::clock::now();
-                    std::hint::black_box(MARK[3].load(std::sync::atomic::Ordering::Relaxed));
-                    if let Some(t) = times.as_mut() {
-                        t.free.push(t1.wrapping_sub(t0));
-                    }
+                    let samples = times.as_mut().map(|t| &mut t.free);
+                    let result = timed(2, samples, || allocator.free(allocation));
                     result.map_err(|e| format!("vkalloc: free: {e}"))?;
                 }
             }
@@ -400,6 +388,22 @@ fn log_calls(
 /// can be cut into calls, e.g. to count the cache lines each call touches.
 static MARK: [std::sync::atomic::AtomicU64; 4] =
     [const { std::sync::atomic::AtomicU64::new(0) }; 4];
+
+/// Runs `call` between the loads of `MARK[first]` and `MARK[first + 1]`
+/// (see [`MARK`]), its time in clock ticks pushed to `samples` where given
+/// (`VKALLOC_SIM_TIME`).
+fn timed<T>(first: usize, samples: Option<&mut Vec<u64>>, call: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::Ordering::Relaxed;
+    std::hint::black_box(MARK[first].load(Relaxed));
+    let t0 = crate::clock::now();
+    let result = call();
+    let t1 = crate::clock::now();
+    std::hint::black_box(MARK[first + 1].load(Relaxed));
+    if let Some(samples) = samples {
+        samples.push(t1.wrapping_sub(t0));
+    }
+    result
+}
 
 /// `VKALLOC_SIM_TIME=1`: each allocate and free timed with [`crate::clock`]
 /// (the simulated device's work inside included, no timer overhead taken

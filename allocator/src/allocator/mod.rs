@@ -526,6 +526,15 @@ mod tests {
     use crate::sim::{tables, SimDevice};
     use crate::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage};
 
+    /// An allocator with the default description on the simulated H200.
+    fn h200() -> Allocator<SimDevice> {
+        Allocator::new(
+            SimDevice::new(tables::nvidia_h200()),
+            AllocatorDesc::default(),
+        )
+        .unwrap()
+    }
+
     fn upload(size: u64) -> AllocationDesc<'static> {
         AllocationDesc {
             size,
@@ -539,11 +548,7 @@ mod tests {
     /// counters, `validate()`, the dump and defragmentation see both shards.
     #[test]
     fn a_busy_shard_opens_another_and_frees_find_their_shard() {
-        let allocator = Allocator::new(
-            SimDevice::new(tables::nvidia_h200()),
-            AllocatorDesc::default(),
-        )
-        .unwrap();
+        let allocator = h200();
         let first = allocator.allocate(&upload(4096)).unwrap();
         let vector = &allocator.types[first.memory_type as usize].vector;
         assert_eq!((vector.open_shards(), first.location.shard), (1, 0));
@@ -596,11 +601,7 @@ mod tests {
     /// takes the room left in the first shard's block.
     #[test]
     fn a_capped_pool_uses_the_room_of_other_shards() {
-        let allocator = Allocator::new(
-            SimDevice::new(tables::nvidia_h200()),
-            AllocatorDesc::default(),
-        )
-        .unwrap();
+        let allocator = h200();
         let pool = allocator
             .create_pool(&crate::PoolDesc {
                 usage: MemoryUsage::Upload,
@@ -639,11 +640,7 @@ mod tests {
     /// One thread never opens a second shard.
     #[test]
     fn one_thread_uses_one_shard() {
-        let allocator = Allocator::new(
-            SimDevice::new(tables::nvidia_h200()),
-            AllocatorDesc::default(),
-        )
-        .unwrap();
+        let allocator = h200();
         let live: Vec<_> = (0..500u64)
             .map(|i| allocator.allocate(&upload(256 << (i % 12))).unwrap())
             .collect();
@@ -661,11 +658,7 @@ mod tests {
     /// near its budget; other processes' usage shows within 16 frames.
     #[test]
     fn budgets_are_read_every_sixteen_frames_and_every_frame_near_the_budget() {
-        let allocator = Allocator::new(
-            SimDevice::new(tables::nvidia_h200()),
-            AllocatorDesc::default(),
-        )
-        .unwrap();
+        let allocator = h200();
         let device = allocator.device();
         let at_start = device.budget_calls();
         for _ in 0..160 {

@@ -285,6 +285,15 @@ impl RectRows {
             n => self.at(n - 1) + self.row,
         }
     }
+
+    /// `out` (the rectangle, tightly packed) cut into its rows, each with the
+    /// byte offset in the file it is read from.
+    pub fn spans<'a>(&self, out: &'a mut [u8]) -> impl Iterator<Item = (u64, &'a mut [u8])> {
+        let rows = *self;
+        out.chunks_exact_mut(rows.row.max(1) as usize)
+            .enumerate()
+            .map(move |(r, dst)| (rows.at(r as u32), dst))
+    }
 }
 
 /// An open KTX2 file: its header and level index, read once; levels on demand.
@@ -505,9 +514,9 @@ impl Reader {
     ) -> Result<(), KtxError> {
         use std::os::unix::fs::FileExt;
         let rows = self.rect_rows(level, xy, wh, out.len())?;
-        for (r, dst) in out.chunks_exact_mut(rows.row.max(1) as usize).enumerate() {
+        for (at, dst) in rows.spans(out) {
             self.file
-                .read_exact_at(dst, rows.at(r as u32))
+                .read_exact_at(dst, at)
                 .map_err(|source| KtxError::Io {
                     path: self.path.clone(),
                     source,

@@ -7,11 +7,12 @@
 //!
 //! The mapping is the only `unsafe` here: see [`MappedFile::open`]. Every
 //! copy is a bounds-checked slice of the mapping, its rows computed and
-//! checked by the reader ([`Reader::rect_rows`]) and checked again against the
-//! mapping's length.
+//! checked by the reader ([`Reader::rect_rows`], [`RectRows::spans`]).
 
 use std::fs::File;
 
+#[cfg(doc)]
+use material_baker::ktx2::RectRows;
 use material_baker::ktx2::{KtxError, Reader};
 
 /// Environment variable: set to `1` to read tiles with one positioned read per
@@ -79,17 +80,15 @@ impl MappedFile {
         out: &mut [u8],
     ) -> Result<(), KtxError> {
         let rows = reader.rect_rows(level, xy, wh, out.len())?;
-        let past = || KtxError::Invalid {
-            path: reader.path().to_owned(),
-            what: format!("rows up to byte {} run past the mapping", rows.end()),
-        };
-        if usize::try_from(rows.end()).map_or(true, |e| e > self.map.len()) {
-            return Err(past());
-        }
         let row = rows.row as usize;
-        for (r, dst) in out.chunks_exact_mut(row.max(1)).enumerate() {
-            let at = rows.at(r as u32) as usize;
-            let src = self.map.get(at..at + row).ok_or_else(past)?;
+        for (at, dst) in rows.spans(out) {
+            let src = usize::try_from(at)
+                .ok()
+                .and_then(|at| self.map.get(at..at.checked_add(row)?))
+                .ok_or_else(|| KtxError::Invalid {
+                    path: reader.path().to_owned(),
+                    what: format!("rows up to byte {} run past the mapping", rows.end()),
+                })?;
             dst.copy_from_slice(src);
         }
         Ok(())

@@ -1031,17 +1031,18 @@ mod tests {
         // Cell 10 with 2 sampled pixels (cell 9 has 10):
         wants[10] = 1;
         hits[10] = 2;
-        let moved = |h: u64| {
+        // The plan with no free page at factor `h`, given cell 10's pixels.
+        let at = |hits: &[u32], h: u64| {
             plan(&TileInput {
                 free_pages: 0,
                 spare_hysteresis: h,
-                ..input(&maps, g, &wants, &hits, &resident)
+                ..input(&maps, g, &wants, hits, &resident)
             })
         };
         // Nothing wanted is missing at any factor, and the pages never pass
         // what is resident.
         for h in [2, 4, 8, 16] {
-            let p = moved(h);
+            let p = at(&hits, h);
             assert_eq!(p.missing, 0, "h {h}");
             assert!(p.loads.len() <= p.evictions.len(), "h {h}");
             assert!(used >= p.loads.len() as u64);
@@ -1050,17 +1051,7 @@ mod tests {
         // cell 9 scores, which they displace at factors 2 and 4, not at 8
         // and 16.
         hits[10] = 60;
-        let swaps = |h: u64| {
-            plan(&TileInput {
-                free_pages: 0,
-                spare_hysteresis: h,
-                ..input(&maps, g, &wants, &hits, &resident)
-            })
-            .loads
-            .iter()
-            .filter(|t| t.level == 0)
-            .count()
-        };
+        let swaps = |h: u64| at(&hits, h).loads.iter().filter(|t| t.level == 0).count();
         assert!(swaps(2) > 0);
         assert!(swaps(4) > 0);
         assert_eq!(swaps(8), 0);
