@@ -30,10 +30,20 @@ pub enum AppError {
     Validation(u32),
 }
 
-/// Writes tightly packed RGBA8 pixels as a PNG.
+/// Writes tightly packed RGBA8 pixels as a PNG, with the encoder's fast compression:
+/// a 4K frame takes about 0.1 s instead of seconds at the default level (files about
+/// 40% larger), which is what a `--png-every 1` reference run of 240 frames waits for.
 pub fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Result<(), AppError> {
-    image::save_buffer(path, rgba, width, height, image::ExtendedColorType::Rgba8)
-        .map_err(|e| AppError::Io(format!("cannot write {}: {e}", path.display())))
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    use image::ImageEncoder;
+    let err =
+        |e: &dyn std::fmt::Display| AppError::Io(format!("cannot write {}: {e}", path.display()));
+    let file = std::fs::File::create(path).map_err(|e| err(&e))?;
+    let mut out = std::io::BufWriter::new(file);
+    PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Adaptive)
+        .write_image(rgba, width, height, image::ExtendedColorType::Rgba8)
+        .map_err(|e| err(&e))?;
+    std::io::Write::flush(&mut out).map_err(|e| err(&e))
 }
 
 /// Runs the demo with `flags`.

@@ -27,7 +27,7 @@
 # 1. Quality, frame by frame against the reference: tiles at 256 MiB and 1 GiB.
 # 2. Frame time without --compare (no readback), GPU clocks logged every 100 ms with
 #    nvidia-smi beside each run: streaming off at 256 MiB (the p99
-#    reference), levels at 256 MiB, tiles at 256 MiB and 1 GiB.
+#    reference), levels at 256 MiB, tiles at 256 MiB and 1 GiB, streaming off at 1 GiB.
 # Phase 64: the reference with every mip resident, tiles at 1 GiB with --compare,
 # and tiles at 1 GiB and streaming off at 1 GiB for the frame time.
 #
@@ -133,6 +133,7 @@ if [[ ",$PHASE," == *",16,"* ]]; then
     run t_levels_small -- --residency levels --texture-budget "$SMALL"
     run t_tiles_small -- --residency tiles --texture-budget "$SMALL"
     run t_tiles_large -- --residency tiles --texture-budget "$LARGE"
+    run t_off_large -- --streaming off --texture-budget "$LARGE"
 fi
 if [[ ",$PHASE," == *",budgets,"* ]]; then
     # The figure set by tiles: 512 MiB and unlimited (16 GiB: every

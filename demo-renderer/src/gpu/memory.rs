@@ -48,6 +48,9 @@ pub struct MemOptions<'a> {
     pub within_budget: bool,
     /// A debugging name (leak reports, JSON dumps).
     pub tag: &'a str,
+    /// A full pool is an outcome the caller handles (a staging ring that it
+    /// drains and retries): that failure writes no heap dump.
+    pub full_is_expected: bool,
 }
 
 impl<'a> MemOptions<'a> {
@@ -59,11 +62,17 @@ impl<'a> MemOptions<'a> {
             dedicated: false,
             within_budget: false,
             tag,
+            full_is_expected: false,
         }
     }
     /// In pool `pool`.
     pub fn in_pool(mut self, pool: PoolId) -> Self {
         self.pool = Some(pool);
+        self
+    }
+    /// A full pool is handled by the caller: no heap dump when it is.
+    pub fn full_is_expected(mut self) -> Self {
+        self.full_is_expected = true;
         self
     }
     /// With its own memory.
@@ -278,7 +287,12 @@ impl GpuMemory {
             self.allocator
                 .create_buffer_mapped(info, &opts.to_vkalloc())
         };
-        self.counted(r, opts.tag)
+        match r {
+            Err(e @ vkalloc::Error::PoolExhausted { .. }) if opts.full_is_expected => {
+                Err(alloc_err(opts.tag, e))
+            }
+            r => self.counted(r, opts.tag),
+        }
     }
 
     /// Allocates one alias group for images: each is `(create info, lifetime, tag)`;

@@ -684,13 +684,20 @@ impl TextureSet {
             let info = vk::BufferCreateInfo::default()
                 .size(len)
                 .usage(vk::BufferUsageFlags::TRANSFER_SRC);
-            let opts = MemOptions::new(MemoryUsage::Upload, "staging").in_pool(self.staging_pool);
+            let opts = MemOptions::new(MemoryUsage::Upload, "staging")
+                .in_pool(self.staging_pool)
+                .full_is_expected();
             let mut buffer = match mem.create_buffer_mapped(&info, &opts) {
                 Ok(x) => x,
                 Err(_) if !pending.is_empty() => {
                     // The ring is full: finish what is queued, then retry once.
                     flush(&mut pending, first_batch, false)?;
                     first_batch = false;
+                    // A second failure is not the ring: dumped as any other.
+                    let opts = MemOptions {
+                        full_is_expected: false,
+                        ..opts
+                    };
                     mem.create_buffer_mapped(&info, &opts)?
                 }
                 Err(e) => return Err(e),
