@@ -865,6 +865,7 @@ impl BlockVector {
     }
 
     /// How many shards are open.
+    #[inline]
     pub fn open_shards(&self) -> usize {
         self.open.load(Ordering::Acquire).min(self.shards.len())
     }
@@ -875,7 +876,7 @@ impl BlockVector {
     ///
     /// Inline up to the home's lock (the common case); the search for
     /// another shard is out of line.
-    #[inline]
+    #[inline(always)]
     fn lock_any(&self) -> (usize, MutexGuard<'_, BlockList>) {
         if self.shards.len() == 1 {
             return (0, self.shards[0].list.lock());
@@ -1065,6 +1066,10 @@ impl BlockVector {
     /// # Errors
     /// [`Error::TooLarge`] when no block the vector may create can hold the
     /// range; any error of creating device memory.
+    ///
+    /// Always inlined into its one caller, `Allocator::allocate_in`, which
+    /// is generic and so compiled in the embedding crate (see [`Self::free`]).
+    #[inline(always)]
     pub fn allocate_shared(
         &self,
         env: Env<'_>,
@@ -1260,6 +1265,11 @@ impl BlockVector {
     /// # Errors
     /// [`Error::Invariant`] if the location names no live range (a bug),
     /// boxed: the result of the common free fits in two registers.
+    ///
+    /// Always inlined into its one caller, `Allocator::free_allocation`,
+    /// which is generic and so compiled in the embedding crate, where a
+    /// plain function of this crate can't be inlined without LTO.
+    #[inline(always)]
     pub fn free<'e>(
         &self,
         env: &dyn Fn() -> Env<'e>,
