@@ -1069,20 +1069,24 @@ impl BlockVector {
     ///
     /// Always inlined into its one caller, `Allocator::allocate_in`, which
     /// is generic and so compiled in the embedding crate (see [`Self::free`]).
+    /// `env` is called once on either path: the common one reads three of
+    /// its fields, so the rest is never built (an `Env` built up front, for
+    /// both paths, was written to the stack whole on every allocation).
     #[inline(always)]
-    pub fn allocate_shared(
+    pub fn allocate_shared<'e>(
         &self,
-        env: Env<'_>,
+        env: impl Fn() -> Env<'e>,
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let (shard, mut list) = self.lock_any();
         if let Some((block, range)) = list.allocate(&placement.request) {
+            let env = env();
             let id = list.next_id(env.next_id);
             // The common case: built here, in the caller's slot.
             return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
         }
-        self.allocate_shared_new(env, placement, desc, shard, list)
+        self.allocate_shared_new(env(), placement, desc, shard, list)
     }
 
     /// [`Self::allocate_shared`] once the locked shard's blocks (`list`)

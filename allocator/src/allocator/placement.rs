@@ -191,7 +191,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 );
             }
         }
-        vector.allocate_shared(self.env(), &shared, desc)
+        vector.allocate_shared(|| self.env(), &shared, desc)
     }
 
     /// Memory of its own for `desc`. Memory that names no resource can be
