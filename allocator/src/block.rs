@@ -261,7 +261,11 @@ impl Block {
             Algo::Linear(l) => l.allocate(request),
             Algo::Dedicated { .. } => None,
         };
-        self.generation += u64::from(range.is_some());
+        // Only a placement bumps it: a block passed over leaves the
+        // generation's line untouched.
+        if range.is_some() {
+            self.generation += 1;
+        }
         range
     }
 

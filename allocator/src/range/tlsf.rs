@@ -158,25 +158,31 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 /// after it on the same page rules the candidate out. Checking the closest
 /// used neighbours is enough, since the rule already holds between them and
 /// the ranges further away.
+///
+/// `repr(C)`, in this order: `fl_bitmap` first, so a list of blocks that
+/// passes over a full block ([`RangeAllocator::allocate`]'s `may_hold`)
+/// reads the line of the block's algorithm tag and no other; then the
+/// pointers and the capacity a placement reads next.
+#[repr(C)]
 pub struct TlsfAllocator {
-    capacity: u64,
-    granularity: u64,
-    nodes: Vec<Node>,
-    /// The node at offset 0, or `NIL` when the capacity is 0.
-    first: u32,
-    /// The first vacant slot, chained through `free_next`.
-    vacant: u32,
-    vacant_count: u32,
     fl_bitmap: u64,
     /// The second-level bitmaps and the list heads are boxed to keep the
     /// allocator itself small.
     sl_bitmaps: Box<[u32; FL_COUNT]>,
     heads: Box<[[u32; SL_COUNT]; FL_COUNT]>,
-    free_count: u32,
-    used_count: u32,
+    nodes: Vec<Node>,
+    capacity: u64,
+    granularity: u64,
     used_bytes: u64,
     /// Bumped on every change, to catch a stale placement in debug builds.
     epoch: u64,
+    /// The first vacant slot, chained through `free_next`.
+    vacant: u32,
+    vacant_count: u32,
+    free_count: u32,
+    used_count: u32,
+    /// The node at offset 0, or `NIL` when the capacity is 0.
+    first: u32,
 }
 
 impl TlsfAllocator {
