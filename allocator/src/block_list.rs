@@ -40,8 +40,9 @@ pub(crate) struct BlockList {
     /// the order [`Self::allocate`] tries them in.
     shared: Vec<u32>,
     /// `shared`'s first index ([`NO_BLOCK`] when it is empty), kept with
-    /// it: the oldest block, which takes most allocations, is found on the
-    /// lock's line, without a dependent load of `shared`'s buffer.
+    /// it: the oldest block, which takes most allocations on most traces,
+    /// is found on the lock's line, without a dependent load of `shared`'s
+    /// buffer.
     first_shared: u32,
     config: ListConfig,
     free_slots: Vec<u32>,
