@@ -1157,6 +1157,78 @@ fn freed_dedicated_memory_is_reused_for_similar_sizes() {
 }
 
 #[test]
+fn a_texture_the_driver_prefers_dedicated_takes_memory_of_its_own_as_a_small_share_of_the_live_set()
+{
+    // The H200 prefers memory of its own for textures from 32 MiB; below
+    // `honour_dedicated_preference_from` (64 MiB) they share blocks, but
+    // where one is at most 1/16 of its type's live bytes (a block made for
+    // it would mostly hold smaller allocations, which keep it once the
+    // texture is freed) and the type is not host-visible.
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let preferred = |size, kind, usage| AllocationDesc {
+        driver_dedicated: DriverDedicated::Preferred,
+        ..desc(size, 1024, kind, usage)
+    };
+    let texture = |size| preferred(size, ResourceKind::OptimalImage, MemoryUsage::GpuOnly);
+    let staging = |size| preferred(size, ResourceKind::Buffer, MemoryUsage::Upload);
+    // Little live: a shared block.
+    let first = allocator.allocate(&texture(42 * MIB)).unwrap();
+    assert!(!first.is_dedicated());
+    let first_staging = allocator.allocate(&staging(40 * MIB)).unwrap();
+    assert!(!first_staging.is_dedicated());
+    // Live sets of more than 16 such requests, in device memory and in the
+    // host-visible upload type.
+    let mut live = Vec::new();
+    for usage in [MemoryUsage::GpuOnly, MemoryUsage::Upload] {
+        for _ in 0..28 {
+            live.push(
+                allocator
+                    .allocate(&desc(24 * MIB, 256, ResourceKind::Buffer, usage))
+                    .unwrap(),
+            );
+        }
+    }
+    let own = allocator.allocate(&texture(42 * MIB)).unwrap();
+    assert!(own.is_dedicated());
+    assert_eq!(own.memory_type(), first.memory_type());
+    // Host-visible staging, a texture below half of the threshold and one
+    // the driver has no preference for still share blocks.
+    let shared = [
+        allocator.allocate(&staging(40 * MIB)).unwrap(),
+        allocator.allocate(&texture(31 * MIB)).unwrap(),
+        allocator
+            .allocate(&desc(
+                42 * MIB,
+                1024,
+                ResourceKind::OptimalImage,
+                MemoryUsage::GpuOnly,
+            ))
+            .unwrap(),
+    ];
+    assert_ne!(shared[0].memory_type(), own.memory_type());
+    assert!(shared.iter().all(|a| !a.is_dedicated()));
+    // Freed, its memory serves the next texture of its size: no call.
+    let memory = own.memory();
+    allocator.free(own).unwrap();
+    let calls = sim.allocate_calls();
+    let again = allocator.allocate(&texture(42 * MIB)).unwrap();
+    assert!(again.is_dedicated());
+    assert_eq!(again.memory(), memory);
+    assert_eq!(sim.allocate_calls(), calls);
+    allocator.validate().unwrap();
+    for a in live
+        .into_iter()
+        .chain(shared)
+        .chain([first, first_staging, again])
+    {
+        allocator.free(a).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
 fn pinned_readback_memory_outlives_device_growth_past_the_peak() {
     // The H200: readback goes to system memory (type 3, heap 1), which the
     // driver pins at 0.24 ms a MiB; uploads to the resizable BAR (type 4,
