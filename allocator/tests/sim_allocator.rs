@@ -1229,6 +1229,47 @@ fn a_texture_the_driver_prefers_dedicated_takes_memory_of_its_own_as_a_small_sha
 }
 
 #[test]
+fn shared_blocks_grow_from_their_own_bytes_once_the_live_set_is_twice_the_largest_block() {
+    // A small buffer's new block is a quarter of the type's live bytes; once
+    // those are at least twice the largest block (256 MiB), memory of its
+    // own no longer counts (it never goes in a shared block), down to 1/8 of
+    // the largest block.
+    let block_for_small_buffer = |textures: usize| {
+        let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+        let allocator = new_allocator(&sim);
+        let texture = AllocationDesc {
+            driver_dedicated: DriverDedicated::Preferred,
+            ..desc(
+                100 * MIB,
+                1024,
+                ResourceKind::OptimalImage,
+                MemoryUsage::GpuOnly,
+            )
+        };
+        let own: Vec<_> = (0..textures)
+            .map(|_| allocator.allocate(&texture).unwrap())
+            .collect();
+        assert!(own.iter().all(Allocation::is_dedicated));
+        let small = allocator
+            .allocate(&desc(MIB, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+            .unwrap();
+        assert!(!small.is_dedicated());
+        assert_eq!(small.memory_type(), own[0].memory_type());
+        let size = sim.memory_info(small.memory()).unwrap().size;
+        for a in own.into_iter().chain([small]) {
+            allocator.free(a).unwrap();
+        }
+        allocator.trim();
+        finish(&sim, allocator);
+        size
+    };
+    // 300 MiB live, all of its own: a quarter of it (in whole 2 MiB), as before.
+    assert_eq!(block_for_small_buffer(3), 76 * MIB);
+    // 600 MiB: the shared bytes (1 MiB), at least 32 MiB; not 150 MiB.
+    assert_eq!(block_for_small_buffer(6), 32 * MIB);
+}
+
+#[test]
 fn pinned_readback_memory_outlives_device_growth_past_the_peak() {
     // The H200: readback goes to system memory (type 3, heap 1), which the
     // driver pins at 0.24 ms a MiB; uploads to the resizable BAR (type 4,
