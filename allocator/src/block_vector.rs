@@ -1010,16 +1010,20 @@ impl BlockVector {
         target: bool,
     ) -> std::iter::Take<crate::block_list::Sizes> {
         let usage = self.usage();
-        let room = if target && self.adaptive() {
-            // This shard's empty and dedicated blocks are counted here: the
-            // others are only tried (this one's lock is held).
+        let adaptive = self.adaptive();
+        // This shard's empty and dedicated blocks are counted here: the
+        // others are only tried (this one's lock is held).
+        let own = if adaptive {
+            self.dedicated_bytes()
+                .saturating_add(list.dedicated_bytes())
+        } else {
+            0
+        };
+        let room = if target && adaptive {
             let retained = self.retained_bytes().saturating_add(list.empty_bytes());
             let high = self.committed_high.load(Ordering::Relaxed);
             // The target is the shared blocks': memory of its own holds
             // exactly its allocation and would dilute it.
-            let own = self
-                .dedicated_bytes()
-                .saturating_add(list.dedicated_bytes());
             crate::policy::block_room(
                 usage.allocation_bytes.saturating_sub(own),
                 usage
@@ -1032,11 +1036,17 @@ impl BlockVector {
         } else {
             u64::MAX
         };
+        let live = usage
+            .allocation_bytes
+            .max(self.high_water.load(Ordering::Relaxed));
+        let live = if adaptive && !self.host_visible {
+            crate::policy::growth_live(live, own, self.block_size)
+        } else {
+            live
+        };
         list.next_block_sizes(
             needed,
-            usage
-                .allocation_bytes
-                .max(self.high_water.load(Ordering::Relaxed)),
+            live,
             env.memory.budgets.free_bytes(self.heap),
             env.memory.objects_scarce(),
             room,

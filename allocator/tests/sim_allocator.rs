@@ -1157,6 +1157,119 @@ fn freed_dedicated_memory_is_reused_for_similar_sizes() {
 }
 
 #[test]
+fn a_texture_the_driver_prefers_dedicated_takes_memory_of_its_own_as_a_small_share_of_the_live_set()
+{
+    // The H200 prefers memory of its own for textures from 32 MiB; below
+    // `honour_dedicated_preference_from` (64 MiB) they share blocks, but
+    // where one is at most 1/16 of its type's live bytes (a block made for
+    // it would mostly hold smaller allocations, which keep it once the
+    // texture is freed) and the type is not host-visible.
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = new_allocator(&sim);
+    let preferred = |size, kind, usage| AllocationDesc {
+        driver_dedicated: DriverDedicated::Preferred,
+        ..desc(size, 1024, kind, usage)
+    };
+    let texture = |size| preferred(size, ResourceKind::OptimalImage, MemoryUsage::GpuOnly);
+    let staging = |size| preferred(size, ResourceKind::Buffer, MemoryUsage::Upload);
+    // Little live: a shared block.
+    let first = allocator.allocate(&texture(42 * MIB)).unwrap();
+    assert!(!first.is_dedicated());
+    let first_staging = allocator.allocate(&staging(40 * MIB)).unwrap();
+    assert!(!first_staging.is_dedicated());
+    // Live sets of more than 16 such requests, in device memory and in the
+    // host-visible upload type.
+    let mut live = Vec::new();
+    for usage in [MemoryUsage::GpuOnly, MemoryUsage::Upload] {
+        for _ in 0..28 {
+            live.push(
+                allocator
+                    .allocate(&desc(24 * MIB, 256, ResourceKind::Buffer, usage))
+                    .unwrap(),
+            );
+        }
+    }
+    let own = allocator.allocate(&texture(42 * MIB)).unwrap();
+    assert!(own.is_dedicated());
+    assert_eq!(own.memory_type(), first.memory_type());
+    // Host-visible staging, a texture below half of the threshold and one
+    // the driver has no preference for still share blocks.
+    let shared = [
+        allocator.allocate(&staging(40 * MIB)).unwrap(),
+        allocator.allocate(&texture(31 * MIB)).unwrap(),
+        allocator
+            .allocate(&desc(
+                42 * MIB,
+                1024,
+                ResourceKind::OptimalImage,
+                MemoryUsage::GpuOnly,
+            ))
+            .unwrap(),
+    ];
+    assert_ne!(shared[0].memory_type(), own.memory_type());
+    assert!(shared.iter().all(|a| !a.is_dedicated()));
+    // Freed, its memory serves the next texture of its size: no call.
+    let memory = own.memory();
+    allocator.free(own).unwrap();
+    let calls = sim.allocate_calls();
+    let again = allocator.allocate(&texture(42 * MIB)).unwrap();
+    assert!(again.is_dedicated());
+    assert_eq!(again.memory(), memory);
+    assert_eq!(sim.allocate_calls(), calls);
+    allocator.validate().unwrap();
+    for a in live
+        .into_iter()
+        .chain(shared)
+        .chain([first, first_staging, again])
+    {
+        allocator.free(a).unwrap();
+    }
+    allocator.trim();
+    finish(&sim, allocator);
+}
+
+#[test]
+fn shared_blocks_grow_from_their_own_bytes_once_the_live_set_is_twice_the_largest_block() {
+    // A small buffer's new block is a quarter of the type's live bytes; once
+    // those are at least twice the largest block (256 MiB), memory of its
+    // own no longer counts (it never goes in a shared block), down to 1/8 of
+    // the largest block.
+    let block_for_small_buffer = |textures: usize| {
+        let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+        let allocator = new_allocator(&sim);
+        let texture = AllocationDesc {
+            driver_dedicated: DriverDedicated::Preferred,
+            ..desc(
+                100 * MIB,
+                1024,
+                ResourceKind::OptimalImage,
+                MemoryUsage::GpuOnly,
+            )
+        };
+        let own: Vec<_> = (0..textures)
+            .map(|_| allocator.allocate(&texture).unwrap())
+            .collect();
+        assert!(own.iter().all(Allocation::is_dedicated));
+        let small = allocator
+            .allocate(&desc(MIB, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+            .unwrap();
+        assert!(!small.is_dedicated());
+        assert_eq!(small.memory_type(), own[0].memory_type());
+        let size = sim.memory_info(small.memory()).unwrap().size;
+        for a in own.into_iter().chain([small]) {
+            allocator.free(a).unwrap();
+        }
+        allocator.trim();
+        finish(&sim, allocator);
+        size
+    };
+    // 300 MiB live, all of its own: a quarter of it (in whole 2 MiB), as before.
+    assert_eq!(block_for_small_buffer(3), 76 * MIB);
+    // 600 MiB: the shared bytes (1 MiB), at least 32 MiB; not 150 MiB.
+    assert_eq!(block_for_small_buffer(6), 32 * MIB);
+}
+
+#[test]
 fn pinned_readback_memory_outlives_device_growth_past_the_peak() {
     // The H200: readback goes to system memory (type 3, heap 1), which the
     // driver pins at 0.24 ms a MiB; uploads to the resizable BAR (type 4,

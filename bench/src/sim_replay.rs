@@ -25,23 +25,42 @@ use crate::corpus::{Resolve, Resolved, Resource, Synthetic};
 #[derive(Clone, Debug)]
 pub struct SimResolver {
     table: GpuTable,
+    /// `VKALLOC_SIM_PREFER_FROM`: images and staging buffers of at least
+    /// this many bytes prefer dedicated memory (instead of the table's
+    /// image threshold).
+    prefer_from: Option<u64>,
 }
 
 impl SimResolver {
-    /// Resolves for `table`.
+    /// Resolves for `table`; with `VKALLOC_SIM_PREFER_FROM=BYTES` set,
+    /// images and staging buffers (transfer-only usage) of at least BYTES
+    /// prefer dedicated memory, as the H200's driver set it on the saved
+    /// traces (images and staging buffers from 32 MiB), where the table's
+    /// threshold (64 MiB, probed with power-of-four images only) is coarser.
     pub fn new(table: GpuTable) -> Self {
-        Self { table }
+        let prefer_from = std::env::var("VKALLOC_SIM_PREFER_FROM")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        Self { table, prefer_from }
     }
 }
 
 impl Resolve for SimResolver {
     fn resolve(&mut self, r: &Resource) -> Option<Resolved> {
         let mut got = Synthetic.resolve(r)?;
-        got.dedicated = match r {
-            Resource::Image { .. } if self.table.prefers_dedicated_image(got.size) => {
-                TraceDedicated::Preferred
+        const STAGING: u32 = 0x1 | 0x2; // TRANSFER_SRC | TRANSFER_DST
+        let prefers = match (r, self.prefer_from) {
+            (Resource::Image { .. }, Some(from)) => got.size >= from,
+            (Resource::Image { .. }, None) => self.table.prefers_dedicated_image(got.size),
+            (Resource::Buffer { usage, .. }, Some(from)) => {
+                usage & !STAGING == 0 && got.size >= from
             }
-            _ => TraceDedicated::None,
+            (Resource::Buffer { .. }, None) => false,
+        };
+        got.dedicated = if prefers {
+            TraceDedicated::Preferred
+        } else {
+            TraceDedicated::None
         };
         Some(got)
     }

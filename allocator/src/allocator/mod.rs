@@ -70,6 +70,11 @@ pub struct AllocatorDesc {
     /// some drivers). On the H200's corpus, 64 MiB rather than 32 MiB kept
     /// committed/live at 1.75 (1.74) and cut the calls from 67 to 40 and the
     /// wall time by a quarter (BENCHMARKS.md, "The adaptive policy").
+    /// A preferred allocation of at least half this size also gets memory
+    /// of its own in a memory type that is not host-visible where it is at
+    /// most 1/16 of the type's live bytes: a block made for it would mostly
+    /// hold smaller allocations, which keep the block once it is freed (a
+    /// streamer's 32-43 MiB textures in a live set of 2 GiB on the H200).
     pub honour_dedicated_preference_from: u64,
     /// Empty blocks kept per memory type (or pool, above its `min_blocks`) for
     /// reuse instead of being freed at once. A memory type's default blocks

@@ -165,6 +165,14 @@ impl<D: MemoryDevice> Allocator<D> {
             dedicated &= desc.driver_dedicated == DriverDedicated::Required
                 || (!linear && desc.size > block_size / 2);
         }
+        if !dedicated
+            && desc.driver_dedicated == DriverDedicated::Preferred
+            && !in_pool
+            && !linear
+            && self.minor_preference_takes_own(vector, desc)
+        {
+            dedicated = true;
+        }
         if dedicated {
             return vector.allocate_dedicated(self.env(), &self.dedicated_placement(desc), desc);
         }
@@ -192,6 +200,29 @@ impl<D: MemoryDevice> Allocator<D> {
             }
         }
         vector.allocate_shared(|| self.env(), &shared, desc)
+    }
+
+    /// Whether a request the driver prefers dedicated, below
+    /// [`crate::AllocatorDesc::honour_dedicated_preference_from`], gets
+    /// memory of its own in a type's default blocks
+    /// ([`crate::policy::minor_preference_takes_own`]): where the caller
+    /// left the choice to the allocator, the type is not host-visible and
+    /// memory objects are not running short.
+    fn minor_preference_takes_own(&self, vector: &BlockVector, desc: &AllocationDesc<'_>) -> bool {
+        let honour_from = self.desc.honour_dedicated_preference_from;
+        // The sizes first: the live bytes are summed over the shards.
+        desc.options.dedicated == DedicatedPolicy::Auto
+            && desc.size < honour_from
+            && desc.size >= honour_from / 2
+            && !self.types[vector.memory_type as usize]
+                .flags
+                .contains(MemoryPropertyFlags::HOST_VISIBLE)
+            && !self.objects_crowded()
+            && crate::policy::minor_preference_takes_own(
+                desc.size,
+                honour_from,
+                vector.usage().allocation_bytes,
+            )
     }
 
     /// Memory of its own for `desc`. Memory that names no resource can be
