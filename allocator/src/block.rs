@@ -38,9 +38,7 @@ pub enum PoolAlgorithm {
 #[repr(u8)]
 pub(crate) enum Algo {
     Tlsf(TlsfAllocator),
-    /// Boxed: a linear allocator is larger than TLSF's, and the enum as
-    /// large as it would push the block's hot fields onto a fourth line.
-    Linear(Box<LinearAllocator>),
+    Linear(LinearAllocator),
     /// A dedicated allocation: the whole block, one range.
     Dedicated {
         kind: RangeKind,
@@ -51,10 +49,10 @@ pub(crate) enum Algo {
 /// One `VkDeviceMemory` object and what lives in it.
 ///
 /// Laid out for the allocate and free paths (`repr(C)`, on whole cache
-/// lines): the algorithm (its tag and the TLSF's fields; a linear
-/// allocator boxed), the records' vector, then the memory, host address,
-/// generation and tags (asked on every free) they also touch, within the
-/// first three lines; what only block creation and snapshots read after them.
+/// lines): the algorithm (its tag and the TLSF's fields), the records'
+/// vector, then the memory, host address and generation they also touch,
+/// within the first three lines; what only block creation, snapshots and
+/// tags read after them.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Block {
@@ -69,29 +67,22 @@ pub(crate) struct Block {
     /// an allocation's record); a block's own counter, so the hot path
     /// touches no shared cache line.
     pub generation: u64,
-    /// Debugging tags of the live allocations that have one, by offset
-    /// (shared with snapshots, which clone a pointer, not the text). On the
-    /// third line: every free asks whether it is empty.
-    pub tags: HashMap<u64, Arc<str>, OffsetHash>,
     pub size: u64,
     /// Unique among every block this process makes (never reused, unlike a
     /// `VkDeviceMemory` handle): with `generation`, the key that lets a
     /// snapshot reuse what it saw of an unchanged block.
     pub uid: u64,
+    /// Debugging tags of the live allocations that have one, by offset
+    /// (shared with snapshots, which clone a pointer, not the text).
+    pub tags: HashMap<u64, Arc<str>, OffsetHash>,
     /// Whether the memory was made without `VkMemoryDedicatedAllocateInfo`,
     /// so a later allocation may reuse it.
     pub recyclable: bool,
 }
 
-// The layout [`Block`] promises: the hot fields (the free path's test of
-// `tags` included) within three cache lines.
+// The layout [`Block`] promises: the hot fields within three cache lines.
 const _: () = {
     assert!(std::mem::offset_of!(Block, generation) + 8 <= 192);
-    assert!(
-        std::mem::offset_of!(Block, tags)
-            + std::mem::size_of::<HashMap<u64, Arc<str>, OffsetHash>>()
-            <= 192
-    );
 };
 
 /// Hashes a block offset with one multiply: offsets are distinct integers,
@@ -196,7 +187,7 @@ impl Block {
         let algo = match algorithm {
             PoolAlgorithm::Tlsf => Algo::Tlsf(TlsfAllocator::new(size, granularity)),
             PoolAlgorithm::Linear(mode) => {
-                Algo::Linear(Box::new(LinearAllocator::new(size, mode, granularity)))
+                Algo::Linear(LinearAllocator::new(size, mode, granularity))
             }
         };
         Self {
@@ -261,11 +252,7 @@ impl Block {
             Algo::Linear(l) => l.allocate(request),
             Algo::Dedicated { .. } => None,
         };
-        // Only a placement bumps it: a block passed over leaves the
-        // generation's line untouched.
-        if range.is_some() {
-            self.generation += 1;
-        }
+        self.generation += u64::from(range.is_some());
         range
     }
 
@@ -464,7 +451,7 @@ impl Block {
     fn ranges(&self) -> Option<&dyn RangeAllocator> {
         match &self.algo {
             Algo::Tlsf(t) => Some(t),
-            Algo::Linear(l) => Some(&**l),
+            Algo::Linear(l) => Some(l),
             Algo::Dedicated { .. } => None,
         }
     }

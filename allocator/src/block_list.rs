@@ -28,9 +28,9 @@ pub(crate) struct ListConfig {
 /// Blocks of one memory type.
 ///
 /// `repr(C)`, what every allocation reads first: behind the shard's lock
-/// byte (the `Mutex`'s first field), `blocks`, `shared` and `first_shared`
-/// share its cache line; `ids` sits last, on the line of the shard's
-/// counters (see `block_vector::Shard`).
+/// byte (the `Mutex`'s first field), `blocks` and `shared` share its cache
+/// line; `ids` sits last, on the line of the shard's counters (see
+/// `block_vector::Shard`).
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct BlockList {
@@ -39,36 +39,24 @@ pub(crate) struct BlockList {
     /// Indices of the blocks that suballocate (not dedicated), oldest first:
     /// the order [`Self::allocate`] tries them in.
     shared: Vec<u32>,
-    /// `shared`'s first index ([`NO_BLOCK`] when it is empty), kept with
-    /// it: the oldest block, which takes most allocations on most traces,
-    /// is found on the lock's line, without a dependent load of `shared`'s
-    /// buffer.
-    first_shared: u32,
     config: ListConfig,
     free_slots: Vec<u32>,
     /// Bytes of the dedicated blocks (each holds one live allocation).
     dedicated_bytes: u64,
     /// Ids of allocations freed while a defragmentation move of theirs was
     /// pending; cleared when the move's pass ends.
-    /// (Hashed with [`crate::block::OffsetHash`]: ids are distinct
-    /// integers; the set is 16 bytes smaller without `RandomState`'s keys,
-    /// which keeps `ids` on the shard counters' line.)
-    pub cancelled: std::collections::HashSet<u64, crate::block::OffsetHash>,
+    pub cancelled: std::collections::HashSet<u64>,
     /// Allocation ids taken from the allocator's counter in batches, so
     /// that the shared counter is touched once per [`ID_BATCH`] allocations.
     pub ids: std::ops::Range<u64>,
 }
 
-// The layout [`BlockList`] promises: `blocks`, `shared` and `first_shared`
-// within the first 56 bytes, so on the cache line of the lock byte that
-// precedes the list in its `Mutex`.
+// The layout [`BlockList`] promises: `blocks` and `shared` within the
+// first 56 bytes, so on the cache line of the lock byte that precedes the
+// list in its `Mutex`.
 const _: () = {
     assert!(std::mem::offset_of!(BlockList, shared) + std::mem::size_of::<Vec<u32>>() <= 56);
-    assert!(std::mem::offset_of!(BlockList, first_shared) + 4 <= 56);
 };
-
-/// [`BlockList::first_shared`] of a list without shared blocks.
-const NO_BLOCK: u32 = u32::MAX;
 
 /// How many allocation ids a list takes from the allocator's counter at once.
 pub(crate) const ID_BATCH: u64 = 64;
@@ -98,8 +86,7 @@ impl BlockList {
             free_slots: Vec::new(),
             dedicated_bytes: 0,
             shared: Vec::new(),
-            first_shared: NO_BLOCK,
-            cancelled: std::collections::HashSet::default(),
+            cancelled: std::collections::HashSet::new(),
             ids: 0..0,
         }
     }
@@ -120,19 +107,7 @@ impl BlockList {
     /// result through memory (~33 instructions per allocation).
     #[inline(always)]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
-        // The oldest block through `first_shared`, then the others through
-        // `shared` (its first index is that block's).
-        let first = self.first_shared;
-        if first == NO_BLOCK {
-            return None;
-        }
-        let block = self.blocks[first as usize]
-            .as_mut()
-            .expect("listed block exists");
-        if let Some(range) = block.allocate(request) {
-            return Some((first, range));
-        }
-        for &index in self.shared.iter().skip(1) {
+        for &index in &self.shared {
             let block = self.blocks[index as usize]
                 .as_mut()
                 .expect("listed block exists");
@@ -141,11 +116,6 @@ impl BlockList {
             }
         }
         None
-    }
-
-    /// Sets [`Self::first_shared`] after a change of `shared`.
-    fn shared_changed(&mut self) {
-        self.first_shared = self.shared.first().copied().unwrap_or(NO_BLOCK);
     }
 
     /// The sizes to try for a new block that must hold `needed` bytes, best
@@ -213,7 +183,6 @@ impl BlockList {
         };
         if !dedicated {
             self.shared.push(index);
-            self.shared_changed();
         }
         index
     }
@@ -234,7 +203,6 @@ impl BlockList {
         }
         self.free_slots.push(index);
         self.shared.retain(|&i| i != index);
-        self.shared_changed();
         Some(block)
     }
 
@@ -382,7 +350,6 @@ impl BlockList {
     /// Removes every block (allocator or pool teardown).
     pub fn drain(&mut self) -> Vec<Block> {
         self.shared.clear();
-        self.shared_changed();
         self.dedicated_bytes = 0;
         self.free_slots.clear();
         self.blocks.drain(..).flatten().collect()
@@ -412,12 +379,6 @@ impl BlockList {
             if self.block(i).is_none() {
                 return Err(format!("shared list names missing block {i}"));
             }
-        }
-        if self.first_shared != self.shared.first().copied().unwrap_or(NO_BLOCK) {
-            return Err(format!(
-                "first shared block {} is not the shared list's first",
-                self.first_shared
-            ));
         }
         for &i in &self.free_slots {
             if self.block(i).is_some() {

@@ -865,7 +865,6 @@ impl BlockVector {
     }
 
     /// How many shards are open.
-    #[inline]
     pub fn open_shards(&self) -> usize {
         self.open.load(Ordering::Acquire).min(self.shards.len())
     }
@@ -876,7 +875,7 @@ impl BlockVector {
     ///
     /// Inline up to the home's lock (the common case); the search for
     /// another shard is out of line.
-    #[inline(always)]
+    #[inline]
     fn lock_any(&self) -> (usize, MutexGuard<'_, BlockList>) {
         if self.shards.len() == 1 {
             return (0, self.shards[0].list.lock());
@@ -897,8 +896,11 @@ impl BlockVector {
     fn lock_any_contended(&self, home: usize, open: usize) -> (usize, MutexGuard<'_, BlockList>) {
         for step in 1..open {
             let shard = (home + step) % open;
+            // Borrowed, not adopted: the home stays. Adopting the shard
+            // that happened to be free moved threads onto each other's
+            // homes, where they collided again (H200, 16 threads in one
+            // type: 5.5M pairs/s adopting, 40-43M keeping the home).
             if let Some(list) = self.shards[shard].list.try_lock() {
-                set_home(shard);
                 return (shard, list);
             }
         }
@@ -1076,27 +1078,19 @@ impl BlockVector {
     /// # Errors
     /// [`Error::TooLarge`] when no block the vector may create can hold the
     /// range; any error of creating device memory.
-    ///
-    /// Always inlined into its one caller, `Allocator::allocate_in`, which
-    /// is generic and so compiled in the embedding crate (see [`Self::free`]).
-    /// `env` is called once on either path: the common one reads three of
-    /// its fields, so the rest is never built (an `Env` built up front, for
-    /// both paths, was written to the stack whole on every allocation).
-    #[inline(always)]
-    pub fn allocate_shared<'e>(
+    pub fn allocate_shared(
         &self,
-        env: impl Fn() -> Env<'e>,
+        env: Env<'_>,
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let (shard, mut list) = self.lock_any();
         if let Some((block, range)) = list.allocate(&placement.request) {
-            let env = env();
             let id = list.next_id(env.next_id);
             // The common case: built here, in the caller's slot.
             return Ok(self.finish(env, shard, &mut list, block, range, placement, desc, id));
         }
-        self.allocate_shared_new(env(), placement, desc, shard, list)
+        self.allocate_shared_new(env, placement, desc, shard, list)
     }
 
     /// [`Self::allocate_shared`] once the locked shard's blocks (`list`)
@@ -1279,11 +1273,6 @@ impl BlockVector {
     /// # Errors
     /// [`Error::Invariant`] if the location names no live range (a bug),
     /// boxed: the result of the common free fits in two registers.
-    ///
-    /// Always inlined into its one caller, `Allocator::free_allocation`,
-    /// which is generic and so compiled in the embedding crate, where a
-    /// plain function of this crate can't be inlined without LTO.
-    #[inline(always)]
     pub fn free<'e>(
         &self,
         env: &dyn Fn() -> Env<'e>,

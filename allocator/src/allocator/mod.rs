@@ -601,6 +601,66 @@ mod tests {
         assert_eq!(allocator.statistics().total.block_count, 0);
     }
 
+    /// A thread whose home shard is busy borrows another for that allocation
+    /// and keeps its home: once the home is free again, it allocates there.
+    /// (Adopting the borrowed shard moved threads onto each other's homes;
+    /// on the H200, 16 threads in one type ran 5.5M pairs/s that way, 40-48M
+    /// keeping their homes.)
+    #[test]
+    fn a_thread_borrows_a_free_shard_and_keeps_its_home() {
+        use std::sync::mpsc::channel;
+        let allocator = h200();
+        let first = allocator.allocate(&upload(4096)).unwrap();
+        let vector = &allocator.types[first.memory_type as usize].vector;
+        // Three shards open: each opened by a thread that found the open
+        // ones busy.
+        let mut opened = Vec::new();
+        for busy in 1..3 {
+            let held: Vec<_> = (0..busy).map(|i| vector.hold_shard(i)).collect();
+            opened.push(std::thread::scope(|s| {
+                s.spawn(|| allocator.allocate(&upload(4096)).unwrap())
+                    .join()
+                    .unwrap()
+            }));
+            drop(held);
+        }
+        assert_eq!(vector.open_shards(), 3);
+        let (to_main, from_worker) = channel::<usize>();
+        let (to_worker, from_main) = channel::<()>();
+        let shared = &allocator;
+        let shards = std::thread::scope(|s| {
+            let worker = s.spawn(move || {
+                let a = shared.allocate(&upload(4096)).unwrap();
+                to_main.send(usize::from(a.location.shard)).unwrap();
+                from_main.recv().unwrap(); // the main thread holds a's shard
+                let b = shared.allocate(&upload(4096)).unwrap();
+                to_main.send(usize::from(b.location.shard)).unwrap();
+                from_main.recv().unwrap(); // and let it go
+                let c = shared.allocate(&upload(4096)).unwrap();
+                let shards = [a.location.shard, b.location.shard, c.location.shard];
+                for x in [a, b, c] {
+                    shared.free(x).unwrap();
+                }
+                shards
+            });
+            let home = from_worker.recv().unwrap();
+            let held = vector.hold_shard(home);
+            to_worker.send(()).unwrap();
+            let borrowed = from_worker.recv().unwrap();
+            assert_ne!(borrowed, home);
+            drop(held);
+            to_worker.send(()).unwrap();
+            worker.join().unwrap()
+        });
+        assert_eq!(shards[2], shards[0], "the home stays: {shards:?}");
+        allocator.free(first).unwrap();
+        for x in opened {
+            allocator.free(x).unwrap();
+        }
+        allocator.validate().unwrap();
+        assert!(allocator.leaks().is_empty());
+    }
+
     /// A pool at its block cap doesn't fail for being sharded: a thread
     /// sent to a new shard (the first one busy) can't create a block, and
     /// takes the room left in the first shard's block.

@@ -138,10 +138,7 @@ impl<D: MemoryDevice> Allocator<D> {
     /// Allocates in one block vector, a type's default blocks or a pool's:
     /// dedicated memory or a shared block, and the exact request. The
     /// decision and the call are one function, so no enum of placements is
-    /// built, moved and matched on the hot path. Always inlined (with
-    /// [`Self::shared_placement`]): a call of its own cost ~20 instructions
-    /// per allocation, the rarer callers (pools, the full ranking) included.
-    #[inline(always)]
+    /// built, moved and matched on the hot path.
     fn allocate_in(
         &self,
         vector: &BlockVector,
@@ -199,7 +196,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 );
             }
         }
-        vector.allocate_shared(|| self.env(), &shared, desc)
+        vector.allocate_shared(self.env(), &shared, desc)
     }
 
     /// Whether a request the driver prefers dedicated, below
@@ -260,7 +257,6 @@ impl<D: MemoryDevice> Allocator<D> {
     /// The range to find in a shared block of `memory_type`: the corruption
     /// margins around the allocation, and whole atoms for non-coherent memory.
     /// Every sum is checked: a request that overflows can never fit.
-    #[inline(always)]
     fn shared_placement(
         &self,
         memory_type: u32,

@@ -198,15 +198,6 @@ pub(crate) fn same_page(end: u64, start: u64, granularity: u64) -> bool {
     granularity > 1 && (end - 1) / granularity == start / granularity
 }
 
-/// [`same_page`] for a `granularity` that is a power of two (as
-/// [`checked_granularity`] makes it): the page numbers compared by the bits
-/// above the page, without a division.
-#[inline]
-pub(crate) fn same_page_pow2(end: u64, start: u64, granularity: u64) -> bool {
-    debug_assert!(granularity.is_power_of_two());
-    granularity > 1 && ((end - 1) ^ start) < granularity
-}
-
 /// A free gap as an algorithm sees it while placing a request: its bounds
 /// and the live allocations right before and after it, as `(end, kind)` and
 /// `(offset, kind)`.

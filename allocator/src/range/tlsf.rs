@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::{
-    align_up, checked_alignment, checked_granularity, same_page, same_page_pow2, Placement, Range,
-    RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest,
+    checked_alignment, checked_granularity, same_page, Gap, Placement, Range, RangeAllocator,
+    RangeError, RangeId, RangeKind, RangeRequest,
 };
 
 /// Log2 of the number of second-level lists per size class.
@@ -158,31 +158,25 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 /// after it on the same page rules the candidate out. Checking the closest
 /// used neighbours is enough, since the rule already holds between them and
 /// the ranges further away.
-///
-/// `repr(C)`, in this order: `fl_bitmap` first, so a list of blocks that
-/// passes over a full block ([`RangeAllocator::allocate`]'s `may_hold`)
-/// reads the line of the block's algorithm tag and no other; then the
-/// pointers and the capacity a placement reads next.
-#[repr(C)]
 pub struct TlsfAllocator {
+    capacity: u64,
+    granularity: u64,
+    nodes: Vec<Node>,
+    /// The node at offset 0, or `NIL` when the capacity is 0.
+    first: u32,
+    /// The first vacant slot, chained through `free_next`.
+    vacant: u32,
+    vacant_count: u32,
     fl_bitmap: u64,
     /// The second-level bitmaps and the list heads are boxed to keep the
     /// allocator itself small.
     sl_bitmaps: Box<[u32; FL_COUNT]>,
     heads: Box<[[u32; SL_COUNT]; FL_COUNT]>,
-    nodes: Vec<Node>,
-    capacity: u64,
-    granularity: u64,
+    free_count: u32,
+    used_count: u32,
     used_bytes: u64,
     /// Bumped on every change, to catch a stale placement in debug builds.
     epoch: u64,
-    /// The first vacant slot, chained through `free_next`.
-    vacant: u32,
-    vacant_count: u32,
-    free_count: u32,
-    used_count: u32,
-    /// The node at offset 0, or `NIL` when the capacity is 0.
-    first: u32,
 }
 
 impl TlsfAllocator {
@@ -380,43 +374,21 @@ impl TlsfAllocator {
         Some((fl, self.sl_bitmaps[fl].trailing_zeros() as usize))
     }
 
-    /// Where free node `index` would take `size` bytes, if it can: what
-    /// [`Gap::place`](super::Gap::place) answers for the node's gap, but a
-    /// neighbour's node is read only where the placement shares a
-    /// granularity page with it (a neighbour may sit on a line of the slab
-    /// of its own), and the pages are compared without a division.
-    /// Always inlined: out of line, the call cost ~30 instructions per
-    /// allocation.
-    #[inline(always)]
+    /// Where free node `index` would take `size` bytes, if it can.
+    #[inline]
     fn fit(&self, index: u32, size: u64, alignment: u64, kind: RangeKind) -> Option<u64> {
         let node = &self.nodes[index as usize];
-        // A used neighbour whose kind conflicts with `kind`.
-        let conflicts = |other: u32| {
-            matches!(
-                self.nodes.get(other as usize).map(|n| n.state),
-                Some(State::Used(other)) if other.conflicts_with(kind)
-            )
+        let neighbour = |other: u32| match self.nodes.get(other as usize).map(|n| n.state) {
+            Some(State::Used(kind)) => Some(kind),
+            _ => None,
         };
-        let (gap_start, gap_end) = (node.offset, node.end());
-        let mut start = align_up(gap_start, alignment)?;
-        // The node before ends at `gap_start` (only the node at 0 has none).
-        if gap_start > 0
-            && same_page_pow2(gap_start, start, self.granularity)
-            && conflicts(node.prev)
-        {
-            start = align_up(start, self.granularity)?;
-        }
-        let end = start.checked_add(size)?;
-        if end > gap_end {
-            return None;
-        }
-        if node.next != NIL
-            && same_page_pow2(end, gap_end, self.granularity)
-            && conflicts(node.next)
-        {
-            return None;
-        }
-        Some(start)
+        let gap = Gap {
+            start: node.offset,
+            end: node.end(),
+            before: neighbour(node.prev).map(|kind| (node.offset, kind)),
+            after: neighbour(node.next).map(|kind| (node.end(), kind)),
+        };
+        gap.place(size, alignment, kind, self.granularity)
     }
 
     /// Checks the head of the first non-empty list at or after the one that
