@@ -42,6 +42,9 @@ struct Bench {
     queue: vk::Queue,
     /// A second queue of the same family, where it has one.
     side: Option<vk::Queue>,
+    /// Up to four queues of the family, the first `queue` (binds split
+    /// over them).
+    all: Vec<vk::Queue>,
     family: u32,
     /// A software rasterizer (lavapipe): fewer fills.
     cpu: bool,
@@ -58,6 +61,9 @@ struct Bench {
     page: u64,
     memory: vk::DeviceMemory,
 }
+
+/// One `vkQueueBindSparse`'s binds: per image, its binds.
+type Call = Vec<(vk::Image, Vec<Bind>)>;
 
 /// One bind: a tile of level 0 at `(x, y)` tiles, `(w, h)` tiles large, to
 /// `page` (or unbound: `None`).
@@ -137,8 +143,8 @@ impl Bench {
             .sparse_binding(true)
             .sparse_residency_image2_d(true)
             .texture_compression_bc(features.texture_compression_bc != 0);
-        let count = families[family as usize].queue_count.min(2);
-        let priorities = &[1.0f32, 1.0][..count as usize];
+        let count = families[family as usize].queue_count.min(4);
+        let priorities = &[1.0f32; 4][..count as usize];
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
             .queue_priorities(priorities)];
@@ -157,6 +163,10 @@ impl Bench {
         let queue = unsafe { device.get_device_queue(family, 0) };
         // SAFETY: as above.
         let side = (count > 1).then(|| unsafe { device.get_device_queue(family, 1) });
+        // SAFETY: as above.
+        let all = (0..count)
+            .map(|i| unsafe { device.get_device_queue(family, i) })
+            .collect();
         let format = if features.texture_compression_bc != 0 {
             vk::Format::BC7_UNORM_BLOCK
         } else {
@@ -167,6 +177,7 @@ impl Bench {
             device,
             queue,
             side,
+            all,
             family,
             cpu: props.device_type == vk::PhysicalDeviceType::CPU,
             fence: vk::Fence::null(),
@@ -348,10 +359,18 @@ impl Bench {
     fn overlap(&self, reps: usize) -> Result<(), String> {
         // About 10 ms of the H200's time (32 GiB written); two on a CPU device.
         let fills = if self.cpu { 2 } else { 128 };
-        let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+        let mut t = [
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        ];
         for rep in 0..=reps {
             let image = self.image()?;
-            let binds = |first: u32, page0: u64| -> Vec<(vk::Image, Vec<Bind>)> {
+            let binds = |first: u32, page0: u64| -> Call {
                 vec![(
                     image,
                     (0..TILES)
@@ -365,7 +384,7 @@ impl Bench {
                         .collect(),
                 )]
             };
-            let r = (|| -> Result<[f64; 5], String> {
+            let r = (|| -> Result<[f64; 7], String> {
                 let started = Instant::now();
                 let cmd = self.submit_fill(fills)?;
                 self.wait_fill(cmd)?;
@@ -387,7 +406,30 @@ impl Bench {
                     Some(side) => self.bind(side, &[binds(512, 1024)])?,
                     None => f64::NAN,
                 };
-                Ok([alone, behind, beside, fill_beside, side_alone])
+                let split = |n: usize| -> Result<f64, String> {
+                    if self.all.len() < n {
+                        return Ok(f64::NAN);
+                    }
+                    let mut tiles = binds(768, 1536).swap_remove(0).1;
+                    let per = tiles.len() / n;
+                    let mut parts = Vec::new();
+                    for &q in self.all.iter().take(n).rev() {
+                        let part = tiles.split_off(tiles.len() - per);
+                        parts.push((q, vec![(image, part)]));
+                    }
+                    self.bind_split(parts)
+                };
+                let split2 = split(2)?;
+                let split4 = split(4)?;
+                Ok([
+                    alone,
+                    behind,
+                    beside,
+                    fill_beside,
+                    side_alone,
+                    split2,
+                    split4,
+                ])
             })();
             // SAFETY: every submission above was waited for.
             unsafe {
@@ -420,7 +462,69 @@ impl Bench {
             "256 one-tile binds on the second queue, nothing else: {:.3} ms",
             med(&t[4])
         );
+        println!(
+            "256 one-tile binds split over 2 queues at once, nothing else: {:.3} ms",
+            med(&t[5])
+        );
+        println!(
+            "256 one-tile binds split over 4 queues at once, nothing else: {:.3} ms",
+            med(&t[6])
+        );
         Ok(())
+    }
+
+    /// Binds at once, one `vkQueueBindSparse` per queue, each with a fence
+    /// of its own; seconds until all are done.
+    fn bind_split(&self, parts: Vec<(vk::Queue, Call)>) -> Result<f64, String> {
+        let d = &self.device;
+        let mut fences = Vec::new();
+        for _ in &parts {
+            // SAFETY: a valid create info; destroyed below.
+            match unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) } {
+                Ok(f) => fences.push(f),
+                Err(e) => {
+                    // SAFETY: unused fences.
+                    unsafe { fences.iter().for_each(|&f| d.destroy_fence(f, None)) };
+                    return Err(format!("vkCreateFence: {e}"));
+                }
+            }
+        }
+        let started = Instant::now();
+        let mut result = Ok(());
+        let mut submitted = 0;
+        for ((queue, call), &fence) in parts.iter().zip(&fences) {
+            let binds: Vec<Vec<vk::SparseImageMemoryBind>> =
+                call.iter().map(|(_, bs)| self.image_binds(bs)).collect();
+            let infos: Vec<vk::SparseImageMemoryBindInfo> = call
+                .iter()
+                .zip(&binds)
+                .map(|((image, _), b)| {
+                    vk::SparseImageMemoryBindInfo::default()
+                        .image(*image)
+                        .binds(b)
+                })
+                .collect();
+            let info = vk::BindSparseInfo::default().image_binds(&infos);
+            // SAFETY: as in `bind`; the parts bind different tiles.
+            if let Err(e) = unsafe { d.queue_bind_sparse(*queue, &[info], fence) } {
+                result = Err(format!("vkQueueBindSparse: {e}"));
+                break;
+            }
+            submitted += 1;
+        }
+        // SAFETY: the first `submitted` fences were submitted above; every
+        // fence is destroyed once waited for (or never submitted).
+        unsafe {
+            if submitted > 0 {
+                if let Err(e) = d.wait_for_fences(&fences[..submitted], true, u64::MAX) {
+                    // Maybe still pending: the fences are left, not destroyed.
+                    return Err(format!("vkWaitForFences: {e}"));
+                }
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            fences.iter().for_each(|&f| d.destroy_fence(f, None));
+            result.map(|()| seconds)
+        }
     }
 
     /// An unbound sparse 8K image of one level.
@@ -448,41 +552,12 @@ impl Bench {
     /// Binds `calls` (each a list of `(image, binds)`), one
     /// `vkQueueBindSparse` per call, the last with the fence; waits for it.
     /// Seconds from the first call to the fence.
-    fn bind(&self, queue: vk::Queue, calls: &[Vec<(vk::Image, Vec<Bind>)>]) -> Result<f64, String> {
+    fn bind(&self, queue: vk::Queue, calls: &[Call]) -> Result<f64, String> {
         let d = &self.device;
         let started = Instant::now();
         for (i, call) in calls.iter().enumerate() {
-            let binds: Vec<Vec<vk::SparseImageMemoryBind>> = call
-                .iter()
-                .map(|(_, bs)| {
-                    bs.iter()
-                        .map(|b| vk::SparseImageMemoryBind {
-                            subresource: vk::ImageSubresource {
-                                aspect_mask: vk::ImageAspectFlags::COLOR,
-                                mip_level: 0,
-                                array_layer: 0,
-                            },
-                            offset: vk::Offset3D {
-                                x: (b.x * self.tile.0) as i32,
-                                y: (b.y * self.tile.1) as i32,
-                                z: 0,
-                            },
-                            extent: vk::Extent3D {
-                                width: b.w * self.tile.0,
-                                height: b.h * self.tile.1,
-                                depth: 1,
-                            },
-                            memory: if b.page.is_some() {
-                                self.memory
-                            } else {
-                                vk::DeviceMemory::null()
-                            },
-                            memory_offset: b.page.unwrap_or(0) * self.page,
-                            flags: vk::SparseMemoryBindFlags::empty(),
-                        })
-                        .collect()
-                })
-                .collect();
+            let binds: Vec<Vec<vk::SparseImageMemoryBind>> =
+                call.iter().map(|(_, bs)| self.image_binds(bs)).collect();
             let infos: Vec<vk::SparseImageMemoryBindInfo> = call
                 .iter()
                 .zip(&binds)
@@ -511,6 +586,36 @@ impl Bench {
                 .map_err(|e| format!("vkResetFences: {e}"))?;
         }
         Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// `bs` as Vulkan's binds of level 0.
+    fn image_binds(&self, bs: &[Bind]) -> Vec<vk::SparseImageMemoryBind> {
+        bs.iter()
+            .map(|b| vk::SparseImageMemoryBind {
+                subresource: vk::ImageSubresource {
+                    aspect_mask: vk::ImageAspectFlags::COLOR,
+                    mip_level: 0,
+                    array_layer: 0,
+                },
+                offset: vk::Offset3D {
+                    x: (b.x * self.tile.0) as i32,
+                    y: (b.y * self.tile.1) as i32,
+                    z: 0,
+                },
+                extent: vk::Extent3D {
+                    width: b.w * self.tile.0,
+                    height: b.h * self.tile.1,
+                    depth: 1,
+                },
+                memory: if b.page.is_some() {
+                    self.memory
+                } else {
+                    vk::DeviceMemory::null()
+                },
+                memory_offset: b.page.unwrap_or(0) * self.page,
+                flags: vk::SparseMemoryBindFlags::empty(),
+            })
+            .collect()
     }
 
     /// Every shape, `reps` times (after one unmeasured round); prints the
@@ -633,7 +738,7 @@ impl Bench {
             .collect();
         out.push(self.bind(self.queue, &[vec![(e, rects)]])?);
         let f = new_image(images)?;
-        let calls: Vec<Vec<(vk::Image, Vec<Bind>)>> = single(0, 1280)
+        let calls: Vec<Call> = single(0, 1280)
             .into_iter()
             .map(|b| vec![(f, vec![b])])
             .collect();
