@@ -81,6 +81,9 @@ VKALLOC_SIM_TIME=1 the quartiles of each call's time here; VKALLOC_SIM_MARK=1 th
 of the marks loaded around each call (to cut a lackey memory trace into calls);
 VKALLOC_SIM_PREFER_FROM=BYTES: the corpus's images and staging buffers of at least BYTES
 prefer dedicated memory (the H200's driver: 33554432) instead of the table's image threshold.
+VKALLOC_SIM_PEAK_BREAKDOWN=1 prints, per trace, where the committed bytes sat at the committed
+peak, per memory type: live bytes in shared blocks, free space in blocks that hold allocations,
+empty blocks kept, the recycle bin, memory of its own; device and pinned types summed apart.
 ";
 
 struct Args {

@@ -213,6 +213,8 @@ pub fn replay(
     let call_log = std::env::var_os("VKALLOC_SIM_CALL_LOG").is_some();
     let mut frame = 0u64;
     let mut times = OwnTimes::from_env();
+    let breakdown = std::env::var_os("VKALLOC_SIM_PEAK_BREAKDOWN").is_some();
+    let mut at_peak_breakdown = None;
     if std::env::var_os("VKALLOC_SIM_MARK").is_some() {
         eprintln!("marks {:p}", &MARK);
     }
@@ -311,7 +313,13 @@ pub fn replay(
             if explain {
                 row.at_peak = Some(memory_report(&allocator, live_bytes));
             }
+            if breakdown {
+                at_peak_breakdown = Some(PeakBreakdown::of(&allocator, live_bytes));
+            }
         }
+    }
+    if let Some(b) = at_peak_breakdown {
+        eprintln!("{}", b.line(&row.trace, row.peak_live_bytes));
     }
     // In id order: the end's frees decide which kept blocks are freed
     // before the allocator is dropped, so a map's order would make the
@@ -593,6 +601,99 @@ pub fn memory_report(allocator: &Allocator<SimDevice>, live_bytes: u64) -> Strin
         ));
     }
     out
+}
+
+/// `VKALLOC_SIM_PEAK_BREAKDOWN=1`: where the committed bytes sat at the
+/// committed peak, per memory type, in five parts that sum to them: live
+/// bytes in shared blocks, free space in shared blocks that hold
+/// allocations, empty shared blocks kept, recycled dedicated memory kept
+/// (the recycle bin) and memory of its own (dedicated, live).
+struct PeakBreakdown {
+    /// Live bytes at the committed peak (all types).
+    live: u64,
+    /// Per memory type: (index, pinned, the five parts).
+    types: Vec<(u32, bool, [u64; 5])>,
+}
+
+/// The names of [`PeakBreakdown`]'s parts.
+const BREAKDOWN_PARTS: [&str; 5] = ["shared-live", "free-in-used", "empty-kept", "bin", "own"];
+
+impl PeakBreakdown {
+    fn of(allocator: &Allocator<SimDevice>, live: u64) -> Self {
+        let stats = allocator.statistics();
+        let details = allocator.detailed_statistics();
+        let any_device_local = stats.heaps.iter().any(|h| h.device_local);
+        let mut types = Vec::new();
+        for t in stats.types.iter().filter(|t| t.usage.block_count > 0) {
+            let heap_local = stats
+                .heaps
+                .iter()
+                .find(|h| h.index == t.heap)
+                .is_some_and(|h| h.device_local);
+            let mut parts = [0u64; 5];
+            let mut listed = 0;
+            for list in details.lists.iter().filter(|l| l.memory_type == t.index) {
+                for b in &list.blocks {
+                    listed += b.size;
+                    if b.dedicated {
+                        parts[4] += b.size;
+                    } else if b.allocation_count == 0 {
+                        parts[2] += b.size;
+                    } else {
+                        parts[0] += b.allocation_bytes;
+                        parts[1] += b.size - b.allocation_bytes;
+                    }
+                }
+            }
+            parts[3] = t.usage.block_bytes.saturating_sub(listed);
+            types.push((t.index, !heap_local && any_device_local, parts));
+        }
+        Self { live, types }
+    }
+
+    /// One line: the committed bytes, the peak live bytes and the live
+    /// bytes at the committed peak, then the parts (MiB) summed over the
+    /// device-memory types and over the pinned ones, then per type.
+    fn line(&self, trace: &str, peak_live: u64) -> String {
+        let sum = |pinned: bool| {
+            let mut s = [0u64; 5];
+            for (_, _, parts) in self.types.iter().filter(|t| t.1 == pinned) {
+                for (a, b) in s.iter_mut().zip(parts) {
+                    *a += b;
+                }
+            }
+            s
+        };
+        let fmt = |parts: &[u64; 5]| {
+            BREAKDOWN_PARTS
+                .iter()
+                .zip(parts)
+                .map(|(n, b)| format!("{n} {:.1}", mib(*b)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let committed: u64 = self.types.iter().flat_map(|t| t.2).sum();
+        let per_type: Vec<String> = self
+            .types
+            .iter()
+            .map(|(i, p, parts)| {
+                format!(
+                    "type {i}{}: {}",
+                    if *p { " (pinned)" } else { "" },
+                    fmt(parts)
+                )
+            })
+            .collect();
+        format!(
+            "peak breakdown {trace}: committed {:.1} MiB, peak live {:.1}, live at the peak {:.1}; device: {}; pinned: {}; {}",
+            mib(committed),
+            mib(peak_live),
+            mib(self.live),
+            fmt(&sum(false)),
+            fmt(&sum(true)),
+            per_type.join("; ")
+        )
+    }
 }
 
 /// The size of `table`'s largest heap.
