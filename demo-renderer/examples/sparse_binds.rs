@@ -493,21 +493,9 @@ impl Bench {
         let mut result = Ok(());
         let mut submitted = 0;
         for ((queue, call), &fence) in parts.iter().zip(&fences) {
-            let binds: Vec<Vec<vk::SparseImageMemoryBind>> =
-                call.iter().map(|(_, bs)| self.image_binds(bs)).collect();
-            let infos: Vec<vk::SparseImageMemoryBindInfo> = call
-                .iter()
-                .zip(&binds)
-                .map(|((image, _), b)| {
-                    vk::SparseImageMemoryBindInfo::default()
-                        .image(*image)
-                        .binds(b)
-                })
-                .collect();
-            let info = vk::BindSparseInfo::default().image_binds(&infos);
-            // SAFETY: as in `bind`; the parts bind different tiles.
-            if let Err(e) = unsafe { d.queue_bind_sparse(*queue, &[info], fence) } {
-                result = Err(format!("vkQueueBindSparse: {e}"));
+            // The parts bind different tiles.
+            if let Err(e) = self.submit(*queue, call, fence) {
+                result = Err(e);
                 break;
             }
             submitted += 1;
@@ -525,6 +513,30 @@ impl Bench {
             fences.iter().for_each(|&f| d.destroy_fence(f, None));
             result.map(|()| seconds)
         }
+    }
+
+    /// One `vkQueueBindSparse` of `call` on `queue`, signalling `fence`
+    /// (or none). The callers bind whole tiles of level 0 of live images to
+    /// the live memory, tiles no other pending bind names, while nothing
+    /// else uses the images.
+    fn submit(&self, queue: vk::Queue, call: &Call, fence: vk::Fence) -> Result<(), String> {
+        let binds: Vec<Vec<vk::SparseImageMemoryBind>> =
+            call.iter().map(|(_, bs)| self.image_binds(bs)).collect();
+        let infos: Vec<vk::SparseImageMemoryBindInfo> = call
+            .iter()
+            .zip(&binds)
+            .map(|((image, _), b)| {
+                vk::SparseImageMemoryBindInfo::default()
+                    .image(*image)
+                    .binds(b)
+            })
+            .collect();
+        let info = vk::BindSparseInfo::default().image_binds(&infos);
+        // SAFETY: every image and the memory are live; the regions are whole
+        // tiles of level 0 inside the images; no pending work uses them (the
+        // callers' contract above); `fence` is unsignalled and not pending.
+        unsafe { self.device.queue_bind_sparse(queue, &[info], fence) }
+            .map_err(|e| format!("vkQueueBindSparse: {e}"))
     }
 
     /// An unbound sparse 8K image of one level.
@@ -556,27 +568,12 @@ impl Bench {
         let d = &self.device;
         let started = Instant::now();
         for (i, call) in calls.iter().enumerate() {
-            let binds: Vec<Vec<vk::SparseImageMemoryBind>> =
-                call.iter().map(|(_, bs)| self.image_binds(bs)).collect();
-            let infos: Vec<vk::SparseImageMemoryBindInfo> = call
-                .iter()
-                .zip(&binds)
-                .map(|((image, _), b)| {
-                    vk::SparseImageMemoryBindInfo::default()
-                        .image(*image)
-                        .binds(b)
-                })
-                .collect();
-            let info = vk::BindSparseInfo::default().image_binds(&infos);
             let fence = if i + 1 == calls.len() {
                 self.fence
             } else {
                 vk::Fence::null()
             };
-            // SAFETY: every image and the memory are live; the regions are
-            // whole tiles of level 0 inside the image; nothing uses the images.
-            unsafe { d.queue_bind_sparse(queue, &[info], fence) }
-                .map_err(|e| format!("vkQueueBindSparse: {e}"))?;
+            self.submit(queue, call, fence)?;
         }
         // SAFETY: the fence is live and was submitted just above.
         unsafe {
