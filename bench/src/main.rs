@@ -77,7 +77,8 @@ honour_dedicated_preference_from=N sets ours' AllocatorDesc (policy experiments 
 VKALLOC_BENCH_POLLUTE=N writes N bytes (a byte per 64-byte line) before every timed
 operation: own time with the caches cold (64 KiB: the L1; a few MiB: the L2), a diagnosis.
 With --sim: VKALLOC_SIM_PLACEMENT_HASH=1 prints a hash of every placement per trace;
-VKALLOC_SIM_TIME=1 the quartiles of each call's time here; VKALLOC_SIM_MARK=1 the address
+VKALLOC_SIM_TIME=1 the quartiles of each call's time here (VKALLOC_BENCH_POLLUTE applies);
+VKALLOC_SIM_MARK=1 the address
 of the marks loaded around each call (to cut a lackey memory trace into calls);
 VKALLOC_SIM_PREFER_FROM=BYTES: the corpus's images and staging buffers of at least BYTES
 prefer dedicated memory (the H200's driver: 33554432) instead of the table's image threshold.

@@ -416,11 +416,40 @@ fn log_calls(
 static MARK: [std::sync::atomic::AtomicU64; 4] =
     [const { std::sync::atomic::AtomicU64::new(0) }; 4];
 
+thread_local! {
+    /// `VKALLOC_BENCH_POLLUTE=N` with `VKALLOC_SIM_TIME`: N bytes written
+    /// (one byte per 64-byte line) before each timed call, untimed, as the
+    /// device replay does: own time with the L1 (64 KiB) or the L2 evicted.
+    static POLLUTE: std::cell::RefCell<(u8, Vec<u8>)> = std::cell::RefCell::new((
+        0,
+        vec![
+            0;
+            std::env::var("VKALLOC_BENCH_POLLUTE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        ],
+    ));
+}
+
 /// Runs `call` between the loads of `MARK[first]` and `MARK[first + 1]`
 /// (see [`MARK`]), its time in clock ticks pushed to `samples` where given
 /// (`VKALLOC_SIM_TIME`).
 fn timed<T>(first: usize, samples: Option<&mut Vec<u64>>, call: impl FnOnce() -> T) -> T {
     use std::sync::atomic::Ordering::Relaxed;
+    if samples.is_some() {
+        POLLUTE.with(|p| {
+            let mut p = p.borrow_mut();
+            let (round, bytes) = &mut *p;
+            if !bytes.is_empty() {
+                *round = round.wrapping_add(1);
+                for i in (0..bytes.len()).step_by(64) {
+                    bytes[i] = *round;
+                }
+                std::hint::black_box(&mut *bytes);
+            }
+        });
+    }
     std::hint::black_box(MARK[first].load(Relaxed));
     let t0 = crate::clock::now();
     let result = call();
