@@ -670,7 +670,7 @@ impl PeakBreakdown {
                         parts[2] += b.size;
                     } else {
                         parts[0] += b.allocation_bytes;
-                        parts[1] += b.size - b.allocation_bytes;
+                        parts[1] += b.size.saturating_sub(b.allocation_bytes);
                     }
                 }
             }
