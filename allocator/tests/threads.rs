@@ -211,3 +211,144 @@ fn one_thread_commits_no_more_blocks_than_before() {
 
 const MOST_BLOCKS: u32 = 5;
 const MOST_BYTES: u64 = 20 << 20;
+
+/// Threads free each other's allocations (a buffer made under one thread's
+/// home shard, or a borrowed one, freed by another thread) while a further
+/// thread ends frames, trims, and reads the statistics, the snapshot and the
+/// JSON dump without pause: no buffer is written by a neighbour, no call
+/// fails or deadlocks, and at the end the counters, the blocks and the
+/// device agree and every block goes back.
+#[test]
+fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    const WORKERS: u64 = 6;
+    let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+    let allocator = Arc::new(Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap());
+    // Buffers handed from one thread to another, each with its fill byte.
+    let mailbox: Arc<Mutex<Vec<(u8, MappedAllocation)>>> = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(WORKERS as usize + 1));
+    let observer = {
+        let (allocator, done, start) = (
+            Arc::clone(&allocator),
+            Arc::clone(&done),
+            Arc::clone(&start),
+        );
+        std::thread::spawn(move || {
+            start.wait();
+            let mut rounds = 0u32;
+            while !done.load(Ordering::Relaxed) {
+                allocator.begin_frame();
+                let stats = allocator.statistics();
+                assert!(stats.total.allocation_bytes <= stats.total.block_bytes);
+                if rounds % 8 == 0 {
+                    // Each block taken under its shard's lock: its
+                    // allocations lie inside it, apart, and add up to its
+                    // count and bytes.
+                    for b in allocator.snapshot().lists.iter().flat_map(|l| &l.blocks) {
+                        let mut spans: Vec<(u64, u64)> = b
+                            .allocations
+                            .iter()
+                            .map(|a| (a.offset, a.offset + a.size))
+                            .collect();
+                        spans.sort_unstable();
+                        assert!(
+                            spans.windows(2).all(|w| w[0].1 <= w[1].0),
+                            "overlapping allocations"
+                        );
+                        assert!(
+                            spans.last().is_none_or(|s| s.1 <= b.size),
+                            "an allocation past its block"
+                        );
+                        assert_eq!(spans.len(), b.allocation_count as usize);
+                    }
+                    assert!(allocator.to_json().contains("\"allocations\""));
+                }
+                if rounds % 4 == 0 {
+                    allocator.trim();
+                }
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|t| {
+            let (allocator, mailbox, start) = (
+                Arc::clone(&allocator),
+                Arc::clone(&mailbox),
+                Arc::clone(&start),
+            );
+            std::thread::spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(100 + t);
+                let mut own: Vec<(u8, MappedAllocation)> = Vec::new();
+                start.wait();
+                for n in 0..1500u32 {
+                    // Up to 4 MiB: new blocks, emptied blocks and large
+                    // requests beside the small ones.
+                    let bits = rng.gen_range(8.0f64..=22.0);
+                    let size = (2f64.powf(bits) as u64).max(256);
+                    let mut m = allocator.allocate_mapped(&desc(size, None)).unwrap();
+                    let byte = (t as u8).wrapping_mul(37).wrapping_add(n as u8);
+                    m.as_mut_slice().fill(byte);
+                    if rng.gen_bool(0.5) {
+                        mailbox.lock().unwrap().push((byte, m));
+                    } else {
+                        own.push((byte, m));
+                    }
+                    // Free someone's buffer: from the mailbox (most likely
+                    // another thread's) or one of its own.
+                    let taken = if rng.gen_bool(0.5) {
+                        let mut mb = mailbox.lock().unwrap();
+                        let len = mb.len();
+                        (len > 0).then(|| mb.swap_remove(rng.gen_range(0..len)))
+                    } else {
+                        let len = own.len();
+                        (len > 0).then(|| own.swap_remove(rng.gen_range(0..len)))
+                    };
+                    if let Some((byte, m)) = taken {
+                        assert!(holds(&m, byte), "a neighbour wrote into a live buffer");
+                        allocator.free(m).unwrap();
+                    }
+                    if own.len() + mailbox.lock().unwrap().len() > 400 {
+                        let (byte, m) = own
+                            .pop()
+                            .unwrap_or_else(|| mailbox.lock().unwrap().pop().unwrap());
+                        assert!(holds(&m, byte));
+                        allocator.free(m).unwrap();
+                    }
+                }
+                own
+            })
+        })
+        .collect();
+    let mut left: Vec<(u8, MappedAllocation)> = workers
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    done.store(true, Ordering::Relaxed);
+    assert!(observer.join().unwrap() > 0);
+    left.append(&mut mailbox.lock().unwrap());
+
+    allocator
+        .validate()
+        .expect("invariants hold after the threads");
+    let stats = allocator.statistics();
+    assert_eq!(stats.total.allocation_count, left.len() as u64);
+    assert_eq!(allocator.leaks().len(), left.len());
+    for (byte, m) in left {
+        assert!(holds(&m, byte));
+        allocator.free(m).unwrap();
+    }
+    allocator.validate().expect("invariants hold at the end");
+    let allocator = Arc::into_inner(allocator).unwrap();
+    assert_eq!(allocator.statistics().total.allocation_count, 0);
+    assert!(allocator.leaks().is_empty());
+    allocator.trim();
+    assert_eq!(allocator.statistics().total.block_count, 0);
+    drop(allocator);
+    assert_eq!(sim.live_objects(), 0, "device memory left after drop");
+    assert_eq!(sim.violations(), 0, "{:?}", sim.violation_log());
+}
