@@ -243,7 +243,7 @@ fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
                 allocator.begin_frame();
                 let stats = allocator.statistics();
                 assert!(stats.total.allocation_bytes <= stats.total.block_bytes);
-                if rounds % 8 == 0 {
+                if rounds.is_multiple_of(8) {
                     // Each block taken under its shard's lock: its
                     // allocations lie inside it, apart, and add up to its
                     // count and bytes.
@@ -266,7 +266,7 @@ fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
                     }
                     assert!(allocator.to_json().contains("\"allocations\""));
                 }
-                if rounds % 4 == 0 {
+                if rounds.is_multiple_of(4) {
                     allocator.trim();
                 }
                 rounds += 1;
