@@ -241,6 +241,17 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
         late_loads += late;
     }
     assert!(late_loads > 0, "no spare load waited for the submission");
+    // The next frame's look-ahead is cast after each frame's submission
+    // (the camera path is known ahead): every frame but the first uses it.
+    let early: Vec<bool> = frames(&tiles)
+        .iter()
+        .map(|f| f["lookahead_early"].as_bool().unwrap())
+        .collect();
+    assert!(!early[0], "the first frame has no frame before it");
+    assert!(
+        early[1..].iter().all(|&e| e),
+        "frames cast their look-ahead before their submission: {early:?}"
+    );
     // Measured: 1131 changes (page binds and unbinds), on 26 of the 40 frames.
     let changes = s["residency_changes"].as_u64().unwrap();
     let frames_changing = frames(&tiles)

@@ -166,6 +166,9 @@ pub struct GalleryPass {
     stream_config: StreamConfig,
     /// The texture streamer (created with the pass).
     pub streamer: Option<Streamer>,
+    /// The frame last prepared and the path's frame count: after its
+    /// submission the streamer casts the next frame's look-ahead.
+    prepared: Option<(u32, u32)>,
 }
 
 impl GalleryPass {
@@ -214,6 +217,7 @@ impl GalleryPass {
             height: extent.height,
             stream_config,
             streamer: None,
+            prepared: None,
         };
         match pass.build(ctx, mem) {
             Ok(()) => Ok(pass),
@@ -790,6 +794,7 @@ impl ScenePass for GalleryPass {
         let mut tiles = [0; 4];
         let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
         let (view, ahead) = self.stream_views(frame, frames, lookahead);
+        self.prepared = Some((frame, frames));
         if let Some(s) = self.streamer.as_mut() {
             let cut = self.gallery.path.is_cut(frame, frames);
             s.prepare(
@@ -1114,10 +1119,21 @@ impl ScenePass for GalleryPass {
     }
 
     fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        match self.streamer.as_mut() {
-            Some(s) => s.after_submit(ctx, mem),
-            None => Ok(()),
+        let Some(s) = self.streamer.as_mut() else {
+            return Ok(());
+        };
+        s.after_submit(ctx, mem)?;
+        // The next frame's look-ahead depends on the camera path alone: cast
+        // now, while the GPU draws this frame.
+        if let Some((frame, frames)) = self.prepared.filter(|&(f, n)| f + 1 < n) {
+            let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
+            let (view, ahead) = self.stream_views(frame + 1, frames, lookahead);
+            let cut = self.gallery.path.is_cut(frame + 1, frames);
+            if let Some(s) = self.streamer.as_mut() {
+                s.cast_ahead(&self.gallery.objects, &view, cut, &ahead);
+            }
         }
+        Ok(())
     }
 
     fn frame_done(&mut self, ctx: &Context, mem: &GpuMemory) -> Option<StreamFrame> {

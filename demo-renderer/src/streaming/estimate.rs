@@ -14,7 +14,7 @@ use crate::scene::camera::Pose;
 use crate::scene::{Object, Shape};
 
 /// What the camera sees with.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct View {
     /// The pose.
     pub pose: Pose,

@@ -43,6 +43,9 @@
 //! their pixels ([`tiles::lookahead`]) gives per-cell levels, kept warm (spare
 //! pages only), and on a camera cut's own frame the cast of the new view
 //! replaces the stale feedback, so the cut's tiles load before it is drawn.
+//! The cast depends on the camera path alone: the renderer makes the next
+//! frame's after each frame's submission ([`Streamer::cast_ahead`]), while
+//! the GPU draws, instead of on the render thread's way to the next frame.
 //!
 //! The CPU estimate ([`estimate`]) is used instead: in the pre-fill and on the
 //! first frame (no feedback yet), on the frame of a camera cut (the feedback
@@ -354,8 +357,15 @@ pub struct StreamFrame {
     /// Render-thread milliseconds the streamer took this frame (everything
     /// below included: the frame waits for it).
     pub stream_cpu_ms: f64,
-    /// By tiles: milliseconds of the CPU ray cast of the coming views.
+    /// By tiles: milliseconds of the CPU ray cast of the coming views before
+    /// the frame's submission: about 0 where the last frame cast them after
+    /// its own submission ([`Streamer::cast_ahead`]; that time counts in its
+    /// `late_ms`).
     pub lookahead_ms: f64,
+    /// By tiles: whether this frame's look-ahead was cast after the last
+    /// frame's submission (else before this frame's, on the render thread's
+    /// way to it).
+    pub lookahead_early: bool,
     /// By tiles: milliseconds the tile policy took to plan.
     pub plan_ms: f64,
     /// By tiles: milliseconds in `vkQueueBindSparse` (the loads' binds; not
@@ -388,8 +398,9 @@ pub struct StreamFrame {
     /// after the frame's submission, while the GPU draws it
     /// ([`Streamer::after_submit`]): resident from the next frame on.
     pub tile_late_loads: u32,
-    /// By tiles: milliseconds of that work on the render thread (it overlaps
-    /// the GPU's frame; `wall_ms` includes what it does not hide).
+    /// By tiles: milliseconds of that work and of the next frame's look-ahead
+    /// cast ([`Streamer::cast_ahead`]) on the render thread (it overlaps the
+    /// GPU's frame; `wall_ms` includes what it does not hide).
     pub late_ms: f64,
 }
 
@@ -488,10 +499,30 @@ pub struct Streamer {
     tiles: Option<TileStreamer>,
     /// The last feedback's cells (tiles only): wanted level and hits.
     last_cells: Option<(Vec<u8>, Vec<u32>)>,
+    /// The look-ahead cast for a coming frame, made after the last frame's
+    /// submission ([`Self::cast_ahead`]), with the inputs it was cast from.
+    pending_cast: Option<PendingCast>,
     /// The residency map the frame being drawn samples with (tiles only).
     drawn_map: Vec<u32>,
     /// Set 0, binding 3 when not streaming by tiles: a small buffer nothing reads.
     dummy_map: Option<Buffer>,
+}
+
+/// What [`Streamer::cast_views`] gives: the present view's cast on a cut, the
+/// look-ahead, and the present view's own cast within it.
+type AheadCasts = (
+    Option<tiles::lookahead::AheadCells>,
+    tiles::lookahead::AheadCells,
+    Option<tiles::lookahead::AheadCells>,
+);
+
+/// A look-ahead cast made before the frame that uses it
+/// ([`Streamer::cast_ahead`]), with the inputs it was cast from.
+struct PendingCast {
+    view: View,
+    cut: bool,
+    ahead: Vec<View>,
+    cells: AheadCasts,
 }
 
 impl Streamer {
@@ -541,6 +572,7 @@ impl Streamer {
             error: None,
             tiles: None,
             last_cells: None,
+            pending_cast: None,
             drawn_map: Vec::new(),
             dummy_map: None,
         };
@@ -1011,15 +1043,17 @@ impl Streamer {
             // On a cut the feedback shows the old view: the present one is
             // cast instead.
             let cast = Instant::now();
-            let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0).0);
-            let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
-            // Every other frame casts its own view into the look-ahead too:
-            // what the last frame's feedback did not show loads before it
-            // is drawn ([`tiles::CAST_PRESENT_ENV`]).
-            let cast_present = self.tiles.as_ref().is_some_and(|t| t.cast_present());
-            let (ahead, cast_cells) =
-                self.tile_ahead(objects, view, ahead, cast_present && !camera_cut, next);
+            // Cast after the last frame's submission for these very inputs
+            // (the camera path is known ahead), else now.
+            let cells = match self.pending_cast.take() {
+                Some(p) if p.view == *view && p.cut == camera_cut && p.ahead == ahead => {
+                    frame.lookahead_early = true;
+                    p.cells
+                }
+                _ => self.cast_views(objects, view, camera_cut, ahead),
+            };
             frame.lookahead_ms = cast.elapsed().as_secs_f64() * 1e3;
+            let (present, ahead, cast_cells) = cells;
             let views = (present.as_ref(), &ahead, cast_cells.as_ref());
             self.prepare_tiles(ctx, mem, set, frame, views)?;
             self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
@@ -1207,6 +1241,53 @@ impl Streamer {
         f.copy_ms += tf.copy_seconds * 1e3;
         f.late_ms += started.elapsed().as_secs_f64() * 1e3;
         Ok(())
+    }
+
+    /// The look-ahead's casts for a frame of `view` (a camera cut's when
+    /// `camera_cut`) with the coming views `ahead`: the present view alone on
+    /// a cut (the feedback shows the old view), the look-ahead, and the
+    /// present view's own cast within it ([`tiles::CAST_PRESENT_ENV`]: every
+    /// other frame casts its view too, so that what the last feedback did not
+    /// show loads before it is drawn).
+    fn cast_views(
+        &self,
+        objects: &[Object],
+        view: &View,
+        camera_cut: bool,
+        ahead: &[View],
+    ) -> AheadCasts {
+        let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0).0);
+        let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
+        let cast_present = self.tiles.as_ref().is_some_and(|t| t.cast_present());
+        let (ahead, cast_cells) =
+            self.tile_ahead(objects, view, ahead, cast_present && !camera_cut, next);
+        (present, ahead, cast_cells)
+    }
+
+    /// By tiles, after a frame's submission: casts the look-ahead of the next
+    /// frame (`view`, `camera_cut`, `ahead`: what its [`Self::prepare`] will
+    /// be given), which depends on the camera path alone, so that the CPU ray
+    /// cast overlaps the GPU's frame instead of delaying the next one. The
+    /// next `prepare` uses it where its inputs are these, else casts anew.
+    pub fn cast_ahead(
+        &mut self,
+        objects: &[Object],
+        view: &View,
+        camera_cut: bool,
+        ahead: &[View],
+    ) {
+        if self.tiles.is_none() {
+            return;
+        }
+        let started = Instant::now();
+        let cells = self.cast_views(objects, view, camera_cut, ahead);
+        self.pending_cast = Some(PendingCast {
+            view: *view,
+            cut: camera_cut,
+            ahead: ahead.to_vec(),
+            cells,
+        });
+        self.frame.late_ms += started.elapsed().as_secs_f64() * 1e3;
     }
 
     /// Before the first frame, with the views [`Self::prepare`] gets for it:
