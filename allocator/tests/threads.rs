@@ -241,8 +241,9 @@ fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
             let mut rounds = 0u32;
             while !done.load(Ordering::Relaxed) {
                 allocator.begin_frame();
-                let stats = allocator.statistics();
-                assert!(stats.total.allocation_bytes <= stats.total.block_bytes);
+                // Read while the workers run (their sums are of moments
+                // apart: checked per block in the snapshot below instead).
+                let _ = allocator.statistics();
                 if rounds.is_multiple_of(8) {
                     // Each block taken under its shard's lock: its
                     // allocations lie inside it, apart, and add up to its
@@ -264,7 +265,11 @@ fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
                         );
                         assert_eq!(spans.len(), b.allocation_count as usize);
                     }
-                    assert!(allocator.to_json().contains("\"allocations\""));
+                    // The dump is whole JSON whatever the threads do (it
+                    // may list no block at all before they allocate).
+                    let dump: serde_json::Value =
+                        serde_json::from_str(&allocator.to_json()).expect("the dump is JSON");
+                    assert!(dump.is_object());
                 }
                 if rounds.is_multiple_of(4) {
                     allocator.trim();
