@@ -62,6 +62,20 @@ struct Bench {
     memory: vk::DeviceMemory,
 }
 
+/// `count` binds of one tile each, tiles `first..` of level 0 row by row
+/// (32 tiles a row), to pages `page0..` in the same order.
+fn one_tile_binds(first: u32, count: u32, page0: u64) -> Vec<Bind> {
+    (first..first + count)
+        .map(|t| Bind {
+            x: t % 32,
+            y: t / 32,
+            w: 1,
+            h: 1,
+            page: Some(page0 + u64::from(t - first)),
+        })
+        .collect()
+}
+
 /// One `vkQueueBindSparse`'s binds: per image, its binds.
 type Call = Vec<(vk::Image, Vec<Bind>)>;
 
@@ -371,18 +385,7 @@ impl Bench {
         for rep in 0..=reps {
             let image = self.image()?;
             let binds = |first: u32, page0: u64| -> Call {
-                vec![(
-                    image,
-                    (0..TILES)
-                        .map(|i| Bind {
-                            x: (first + i) % 32,
-                            y: (first + i) / 32,
-                            w: 1,
-                            h: 1,
-                            page: Some(page0 + u64::from(i)),
-                        })
-                        .collect(),
-                )]
+                vec![(image, one_tile_binds(first, TILES, page0))]
             };
             let r = (|| -> Result<[f64; 7], String> {
                 let started = Instant::now();
@@ -669,20 +672,7 @@ impl Bench {
     /// One round of every shape on new images (pushed to `images` for the
     /// caller to destroy); the seconds of each.
     fn round(&self, images: &mut Vec<vk::Image>) -> Result<Vec<f64>, String> {
-        let single = |first: u32, page0: u64| -> Vec<Bind> {
-            (0..TILES)
-                .map(|i| {
-                    let t = first + i;
-                    Bind {
-                        x: t % 32,
-                        y: t / 32,
-                        w: 1,
-                        h: 1,
-                        page: Some(page0 + u64::from(i)),
-                    }
-                })
-                .collect()
-        };
+        let single = |first: u32, page0: u64| one_tile_binds(first, TILES, page0);
         let mut out = Vec::new();
         let new_image = |images: &mut Vec<vk::Image>| -> Result<vk::Image, String> {
             let i = self.image()?;
@@ -751,15 +741,7 @@ impl Bench {
         }
         out.push(self.bind(self.queue, &[eight])?);
         let h = new_image(images)?;
-        let many: Vec<Bind> = (0..1024u32)
-            .map(|t| Bind {
-                x: t % 32,
-                y: t / 32,
-                w: 1,
-                h: 1,
-                page: Some(2048 + u64::from(t)),
-            })
-            .collect();
+        let many = one_tile_binds(0, 1024, 2048);
         out.push(self.bind(self.queue, &[vec![(h, many)]])?);
         Ok(out)
     }
