@@ -252,6 +252,55 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
         early[1..].iter().all(|&e| e),
         "frames cast their look-ahead before their submission: {early:?}"
     );
+    // Each frame's tiles are planned in its own `prepare` by default; with
+    // `VKALLOC_DEMO_TILES_PLAN_EARLY=1` after the last frame's submission
+    // (`plan_ahead`), the binds waiting on a semaphore for the frame in
+    // flight: within budget at every frame, the validation layer silent, the
+    // frames drawn as well as the streamer's own (the same PSNR floors).
+    assert!(
+        frames(&tiles)
+            .iter()
+            .all(|f| f["plan_early"] == serde_json::Value::Bool(false)),
+        "a frame planned early by default"
+    );
+    let early = run_with(
+        &common::scratch("tiles_tight_plan_early"),
+        &[
+            &[
+                "--residency",
+                "tiles",
+                "--texture-budget",
+                &budget,
+                "--png-every",
+                "0",
+            ][..],
+            &compare,
+        ]
+        .concat(),
+        &[("VKALLOC_DEMO_TILES_PLAN_EARLY", "1")],
+    );
+    assert_eq!(early["streaming"]["frames_over_budget"].as_u64(), Some(0));
+    for f in frames(&early) {
+        let resident = f["texture_resident_bytes"].as_u64().unwrap();
+        assert!(resident <= BUDGET, "frame {}: {resident} B", f["frame"]);
+    }
+    let planned: Vec<bool> = frames(&early)
+        .iter()
+        .map(|f| f["plan_early"].as_bool().unwrap())
+        .collect();
+    assert!(!planned[0], "the first frame has no frame before it");
+    assert!(
+        planned[1..].iter().all(|&e| e),
+        "frames planned before their submission: {planned:?}"
+    );
+    assert!(
+        frames(&early)
+            .iter()
+            .map(|f| f["tile_loads"].as_u64().unwrap())
+            .sum::<u64>()
+            > 0
+    );
+    assert_psnr("tiles, planned early", &early);
     // Measured: 1131 changes (page binds and unbinds), on 26 of the 40 frames.
     let changes = s["residency_changes"].as_u64().unwrap();
     let frames_changing = frames(&tiles)

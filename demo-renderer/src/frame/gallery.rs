@@ -1131,6 +1131,10 @@ impl ScenePass for GalleryPass {
             let cut = self.gallery.path.is_cut(frame + 1, frames);
             if let Some(s) = self.streamer.as_mut() {
                 s.cast_ahead(&self.gallery.objects, &view, cut, &ahead);
+                // And, where asked (`VKALLOC_DEMO_TILES_PLAN_EARLY=1`), plans
+                // its tiles from that cast: the binds queue behind this frame
+                // instead of after the wait for it.
+                s.plan_ahead(ctx, mem)?;
             }
         }
         Ok(())

@@ -366,6 +366,11 @@ pub struct StreamFrame {
     /// frame's submission (else before this frame's, on the render thread's
     /// way to it).
     pub lookahead_early: bool,
+    /// By tiles: whether this frame's tile plan (evictions, pages, binds)
+    /// was made after the last frame's submission
+    /// ([`tiles::TileStreamer::plan_ahead`]; its time counts in that frame's
+    /// `late_ms`), else before this frame's.
+    pub plan_early: bool,
     /// By tiles: milliseconds the tile policy took to plan.
     pub plan_ms: f64,
     /// By tiles: milliseconds in `vkQueueBindSparse` (the loads' binds; not
@@ -502,6 +507,9 @@ pub struct Streamer {
     /// The look-ahead cast for a coming frame, made after the last frame's
     /// submission ([`Self::cast_ahead`]), with the inputs it was cast from.
     pending_cast: Option<PendingCast>,
+    /// By tiles: the next frame was planned after this one's submission
+    /// ([`Self::plan_ahead`]); where its wanted levels came from.
+    early_plan: Option<&'static str>,
     /// The residency map the frame being drawn samples with (tiles only).
     drawn_map: Vec<u32>,
     /// Set 0, binding 3 when not streaming by tiles: a small buffer nothing reads.
@@ -515,6 +523,16 @@ type AheadCasts = (
     tiles::lookahead::AheadCells,
     Option<tiles::lookahead::AheadCells>,
 );
+
+/// [`AheadCasts`] borrowed.
+type Views<'a> = (
+    Option<&'a tiles::lookahead::AheadCells>,
+    &'a tiles::lookahead::AheadCells,
+    Option<&'a tiles::lookahead::AheadCells>,
+);
+
+/// Per cell of every material: the tile policy's wanted levels and hits.
+type TileWants = (Vec<u8>, Vec<u32>);
 
 /// A look-ahead cast made before the frame that uses it
 /// ([`Streamer::cast_ahead`]), with the inputs it was cast from.
@@ -573,6 +591,7 @@ impl Streamer {
             tiles: None,
             last_cells: None,
             pending_cast: None,
+            early_plan: None,
             drawn_map: Vec::new(),
             dummy_map: None,
         };
@@ -1039,6 +1058,16 @@ impl Streamer {
             return Err(e);
         }
         self.finish_defrag(ctx, mem, set)?;
+        if let Some(wanted_from) = self.early_plan.take() {
+            // Planned after the last frame's submission, for this frame's
+            // views (the camera path is known ahead): carried out now.
+            frame.lookahead_early = true;
+            frame.plan_early = true;
+            frame.wanted_from = wanted_from;
+            self.prepare_tiles(ctx, mem, set, frame, None)?;
+            self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
+            return Ok(());
+        }
         if self.tiles.is_some() {
             // On a cut the feedback shows the old view: the present one is
             // cast instead.
@@ -1055,7 +1084,7 @@ impl Streamer {
             frame.lookahead_ms = cast.elapsed().as_secs_f64() * 1e3;
             let (present, ahead, cast_cells) = cells;
             let views = (present.as_ref(), &ahead, cast_cells.as_ref());
-            self.prepare_tiles(ctx, mem, set, frame, views)?;
+            self.prepare_tiles(ctx, mem, set, frame, Some(views))?;
             self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
             return Ok(());
         }
@@ -1148,52 +1177,59 @@ impl Streamer {
         Ok(())
     }
 
+    /// The tile policy's inputs from a frame's casts: the wanted levels and
+    /// hits (the present view's cast on a cut, else the last feedback's
+    /// cells, else nothing: the tails alone) and where they came from, the
+    /// look-ahead's, and the present view's own cast within it (which of its
+    /// loads the frame may draw: not kept back for after the submission).
+    fn tile_inputs(
+        &self,
+        g: usize,
+        (present, ahead, cast): Views<'_>,
+    ) -> (TileWants, &'static str, TileWants, TileWants) {
+        let n = self.map_sizes.len() * g * g;
+        let (wants, from) = match (present, self.last_cells.as_ref()) {
+            (Some(p), _) => (p.for_policy(), "estimate"),
+            (None, Some(c)) => ((c.0.clone(), c.1.clone()), "feedback"),
+            (None, None) => ((vec![tiles::policy::UNSEEN; n], vec![0; n]), "none"),
+        };
+        let cast = cast.map(|c| c.for_policy()).unwrap_or_default();
+        (wants, from, ahead.for_policy(), cast)
+    }
+
     /// [`Self::prepare`] when streaming by tiles: the last frame's cells drive
-    /// the tile policy (no feedback yet: nothing but the tails).
+    /// the tile policy (no feedback yet: nothing but the tails); `views`
+    /// `None` where [`Self::plan_ahead`] planned the frame.
     fn prepare_tiles(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
         set: &TextureSet,
         mut frame: StreamFrame,
-        (present, ahead, cast): (
-            Option<&tiles::lookahead::AheadCells>,
-            &tiles::lookahead::AheadCells,
-            Option<&tiles::lookahead::AheadCells>,
-        ),
+        views: Option<Views<'_>>,
     ) -> Result<(), GpuError> {
+        let Some(g) = self.tiles.as_ref().map(|t| t.cells_per_side() as usize) else {
+            return Ok(());
+        };
+        let inputs = views.map(|v| self.tile_inputs(g, v));
         let Some(t) = self.tiles.as_mut() else {
             return Ok(());
         };
-        let g = t.cells_per_side() as usize;
-        let n = self.map_sizes.len() * g * g;
-        let (wants, hits) = match (present, self.last_cells.as_ref()) {
-            (Some(p), _) => {
-                frame.wanted_from = "estimate";
-                p.for_policy()
+        let tf = match inputs {
+            Some(((wants, hits), from, ahead, cast)) => {
+                frame.wanted_from = from;
+                t.prepare(
+                    ctx,
+                    mem,
+                    &wants,
+                    &hits,
+                    (&ahead.0, &ahead.1),
+                    (&cast.0, &cast.1),
+                    false,
+                )?
             }
-            (None, Some(c)) => {
-                frame.wanted_from = "feedback";
-                (c.0.clone(), c.1.clone())
-            }
-            (None, None) => {
-                frame.wanted_from = "none";
-                (vec![tiles::policy::UNSEEN; n], vec![0; n])
-            }
+            None => t.prepare(ctx, mem, &[], &[], (&[], &[]), (&[], &[]), false)?,
         };
-        let (ahead_wants, ahead_hits) = ahead.for_policy();
-        // The present view's own cast, within the look-ahead: which of its
-        // loads this frame may draw (not kept back for after the submission).
-        let (cast_wants, cast_hits) = cast.map(|c| c.for_policy()).unwrap_or_default();
-        let tf = t.prepare(
-            ctx,
-            mem,
-            &wants,
-            &hits,
-            (&ahead_wants, &ahead_hits),
-            (&cast_wants, &cast_hits),
-            false,
-        )?;
         frame.residency_changes = tf.loads + tf.evictions;
         frame.upload_bytes = tf.upload_bytes;
         frame.upload_ms = tf.read_seconds * 1e3;
@@ -1240,6 +1276,43 @@ impl Streamer {
         f.tile_late_loads += tf.loads;
         f.copy_ms += tf.copy_seconds * 1e3;
         f.late_ms += started.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// After a frame's submission and [`Self::cast_ahead`], by tiles where
+    /// [`tiles::PLAN_EARLY_ENV`]`=1`: plans the next frame's tiles from that
+    /// cast and the last feedback read (the frame before this one's: this
+    /// one is still drawing), and binds them ([`tiles::TileStreamer::plan_ahead`]).
+    /// The next [`Self::prepare`] carries the plan out whatever its views
+    /// (the renderer gives it those of the cast). Does nothing without a cast.
+    pub fn plan_ahead(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        let Some(g) = self.tiles.as_ref().map(|t| t.cells_per_side() as usize) else {
+            return Ok(());
+        };
+        if self.early_plan.is_some() || !self.tiles.as_ref().is_some_and(|t| t.plans_early()) {
+            return Ok(());
+        }
+        let Some(p) = self.pending_cast.take() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let (present, ahead, cast) = &p.cells;
+        let ((wants, hits), from, ahead, cast) =
+            self.tile_inputs(g, (present.as_ref(), ahead, cast.as_ref()));
+        if let Some(t) = self.tiles.as_mut() {
+            t.plan_ahead(
+                ctx,
+                mem,
+                &wants,
+                &hits,
+                (&ahead.0, &ahead.1),
+                (&cast.0, &cast.1),
+            )?;
+            if t.has_plan() {
+                self.early_plan = Some(from);
+            }
+        }
+        self.frame.late_ms += started.elapsed().as_secs_f64() * 1e3;
         Ok(())
     }
 

@@ -20,7 +20,16 @@
 //!
 //! The renderer waits for each frame, so when [`TileStreamer::prepare`] runs the
 //! GPU has only the last frame's spare loads left (below), which it waits
-//! for before touching a page. It plans from the last frame's per-cell feedback; an evicted
+//! for before touching a page. (With [`PLAN_EARLY_ENV`]`=1` the plan, the
+//! pages and the binds were made already, after the last frame's submission
+//! ([`TileStreamer::plan_ahead`], from the feedback of the frame before it
+//! and the cast of this frame's views): the plan's CPU time overlaps the
+//! GPU's frame, and the binds start as soon as that frame ends. They wait on
+//! a semaphore signalled after everything submitted before them, so a page
+//! taken from an evicted tile, which the frame in flight may still sample,
+//! changes only after it; the frame in flight's residency map is left as it
+//! is until `prepare`. Off by default: the older feedback costs frames.)
+//! It plans from the last frame's per-cell feedback; an evicted
 //! tile leaves the residency map and its page goes to the spare pages, still
 //! bound there (no unbind); the loads take spare pages first, then new ones
 //! from the pool, and are bound in one `vkQueueBindSparse` that signals a
@@ -361,6 +370,16 @@ pub struct TileStreamer {
     bound: vk::Semaphore,
     /// A bind signalled `bound` and no submission has waited on it yet.
     bind_signalled: bool,
+    /// Signalled by an empty submission after everything the frame in flight
+    /// submitted, waited on by the binds of a plan made ahead
+    /// ([`Self::plan_ahead`]): they rebind pages that frame may still read.
+    gate: vk::Semaphore,
+    /// The next frame's plan, made after this frame's submission
+    /// ([`Self::plan_ahead`]); its reads, copies and map wait for `prepare`.
+    planned: Option<Planned>,
+    /// [`PLAN_EARLY_ENV`]`=1`: the renderer plans each frame's tiles after
+    /// the last frame's submission.
+    plan_early: bool,
     /// Calls of [`TileStreamer::prepare`] after the pre-fill.
     frames: u64,
     /// [`FREEZE_ENV`]: after this many frames, residency stays as it is.
@@ -494,6 +513,28 @@ impl LateSpare {
     }
 }
 
+/// `VKALLOC_DEMO_TILES_PLAN_EARLY=1`: each frame's tile plan (evictions,
+/// pages, binds) is made after the last frame's submission
+/// ([`TileStreamer::plan_ahead`]) instead of in [`TileStreamer::prepare`],
+/// after the renderer waited for the last frame (the default). Measured on
+/// the H200 at 256 MiB (BENCHMARKS.md): the frame period 17.2-18.5 ->
+/// 14.7-16.0 ms, but the plan then reads the feedback of the frame before
+/// the last, and 3 frames fell below 40 dB (minimum 40.8 -> 38.4): off by
+/// default.
+pub const PLAN_EARLY_ENV: &str = "VKALLOC_DEMO_TILES_PLAN_EARLY";
+
+/// A frame's tile changes planned, their pages taken and bound; the reads,
+/// copies and residency map left for [`TileStreamer::prepare`].
+struct Planned {
+    /// The plan's figures so far.
+    frame: TileFrame,
+    /// The loads made before the frame's submission (sorted).
+    loads: Vec<TileRef>,
+    /// The spare loads kept back for after it, and their pages.
+    later: Vec<TileRef>,
+    late_binds: Vec<TileBind>,
+}
+
 /// Spare loads kept back by [`TileStreamer::prepare`] for
 /// [`TileStreamer::after_submit`]: their pages are taken (and counted) but
 /// neither bound nor filled.
@@ -584,6 +625,19 @@ impl TileStreamer {
                 return Err(e);
             }
         };
+        // SAFETY: valid create info on a live device.
+        let gate = match unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
+            .check("vkCreateSemaphore")
+        {
+            Ok(g) => g,
+            Err(e) => {
+                late_shot.destroy(d);
+                one_shot.destroy(d);
+                // SAFETY: the semaphore was never used.
+                unsafe { d.destroy_semaphore(bound, None) };
+                return Err(e);
+            }
+        };
         let mut s = Self {
             maps: Vec::new(),
             sparse: Vec::new(),
@@ -627,6 +681,9 @@ impl TileStreamer {
             late: LateSpare::from_env(),
             bound,
             bind_signalled: false,
+            gate,
+            planned: None,
+            plan_early: std::env::var(PLAN_EARLY_ENV).is_ok_and(|v| v.trim() == "1"),
         };
         match s.build(ctx, mem, set, upload_budget, budget, anisotropy) {
             Ok(Ok(())) => Ok(Ok(s)),
@@ -860,7 +917,7 @@ impl TileStreamer {
             .zip(&smalls)
             .map(|(b, m)| vk::SparseImageMemoryBindInfo::default().image(b.0).binds(m))
             .collect();
-        self.bind_sparse(ctx, &opaque, &image_binds)?;
+        self.bind_sparse(ctx, &opaque, &image_binds, None)?;
         let mut tail_levels = Vec::new();
         let mut tail_total = 0u64;
         for (i, (m, s)) in self.maps.iter().zip(&self.sparse).enumerate() {
@@ -1139,12 +1196,14 @@ impl TileStreamer {
 
     /// One `vkQueueBindSparse` of `opaque` and `image` binds, not waited
     /// for: it signals [`Self::bound`], which the next copies' submission
-    /// waits on ([`Self::take_bind_signal`]).
+    /// waits on ([`Self::take_bind_signal`]); it waits on `wait` first
+    /// (the gate of [`Self::plan_ahead`]'s binds, signalled just before).
     fn bind_sparse(
         &mut self,
         ctx: &Context,
         opaque: &[vk::SparseImageOpaqueMemoryBindInfo<'_>],
         image: &[vk::SparseImageMemoryBindInfo<'_>],
+        wait: Option<vk::Semaphore>,
     ) -> Result<(), GpuError> {
         if opaque.is_empty() && image.is_empty() {
             return Ok(());
@@ -1158,7 +1217,9 @@ impl TileStreamer {
             ));
         }
         let signal = [self.bound];
+        let waits: Vec<vk::Semaphore> = wait.into_iter().collect();
         let info = vk::BindSparseInfo::default()
+            .wait_semaphores(&waits)
             .image_opaque_binds(opaque)
             .image_binds(image)
             .signal_semaphores(&signal);
@@ -1166,8 +1227,9 @@ impl TileStreamer {
         // SAFETY: the graphics queue supports sparse binding (`sparse_tiles`);
         // every image and memory is live; no pending work uses these images'
         // regions (the caller's frame order: the renderer waited for the last
-        // frame, `prepare` for the last copies); `bound` has no pending signal
-        // (`bind_signalled` is false).
+        // frame, `prepare` for the last copies), or the bind waits on `wait`,
+        // signalled after all of it (`plan_ahead`); `bound` has no pending
+        // signal (`bind_signalled` is false), `wait` one, signalled just before.
         unsafe {
             d.queue_bind_sparse(ctx.queue, &[info], vk::Fence::null())
                 .check("vkQueueBindSparse")?;
@@ -1196,7 +1258,12 @@ impl TileStreamer {
     /// of adjacent tiles per bind where [`bind_regions`] joins them.
     /// [`Self::prepare`] only binds (evictions keep their pages bound); the
     /// unbind form stays for a caller that must take memory back from a tile.
-    fn bind_tiles(&mut self, ctx: &Context, changes: &[TileBind]) -> Result<u32, GpuError> {
+    fn bind_tiles(
+        &mut self,
+        ctx: &Context,
+        changes: &[TileBind],
+        wait: Option<vk::Semaphore>,
+    ) -> Result<u32, GpuError> {
         let mut per_image: HashMap<u32, Vec<vk::SparseImageMemoryBind>> = HashMap::new();
         for (t, count, mem) in bind_regions(&self.maps, changes, self.page) {
             let m = &self.maps[t.map as usize];
@@ -1237,7 +1304,7 @@ impl TileStreamer {
                     .binds(&per_image[k])
             })
             .collect();
-        self.bind_sparse(ctx, &[], &infos)?;
+        self.bind_sparse(ctx, &[], &infos, wait)?;
         Ok(per_image.values().map(|v| v.len() as u32).sum())
     }
 
@@ -1247,7 +1314,9 @@ impl TileStreamer {
     /// [`policy::TileInput::ahead_wants`]), of which `cast` is the present
     /// view's own cast (empty for none; [`policy::TileInput::cast_wants`]).
     /// The spare loads [`LATE_SPARE_ENV`] names wait for
-    /// [`Self::after_submit`].
+    /// [`Self::after_submit`]. Where [`Self::plan_ahead`] planned this frame
+    /// after the last one's submission, that plan is carried out and the
+    /// inputs here are not used.
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
@@ -1259,9 +1328,90 @@ impl TileStreamer {
         cast: (&[u8], &[u32]),
         prefill: bool,
     ) -> Result<TileFrame, GpuError> {
+        let planned = match self.planned.take() {
+            Some(p) => Some(p),
+            None => self.plan(ctx, mem, wants, hits, ahead, cast, prefill, false)?,
+        };
+        match planned {
+            Some(p) => self.finish(ctx, mem, p),
+            None => Ok(TileFrame::default()),
+        }
+    }
+
+    /// Whether the renderer should plan each frame's tiles after the last
+    /// frame's submission ([`Self::plan_ahead`]; [`PLAN_EARLY_ENV`]`=1`).
+    pub fn plans_early(&self) -> bool {
+        self.plan_early
+    }
+
+    /// After a frame's submission, while the GPU draws it: plans the next
+    /// frame's tile changes ([`Self::prepare`]'s inputs, from the feedback of
+    /// the frame before this one), takes their pages and binds them, so that
+    /// the plan's CPU time overlaps the GPU's frame and the binds start on the
+    /// queue as soon as the frame ends, instead of after the renderer's wait
+    /// for it. The binds wait on a semaphore signalled after everything
+    /// submitted so far: an evicted tile's page goes to another tile only
+    /// once the frame in flight, which may sample it, is done. The next
+    /// [`Self::prepare`] reads, copies and maps the loads. Nothing the frame
+    /// in flight reads changes before that: its residency map stays as it is.
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan_ahead(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        wants: &[u8],
+        hits: &[u32],
+        ahead: (&[u8], &[u32]),
+        cast: (&[u8], &[u32]),
+    ) -> Result<(), GpuError> {
+        if self.planned.is_none() {
+            self.planned = self.plan(ctx, mem, wants, hits, ahead, cast, false, true)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a plan made by [`Self::plan_ahead`] waits for [`Self::prepare`].
+    pub fn has_plan(&self) -> bool {
+        self.planned.is_some()
+    }
+
+    /// Signals [`Self::gate`] from an empty submission: its signal covers
+    /// every command submitted to the queue before it (the frame in flight,
+    /// its copies, the late loads' copies).
+    fn signal_gate(&self, ctx: &Context) -> Result<(), GpuError> {
+        let signal = [vk::SemaphoreSubmitInfo::default()
+            .semaphore(self.gate)
+            .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
+        let submit = [vk::SubmitInfo2::default().signal_semaphore_infos(&signal)];
+        // SAFETY: the queue is the renderer's, used from this thread alone;
+        // `gate` has no pending signal: each signal is followed by a bind
+        // that waits on it (`plan`), and the next signal comes a frame later,
+        // after submissions that waited for that bind.
+        unsafe {
+            ctx.device
+                .queue_submit2(ctx.queue, &submit, vk::Fence::null())
+                .check("vkQueueSubmit2")
+        }
+    }
+
+    /// The plan of [`Self::prepare`] (`early`: of [`Self::plan_ahead`], with
+    /// the frame before still in flight): evictions, pages and binds.
+    /// `None` when residency is frozen ([`FREEZE_ENV`]).
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        wants: &[u8],
+        hits: &[u32],
+        ahead: (&[u8], &[u32]),
+        cast: (&[u8], &[u32]),
+        prefill: bool,
+        early: bool,
+    ) -> Result<Option<Planned>, GpuError> {
         // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
         if self.freeze_after.is_some_and(|n| self.frames >= n) {
-            return Ok(TileFrame::default());
+            return Ok(None);
         }
         if !prefill {
             self.frames += 1;
@@ -1271,9 +1421,13 @@ impl TileStreamer {
         let flushed = self.after_submit(ctx, mem)?;
         // The last copies read staging and wrote pages that this frame may
         // give to other tiles: done before anything here touches them (in a
-        // frame, the renderer's wait for the last frame covered them).
+        // frame, the renderer's wait for the last frame covered them). Early,
+        // the gate orders the binds after them on the GPU, and `finish`
+        // waits before staging is written.
         let waiting = Instant::now();
-        self.one_shot.wait(ctx)?;
+        if !early {
+            self.one_shot.wait(ctx)?;
+        }
         let wait_seconds = waiting.elapsed().as_secs_f64();
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
@@ -1332,9 +1486,13 @@ impl TileStreamer {
         frame.absorb(&flushed);
         // The spare loads kept back last frame are bound, filled and in the
         // map from here on; their copies (and reads of staging) are done
-        // before any page or staging slot is touched below.
+        // before any page or staging slot is touched below (early: before
+        // their pages are bound again, by the gate, and before staging is
+        // written, in `finish`).
         let waiting = Instant::now();
-        self.late_shot.wait(ctx)?;
+        if !early {
+            self.late_shot.wait(ctx)?;
+        }
         frame.wait_seconds += waiting.elapsed().as_secs_f64();
         let mut binding = Duration::ZERO;
         // Evictions: out of the map, their pages spare and still bound (the
@@ -1377,7 +1535,13 @@ impl TileStreamer {
         let loads = now;
         if !binds.is_empty() {
             let b = Instant::now();
-            match self.bind_tiles(ctx, &binds) {
+            let bound = if early {
+                self.signal_gate(ctx)
+                    .and_then(|()| self.bind_tiles(ctx, &binds, Some(self.gate)))
+            } else {
+                self.bind_tiles(ctx, &binds, None)
+            };
+            match bound {
                 Ok(n) => frame.binds += n,
                 Err(e) => {
                     self.retire(&loads);
@@ -1387,6 +1551,36 @@ impl TileStreamer {
             }
             binding += b.elapsed();
         }
+        frame.bind_seconds = binding.as_secs_f64();
+        Ok(Some(Planned {
+            frame,
+            loads,
+            later,
+            late_binds,
+        }))
+    }
+
+    /// Carries out `planned`: the reads of its loads into staging, the
+    /// residency map, and the copies (not waited for); its spare loads kept
+    /// back for [`Self::after_submit`].
+    fn finish(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        planned: Planned,
+    ) -> Result<TileFrame, GpuError> {
+        let Planned {
+            mut frame,
+            loads,
+            later,
+            late_binds,
+        } = planned;
+        // Staging is written below: the copies that read it are done (waited
+        // for already where the plan was made here).
+        let waiting = Instant::now();
+        self.one_shot.wait(ctx)?;
+        self.late_shot.wait(ctx)?;
+        frame.wait_seconds += waiting.elapsed().as_secs_f64();
         // Reads into staging, on worker threads, by runs of adjacent tiles
         // (`loads` is sorted).
         let runs = runs(&self.maps, &loads, 32);
@@ -1414,7 +1608,6 @@ impl TileStreamer {
         let copying = Instant::now();
         self.upload(ctx, mem, &loads, &runs, 0, false)?;
         frame.copy_seconds = copying.elapsed().as_secs_f64();
-        frame.bind_seconds = binding.as_secs_f64();
         Ok(frame)
     }
 
@@ -1431,7 +1624,7 @@ impl TileStreamer {
         };
         let mut frame = TileFrame::default();
         let b = Instant::now();
-        match self.bind_tiles(ctx, &binds) {
+        match self.bind_tiles(ctx, &binds, None) {
             Ok(n) => frame.binds = n,
             Err(e) => {
                 self.retire(&loads);
@@ -1853,9 +2046,14 @@ impl TileStreamer {
         self.late_shot.destroy(d);
         self.deferred = None;
         // SAFETY: the device is idle: no bind signals it, no submission waits on it.
-        unsafe { d.destroy_semaphore(self.bound, None) };
+        unsafe {
+            d.destroy_semaphore(self.bound, None);
+            d.destroy_semaphore(self.gate, None);
+        }
         self.bound = vk::Semaphore::null();
+        self.gate = vk::Semaphore::null();
         self.bind_signalled = false;
+        self.planned = None;
     }
 }
 
