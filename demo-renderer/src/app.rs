@@ -94,6 +94,18 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     Ok(())
 }
 
+/// A diagnostic: `VKALLOC_DEMO_IDLE_MS=N` leaves the GPU idle for N
+/// milliseconds after each headless frame (the render thread sleeps once the
+/// frame is done), to find how long an idle GPU keeps its clock: the tile
+/// streamer's binds leave it idle that way at small budgets (BENCHMARKS.md).
+pub const IDLE_ENV: &str = "VKALLOC_DEMO_IDLE_MS";
+
+/// [`IDLE_ENV`]'s sleep, if set to a positive number of milliseconds.
+fn idle_after_frame() -> Option<std::time::Duration> {
+    let ms: f64 = std::env::var(IDLE_ENV).ok()?.trim().parse().ok()?;
+    (ms > 0.0 && ms.is_finite()).then(|| std::time::Duration::from_secs_f64(ms.min(1e4) / 1e3))
+}
+
 fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     std::fs::create_dir_all(&settings.out)
         .map_err(|e| AppError::Io(format!("cannot create {}: {e}", settings.out.display())))?;
@@ -163,6 +175,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     let mut frames = Vec::new();
     let started = Instant::now();
     let mut result = Ok(());
+    let idle = idle_after_frame();
     for i in 0..settings.frames {
         mem.begin_frame(i as u64);
         if let Err(e) = scene.prepare(ctx, &mem, i, settings.frames) {
@@ -196,6 +209,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             }
         };
         let stream = scene.frame_done(ctx, &mem);
+        if let Some(d) = idle {
+            std::thread::sleep(d);
+        }
         let mut psnr = None;
         if png || settings.compare.is_some() {
             let pixels = renderer.targets.read_pixels(&mem);
