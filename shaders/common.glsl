@@ -14,7 +14,8 @@ layout(set = 0, binding = 0) uniform Frame {
     vec4 ground_color;   // rgb: hemisphere light from below
     Light lights[MAX_LIGHTS];
     uvec4 light_count;   // x
-    uvec4 stream;        // x: max anisotropy; y: --show-mips; z: write streaming feedback
+    uvec4 stream;        // x: max anisotropy; y: --show-mips; z: write streaming feedback;
+                         // w: the atlas-filtering emulation's first view (0: off)
     mat4 light_view_proj; // world -> the sun's shadow map (clip space, depth 0..1)
     uvec4 tiles;         // streaming by tiles: x cells per side of a material's residency map
                          // (0: whole levels); y the feedback's first word of cells; z the

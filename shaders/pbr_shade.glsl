@@ -32,6 +32,36 @@ layout(set = 2, binding = 3, std430) readonly buffer Indices {
 vec2 g_uv_dx;
 vec2 g_uv_dy;
 
+#ifdef ATLAS_EMULATION
+// A diagnostic (textures::ATLAS_EMULATION_ENV): texture `t` sampled as a page
+// atlas would sample it. The level of detail from the gradients by the
+// specification's anisotropic rule (the larger axis over the anisotropy the
+// sampler allows, u_frame.stream.x), then two samples, of its floor and ceiling
+// levels, each through a view of that single level (the bindless array's
+// elements from u_frame.stream.w, 14 a texture) with the same gradients, so the
+// hardware filters within the level alone; blended by the fraction.
+vec4 sample_emulated(uint t, vec2 uv) {
+    int levels = textureQueryLevels(u_textures[t]);
+    vec2 size = vec2(textureSize(u_textures[t], 0));
+    float px = length(g_uv_dx * size);
+    float py = length(g_uv_dy * size);
+    float pmax = max(px, py);
+    float pmin = max(min(px, py), 1e-20);
+    float n = min(ceil(pmax / pmin), float(max(u_frame.stream.x, 1u)));
+    float lambda = clamp(log2(max(pmax / n, 1e-20)), 0.0, float(levels - 1));
+    float l0 = floor(lambda);
+    uint first = (u_frame.stream.w & 0x7fffffffu) + t * 14u;
+    // The high bit: the coarser level's sample with gradients twice as long
+    // (a minification there, so anisotropic like the finer one's).
+    float coarse = (u_frame.stream.w >> 31) != 0u ? 2.0 : 1.0;
+    uint i0 = uint(l0);
+    uint i1 = min(i0 + 1u, uint(levels - 1));
+    vec4 a = textureGrad(u_textures[nonuniformEXT(first + i0)], uv, g_uv_dx, g_uv_dy);
+    vec4 b = textureGrad(u_textures[nonuniformEXT(first + i1)], uv, g_uv_dx * coarse, g_uv_dy * coarse);
+    return mix(a, b, lambda - l0);
+}
+#endif
+
 // Samples `map` at `uv` with the pixel's gradients (and, with TILE_MIN_LOD,
 // no finer than the resident level).
 #ifdef TILE_MIN_LOD

@@ -11,5 +11,7 @@
 
 layout(set = 1, binding = 0) uniform sampler2D u_textures[];
 
-#define SAMPLE_MAP(k, uv) SAMPLE_GRAD(u_textures[pc.material.x * 3u + (k)], uv)
+// u_frame.stream.w != 0: the atlas-filtering emulation (pbr_shade.glsl).
+#define ATLAS_EMULATION
+#define SAMPLE_MAP(k, uv) (u_frame.stream.w != 0u ? sample_emulated(pc.material.x * 3u + (k), uv) : SAMPLE_GRAD(u_textures[pc.material.x * 3u + (k)], uv))
 #include "pbr_shade.glsl"

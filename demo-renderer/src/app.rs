@@ -77,6 +77,19 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
         println!("{line}");
     }
+    if std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV)
+        .is_ok_and(|v| matches!(v.trim(), "1" | "2"))
+    {
+        println!(
+            "{}: {}",
+            crate::materials::textures::ATLAS_EMULATION_ENV,
+            if ctx.info.non_uniform_textures {
+                "maps sampled as a page atlas would sample them (visibility shading)"
+            } else {
+                "not available here (no non-uniform indexing of a bindless texture array)"
+            }
+        );
+    }
     if settings.scaled_down {
         println!(
             "software rasterizer: defaults scaled down to {}x{}, {} texels, {} frames (set --size/--texture-size/--frames to override)",

@@ -242,6 +242,8 @@ impl GalleryPass {
                 height: self.height,
             },
         )?);
+        // The atlas-filtering emulation's single-level views (a diagnostic).
+        self.textures.write_level_views(d)?;
         // Meshes into one vertex and one index buffer.
         let mut vertices: Vec<Vertex> = Vec::new();
         let mut indices: Vec<u32> = Vec::new();
@@ -808,6 +810,15 @@ impl ScenePass for GalleryPass {
             )?;
             stream = s.uniform();
             tiles = s.tiles_uniform();
+        }
+        if self.textures.emulation {
+            // The emulation's views start after the textures in the array.
+            stream[3] = self.textures.textures.len() as u32;
+            if std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV)
+                .is_ok_and(|v| v.trim() == "2")
+            {
+                stream[3] |= 1 << 31;
+            }
         }
         let vp = view_proj(pose, self.aspect, fov_y);
         self.view_proj = vp;

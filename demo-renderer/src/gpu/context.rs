@@ -101,6 +101,10 @@ pub struct DeviceInfo {
     pub memory_budget: bool,
     /// Whether materials use one bindless texture array (descriptor indexing).
     pub bindless: bool,
+    /// Whether that array may be indexed non-uniformly in a shader
+    /// (`shaderSampledImageArrayNonUniformIndexing`, enabled where supported:
+    /// the atlas-filtering emulation, `textures::ATLAS_EMULATION_ENV`).
+    pub non_uniform_textures: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
     /// Whether the gallery can shade from a visibility buffer (`geometryShader` and
@@ -497,7 +501,10 @@ impl Context {
             .dynamic_rendering(true)
             .synchronization2(true)
             .maintenance4(visibility_shading);
+        let non_uniform_textures =
+            bindless && f12.shader_sampled_image_array_non_uniform_indexing != 0;
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
+            .shader_sampled_image_array_non_uniform_indexing(non_uniform_textures)
             .runtime_descriptor_array(bindless)
             .descriptor_binding_partially_bound(bindless)
             .descriptor_binding_sampled_image_update_after_bind(bindless)
@@ -542,6 +549,7 @@ impl Context {
             is_cpu,
             memory_budget,
             bindless,
+            non_uniform_textures,
             fragment_stores: base.fragment_stores_and_atomics != 0,
             visibility_shading,
             host_query_reset: f12.host_query_reset != 0,

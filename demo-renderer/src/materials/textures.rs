@@ -90,6 +90,21 @@ impl Texture {
     }
 }
 
+/// A diagnostic: `VKALLOC_DEMO_ATLAS_EMULATION=1` (bindless devices with
+/// non-uniform indexing) samples every map the way a software virtual texture's
+/// page atlas would be: the shader computes the level of detail itself (the
+/// specification's anisotropic formula) and blends two samples, each from a
+/// view of a single level with the pixel's gradients (the hardware filters,
+/// anisotropy included, within that level alone), instead of the sampler's own
+/// trilinear filtering over the mip chain. Run with every level resident
+/// (`--streaming off` and a budget the set fits), against the ordinary render,
+/// it measures what that sampling alone costs in PSNR: the ceiling a page atlas
+/// could reach (BENCHMARKS.md).
+pub const ATLAS_EMULATION_ENV: &str = "VKALLOC_DEMO_ATLAS_EMULATION";
+
+/// Single-level views per texture in the emulation (8K maps have 14 levels).
+pub const EMULATION_LEVELS: u32 = 14;
+
 /// Every material's maps, their descriptor sets, and the pools they use.
 pub struct TextureSet {
     /// Textures, three per material (albedo, normal, ORM).
@@ -114,6 +129,11 @@ pub struct TextureSet {
     pub base_level: u32,
     /// The finest first resident level it chose (some textures get one level more).
     pub finest_level: u32,
+    /// [`ATLAS_EMULATION_ENV`]: the bindless array holds, after the textures,
+    /// [`EMULATION_LEVELS`] single-level views of each ([`Self::write_level_views`]).
+    pub emulation: bool,
+    /// Those views.
+    level_views: Vec<vk::ImageView>,
 }
 
 /// A staging buffer holding one level, waiting for its copy.
@@ -325,11 +345,18 @@ impl TextureSet {
 
         let n = files.len() as u32;
         let bindless = ctx.info.bindless;
+        let emulation = bindless
+            && ctx.info.non_uniform_textures
+            && std::env::var(ATLAS_EMULATION_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "2"));
         // SAFETY: valid create infos on a live device.
         let (set_layout, descriptor_pool, sets, sampler) = unsafe {
             // Bindless: one set, one array of every texture (3 per material), partially
             // bound and updatable after binding. Otherwise: a set of 3 per material.
-            let (count, set_count) = if bindless { (3 * n, 1) } else { (3, n) };
+            let (count, set_count) = match (bindless, emulation) {
+                (true, true) => (3 * n * (1 + EMULATION_LEVELS), 1),
+                (true, false) => (3 * n, 1),
+                (false, _) => (3, n),
+            };
             let bindings = [vk::DescriptorSetLayoutBinding::default()
                 .binding(0)
                 .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
@@ -350,7 +377,7 @@ impl TextureSet {
                 .check("vkCreateDescriptorSetLayout")?;
             let sizes = [vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
-                descriptor_count: 3 * n,
+                descriptor_count: count * set_count,
             }];
             let mut pool_info = vk::DescriptorPoolCreateInfo::default()
                 .max_sets(set_count)
@@ -400,6 +427,8 @@ impl TextureSet {
             texture_block: block,
             base_level,
             finest_level: finest,
+            emulation,
+            level_views: Vec::new(),
         };
         let one_shot = OneShot::new(ctx)?;
         let result = (|| {
@@ -478,6 +507,45 @@ impl TextureSet {
         // SAFETY: the view is live; per the contract above the set is not in use by
         // pending work (the bindless array is update-after-bind).
         unsafe { d.update_descriptor_sets(&[write], &[]) };
+    }
+
+    /// With [`Self::emulation`]: a view of each resident level of each
+    /// texture, written after the textures in the bindless array (texture
+    /// `i`'s resident level `l` at `textures.len() + i * EMULATION_LEVELS +
+    /// l`). Call once the textures are loaded and no pending work uses the set.
+    pub fn write_level_views(&mut self, d: &ash::Device) -> Result<(), GpuError> {
+        if !self.emulation || !self.level_views.is_empty() {
+            return Ok(());
+        }
+        let n = self.textures.len();
+        for i in 0..n {
+            let (image, format) = (self.textures[i].image(), self.textures[i].format);
+            let t = &self.textures[i];
+            let levels = t
+                .file_levels
+                .saturating_sub(t.base_level)
+                .min(EMULATION_LEVELS);
+            for l in 0..levels {
+                let info = vk::ImageViewCreateInfo::default()
+                    .image(image)
+                    .view_type(vk::ImageViewType::TYPE_2D)
+                    .format(format)
+                    .subresource_range(vk::ImageSubresourceRange {
+                        aspect_mask: vk::ImageAspectFlags::COLOR,
+                        base_mip_level: l,
+                        level_count: 1,
+                        base_array_layer: 0,
+                        layer_count: 1,
+                    });
+                // SAFETY: a valid create info for a live image.
+                let view =
+                    unsafe { d.create_image_view(&info, None) }.check("vkCreateImageView")?;
+                self.level_views.push(view);
+                let element = n + i * EMULATION_LEVELS as usize + l as usize;
+                self.write_view(d, element, view);
+            }
+        }
+        Ok(())
     }
 
     fn write_set(&self, d: &ash::Device, material: usize) {
@@ -716,6 +784,10 @@ impl TextureSet {
     /// Destroys every texture, set and pool; the device must be idle.
     pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
         let d = &ctx.device;
+        for v in self.level_views.drain(..) {
+            // SAFETY: the device is idle.
+            unsafe { d.destroy_image_view(v, None) };
+        }
         for t in self.textures.drain(..) {
             Self::free_texture(d, mem, t);
         }
