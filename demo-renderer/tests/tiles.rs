@@ -542,42 +542,47 @@ fn tiles_whose_file_fails_to_read_leave_the_others_streaming() {
 /// diagnostic for a software virtual texture's sampling) runs on a driver
 /// with non-uniform indexing of the bindless array (this Mesa's lavapipe),
 /// the validation layer silent, and changes the frames, but not by much:
-/// with every level resident and no anisotropy, each frame within 40 dB of
-/// the sampler's own trilinear filtering (measured here: 49-63 dB; on the
-/// H200, whose level-of-detail rule is not the specification's, 38.6 dB at
-/// worst, BENCHMARKS.md). Identical frames (100 dB) would mean the
+/// with every level resident and no anisotropy, every frame's PSNR against
+/// the sampler's own filtering at least 36 dB (measured here: visibility 49-63 dB, forward
+/// 42-59 dB; the shader sampling one level too coarse gave 22-33 dB, checked;
+/// on the H200, whose level-of-detail rule is not the specification's, 38.6
+/// dB at worst, BENCHMARKS.md). Identical frames (100 dB) would mean the
 /// emulation never ran.
 #[test]
 fn atlas_emulation_samples_each_level_alone() {
-    let reference = common::scratch("atlas_emulation_reference");
-    let all = [
-        "--streaming",
-        "off",
-        "--texture-budget",
-        "1GiB",
-        "--shading",
-        "visibility",
-    ];
-    run(&reference, &[&all[..], &["--png-every", "1"]].concat());
-    let emulated = run_with(
-        &common::scratch("atlas_emulation"),
-        &[
-            &all[..],
-            &["--png-every", "0", "--compare", reference.to_str().unwrap()],
-        ]
-        .concat(),
-        &[("VKALLOC_DEMO_ATLAS_EMULATION", "1")],
-    );
-    let db: Vec<f64> = frames(&emulated)
-        .iter()
-        .map(|f| f["psnr_db"].as_f64().expect("a PSNR per frame"))
-        .collect();
-    assert!(
-        db.iter().all(|&d| d >= 40.0),
-        "frames more than 40 dB away from the sampler's own filtering: {db:?}"
-    );
-    assert!(
-        db.iter().any(|&d| d < 99.0),
-        "every frame identical to the sampler's own: the emulation did not run"
-    );
+    // The visibility shading's compute pass computes the level of detail
+    // itself; the forward pass takes the sampler's (textureQueryLod).
+    for shading in ["visibility", "forward"] {
+        let reference = common::scratch(&format!("atlas_emulation_reference_{shading}"));
+        let all = [
+            "--streaming",
+            "off",
+            "--texture-budget",
+            "1GiB",
+            "--shading",
+            shading,
+        ];
+        run(&reference, &[&all[..], &["--png-every", "1"]].concat());
+        let emulated = run_with(
+            &common::scratch(&format!("atlas_emulation_{shading}")),
+            &[
+                &all[..],
+                &["--png-every", "0", "--compare", reference.to_str().unwrap()],
+            ]
+            .concat(),
+            &[("VKALLOC_DEMO_ATLAS_EMULATION", "1")],
+        );
+        let db: Vec<f64> = frames(&emulated)
+            .iter()
+            .map(|f| f["psnr_db"].as_f64().expect("a PSNR per frame"))
+            .collect();
+        assert!(
+            db.iter().all(|&d| d >= 36.0),
+            "{shading}: frames more than 36 dB away from the sampler's own filtering: {db:?}"
+        );
+        assert!(
+            db.iter().any(|&d| d < 99.0),
+            "{shading}: every frame identical to the sampler's own: the emulation did not run"
+        );
+    }
 }
