@@ -92,14 +92,16 @@ impl Texture {
 
 /// A diagnostic: `VKALLOC_DEMO_ATLAS_EMULATION=1` (bindless devices with
 /// non-uniform indexing) samples every map the way a software virtual texture's
-/// page atlas would be: the shader computes the level of detail itself (the
-/// specification's anisotropic formula) and blends two samples, each from a
-/// view of a single level with the pixel's gradients (the hardware filters,
-/// anisotropy included, within that level alone), instead of the sampler's own
-/// trilinear filtering over the mip chain. Run with every level resident
-/// (`--streaming off` and a budget the set fits), against the ordinary render,
-/// it measures what that sampling alone costs in PSNR: the ceiling a page atlas
-/// could reach (BENCHMARKS.md).
+/// page atlas would be: two samples blended by the level of detail's fraction,
+/// each from a view of a single level with the pixel's gradients (the hardware
+/// filters, anisotropy included, within that level alone), instead of the
+/// sampler's own trilinear filtering over the mip chain. The level of detail
+/// is the specification's anisotropic formula in the visibility shading's
+/// compute pass, the sampler's own (`textureQueryLod`) in the forward pass;
+/// `=2` gives the compute pass's coarser sample gradients twice as long. Run
+/// with every level resident (`--streaming off` and a budget the set fits),
+/// against the ordinary render, it measures what that sampling alone costs in
+/// PSNR: the ceiling a page atlas could reach (BENCHMARKS.md).
 pub const ATLAS_EMULATION_ENV: &str = "VKALLOC_DEMO_ATLAS_EMULATION";
 
 /// Single-level views per texture in the emulation (8K maps have 14 levels).
