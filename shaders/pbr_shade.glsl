@@ -36,21 +36,41 @@ vec2 g_uv_dy;
 // A diagnostic (textures::ATLAS_EMULATION_ENV): texture `t` sampled as a page
 // atlas would sample it. The level of detail from the gradients by the
 // specification's anisotropic rule (the larger axis over the anisotropy the
-// sampler allows, u_frame.stream.x), then two samples, of its floor and ceiling
-// levels, each through a view of that single level (the bindless array's
-// elements from u_frame.stream.w, 14 a texture) with the same gradients, so the
-// hardware filters within the level alone; blended by the fraction.
-vec4 sample_emulated(uint t, vec2 uv) {
-    int levels = textureQueryLevels(u_textures[t]);
+// sampler allows, u_frame.stream.x), or (bit 30 of u_frame.stream.w) the
+// sampler's own, read from the level probe; then two samples, of its floor and
+// ceiling levels, each through a view of that single level (the bindless
+// array's elements from u_frame.stream.w's low 30 bits, 14 a texture; the
+// probe after them) with the same gradients, so the hardware filters within
+// the level alone; blended by the fraction.
+float emulated_lod(uint t, uint first_view) {
     vec2 size = vec2(textureSize(u_textures[t], 0));
+    if ((u_frame.stream.w & 0x40000000u) != 0u) {
+        // The probe: 128 x 128, 8 levels, each holding its index. Gradients
+        // scaled to the map's size give the map's level of detail up to 7;
+        // scaled down 128 times more, that level less 7, from 7 on.
+        uint probe = first_view * 15u;
+        float s = size.x / 128.0;
+        float a = textureGrad(u_textures[probe], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+        if (a < 6.99) {
+            return a;
+        }
+        s /= 128.0;
+        return 7.0 + textureGrad(u_textures[probe], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+    }
     float px = length(g_uv_dx * size);
     float py = length(g_uv_dy * size);
     float pmax = max(px, py);
     float pmin = max(min(px, py), 1e-20);
     float n = min(ceil(pmax / pmin), float(max(u_frame.stream.x, 1u)));
-    float lambda = clamp(log2(max(pmax / n, 1e-20)), 0.0, float(levels - 1));
+    return log2(max(pmax / n, 1e-20));
+}
+
+vec4 sample_emulated(uint t, vec2 uv) {
+    int levels = textureQueryLevels(u_textures[t]);
+    uint views = u_frame.stream.w & 0x3fffffffu;
+    float lambda = clamp(emulated_lod(t, views), 0.0, float(levels - 1));
     float l0 = floor(lambda);
-    uint first = (u_frame.stream.w & 0x7fffffffu) + t * 14u;
+    uint first = views + t * 14u;
     // The high bit: the coarser level's sample with gradients twice as long
     // (a minification there, so anisotropic like the finer one's).
     float coarse = (u_frame.stream.w >> 31) != 0u ? 2.0 : 1.0;

@@ -78,7 +78,7 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         println!("{line}");
     }
     if std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV)
-        .is_ok_and(|v| matches!(v.trim(), "1" | "2"))
+        .is_ok_and(|v| matches!(v.trim(), "1" | "2" | "3"))
     {
         println!(
             "{}: {}",

@@ -243,7 +243,7 @@ impl GalleryPass {
             },
         )?);
         // The atlas-filtering emulation's single-level views (a diagnostic).
-        self.textures.write_level_views(d)?;
+        self.textures.write_level_views(ctx, mem)?;
         // Meshes into one vertex and one index buffer.
         let mut vertices: Vec<Vertex> = Vec::new();
         let mut indices: Vec<u32> = Vec::new();
@@ -814,10 +814,11 @@ impl ScenePass for GalleryPass {
         if self.textures.emulation {
             // The emulation's views start after the textures in the array.
             stream[3] = self.textures.textures.len() as u32;
-            if std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV)
-                .is_ok_and(|v| v.trim() == "2")
-            {
-                stream[3] |= 1 << 31;
+            match std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV).as_deref() {
+                Ok("2") => stream[3] |= 1 << 31,
+                // The compute pass takes the sampler's level of detail from the probe.
+                Ok("3") => stream[3] |= 1 << 30,
+                _ => {}
             }
         }
         let vp = view_proj(pose, self.aspect, fov_y);

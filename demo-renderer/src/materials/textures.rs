@@ -98,7 +98,9 @@ impl Texture {
 /// sampler's own trilinear filtering over the mip chain. The level of detail
 /// is the specification's anisotropic formula in the visibility shading's
 /// compute pass, the sampler's own (`textureQueryLod`) in the forward pass;
-/// `=2` gives the compute pass's coarser sample gradients twice as long. Run
+/// `=2` gives the compute pass's coarser sample gradients twice as long; `=3`
+/// takes the compute pass's level of detail from the level probe
+/// ([`PROBE_SIZE`]), the sampler's own. Run
 /// with every level resident (`--streaming off` and a budget the set fits),
 /// against the ordinary render, it measures what that sampling alone costs in
 /// PSNR: the ceiling a page atlas could reach (BENCHMARKS.md).
@@ -106,6 +108,14 @@ pub const ATLAS_EMULATION_ENV: &str = "VKALLOC_DEMO_ATLAS_EMULATION";
 
 /// Single-level views per texture in the emulation (8K maps have 14 levels).
 pub const EMULATION_LEVELS: u32 = 14;
+
+/// The emulation's level probe (`=3`): a 128 x 128 `R16_SFLOAT` image whose
+/// 8 levels each hold their own index, after the level views in the array.
+/// Sampled with a pixel's gradients (scaled to the map's size) through the
+/// maps' sampler, it returns the sampler's own level of detail, anisotropy
+/// included, where compute shaders have no `textureQueryLod`.
+pub const PROBE_SIZE: u32 = 128;
+const PROBE_LEVELS: u32 = 8;
 
 /// Every material's maps, their descriptor sets, and the pools they use.
 pub struct TextureSet {
@@ -136,6 +146,8 @@ pub struct TextureSet {
     pub emulation: bool,
     /// Those views.
     level_views: Vec<vk::ImageView>,
+    /// The level probe ([`PROBE_SIZE`]) and its view, with the emulation.
+    probe: Option<(Image, vk::ImageView)>,
 }
 
 /// A staging buffer holding one level, waiting for its copy.
@@ -349,13 +361,14 @@ impl TextureSet {
         let bindless = ctx.info.bindless;
         let emulation = bindless
             && ctx.info.non_uniform_textures
-            && std::env::var(ATLAS_EMULATION_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "2"));
+            && std::env::var(ATLAS_EMULATION_ENV)
+                .is_ok_and(|v| matches!(v.trim(), "1" | "2" | "3"));
         // SAFETY: valid create infos on a live device.
         let (set_layout, descriptor_pool, sets, sampler) = unsafe {
             // Bindless: one set, one array of every texture (3 per material), partially
             // bound and updatable after binding. Otherwise: a set of 3 per material.
             let (count, set_count) = match (bindless, emulation) {
-                (true, true) => (3 * n * (1 + EMULATION_LEVELS), 1),
+                (true, true) => (3 * n * (1 + EMULATION_LEVELS) + 1, 1),
                 (true, false) => (3 * n, 1),
                 (false, _) => (3, n),
             };
@@ -431,6 +444,7 @@ impl TextureSet {
             finest_level: finest,
             emulation,
             level_views: Vec::new(),
+            probe: None,
         };
         let one_shot = OneShot::new(ctx)?;
         let result = (|| {
@@ -515,10 +529,12 @@ impl TextureSet {
     /// texture, written after the textures in the bindless array (texture
     /// `i`'s resident level `l` at `textures.len() + i * EMULATION_LEVELS +
     /// l`). Call once the textures are loaded and no pending work uses the set.
-    pub fn write_level_views(&mut self, d: &ash::Device) -> Result<(), GpuError> {
+    pub fn write_level_views(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
         if !self.emulation || !self.level_views.is_empty() {
             return Ok(());
         }
+        let d = &ctx.device;
+        self.write_probe(ctx, mem)?;
         let n = self.textures.len();
         for i in 0..n {
             let (image, format) = (self.textures[i].image(), self.textures[i].format);
@@ -548,6 +564,92 @@ impl TextureSet {
             }
         }
         Ok(())
+    }
+
+    /// The level probe ([`PROBE_SIZE`]): each level cleared to its index,
+    /// written after the level views.
+    fn write_probe(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        let format = vk::Format::R16_SFLOAT;
+        let info = texture_image_info(format, PROBE_SIZE, PROBE_LEVELS);
+        let image =
+            mem.create_image(&info, &MemOptions::new(MemoryUsage::GpuOnly, "level probe"))?;
+        let range = vk::ImageSubresourceRange {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            base_mip_level: 0,
+            level_count: PROBE_LEVELS,
+            base_array_layer: 0,
+            layer_count: 1,
+        };
+        let raw = image.raw();
+        let filled = OneShot::new(ctx).and_then(|shot| {
+            let r = shot.run(ctx, |cmd| {
+                let to_dst = [vk::ImageMemoryBarrier2::default()
+                    .dst_stage_mask(vk::PipelineStageFlags2::CLEAR)
+                    .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                    .old_layout(vk::ImageLayout::UNDEFINED)
+                    .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                    .image(raw)
+                    .subresource_range(range)];
+                let to_read = [vk::ImageMemoryBarrier2::default()
+                    .src_stage_mask(vk::PipelineStageFlags2::CLEAR)
+                    .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                    .dst_stage_mask(
+                        vk::PipelineStageFlags2::FRAGMENT_SHADER
+                            | vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    )
+                    .dst_access_mask(vk::AccessFlags2::SHADER_SAMPLED_READ)
+                    .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                    .new_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
+                    .image(raw)
+                    .subresource_range(range)];
+                // SAFETY: recording; the image is live, bound, and used by nothing else.
+                unsafe {
+                    d.cmd_pipeline_barrier2(
+                        cmd,
+                        &vk::DependencyInfo::default().image_memory_barriers(&to_dst),
+                    );
+                    for l in 0..PROBE_LEVELS {
+                        let level = vk::ImageSubresourceRange {
+                            base_mip_level: l,
+                            level_count: 1,
+                            ..range
+                        };
+                        d.cmd_clear_color_image(
+                            cmd,
+                            raw,
+                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                            &vk::ClearColorValue {
+                                float32: [l as f32, 0.0, 0.0, 0.0],
+                            },
+                            &[level],
+                        );
+                    }
+                    d.cmd_pipeline_barrier2(
+                        cmd,
+                        &vk::DependencyInfo::default().image_memory_barriers(&to_read),
+                    );
+                }
+            });
+            shot.destroy(d);
+            r
+        });
+        // SAFETY: the image is live and bound, with its levels.
+        let view = filled
+            .and_then(|()| unsafe { crate::gpu::util::texture_view(d, raw, format, PROBE_LEVELS) });
+        match view {
+            Ok(view) => {
+                let element = self.textures.len() * (1 + EMULATION_LEVELS as usize);
+                self.write_view(d, element, view);
+                self.probe = Some((image, view));
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: the one-shot was waited for (or never submitted).
+                unsafe { mem.destroy_image(image) };
+                Err(e)
+            }
+        }
     }
 
     fn write_set(&self, d: &ash::Device, material: usize) {
@@ -786,6 +888,13 @@ impl TextureSet {
     /// Destroys every texture, set and pool; the device must be idle.
     pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory) {
         let d = &ctx.device;
+        if let Some((image, view)) = self.probe.take() {
+            // SAFETY: the device is idle.
+            unsafe {
+                d.destroy_image_view(view, None);
+                mem.destroy_image(image);
+            }
+        }
         for v in self.level_views.drain(..) {
             // SAFETY: the device is idle.
             unsafe { d.destroy_image_view(v, None) };
