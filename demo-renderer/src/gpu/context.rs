@@ -102,8 +102,9 @@ pub struct DeviceInfo {
     /// Whether materials use one bindless texture array (descriptor indexing).
     pub bindless: bool,
     /// Whether that array may be indexed non-uniformly in a shader
-    /// (`shaderSampledImageArrayNonUniformIndexing`, enabled where supported:
-    /// the atlas-filtering emulation, `textures::ATLAS_EMULATION_ENV`).
+    /// (`shaderSampledImageArrayNonUniformIndexing`, enabled with `bindless`,
+    /// which requires it: the atlas-filtering emulation,
+    /// `textures::ATLAS_EMULATION_ENV`).
     pub non_uniform_textures: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
@@ -468,9 +469,13 @@ impl Context {
         }
 
         // Bindless materials: one array of every texture, indexed per draw and updated
-        // while in use (descriptor indexing, core in Vulkan 1.2).
+        // while in use (descriptor indexing, core in Vulkan 1.2). The bindless shaders
+        // also index it non-uniformly (the atlas-filtering emulation's branch, taken
+        // only on request): their SPIR-V declares that capability, so the device
+        // must have it.
         let bindless = desc.bindless
             && base.shader_sampled_image_array_dynamic_indexing != 0
+            && f12.shader_sampled_image_array_non_uniform_indexing != 0
             && f12.runtime_descriptor_array != 0
             && f12.descriptor_binding_partially_bound != 0
             && f12.descriptor_binding_sampled_image_update_after_bind != 0
@@ -501,8 +506,7 @@ impl Context {
             .dynamic_rendering(true)
             .synchronization2(true)
             .maintenance4(visibility_shading);
-        let non_uniform_textures =
-            bindless && f12.shader_sampled_image_array_non_uniform_indexing != 0;
+        let non_uniform_textures = bindless;
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
             .shader_sampled_image_array_non_uniform_indexing(non_uniform_textures)
             .runtime_descriptor_array(bindless)
