@@ -77,16 +77,14 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
         println!("{line}");
     }
-    if std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV)
-        .is_ok_and(|v| matches!(v.trim(), "1" | "2" | "3"))
-    {
+    if let Some(mode) = crate::materials::textures::emulation_mode() {
         println!(
-            "{}: {}",
+            "{}={mode}: {}",
             crate::materials::textures::ATLAS_EMULATION_ENV,
-            if ctx.info.non_uniform_textures {
-                "maps sampled as a page atlas would sample them (visibility shading)"
+            if ctx.info.bindless {
+                "maps sampled as a page atlas would sample them"
             } else {
-                "not available here (no non-uniform indexing of a bindless texture array)"
+                "not available here (no bindless texture array with non-uniform indexing): the ordinary sampling"
             }
         );
     }

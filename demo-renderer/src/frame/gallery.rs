@@ -811,16 +811,7 @@ impl ScenePass for GalleryPass {
             stream = s.uniform();
             tiles = s.tiles_uniform();
         }
-        if self.textures.emulation {
-            // The emulation's views start after the textures in the array.
-            stream[3] = self.textures.textures.len() as u32;
-            match std::env::var(crate::materials::textures::ATLAS_EMULATION_ENV).as_deref() {
-                Ok("2") => stream[3] |= 1 << 31,
-                // The compute pass takes the sampler's level of detail from the probe.
-                Ok("3") => stream[3] |= 1 << 30,
-                _ => {}
-            }
-        }
+        stream[3] = self.textures.emulation_word();
         let vp = view_proj(pose, self.aspect, fov_y);
         self.view_proj = vp;
         let mut lights = [LightUniform {

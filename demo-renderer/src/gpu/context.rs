@@ -99,13 +99,10 @@ pub struct DeviceInfo {
     pub is_cpu: bool,
     /// Whether `VK_EXT_memory_budget` was enabled.
     pub memory_budget: bool,
-    /// Whether materials use one bindless texture array (descriptor indexing).
+    /// Whether materials use one bindless texture array (descriptor indexing,
+    /// with `shaderSampledImageArrayNonUniformIndexing`: the atlas-filtering
+    /// emulation, `textures::ATLAS_EMULATION_ENV`, indexes it non-uniformly).
     pub bindless: bool,
-    /// Whether that array may be indexed non-uniformly in a shader
-    /// (`shaderSampledImageArrayNonUniformIndexing`, enabled with `bindless`,
-    /// which requires it: the atlas-filtering emulation,
-    /// `textures::ATLAS_EMULATION_ENV`).
-    pub non_uniform_textures: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
     /// Whether the gallery can shade from a visibility buffer (`geometryShader` and
@@ -506,9 +503,8 @@ impl Context {
             .dynamic_rendering(true)
             .synchronization2(true)
             .maintenance4(visibility_shading);
-        let non_uniform_textures = bindless;
         let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
-            .shader_sampled_image_array_non_uniform_indexing(non_uniform_textures)
+            .shader_sampled_image_array_non_uniform_indexing(bindless)
             .runtime_descriptor_array(bindless)
             .descriptor_binding_partially_bound(bindless)
             .descriptor_binding_sampled_image_update_after_bind(bindless)
@@ -553,7 +549,6 @@ impl Context {
             is_cpu,
             memory_budget,
             bindless,
-            non_uniform_textures,
             fragment_stores: base.fragment_stores_and_atomics != 0,
             visibility_shading,
             host_query_reset: f12.host_query_reset != 0,

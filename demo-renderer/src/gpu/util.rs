@@ -113,13 +113,28 @@ pub unsafe fn texture_view(
     format: vk::Format,
     levels: u32,
 ) -> Result<vk::ImageView, GpuError> {
+    // SAFETY: the caller's contract, for levels 0..levels.
+    unsafe { texture_levels_view(device, image, format, 0, levels) }
+}
+
+/// [`texture_view`] of `levels` levels from `base`.
+///
+/// # Safety
+/// As [`texture_view`], the image holding at least `base + levels` levels.
+pub unsafe fn texture_levels_view(
+    device: &ash::Device,
+    image: vk::Image,
+    format: vk::Format,
+    base: u32,
+    levels: u32,
+) -> Result<vk::ImageView, GpuError> {
     let info = vk::ImageViewCreateInfo::default()
         .image(image)
         .view_type(vk::ImageViewType::TYPE_2D)
         .format(format)
         .subresource_range(vk::ImageSubresourceRange {
             aspect_mask: vk::ImageAspectFlags::COLOR,
-            base_mip_level: 0,
+            base_mip_level: base,
             level_count: levels,
             base_array_layer: 0,
             layer_count: 1,

@@ -106,6 +106,16 @@ impl Texture {
 /// PSNR: the ceiling a page atlas could reach (BENCHMARKS.md).
 pub const ATLAS_EMULATION_ENV: &str = "VKALLOC_DEMO_ATLAS_EMULATION";
 
+/// [`ATLAS_EMULATION_ENV`]'s mode (1, 2 or 3); `None` when unset or anything else.
+pub fn emulation_mode() -> Option<u32> {
+    let mode = std::env::var(ATLAS_EMULATION_ENV)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (1..=3).contains(&mode).then_some(mode)
+}
+
 /// Single-level views per texture in the emulation (8K maps have 14 levels).
 pub const EMULATION_LEVELS: u32 = 14;
 
@@ -141,9 +151,10 @@ pub struct TextureSet {
     pub base_level: u32,
     /// The finest first resident level it chose (some textures get one level more).
     pub finest_level: u32,
-    /// [`ATLAS_EMULATION_ENV`]: the bindless array holds, after the textures,
-    /// [`EMULATION_LEVELS`] single-level views of each ([`Self::write_level_views`]).
-    pub emulation: bool,
+    /// [`ATLAS_EMULATION_ENV`]'s mode, on a bindless device: the array holds,
+    /// after the textures, [`EMULATION_LEVELS`] single-level views of each and
+    /// the level probe ([`Self::write_level_views`]).
+    emulation: Option<u32>,
     /// Those views.
     level_views: Vec<vk::ImageView>,
     /// The level probe ([`PROBE_SIZE`]) and its view, with the emulation.
@@ -359,17 +370,14 @@ impl TextureSet {
 
         let n = files.len() as u32;
         let bindless = ctx.info.bindless;
-        let emulation = bindless
-            && ctx.info.non_uniform_textures
-            && std::env::var(ATLAS_EMULATION_ENV)
-                .is_ok_and(|v| matches!(v.trim(), "1" | "2" | "3"));
+        let emulation = emulation_mode().filter(|_| bindless);
         // SAFETY: valid create infos on a live device.
         let (set_layout, descriptor_pool, sets, sampler) = unsafe {
             // Bindless: one set, one array of every texture (3 per material), partially
             // bound and updatable after binding. Otherwise: a set of 3 per material.
             let (count, set_count) = match (bindless, emulation) {
-                (true, true) => (3 * n * (1 + EMULATION_LEVELS) + 1, 1),
-                (true, false) => (3 * n, 1),
+                (true, Some(_)) => (3 * n * (1 + EMULATION_LEVELS) + 1, 1),
+                (true, None) => (3 * n, 1),
                 (false, _) => (3, n),
             };
             let bindings = [vk::DescriptorSetLayoutBinding::default()
@@ -525,39 +533,28 @@ impl TextureSet {
         unsafe { d.update_descriptor_sets(&[write], &[]) };
     }
 
-    /// With [`Self::emulation`]: a view of each resident level of each
+    /// With [`ATLAS_EMULATION_ENV`]: a view of each resident level of each
     /// texture, written after the textures in the bindless array (texture
     /// `i`'s resident level `l` at `textures.len() + i * EMULATION_LEVELS +
     /// l`). Call once the textures are loaded and no pending work uses the set.
     pub fn write_level_views(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        if !self.emulation || !self.level_views.is_empty() {
+        if self.emulation.is_none() || self.probe.is_some() {
             return Ok(());
         }
         let d = &ctx.device;
         self.write_probe(ctx, mem)?;
         let n = self.textures.len();
         for i in 0..n {
-            let (image, format) = (self.textures[i].image(), self.textures[i].format);
             let t = &self.textures[i];
+            let (image, format) = (t.image(), t.format);
             let levels = t
                 .file_levels
                 .saturating_sub(t.base_level)
                 .min(EMULATION_LEVELS);
             for l in 0..levels {
-                let info = vk::ImageViewCreateInfo::default()
-                    .image(image)
-                    .view_type(vk::ImageViewType::TYPE_2D)
-                    .format(format)
-                    .subresource_range(vk::ImageSubresourceRange {
-                        aspect_mask: vk::ImageAspectFlags::COLOR,
-                        base_mip_level: l,
-                        level_count: 1,
-                        base_array_layer: 0,
-                        layer_count: 1,
-                    });
-                // SAFETY: a valid create info for a live image.
+                // SAFETY: the image is live and bound, with `levels` levels.
                 let view =
-                    unsafe { d.create_image_view(&info, None) }.check("vkCreateImageView")?;
+                    unsafe { crate::gpu::util::texture_levels_view(d, image, format, l, 1) }?;
                 self.level_views.push(view);
                 let element = n + i * EMULATION_LEVELS as usize + l as usize;
                 self.write_view(d, element, view);
@@ -648,6 +645,24 @@ impl TextureSet {
                 // SAFETY: the one-shot was waited for (or never submitted).
                 unsafe { mem.destroy_image(image) };
                 Err(e)
+            }
+        }
+    }
+
+    /// The frame uniform's word for the emulation (`u_frame.stream.w`): 0 when
+    /// off, else the first level view's element (the textures' count), with
+    /// bit 31 for mode 2 (the coarser sample's gradients doubled) and bit 30
+    /// for mode 3 (the compute pass's level of detail from the probe).
+    pub fn emulation_word(&self) -> u32 {
+        match self.emulation {
+            None => 0,
+            Some(mode) => {
+                let flags = match mode {
+                    2 => 1 << 31,
+                    3 => 1 << 30,
+                    _ => 0,
+                };
+                self.textures.len() as u32 | flags
             }
         }
     }

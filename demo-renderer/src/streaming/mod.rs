@@ -534,6 +534,20 @@ type Views<'a> = (
 /// Per cell of every material: the tile policy's wanted levels and hits.
 type TileWants = (Vec<u8>, Vec<u32>);
 
+/// [`Streamer::tile_inputs`]'s cells as the tile streamer takes them.
+fn plan_inputs<'a>(
+    (wants, hits): &'a TileWants,
+    ahead: &'a TileWants,
+    cast: &'a TileWants,
+) -> tiles::PlanInputs<'a> {
+    tiles::PlanInputs {
+        wants,
+        hits,
+        ahead: (&ahead.0, &ahead.1),
+        cast: (&cast.0, &cast.1),
+    }
+}
+
 /// A look-ahead cast made before the frame that uses it
 /// ([`Streamer::cast_ahead`]), with the inputs it was cast from.
 struct PendingCast {
@@ -1216,19 +1230,11 @@ impl Streamer {
             return Ok(());
         };
         let tf = match inputs {
-            Some(((wants, hits), from, ahead, cast)) => {
+            Some((wants, from, ahead, cast)) => {
                 frame.wanted_from = from;
-                t.prepare(
-                    ctx,
-                    mem,
-                    &wants,
-                    &hits,
-                    (&ahead.0, &ahead.1),
-                    (&cast.0, &cast.1),
-                    false,
-                )?
+                t.prepare(ctx, mem, plan_inputs(&wants, &ahead, &cast), false)?
             }
-            None => t.prepare(ctx, mem, &[], &[], (&[], &[]), (&[], &[]), false)?,
+            None => t.prepare(ctx, mem, tiles::PlanInputs::default(), false)?,
         };
         frame.residency_changes = tf.loads + tf.evictions;
         frame.upload_bytes = tf.upload_bytes;
@@ -1297,17 +1303,10 @@ impl Streamer {
         };
         let started = Instant::now();
         let (present, ahead, cast) = &p.cells;
-        let ((wants, hits), from, ahead, cast) =
+        let (wants, from, ahead, cast) =
             self.tile_inputs(g, (present.as_ref(), ahead, cast.as_ref()));
         if let Some(t) = self.tiles.as_mut() {
-            t.plan_ahead(
-                ctx,
-                mem,
-                &wants,
-                &hits,
-                (&ahead.0, &ahead.1),
-                (&cast.0, &cast.1),
-            )?;
+            t.plan_ahead(ctx, mem, plan_inputs(&wants, &ahead, &cast))?;
             if t.has_plan() {
                 self.early_plan = Some(from);
             }
@@ -1532,23 +1531,16 @@ impl Streamer {
         let started = Instant::now();
         self.pixels = view.height as f32 * view.height as f32 * view.aspect;
         let (ahead, _) = self.tile_ahead(objects, view, ahead, true, NEXT_VIEW_WEIGHT);
-        let (ahead_wants, ahead_hits) = ahead.for_policy();
+        let ahead = ahead.for_policy();
         let mut out = Prefill::start(self.resident_bytes(set));
         let Some(t) = self.tiles.as_mut() else {
             return Ok(None);
         };
-        let n = ahead_wants.len();
-        let (wants, hits) = (vec![tiles::policy::UNSEEN; n], vec![0; n]);
+        let n = ahead.0.len();
+        let unseen: TileWants = (vec![tiles::policy::UNSEEN; n], vec![0; n]);
+        let none: TileWants = Default::default();
         loop {
-            let tf = t.prepare(
-                ctx,
-                mem,
-                &wants,
-                &hits,
-                (&ahead_wants, &ahead_hits),
-                (&[], &[]),
-                true,
-            )?;
+            let tf = t.prepare(ctx, mem, plan_inputs(&unseen, &ahead, &none), true)?;
             out.rounds += 1;
             out.changes += tf.loads + tf.evictions;
             out.bytes += tf.upload_bytes;

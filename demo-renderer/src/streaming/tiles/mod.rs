@@ -523,6 +523,22 @@ impl LateSpare {
 /// default.
 pub const PLAN_EARLY_ENV: &str = "VKALLOC_DEMO_TILES_PLAN_EARLY";
 
+/// What a frame's tile plan goes on: per material, `g * g` cells each (the
+/// layout of [`policy::TileInput`]). [`Default`]: nothing (for a frame
+/// planned already, [`TileStreamer::plan_ahead`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlanInputs<'a> {
+    /// The present view's wanted levels ([`policy::TileInput::wants`]).
+    pub wants: &'a [u8],
+    /// Its hits ([`policy::TileInput::hits`]).
+    pub hits: &'a [u32],
+    /// The look-ahead's wanted levels and hits ([`policy::TileInput::ahead_wants`]).
+    pub ahead: (&'a [u8], &'a [u32]),
+    /// The present view's own cast within the look-ahead, empty for none
+    /// ([`policy::TileInput::cast_wants`]).
+    pub cast: (&'a [u8], &'a [u32]),
+}
+
 /// A frame's tile changes planned, their pages taken and bound; the reads,
 /// copies and residency map left for [`TileStreamer::prepare`].
 struct Planned {
@@ -1308,29 +1324,22 @@ impl TileStreamer {
         Ok(per_image.values().map(|v| v.len() as u32).sum())
     }
 
-    /// Plans and carries out this frame's tile changes from the last frame's
-    /// per-cell feedback (`wants`, `hits`: per material, `g * g` cells) and
-    /// the look-ahead's cells (`ahead`, the same layout; see
-    /// [`policy::TileInput::ahead_wants`]), of which `cast` is the present
-    /// view's own cast (empty for none; [`policy::TileInput::cast_wants`]).
+    /// Plans and carries out this frame's tile changes from `inputs`: the
+    /// last frame's per-cell feedback and the look-ahead's cells.
     /// The spare loads [`LATE_SPARE_ENV`] names wait for
     /// [`Self::after_submit`]. Where [`Self::plan_ahead`] planned this frame
     /// after the last one's submission, that plan is carried out and the
     /// inputs here are not used.
-    #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
-        wants: &[u8],
-        hits: &[u32],
-        ahead: (&[u8], &[u32]),
-        cast: (&[u8], &[u32]),
+        inputs: PlanInputs<'_>,
         prefill: bool,
     ) -> Result<TileFrame, GpuError> {
         let planned = match self.planned.take() {
             Some(p) => Some(p),
-            None => self.plan(ctx, mem, wants, hits, ahead, cast, prefill, false)?,
+            None => self.plan(ctx, mem, inputs, prefill, false)?,
         };
         match planned {
             Some(p) => self.finish(ctx, mem, p),
@@ -1354,18 +1363,14 @@ impl TileStreamer {
     /// once the frame in flight, which may sample it, is done. The next
     /// [`Self::prepare`] reads, copies and maps the loads. Nothing the frame
     /// in flight reads changes before that: its residency map stays as it is.
-    #[allow(clippy::too_many_arguments)]
     pub fn plan_ahead(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
-        wants: &[u8],
-        hits: &[u32],
-        ahead: (&[u8], &[u32]),
-        cast: (&[u8], &[u32]),
+        inputs: PlanInputs<'_>,
     ) -> Result<(), GpuError> {
         if self.planned.is_none() {
-            self.planned = self.plan(ctx, mem, wants, hits, ahead, cast, false, true)?;
+            self.planned = self.plan(ctx, mem, inputs, false, true)?;
         }
         Ok(())
     }
@@ -1397,18 +1402,20 @@ impl TileStreamer {
     /// The plan of [`Self::prepare`] (`early`: of [`Self::plan_ahead`], with
     /// the frame before still in flight): evictions, pages and binds.
     /// `None` when residency is frozen ([`FREEZE_ENV`]).
-    #[allow(clippy::too_many_arguments)]
     fn plan(
         &mut self,
         ctx: &Context,
         mem: &GpuMemory,
-        wants: &[u8],
-        hits: &[u32],
-        ahead: (&[u8], &[u32]),
-        cast: (&[u8], &[u32]),
+        inputs: PlanInputs<'_>,
         prefill: bool,
         early: bool,
     ) -> Result<Option<Planned>, GpuError> {
+        let PlanInputs {
+            wants,
+            hits,
+            ahead,
+            cast,
+        } = inputs;
         // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
         if self.freeze_after.is_some_and(|n| self.frames >= n) {
             return Ok(None);
