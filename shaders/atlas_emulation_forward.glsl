@@ -4,7 +4,8 @@
 // (elements from u_frame.stream.w & 0x3fffffff, 14 a texture) with the
 // fragment's gradients, blended by the level's fraction.
 vec4 sample_emulated(uint t, vec2 uv) {
-    int levels = textureQueryLevels(u_textures[t]);
+    // At most the 14 views a texture has (a map above 8K has more levels).
+    int levels = min(textureQueryLevels(u_textures[t]), 14);
     float lambda = clamp(textureQueryLod(u_textures[t], uv).x, 0.0, float(levels - 1));
     float l0 = floor(lambda);
     uint first = (u_frame.stream.w & 0x3fffffffu) + t * 14u;

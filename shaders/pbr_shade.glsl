@@ -66,7 +66,8 @@ float emulated_lod(uint t, uint first_view) {
 }
 
 vec4 sample_emulated(uint t, vec2 uv) {
-    int levels = textureQueryLevels(u_textures[t]);
+    // At most the 14 views a texture has (a map above 8K has more levels).
+    int levels = min(textureQueryLevels(u_textures[t]), 14);
     uint views = u_frame.stream.w & 0x3fffffffu;
     float lambda = clamp(emulated_lod(t, views), 0.0, float(levels - 1));
     float l0 = floor(lambda);
