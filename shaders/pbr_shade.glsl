@@ -81,6 +81,12 @@ vec4 sample_emulated(uint t, vec2 uv) {
     vec4 b = textureGrad(u_textures[nonuniformEXT(first + i1)], uv, g_uv_dx * coarse, g_uv_dy * coarse);
     return mix(a, b, lambda - l0);
 }
+
+// --residency atlas (u_frame.tiles.w != 0): map `t` from its page atlas;
+// defined after pbr_shading.glsl, whose u_residency holds the page table.
+vec4 sample_atlas(uint t, vec2 uv);
+// The level sample_atlas read last (--show-mips).
+uint g_atlas_level;
 #endif
 
 // Samples `map` at `uv` with the pixel's gradients (and, with TILE_MIN_LOD,
@@ -93,6 +99,108 @@ vec4 sample_emulated(uint t, vec2 uv) {
 
 #define SHADE_COMPUTE
 #include "pbr_shading.glsl"
+
+#ifdef ATLAS_EMULATION
+// The page atlas (streaming::tiles::atlas). u_residency's words: [0] the level
+// probe's element, [1] the maps' count, then 4 a map (atlas::MapEntry::words:
+// its first entry's word; size | first tail level << 24; tile | border << 16;
+// its atlas's element | slots per row << 16), then per map, per streamed
+// level, per tile row and column, the tile's slot + 1 (0: not resident).
+
+// The sampler's own level of detail at a map of `size` texels (level 0), read
+// from the level probe at element `probe` (textures::PROBE_SIZE: 128 texels,
+// 8 levels, each holding its index) with the pixel's gradients scaled to the
+// map, and 128 times smaller again from level 7 on.
+float probe_lod(uint probe, float size) {
+    float s = size / 128.0;
+    float a = textureGrad(u_textures[nonuniformEXT(probe)], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+    if (a < 6.99) {
+        return a;
+    }
+    s /= 128.0;
+    return 7.0 + textureGrad(u_textures[nonuniformEXT(probe)], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+}
+
+// The word of level `l`'s tile under `f` (fract of the coordinate) in the page
+// table, for a map whose entries start at `base`; the tile's column and row.
+uint atlas_entry(uint base, uint size, uint tile, uint l, vec2 f, out uvec2 txy) {
+    uint start = 0u;
+    for (uint i = 0u; i < l; i++) {
+        uint g = (max(size >> i, 1u) + tile - 1u) / tile;
+        start += g * g;
+    }
+    uint side = max(size >> l, 1u);
+    uint g = (side + tile - 1u) / tile;
+    uvec2 p = min(uvec2(f * float(side)), uvec2(side - 1u));
+    txy = p / tile;
+    return u_residency.words[base + start + txy.y * g + txy.x];
+}
+
+// A sample of level texels `side` a side, tile `txy`, from its slot: the
+// pixel's gradients scaled from the level to the atlas, so the hardware
+// filters within the slot (border included) as within the level.
+vec4 atlas_read(uint atlas, uint per_row, uint tile, uint border, uint slot, uint side,
+                uvec2 txy, vec2 f) {
+    vec2 local = f * float(side) - vec2(txy * tile);
+    uint span = tile + 2u * border;
+    vec2 at = vec2(uvec2(slot % per_row, slot / per_row) * span + uvec2(border)) + local;
+    vec2 asize = vec2(textureSize(u_textures[nonuniformEXT(atlas)], 0));
+    vec2 k = float(side) / asize;
+    return textureGrad(u_textures[nonuniformEXT(atlas)], at / asize, g_uv_dx * k, g_uv_dy * k);
+}
+
+// The sampler's level of detail from the probe; from its floor level, the
+// finest resident one; that level and the next coarser one, blended by the
+// fraction (only the resident level where it is coarser than the floor: a
+// minimum level of detail). Levels from the map's first tail level on are the
+// texture's own image (element t), sampled as it is: its level 0 is that level.
+vec4 sample_atlas(uint t, vec2 uv) {
+    uint h = 2u + t * 4u;
+    uint base = u_residency.words[h];
+    uint w1 = u_residency.words[h + 1u];
+    uint w2 = u_residency.words[h + 2u];
+    uint w3 = u_residency.words[h + 3u];
+    uint size = w1 & 0xffffffu;
+    uint tail = w1 >> 24u;
+    uint tile = w2 & 0xffffu;
+    uint border = w2 >> 16u;
+    uint atlas = w3 & 0xffffu;
+    uint per_row = max(w3 >> 16u, 1u);
+    vec2 f = fract(uv);
+    float lambda = max(probe_lod(u_residency.words[0], float(size)), 0.0);
+    uint floor_level = uint(min(lambda, float(tail)));
+    uint l = floor_level;
+    uvec2 txy = uvec2(0u);
+    uint e = 0u;
+    for (; l < tail; l++) {
+        e = atlas_entry(base, size, tile, l, f, txy);
+        if (e != 0u) {
+            break;
+        }
+    }
+    g_atlas_level = l;
+    if (l >= tail) {
+        return textureGrad(u_textures[t], uv, g_uv_dx, g_uv_dy);
+    }
+    vec4 a = atlas_read(atlas, per_row, tile, border, e - 1u, max(size >> l, 1u), txy, f);
+    float frac = lambda - float(floor_level);
+    if (l > floor_level || frac <= 0.0) {
+        return a;
+    }
+    vec4 b;
+    if (l + 1u >= tail) {
+        b = textureGrad(u_textures[t], uv, g_uv_dx, g_uv_dy);
+    } else {
+        uvec2 t1;
+        uint e1 = atlas_entry(base, size, tile, l + 1u, f, t1);
+        if (e1 == 0u) {
+            return a;
+        }
+        b = atlas_read(atlas, per_row, tile, border, e1 - 1u, max(size >> (l + 1u), 1u), t1, f);
+    }
+    return mix(a, b, frac);
+}
+#endif
 
 // `scene::mesh::Vertex`: position 3, normal 3, tangent 4, uv 2 (floats).
 const uint VERTEX_FLOATS = 12u;
@@ -164,7 +272,14 @@ void main() {
         stream_feedback(pc.material.x, pc.material.y, uv, g_uv_dx * side, g_uv_dy * side);
     }
     uint level = pc.material.z;
-    if (u_frame.tiles.x != 0u) {
+#ifdef ATLAS_EMULATION
+    if (u_frame.tiles.w != 0u && u_frame.stream.y != 0u) {
+        // --show-mips: the level the albedo's sample reads.
+        sample_atlas(pc.material.x * 3u, uv);
+        level = g_atlas_level;
+    }
+#endif
+    if (u_frame.tiles.x != 0u && u_frame.tiles.w == 0u) {
         // Gradients scaled by 2^lift: the anisotropy ratio stays, the level
         // rises by lift (compute shaders have no LOD bias).
         float map_side = float(pc.material.y);

@@ -11,7 +11,8 @@
 
 layout(set = 1, binding = 0) uniform sampler2D u_textures[];
 
-// u_frame.stream.w != 0: the atlas-filtering emulation (pbr_shade.glsl).
+// u_frame.tiles.w != 0: the page atlas (--residency atlas); u_frame.stream.w != 0:
+// the atlas-filtering emulation (pbr_shade.glsl).
 #define ATLAS_EMULATION
-#define SAMPLE_MAP(k, uv) (u_frame.stream.w != 0u ? sample_emulated(pc.material.x * 3u + (k), uv) : SAMPLE_GRAD(u_textures[pc.material.x * 3u + (k)], uv))
+#define SAMPLE_MAP(k, uv) (u_frame.tiles.w != 0u ? sample_atlas(pc.material.x * 3u + (k), uv) : u_frame.stream.w != 0u ? sample_emulated(pc.material.x * 3u + (k), uv) : SAMPLE_GRAD(u_textures[pc.material.x * 3u + (k)], uv))
 #include "pbr_shade.glsl"

@@ -77,6 +77,30 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
         println!("{line}");
     }
+    // `auto`: the page atlas where it can run (the visibility shading's
+    // bindless compute pass samples it), which needs no sparse binds.
+    if settings.residency == crate::streaming::ResidencyMode::Auto
+        && settings.streaming == StreamingMode::On
+        && ctx.info.bindless
+        && settings.visibility_buffer()
+    {
+        settings.residency = crate::streaming::ResidencyMode::Atlas;
+    }
+    if settings.residency == crate::streaming::ResidencyMode::Atlas
+        && settings.streaming == StreamingMode::On
+        && !(ctx.info.bindless && settings.visibility_buffer())
+    {
+        return Err(AppError::Io(format!(
+            "--residency atlas samples its page atlas in the visibility shading's bindless \
+             compute pass: {} (use --shading visibility on a device with descriptor indexing, \
+             or --residency tiles|levels)",
+            if ctx.info.bindless {
+                "this run shades forward"
+            } else {
+                "this device has no bindless texture array with non-uniform indexing"
+            }
+        )));
+    }
     if let Some(mode) = crate::materials::textures::emulation_mode() {
         println!(
             "{}={mode}: {}",
@@ -354,7 +378,13 @@ pub fn make_scene(
             let started = Instant::now();
             let residency = match settings.streaming {
                 StreamingMode::On => Residency::Tails {
-                    tail_texels: crate::streaming::TAIL_TEXELS,
+                    // The page atlas tiles only levels of whole tiles; the
+                    // levels below stay in the set's own images.
+                    tail_texels: if settings.residency == crate::streaming::ResidencyMode::Atlas {
+                        crate::streaming::tiles::atlas::TAIL_TEXELS
+                    } else {
+                        crate::streaming::TAIL_TEXELS
+                    },
                     // Two frames of uploads; a frame never uploads more than the
                     // texture budget can hold (the loader adds room for the largest
                     // level twice over).

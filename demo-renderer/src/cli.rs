@@ -130,10 +130,13 @@ USAGE: demo-renderer [FLAGS]
   --prefill on|off       before the first frame, load what the first view and the
                          look-ahead want under the budget, as a loading screen would
                          (on, the default), or start from the mip tails (off)
-  --residency auto|tiles|levels  stream by tiles (sparse images: one 64 KiB page at a
-                         time, where the camera looks; an error where the device has no
-                         sparse residency) or by whole mip levels; auto (the default):
-                         tiles where the device has sparse residency, else levels
+  --residency auto|atlas|tiles|levels  stream by tiles copied into a page atlas (no
+                         sparse binds; the bindless visibility shading only), by tiles of
+                         sparse images (one 64 KiB page at a time, where the camera looks;
+                         an error where the device has no sparse residency), or by whole
+                         mip levels; auto (the default): the atlas where the shading is
+                         visibility on a bindless device, else tiles where the device has
+                         sparse residency, else levels
   --show-mips            tint each material by its resident mip level (red 0, orange 1,
                          yellow 2, green 3, cyan 4, blue 5, purple 6, grey 7+)
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
@@ -317,9 +320,10 @@ impl Flags {
                         "auto" => R::Auto,
                         "tiles" => R::Tiles,
                         "levels" => R::Levels,
+                        "atlas" => R::Atlas,
                         v => {
                             return Err(FlagError(format!(
-                                "--residency: '{v}' is not auto, tiles or levels"
+                                "--residency: '{v}' is not auto, tiles, atlas or levels"
                             )))
                         }
                     })

@@ -15,6 +15,8 @@
 #   OUT=/some/dir PHASE=budgets bash docs/h200/tiles.sh   # 512 MiB, unlimited; 256 MiB timing x REPEAT
 #   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
 #   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
+#   OUT=/some/dir PHASE=atlas ATLAS_BUDGETS="256MiB 1GiB" REPEAT=3 bash docs/h200/tiles.sh   # the page atlas
+#   OUT=/some/dir PHASE=atlas64 REPEAT=2 bash docs/h200/tiles.sh   # the page atlas, 64 materials at 1 GiB
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
@@ -207,6 +209,34 @@ if [[ ",$PHASE," == *",t16,"* ]]; then
             IFS=, read -r -a parts <<<"$entry"
             run "t16_${parts[0]}_$k" "${parts[@]:1}" -- --residency tiles --texture-budget "$SMALL"
         done
+    done
+fi
+if [[ ",$PHASE," == *",atlas,"* ]]; then
+    # The page atlas (--residency atlas: tiles copied into atlas slots, no
+    # sparse binds): quality at each of ATLAS_BUDGETS (default SMALL) against
+    # the reference, then REPEAT rounds of streaming off, the atlas and the
+    # sparse tiles at SMALL for the frame time.
+    reference "$WORK/reference" --texture-budget 16GiB
+    REF=(--compare "$WORK/reference")
+    for b in ${ATLAS_BUDGETS:-$SMALL}; do
+        run "q_atlas_$b" -- --residency atlas --texture-budget "$b" "${REF[@]}"
+    done
+    for k in $(seq 1 "${REPEAT:-2}"); do
+        run "t_off_$k" -- --streaming off --texture-budget "$SMALL"
+        run "t_atlas_$k" -- --residency atlas --texture-budget "$SMALL"
+        run "t_tiles_$k" -- --residency tiles --texture-budget "$SMALL"
+    done
+fi
+if [[ ",$PHASE," == *",atlas64,"* ]]; then
+    # The same with 64 materials at LARGE: the reference (bakes them), quality,
+    # then REPEAT rounds of streaming off, the atlas and the sparse tiles.
+    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
+    REF=(--compare "$WORK/reference_materials64")
+    run q_atlas_m64 -- --materials 64 --residency atlas --texture-budget "$LARGE" "${REF[@]}"
+    for k in $(seq 1 "${REPEAT:-2}"); do
+        run "t_off_m64_$k" -- --materials 64 --streaming off --texture-budget "$LARGE"
+        run "t_atlas_m64_$k" -- --materials 64 --residency atlas --texture-budget "$LARGE"
+        run "t_tiles_m64_$k" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
 fi
 if [[ ",$PHASE," == *",tm64,"* ]]; then

@@ -1104,7 +1104,11 @@ impl ScenePass for GalleryPass {
     fn residency(&self) -> Option<&'static str> {
         self.streamer
             .as_ref()
-            .map(|s| if s.tiled() { "tiles" } else { "levels" })
+            .map(|s| match (s.tiled(), s.atlas()) {
+                (true, true) => "atlas",
+                (true, false) => "tiles",
+                _ => "levels",
+            })
     }
 
     fn texture_bytes(&self) -> u64 {

@@ -116,6 +116,11 @@ pub fn emulation_mode() -> Option<u32> {
     (1..=3).contains(&mode).then_some(mode)
 }
 
+/// Elements of the bindless array after the textures, outside the emulation:
+/// the page atlases of `--residency atlas` (one per map format) and their level
+/// probe.
+pub const ATLAS_ELEMENTS: u32 = 8;
+
 /// Single-level views per texture in the emulation (8K maps have 14 levels).
 pub const EMULATION_LEVELS: u32 = 14;
 
@@ -126,6 +131,89 @@ pub const EMULATION_LEVELS: u32 = 14;
 /// included, where compute shaders have no `textureQueryLod`.
 pub const PROBE_SIZE: u32 = 128;
 const PROBE_LEVELS: u32 = 8;
+
+/// Makes the level probe ([`PROBE_SIZE`]): each level cleared to its index,
+/// ready to sample. The caller destroys the view, then the image.
+pub fn create_level_probe(
+    ctx: &Context,
+    mem: &GpuMemory,
+) -> Result<(Image, vk::ImageView), GpuError> {
+    let d = &ctx.device;
+    let format = vk::Format::R16_SFLOAT;
+    let info = texture_image_info(format, PROBE_SIZE, PROBE_LEVELS);
+    let image = mem.create_image(&info, &MemOptions::new(MemoryUsage::GpuOnly, "level probe"))?;
+    let range = vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: PROBE_LEVELS,
+        base_array_layer: 0,
+        layer_count: 1,
+    };
+    let raw = image.raw();
+    let filled = OneShot::new(ctx).and_then(|shot| {
+        let r = shot.run(ctx, |cmd| {
+            let to_dst = [vk::ImageMemoryBarrier2::default()
+                .dst_stage_mask(vk::PipelineStageFlags2::CLEAR)
+                .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                .old_layout(vk::ImageLayout::UNDEFINED)
+                .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                .image(raw)
+                .subresource_range(range)];
+            let to_read = [vk::ImageMemoryBarrier2::default()
+                .src_stage_mask(vk::PipelineStageFlags2::CLEAR)
+                .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                .dst_stage_mask(
+                    vk::PipelineStageFlags2::FRAGMENT_SHADER
+                        | vk::PipelineStageFlags2::COMPUTE_SHADER,
+                )
+                .dst_access_mask(vk::AccessFlags2::SHADER_SAMPLED_READ)
+                .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+                .new_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
+                .image(raw)
+                .subresource_range(range)];
+            // SAFETY: recording; the image is live, bound, and used by nothing else.
+            unsafe {
+                d.cmd_pipeline_barrier2(
+                    cmd,
+                    &vk::DependencyInfo::default().image_memory_barriers(&to_dst),
+                );
+                for l in 0..PROBE_LEVELS {
+                    let level = vk::ImageSubresourceRange {
+                        base_mip_level: l,
+                        level_count: 1,
+                        ..range
+                    };
+                    d.cmd_clear_color_image(
+                        cmd,
+                        raw,
+                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        &vk::ClearColorValue {
+                            float32: [l as f32, 0.0, 0.0, 0.0],
+                        },
+                        &[level],
+                    );
+                }
+                d.cmd_pipeline_barrier2(
+                    cmd,
+                    &vk::DependencyInfo::default().image_memory_barriers(&to_read),
+                );
+            }
+        });
+        shot.destroy(d);
+        r
+    });
+    // SAFETY: the image is live and bound, with its levels.
+    let view = filled
+        .and_then(|()| unsafe { crate::gpu::util::texture_view(d, raw, format, PROBE_LEVELS) });
+    match view {
+        Ok(view) => Ok((image, view)),
+        Err(e) => {
+            // SAFETY: the one-shot was waited for (or never submitted).
+            unsafe { mem.destroy_image(image) };
+            Err(e)
+        }
+    }
+}
 
 /// Every material's maps, their descriptor sets, and the pools they use.
 pub struct TextureSet {
@@ -377,7 +465,7 @@ impl TextureSet {
             // bound and updatable after binding. Otherwise: a set of 3 per material.
             let (count, set_count) = match (bindless, emulation) {
                 (true, Some(_)) => (3 * n * (1 + EMULATION_LEVELS) + 1, 1),
-                (true, None) => (3 * n, 1),
+                (true, None) => (3 * n + ATLAS_ELEMENTS, 1),
                 (false, _) => (3, n),
             };
             let bindings = [vk::DescriptorSetLayoutBinding::default()
@@ -563,90 +651,13 @@ impl TextureSet {
         Ok(())
     }
 
-    /// The level probe ([`PROBE_SIZE`]): each level cleared to its index,
-    /// written after the level views.
+    /// The level probe ([`PROBE_SIZE`]), written after the level views.
     fn write_probe(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        let d = &ctx.device;
-        let format = vk::Format::R16_SFLOAT;
-        let info = texture_image_info(format, PROBE_SIZE, PROBE_LEVELS);
-        let image =
-            mem.create_image(&info, &MemOptions::new(MemoryUsage::GpuOnly, "level probe"))?;
-        let range = vk::ImageSubresourceRange {
-            aspect_mask: vk::ImageAspectFlags::COLOR,
-            base_mip_level: 0,
-            level_count: PROBE_LEVELS,
-            base_array_layer: 0,
-            layer_count: 1,
-        };
-        let raw = image.raw();
-        let filled = OneShot::new(ctx).and_then(|shot| {
-            let r = shot.run(ctx, |cmd| {
-                let to_dst = [vk::ImageMemoryBarrier2::default()
-                    .dst_stage_mask(vk::PipelineStageFlags2::CLEAR)
-                    .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
-                    .old_layout(vk::ImageLayout::UNDEFINED)
-                    .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
-                    .image(raw)
-                    .subresource_range(range)];
-                let to_read = [vk::ImageMemoryBarrier2::default()
-                    .src_stage_mask(vk::PipelineStageFlags2::CLEAR)
-                    .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
-                    .dst_stage_mask(
-                        vk::PipelineStageFlags2::FRAGMENT_SHADER
-                            | vk::PipelineStageFlags2::COMPUTE_SHADER,
-                    )
-                    .dst_access_mask(vk::AccessFlags2::SHADER_SAMPLED_READ)
-                    .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
-                    .new_layout(vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL)
-                    .image(raw)
-                    .subresource_range(range)];
-                // SAFETY: recording; the image is live, bound, and used by nothing else.
-                unsafe {
-                    d.cmd_pipeline_barrier2(
-                        cmd,
-                        &vk::DependencyInfo::default().image_memory_barriers(&to_dst),
-                    );
-                    for l in 0..PROBE_LEVELS {
-                        let level = vk::ImageSubresourceRange {
-                            base_mip_level: l,
-                            level_count: 1,
-                            ..range
-                        };
-                        d.cmd_clear_color_image(
-                            cmd,
-                            raw,
-                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                            &vk::ClearColorValue {
-                                float32: [l as f32, 0.0, 0.0, 0.0],
-                            },
-                            &[level],
-                        );
-                    }
-                    d.cmd_pipeline_barrier2(
-                        cmd,
-                        &vk::DependencyInfo::default().image_memory_barriers(&to_read),
-                    );
-                }
-            });
-            shot.destroy(d);
-            r
-        });
-        // SAFETY: the image is live and bound, with its levels.
-        let view = filled
-            .and_then(|()| unsafe { crate::gpu::util::texture_view(d, raw, format, PROBE_LEVELS) });
-        match view {
-            Ok(view) => {
-                let element = self.textures.len() * (1 + EMULATION_LEVELS as usize);
-                self.write_view(d, element, view);
-                self.probe = Some((image, view));
-                Ok(())
-            }
-            Err(e) => {
-                // SAFETY: the one-shot was waited for (or never submitted).
-                unsafe { mem.destroy_image(image) };
-                Err(e)
-            }
-        }
+        let (image, view) = create_level_probe(ctx, mem)?;
+        let element = self.textures.len() * (1 + EMULATION_LEVELS as usize);
+        self.write_view(&ctx.device, element, view);
+        self.probe = Some((image, view));
+        Ok(())
     }
 
     /// The frame uniform's word for the emulation (`u_frame.stream.w`): 0 when

@@ -170,14 +170,20 @@ pub struct StreamConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResidencyMode {
-    /// Tiles where the device has sparse residency (and every texture format
-    /// can be sparse), whole levels elsewhere.
+    /// The page atlas where the shading is visibility on a bindless device
+    /// (resolved before the textures load, `app`), else tiles where the device
+    /// has sparse residency (and every texture format can be sparse), else
+    /// whole levels.
     #[default]
     Auto,
     /// Tiles; an error where the device can't.
     Tiles,
     /// Whole mip levels (one image per resident range).
     Levels,
+    /// Tiles copied into a page atlas, no sparse binds
+    /// ([`tiles::atlas`]; bindless visibility shading): an error where the
+    /// device can't.
+    Atlas,
 }
 
 /// `--defrag-budget`'s default: bytes a defragmentation pass may move per frame.
@@ -610,13 +616,26 @@ impl Streamer {
             dummy_map: None,
         };
         if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
-            match TileStreamer::new(ctx, mem, set, cfg.upload_budget, cfg.budget, cfg.anisotropy)? {
+            let atlas = cfg.residency == ResidencyMode::Atlas;
+            match TileStreamer::new(
+                ctx,
+                mem,
+                set,
+                cfg.upload_budget,
+                cfg.budget,
+                cfg.anisotropy,
+                atlas,
+            )? {
                 Ok(t) => {
-                    println!("streaming: by tiles; {}", t.late_line());
+                    let by = if atlas { "a page atlas" } else { "tiles" };
+                    println!("streaming: by {by}; {}", t.late_line());
                     s.tiles = Some(t);
                 }
-                Err(why) if cfg.residency == ResidencyMode::Tiles => {
-                    return Err(GpuError::Other(format!("--residency tiles: {why}")));
+                Err(why)
+                    if matches!(cfg.residency, ResidencyMode::Tiles | ResidencyMode::Atlas) =>
+                {
+                    let flag = if atlas { "atlas" } else { "tiles" };
+                    return Err(GpuError::Other(format!("--residency {flag}: {why}")));
                 }
                 Err(why) => println!("streaming: by levels ({why})"),
             }
@@ -704,13 +723,18 @@ impl Streamer {
                 t.cells_per_side(),
                 (self.map_sizes.len() * FEEDBACK_WORDS) as u32,
                 t.margin(),
-                0,
+                u32::from(t.is_atlas()),
             ],
             None => [0; 4],
         }
     }
 
-    /// Whether textures stream by tiles.
+    /// Whether tiles go to a page atlas ([`ResidencyMode::Atlas`]).
+    pub fn atlas(&self) -> bool {
+        self.tiles.as_ref().is_some_and(TileStreamer::is_atlas)
+    }
+
+    /// Whether textures stream by tiles (sparse or into a page atlas).
     pub fn tiled(&self) -> bool {
         self.tiles.is_some()
     }

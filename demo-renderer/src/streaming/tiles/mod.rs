@@ -101,6 +101,7 @@
 //! shaders and by scaled gradients in compute shaders, which assumes the
 //! specification's isotropic LOD formula.
 
+pub mod atlas;
 pub mod geometry;
 pub mod lookahead;
 pub mod mapped;
@@ -117,7 +118,7 @@ use material_baker::ktx2::{Format, Reader};
 use rayon::prelude::*;
 use vkalloc::Allocation;
 
-use crate::gpu::memory::{Buffer, MappedBuffer, MemOptions, MemoryUsage, PoolId};
+use crate::gpu::memory::{Buffer, Image, MappedBuffer, MemOptions, MemoryUsage, PoolId};
 use crate::gpu::util::OneShot;
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::TextureSet;
@@ -130,7 +131,8 @@ pub const MAX_CELLS: u32 = 32;
 /// Groups of runs a frame's reads are cut into, at most (each read on rayon's pool).
 const READERS: usize = 8;
 
-/// One sparse map.
+/// One sparse map (with a page atlas: the texture set's own image of its
+/// tail, `image` null: the streamer owns neither).
 struct SparseMap {
     image: vk::Image,
     view: vk::ImageView,
@@ -322,6 +324,33 @@ fn bind_regions(maps: &[MapTiles], changes: &[TileBind], page: u64) -> Vec<Regio
     out
 }
 
+/// The page atlas of `--residency atlas` ([`atlas`]): its images, slots and
+/// page table.
+struct AtlasState {
+    /// Where slots are (the same in every atlas image).
+    layout: atlas::AtlasLayout,
+    /// Per atlas (one per map format): the image and its view.
+    images: Vec<(Image, vk::ImageView)>,
+    /// Per atlas: a slot's bytes (its tile and border).
+    slot_bytes: Vec<u64>,
+    /// Per map: its atlas.
+    of_map: Vec<usize>,
+    /// The same as page classes ([`policy::TileInput::classes`]).
+    classes: Vec<u8>,
+    /// The free slots.
+    slots: atlas::Slots,
+    /// Per map, per tile: its slot ([`atlas::NO_SLOT`] for none).
+    slot_of: Vec<Vec<u32>>,
+    /// The page table's words ([`atlas::page_table`]).
+    table: Vec<u32>,
+    /// Per map: the word of its first entry in `table`.
+    bases: Vec<usize>,
+    /// Bytes of the atlas images' memory.
+    bytes: u64,
+    /// The level probe and its view.
+    probe: Option<(Image, vk::ImageView)>,
+}
+
 /// The tile streamer of one texture set.
 pub struct TileStreamer {
     maps: Vec<MapTiles>,
@@ -407,6 +436,9 @@ pub struct TileStreamer {
     cast_present: bool,
     /// [`REVERSED_PAGES_ENV`]: loads take pages in descending memory order.
     reversed_pages: bool,
+    /// With `--residency atlas`: tiles are copied into a page atlas instead
+    /// of bound to pages of sparse images.
+    atlas: Option<AtlasState>,
 }
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_FREEZE_AFTER=N` stops every change of
@@ -611,8 +643,18 @@ impl TileStreamer {
         upload_budget: u64,
         budget: u64,
         anisotropy: u32,
+        atlas: bool,
     ) -> Result<Result<Self, String>, GpuError> {
-        if !ctx.info.sparse_tiles || set.textures.is_empty() || !formats_supported(ctx, set) {
+        if atlas && (!ctx.info.bindless || set.textures.is_empty()) {
+            return Ok(Err(format!(
+                "{} has no bindless texture array with non-uniform indexing, which the page \
+                 atlas's sampling needs; use --residency tiles or levels",
+                ctx.info.name
+            )));
+        }
+        if !atlas
+            && (!ctx.info.sparse_tiles || set.textures.is_empty() || !formats_supported(ctx, set))
+        {
             return Ok(Err(format!(
                 "{} has no sparse residency for these textures (sparseBinding, \
                  sparseResidencyImage2D, a graphics queue with sparse binding, and sparse \
@@ -700,8 +742,15 @@ impl TileStreamer {
             gate,
             planned: None,
             plan_early: std::env::var(PLAN_EARLY_ENV).is_ok_and(|v| v.trim() == "1"),
+            atlas: None,
         };
-        match s.build(ctx, mem, set, upload_budget, budget, anisotropy) {
+        let built = if atlas {
+            s.evict_by_pages = false;
+            s.build_atlas(ctx, mem, set, upload_budget, budget, anisotropy)
+        } else {
+            s.build(ctx, mem, set, upload_budget, budget, anisotropy)
+        };
+        match built {
             Ok(Ok(())) => Ok(Ok(s)),
             Ok(Err(why)) => {
                 ctx.wait_idle();
@@ -1028,6 +1077,332 @@ impl TileStreamer {
         unsafe { mem.destroy_buffer(tail_staging) };
         r?;
 
+        self.build_maps_and_staging(ctx, mem, upload_budget, budget)?;
+        for (i, s) in self.sparse.iter().enumerate() {
+            set.write_view_in(d, i, s.view, vk::ImageLayout::GENERAL);
+        }
+        Ok(Ok(()))
+    }
+
+    /// [`Self::build`] for a page atlas ([`atlas`]): the texture set's own
+    /// images keep the tails (levels of at most [`atlas::TAIL_TEXELS`] a
+    /// side, loaded already) and stay in the descriptors; finer levels are
+    /// tiles of [`atlas::tile_side`]. One atlas image per map format, all
+    /// with the same slots, takes what the texture pool's budget has left;
+    /// their views and the level probe go after the textures in the
+    /// bindless array, and the page table in the residency map's buffer.
+    fn build_atlas(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        upload_budget: u64,
+        budget: u64,
+        anisotropy: u32,
+    ) -> Result<Result<(), String>, GpuError> {
+        let d = &ctx.device;
+        let pread = std::env::var(mapped::PREAD_ENV).is_ok_and(|v| v == "1");
+        let mut readers = Vec::new();
+        for t in &set.textures {
+            readers.push(Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?);
+        }
+        let tile = atlas::tile_side(readers.iter().map(|r| r.format));
+        let border = atlas::BORDER_TEXELS;
+        let mut formats: Vec<(Format, vk::Format)> = Vec::new();
+        let mut of_map = Vec::new();
+        for (t, reader) in set.textures.iter().zip(readers) {
+            let levels = reader.levels.len() as u32;
+            if reader.width != reader.height {
+                return Ok(Err(format!(
+                    "{}: the page atlas takes square maps ({} x {})",
+                    t.path.display(),
+                    reader.width,
+                    reader.height
+                )));
+            }
+            let map = MapTiles {
+                size: reader.width,
+                levels,
+                tile_w: tile,
+                tile_h: tile,
+                tail_first: t.base_level.min(levels),
+                margin: geometry::filter_margin(anisotropy),
+            };
+            let bs = reader.format.block_side();
+            if (0..map.tail_first)
+                .any(|l| !map.side(l).is_multiple_of(bs) || map.side(l) < 2 * border)
+            {
+                return Ok(Err(format!(
+                    "{}: a streamed level is not whole {bs}x{bs} blocks or narrower than its \
+                     border; the page atlas needs levels of whole blocks",
+                    t.path.display()
+                )));
+            }
+            let k = match formats.iter().position(|f| f.0 == reader.format) {
+                Some(k) => k,
+                None => {
+                    formats.push((reader.format, t.format));
+                    formats.len() - 1
+                }
+            };
+            of_map.push(k);
+            let mapped = if pread {
+                None
+            } else {
+                match mapped::MappedFile::open(&reader) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        eprintln!("streaming: {e}; its tiles are read row by row");
+                        None
+                    }
+                }
+            };
+            self.sparse.push(SparseMap {
+                image: vk::Image::null(),
+                view: t.view,
+                path: t.path.clone(),
+                format: reader.format,
+                reader,
+                mapped,
+            });
+            self.maps.push(map);
+            self.pages
+                .push((0..map.tile_count()).map(|_| None).collect());
+            self.resident.push(vec![false; map.tile_count()]);
+            self.page_keys.push(vec![u64::MAX; map.tile_count()]);
+            self.blocked.push(false);
+        }
+        let n = set.textures.len() as u32;
+        if formats.len() + 1 > crate::materials::textures::ATLAS_ELEMENTS as usize {
+            return Ok(Err(format!(
+                "{} map formats: the bindless array has room for {} atlases",
+                formats.len(),
+                crate::materials::textures::ATLAS_ELEMENTS - 1
+            )));
+        }
+        // Slots: as many in each atlas as the pool's budget left takes (a
+        // 256th kept for the images' alignment, and a fiftieth fewer each
+        // time the pool refuses), at most every tile of its maps, at most
+        // what the image size limit holds.
+        let side = tile + 2 * border;
+        let slot_bytes: Vec<u64> = formats
+            .iter()
+            .map(|f| f.0.level_bytes(side, side))
+            .collect();
+        let free = mem.pool_pressure(self.pool).map_or(budget, |p| {
+            p.pool_budget
+                .unwrap_or(budget)
+                .saturating_sub(p.pool_allocated_bytes)
+        });
+        let per_slot: u64 = slot_bytes.iter().sum::<u64>().max(1);
+        let most_tiles = (0..formats.len())
+            .map(|k| {
+                (0..self.maps.len())
+                    .filter(|&i| of_map[i] == k)
+                    .map(|i| self.maps[i].tile_count() as u64)
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        // SAFETY: a plain query of this instance's physical device.
+        let limits = unsafe {
+            ctx.instance
+                .get_physical_device_properties(ctx.physical_device)
+        }
+        .limits;
+        let mut want = (free - free / 256) / per_slot;
+        want = want.min(most_tiles);
+        let mut images: Vec<(Image, vk::ImageView)> = Vec::new();
+        let mut layout = None;
+        for _attempt in 0..24 {
+            let Some(l) =
+                atlas::AtlasLayout::fit(tile, border, want, limits.max_image_dimension2_d)
+            else {
+                break;
+            };
+            match self.make_atlases(ctx, mem, &formats, &l) {
+                Ok(Some(made)) => {
+                    images = made;
+                    layout = Some(l);
+                    break;
+                }
+                // The pool refused (alignment, its blocks' granularity): a
+                // fiftieth fewer.
+                Ok(None) => want = u64::from(l.slots()) * 49 / 50,
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(layout) = layout else {
+            return Ok(Err(format!(
+                "--texture-budget {budget} B leaves no room for a page atlas after the {} maps' \
+                 tails ({} B): a slot of every format takes {per_slot} B; raise \
+                 --texture-budget or use --residency levels",
+                set.textures.len(),
+                set.allocated_bytes()
+            )));
+        };
+        let bytes = images.iter().map(|(i, _)| i.allocation().size()).sum();
+        let probe = crate::materials::textures::create_level_probe(ctx, mem);
+        let probe = match probe {
+            Ok(p) => p,
+            Err(e) => {
+                Self::free_atlases(ctx, mem, images);
+                return Err(e);
+            }
+        };
+        for (k, (_, view)) in images.iter().enumerate() {
+            set.write_view_in(d, n as usize + k, *view, vk::ImageLayout::GENERAL);
+        }
+        let probe_element = n + formats.len() as u32;
+        set.write_view(d, probe_element as usize, probe.1);
+        let mut entries = Vec::new();
+        let mut bases = Vec::new();
+        let mut total = atlas::HEADER_WORDS + self.maps.len() * atlas::MAP_WORDS;
+        for (i, m) in self.maps.iter().enumerate() {
+            bases.push(total);
+            entries.push(atlas::MapEntry {
+                base: total as u32,
+                size: m.size,
+                tail_first: m.tail_first,
+                tile,
+                border,
+                atlas_element: n + of_map[i] as u32,
+                per_row: layout.per_row,
+            });
+            total += m.tile_count();
+        }
+        let table = atlas::page_table(
+            probe_element,
+            &entries,
+            total - atlas::HEADER_WORDS - self.maps.len() * atlas::MAP_WORDS,
+        );
+        self.page = slot_bytes.iter().copied().max().unwrap_or(0);
+        self.atlas = Some(AtlasState {
+            layout,
+            images,
+            slot_bytes,
+            slots: atlas::Slots::new(&vec![layout.slots(); formats.len()]),
+            slot_of: self
+                .maps
+                .iter()
+                .map(|m| vec![atlas::NO_SLOT; m.tile_count()])
+                .collect(),
+            classes: of_map.iter().map(|&k| k as u8).collect(),
+            of_map,
+            table,
+            bases,
+            bytes,
+            probe: Some(probe),
+        });
+        self.build_maps_and_staging(ctx, mem, upload_budget, budget)?;
+        Ok(Ok(()))
+    }
+
+    /// One atlas image of `layout` per format, in the texture pool, each in
+    /// `GENERAL` (copies and sampling use it, as the sparse images do), with
+    /// its view: `None` when the pool refuses one (the others freed).
+    fn make_atlases(
+        &self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        formats: &[(Format, vk::Format)],
+        layout: &atlas::AtlasLayout,
+    ) -> Result<Option<Vec<(Image, vk::ImageView)>>, GpuError> {
+        let d = &ctx.device;
+        let (w, h) = layout.extent();
+        let mut made: Vec<(Image, vk::ImageView)> = Vec::new();
+        for &(_, format) in formats {
+            let info = vk::ImageCreateInfo::default()
+                .image_type(vk::ImageType::TYPE_2D)
+                .format(format)
+                .extent(vk::Extent3D {
+                    width: w,
+                    height: h,
+                    depth: 1,
+                })
+                .mip_levels(1)
+                .array_layers(1)
+                .samples(vk::SampleCountFlags::TYPE_1)
+                .tiling(vk::ImageTiling::OPTIMAL)
+                .usage(vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST)
+                .sharing_mode(vk::SharingMode::EXCLUSIVE)
+                .initial_layout(vk::ImageLayout::UNDEFINED);
+            let opts = MemOptions::new(MemoryUsage::GpuOnly, "page atlas")
+                .in_pool(self.pool)
+                .full_is_expected();
+            let image = match mem.create_image(&info, &opts) {
+                Ok(i) => i,
+                Err(GpuError::Alloc { .. }) => {
+                    Self::free_atlases(ctx, mem, made);
+                    return Ok(None);
+                }
+                Err(e) => {
+                    Self::free_atlases(ctx, mem, made);
+                    return Err(e);
+                }
+            };
+            // SAFETY: the image is live and bound, with one level.
+            match unsafe { crate::gpu::util::texture_view(d, image.raw(), format, 1) } {
+                Ok(v) => made.push((image, v)),
+                Err(e) => {
+                    // SAFETY: never used.
+                    unsafe { mem.destroy_image(image) };
+                    Self::free_atlases(ctx, mem, made);
+                    return Err(e);
+                }
+            }
+        }
+        let raws: Vec<vk::Image> = made.iter().map(|(i, _)| i.raw()).collect();
+        let r = self.one_shot.run(ctx, |cmd| {
+            let to_general: Vec<vk::ImageMemoryBarrier2> = raws
+                .iter()
+                .map(|&image| {
+                    vk::ImageMemoryBarrier2::default()
+                        .dst_stage_mask(vk::PipelineStageFlags2::COPY)
+                        .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                        .old_layout(vk::ImageLayout::UNDEFINED)
+                        .new_layout(vk::ImageLayout::GENERAL)
+                        .image(image)
+                        .subresource_range(color_levels(0, 1))
+                })
+                .collect();
+            // SAFETY: recording; the images are live, bound and unused.
+            unsafe {
+                d.cmd_pipeline_barrier2(
+                    cmd,
+                    &vk::DependencyInfo::default().image_memory_barriers(&to_general),
+                );
+            }
+        });
+        if let Err(e) = r {
+            Self::free_atlases(ctx, mem, made);
+            return Err(e);
+        }
+        Ok(Some(made))
+    }
+
+    /// Destroys atlas images and views the GPU is done with.
+    fn free_atlases(ctx: &Context, mem: &GpuMemory, images: Vec<(Image, vk::ImageView)>) {
+        for (image, view) in images {
+            // SAFETY: the caller's: the GPU is done with them, and no
+            // descriptor the GPU will read names them.
+            unsafe {
+                ctx.device.destroy_image_view(view, None);
+                mem.destroy_image(image);
+            }
+        }
+    }
+
+    /// The cells, the residency map (with a page atlas, the page table in its
+    /// buffer) and the staging of [`Self::build`] and [`Self::build_atlas`],
+    /// once the maps are known; uploads the map.
+    fn build_maps_and_staging(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        upload_budget: u64,
+        budget: u64,
+    ) -> Result<(), GpuError> {
         // Cells, residency maps, staging.
         self.g = geometry::cells_per_side(&self.maps, MAX_CELLS);
         self.footprints = policy::Footprints::new(&self.maps, self.g);
@@ -1035,7 +1410,11 @@ impl TileStreamer {
         let cells = (self.g * self.g) as usize;
         self.map_words = vec![0; materials * cells];
         self.refresh_map();
-        let map_bytes = (self.map_words.len().max(4) * 4) as u64;
+        let words = self
+            .map_words
+            .len()
+            .max(self.atlas.as_ref().map_or(0, |a| a.table.len()));
+        let map_bytes = (words.max(4) * 4) as u64;
         self.map_host = Some(
             mem.create_buffer_mapped(
                 &vk::BufferCreateInfo::default()
@@ -1055,7 +1434,10 @@ impl TileStreamer {
             .maps
             .iter()
             .zip(&self.sparse)
-            .map(|(m, s)| s.format.level_bytes(m.tile_w, m.tile_h))
+            .map(|(m, s)| match self.atlas.as_ref() {
+                Some(a) => s.format.level_bytes(a.layout.side(), a.layout.side()),
+                None => s.format.level_bytes(m.tile_w, m.tile_h),
+            })
             .max()
             .unwrap_or(0)
             .next_multiple_of(256)
@@ -1070,11 +1452,7 @@ impl TileStreamer {
                 &MemOptions::new(MemoryUsage::Upload, "tile staging"),
             )?,
         );
-        self.upload(ctx, mem, &[], &[], 0, false)?;
-        for (i, s) in self.sparse.iter().enumerate() {
-            set.write_view_in(d, i, s.view, vk::ImageLayout::GENERAL);
-        }
-        Ok(Ok(()))
+        self.upload(ctx, mem, &[], &[], 0, false)
     }
 
     /// Why the budget can't take the always-resident pages (mip tails, and
@@ -1124,6 +1502,9 @@ impl TileStreamer {
 
     /// Bytes of memory bound now: tiles and mip tails.
     pub fn bytes(&self) -> u64 {
+        if let Some(a) = self.atlas.as_ref() {
+            return a.bytes + self.tail_bytes;
+        }
         debug_assert_eq!(
             self.page_bytes,
             self.pages
@@ -1151,7 +1532,32 @@ impl TileStreamer {
                 res[start..start + (w * h) as usize].iter().any(|&r| r)
             })
             .unwrap_or(m.tail_first);
-        (finest, pages.iter().flatten().map(Allocation::size).sum())
+        let bytes = match self.atlas.as_ref() {
+            Some(a) => {
+                let used = a.slot_of[i]
+                    .iter()
+                    .filter(|&&s| s != atlas::NO_SLOT)
+                    .count();
+                used as u64 * a.slot_bytes[a.of_map[i]]
+            }
+            None => pages.iter().flatten().map(Allocation::size).sum(),
+        };
+        (finest, bytes)
+    }
+
+    /// Whether tiles go to a page atlas ([`atlas`]) instead of sparse images.
+    pub fn is_atlas(&self) -> bool {
+        self.atlas.is_some()
+    }
+
+    /// The longest run of adjacent tiles a read and a copy take: one tile
+    /// in a page atlas (each its own slot), 32 else.
+    fn run_cap(&self) -> u32 {
+        if self.atlas.is_some() {
+            1
+        } else {
+            32
+        }
     }
 
     /// Recomputes the residency map of the materials whose tiles changed
@@ -1204,6 +1610,19 @@ impl TileStreamer {
     fn set_resident(&mut self, t: TileRef, resident: bool) {
         let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
         self.resident[t.map as usize][idx] = resident;
+        if let Some(a) = self.atlas.as_mut() {
+            // The page table names a tile's slot once its copy is recorded
+            // (the table's upload follows the copies), never before.
+            let slot = a.slot_of[t.map as usize][idx];
+            let entry = if resident && slot != atlas::NO_SLOT {
+                slot + 1
+            } else {
+                0
+            };
+            if let Some(w) = a.table.get_mut(a.bases[t.map as usize] + idx) {
+                *w = entry;
+            }
+        }
         let m = t.map as usize / policy::MAPS_PER_MATERIAL;
         if let Some(c) = self.changed.get_mut(m) {
             *c = true;
@@ -1442,6 +1861,12 @@ impl TileStreamer {
                 .unwrap_or(u64::MAX)
                 .saturating_sub(p.pool_allocated_bytes)
         });
+        // A page atlas: each format's slots are a class of their own.
+        let free_by_class: Vec<u64> = self.atlas.as_ref().map_or(Vec::new(), |a| {
+            (0..a.slot_bytes.len())
+                .map(|k| a.slots.free(k) as u64)
+                .collect()
+        });
         let input = TileInput {
             maps: &self.maps,
             g: self.g,
@@ -1449,7 +1874,10 @@ impl TileStreamer {
             hits,
             resident: &self.resident,
             blocked: &self.blocked,
-            free_pages: free_bytes / self.page.max(1) + self.spare.len() as u64,
+            free_pages: match self.atlas.as_ref() {
+                Some(a) => a.slots.free_total() as u64,
+                None => free_bytes / self.page.max(1) + self.spare.len() as u64,
+            },
             max_loads: self.max_loads,
             ahead_wants: ahead.0,
             ahead_hits: ahead.1,
@@ -1479,6 +1907,8 @@ impl TileStreamer {
             } else {
                 &[]
             },
+            classes: self.atlas.as_ref().map_or(&[][..], |a| &a.classes[..]),
+            free_by_class: &free_by_class,
         };
         let planning = Instant::now();
         let plan = policy::plan(&input);
@@ -1512,6 +1942,23 @@ impl TileStreamer {
         // adjacent tiles get pages that follow each other in memory and bind
         // as one region (`bind_regions`). Candidates left over stay spare.
         let paging = Instant::now();
+        if self.atlas.is_some() {
+            // A slot each, in the atlas of the load's format: no bind.
+            let (loads, kinds) = self.accept_slots(&plan.loads, &plan.kinds);
+            frame.missing += (plan.loads.len() - loads.len()) as u64;
+            let late = if prefill { LateSpare::None } else { self.late };
+            let (now, later) = split_late(&self.maps, &loads, &kinds, late);
+            self.take_slots(&now);
+            self.take_slots(&later);
+            frame.runs = loads.len() as u32;
+            frame.page_seconds = paging.elapsed().as_secs_f64();
+            return Ok(Some(Planned {
+                frame,
+                loads: now,
+                later,
+                late_binds: Vec::new(),
+            }));
+        }
         let mut candidates: Vec<Allocation> = std::mem::take(&mut self.spare);
         while candidates.len() < plan.loads.len() {
             let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
@@ -1590,7 +2037,7 @@ impl TileStreamer {
         frame.wait_seconds += waiting.elapsed().as_secs_f64();
         // Reads into staging, on worker threads, by runs of adjacent tiles
         // (`loads` is sorted).
-        let runs = runs(&self.maps, &loads, 32);
+        let runs = runs(&self.maps, &loads, self.run_cap());
         let started = Instant::now();
         let failed = self.read(&loads, &runs, 0);
         frame.read_seconds = started.elapsed().as_secs_f64();
@@ -1639,7 +2086,7 @@ impl TileStreamer {
             }
         }
         frame.bind_seconds = b.elapsed().as_secs_f64();
-        let runs = runs(&self.maps, &loads, 32);
+        let runs = runs(&self.maps, &loads, self.run_cap());
         let started = Instant::now();
         let failed = self.read(&loads, &runs, base);
         frame.read_seconds = started.elapsed().as_secs_f64();
@@ -1651,6 +2098,43 @@ impl TileStreamer {
         self.upload(ctx, mem, &loads, &runs, base, true)?;
         frame.copy_seconds = copying.elapsed().as_secs_f64();
         Ok(frame)
+    }
+
+    /// Of `loads` (with their `kinds`), those the page atlas has free slots
+    /// for, in the plan's order (the rest are missing this frame).
+    fn accept_slots(&self, loads: &[TileRef], kinds: &[LoadKind]) -> (Vec<TileRef>, Vec<LoadKind>) {
+        let Some(a) = self.atlas.as_ref() else {
+            return (loads.to_vec(), kinds.to_vec());
+        };
+        let mut free: Vec<usize> = (0..a.slot_bytes.len()).map(|k| a.slots.free(k)).collect();
+        let mut out = (Vec::new(), Vec::new());
+        let kinds = kinds.iter().chain(std::iter::repeat(&LoadKind::Wanted));
+        for (&t, &kind) in loads.iter().zip(kinds) {
+            let k = a.of_map[t.map as usize];
+            if free[k] > 0 {
+                free[k] -= 1;
+                out.0.push(t);
+                out.1.push(kind);
+            }
+        }
+        out
+    }
+
+    /// Gives each of `loads` a slot of its map's atlas ([`Self::accept_slots`]
+    /// left only loads that have one). The page table names it once the
+    /// tile arrives ([`Self::set_resident`]).
+    fn take_slots(&mut self, loads: &[TileRef]) {
+        let Some(a) = self.atlas.as_mut() else {
+            return;
+        };
+        for t in loads {
+            let k = a.of_map[t.map as usize];
+            let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            if let Some(slot) = a.slots.take(k) {
+                a.slot_of[t.map as usize][idx] = slot;
+                self.page_bytes += a.slot_bytes[k];
+            }
+        }
     }
 
     /// Takes a page for each of `loads` (sorted) from `candidates`, which
@@ -1768,6 +2252,14 @@ impl TileStreamer {
     fn retire(&mut self, tiles: &[TileRef]) {
         for t in tiles {
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+            if let Some(a) = self.atlas.as_mut() {
+                let k = a.of_map[t.map as usize];
+                let slot = std::mem::replace(&mut a.slot_of[t.map as usize][idx], atlas::NO_SLOT);
+                if slot != atlas::NO_SLOT {
+                    a.slots.give(k, slot);
+                    self.page_bytes -= a.slot_bytes[k];
+                }
+            }
             if let Some(a) = self.pages[t.map as usize][idx].take() {
                 self.page_bytes -= a.size();
                 self.spare.push(a);
@@ -1800,6 +2292,7 @@ impl TileStreamer {
         let slot = self.slot as usize;
         let maps = &self.maps;
         let sparse = &self.sparse;
+        let atlas_layout = self.atlas.as_ref().map(|a| a.layout);
         let staging = self.staging.as_mut().expect("built");
         let mut rest =
             &mut staging.mapped_mut().as_mut_slice()[base * slot..(base + loads.len()) * slot];
@@ -1850,6 +2343,29 @@ impl TileStreamer {
                         let r = &s.reader;
                         let bs = s.format.block_side();
                         let side = m.side(t.level);
+                        let level = t.level as usize;
+                        if let Some(layout) = atlas_layout.as_ref() {
+                            // One tile a run: its slot, border included,
+                            // from the level's wrapped blocks.
+                            let bytes = s.format.level_bytes(layout.side(), layout.side()) as usize;
+                            let at = (run.start - base) * slot;
+                            let read = atlas::assemble_slot(
+                                layout,
+                                bs,
+                                s.format.block_bytes() as usize,
+                                side,
+                                (t.x, t.y),
+                                &mut dst[at..at + bytes],
+                                |xy, wh, out| match &s.mapped {
+                                    Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
+                                    None => r.read_level_rect_into(level, xy, wh, out),
+                                },
+                            );
+                            if let Err(e) = read {
+                                failed.push((k, e.to_string()));
+                            }
+                            continue;
+                        }
                         let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
                         let w = (m.tile_w * run.len).min(side - x);
                         let h = m.tile_h.min(side - y);
@@ -1857,7 +2373,6 @@ impl TileStreamer {
                         let at = (run.start - base) * slot;
                         let (xy, wh) = ((x / bs, y / bs), (w.div_ceil(bs), h.div_ceil(bs)));
                         let out = &mut dst[at..at + bytes];
-                        let level = t.level as usize;
                         let read = match &s.mapped {
                             Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
                             None => r.read_level_rect_into(level, xy, wh, out),
@@ -1909,14 +2424,34 @@ impl TileStreamer {
         if let Some(s) = self.staging.as_ref() {
             mem.flush(s.allocation());
         }
-        let map_bytes = (self.map_words.len() * 4) as u64;
+        // With a page atlas the shaders read the page table in the map's place.
+        let words: &[u32] = match self.atlas.as_ref() {
+            Some(a) => &a.table,
+            None => &self.map_words,
+        };
+        let map_bytes = (words.len() * 4) as u64;
         if map_dirty {
             let host = self.map_host.as_mut().expect("built");
             host.mapped_mut()
-                .write(0, bytemuck::cast_slice(&self.map_words))
+                .write(0, bytemuck::cast_slice(words))
                 .map_err(|e| GpuError::Other(format!("tile residency map: {e}")))?;
             mem.flush(host.allocation());
         }
+        // Each staged tile's atlas image and slot origin, with a page atlas.
+        let slots: Vec<(vk::Image, (u32, u32))> = match self.atlas.as_ref() {
+            Some(a) => runs
+                .iter()
+                .map(|run| {
+                    let t = loads[run.start];
+                    let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+                    let k = a.of_map[t.map as usize];
+                    let slot = a.slot_of[t.map as usize][idx];
+                    (a.images[k].0.raw(), a.layout.origin(slot))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let atlas_side = self.atlas.as_ref().map(|a| a.layout.side());
         let dirty = map_dirty && map_bytes > 0;
         let staging = self.staging.as_ref().map(|b| b.raw());
         let map_src = self.map_host.as_ref().map(|b| b.raw());
@@ -1942,7 +2477,38 @@ impl TileStreamer {
                     cmd,
                     &vk::DependencyInfo::default().memory_barriers(&before),
                 );
-                if let Some(src) = staging {
+                if let (Some(src), Some(span)) = (staging, atlas_side) {
+                    // A page atlas: one tile a run, its slot whole.
+                    for (run, &(image, (x, y))) in runs.iter().zip(&slots) {
+                        let region = [vk::BufferImageCopy::default()
+                            .buffer_offset((base + run.start) as u64 * slot)
+                            .buffer_row_length(span)
+                            .buffer_image_height(span)
+                            .image_subresource(vk::ImageSubresourceLayers {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: 0,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            })
+                            .image_offset(vk::Offset3D {
+                                x: x as i32,
+                                y: y as i32,
+                                z: 0,
+                            })
+                            .image_extent(vk::Extent3D {
+                                width: span,
+                                height: span,
+                                depth: 1,
+                            })];
+                        d.cmd_copy_buffer_to_image(
+                            cmd,
+                            src,
+                            image,
+                            vk::ImageLayout::GENERAL,
+                            &region,
+                        );
+                    }
+                } else if let Some(src) = staging {
                     // One region per run: its rows span the run's tiles in
                     // staging, as they span them in the image.
                     for run in runs {
@@ -2022,10 +2588,27 @@ impl TileStreamer {
             }
         }
         for s in self.sparse.drain(..) {
+            if s.image == vk::Image::null() {
+                // A page atlas's map: the view is the texture set's own.
+                continue;
+            }
             // SAFETY: the device is idle; the descriptors no longer name them.
             unsafe {
                 d.destroy_image_view(s.view, None);
                 d.destroy_image(s.image, None);
+            }
+        }
+        if let Some(mut a) = self.atlas.take() {
+            // The device is idle; the atlases' and the probe's elements of the
+            // bindless array are not read again (partially bound, and no
+            // frame follows that reads them).
+            Self::free_atlases(ctx, mem, std::mem::take(&mut a.images));
+            if let Some((image, view)) = a.probe.take() {
+                // SAFETY: as above.
+                unsafe {
+                    d.destroy_image_view(view, None);
+                    mem.destroy_image(image);
+                }
             }
         }
         let pages = self.pages.iter_mut().flatten().filter_map(Option::take);

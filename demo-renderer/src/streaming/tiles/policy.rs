@@ -123,6 +123,15 @@ pub struct TileInput<'a> {
     /// evictions take stretches of consecutive pages, longest first
     /// ([`choose_evictions`]).
     pub page_keys: &'a [Vec<u64>],
+    /// Per map: its page class, where pages of one class cannot hold another
+    /// class's tiles (a page atlas: one atlas per map format); empty for one
+    /// class, whose free pages are `free_pages`.
+    pub classes: &'a [u8],
+    /// With `classes`: each class's free pages (`free_pages` is then not
+    /// read). Each class gets its own target of `resident + free` tiles and
+    /// its own evictions, so a frame never plans more loads of a class than
+    /// its free and evicted pages.
+    pub free_by_class: &'a [u64],
 }
 
 /// [`TileInput::spare_hysteresis`]'s default.
@@ -528,29 +537,57 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         }
         (ranked, resident_count, wanted)
     });
-    let mut ranked: Vec<(u128, u64)> =
-        Vec::with_capacity(per_map.iter().map(|(r, _, _)| r.len()).sum());
-    let (mut resident_count, mut wanted) = (0u64, 0u64);
-    for (r, count, w) in per_map {
-        ranked.extend(r);
-        resident_count += count;
+    // Page classes ([`TileInput::classes`]): one unless given.
+    let class_count = if input.classes.is_empty() {
+        1
+    } else {
+        input.free_by_class.len().max(1)
+    };
+    let class_of = |i: usize| {
+        input
+            .classes
+            .get(i)
+            .map_or(0, |&c| usize::from(c).min(class_count - 1))
+    };
+    let free_of = |c: usize| {
+        if input.classes.is_empty() {
+            input.free_pages
+        } else {
+            input.free_by_class.get(c).copied().unwrap_or(0)
+        }
+    };
+    let mut groups: Vec<Vec<(u128, u64)>> = vec![Vec::new(); class_count];
+    let mut resident_by = vec![0u64; class_count];
+    let mut wanted = 0u64;
+    for (i, (r, count, w)) in per_map.into_iter().enumerate() {
+        groups[class_of(i)].extend(r);
+        resident_by[class_of(i)] += count;
         wanted += w;
     }
-    // The target: the `capacity` best-ranked tiles, partitioned off, not
-    // sorted. Tiles with a score rank above every tile without one, so those
-    // in the head are the best `capacity` of them (or all of them).
-    let capacity = resident_count.saturating_add(input.free_pages);
-    let head = usize::try_from(capacity)
-        .unwrap_or(usize::MAX)
-        .min(ranked.len());
-    if head < ranked.len() {
-        ranked.select_nth_unstable_by_key(head, |r| r.0);
+    // The target, per class: its `capacity` best-ranked tiles, partitioned
+    // off, not sorted. Tiles with a score rank above every tile without one,
+    // so those in a head are the best `capacity` of them (or all of them).
+    // `ranked` holds the classes one after the other; `heads` each one's
+    // start, head end and end.
+    let mut ranked: Vec<(u128, u64)> = Vec::with_capacity(groups.iter().map(Vec::len).sum());
+    let mut heads: Vec<(usize, usize, usize)> = Vec::with_capacity(class_count);
+    for (c, mut g) in groups.into_iter().enumerate() {
+        let capacity = resident_by[c].saturating_add(free_of(c));
+        let head = usize::try_from(capacity).unwrap_or(usize::MAX).min(g.len());
+        if head < g.len() {
+            g.select_nth_unstable_by_key(head, |r| r.0);
+        }
+        let start = ranked.len();
+        ranked.extend(g);
+        heads.push((start, start + head, ranked.len()));
     }
-    let in_target = |k: usize| k < head && ranked[k].1 > 0;
-    // Loads: the target's tiles not resident, best first (only these are
+    let in_head = |k: usize| heads.iter().any(|&(s, h, _)| (s..h).contains(&k));
+    let in_target = |k: usize| in_head(k) && ranked[k].1 > 0;
+    // Loads: the targets' tiles not resident, best first (only these are
     // sorted), within the caps; wanted tiles not loaded are missing.
-    let mut candidates: Vec<u128> = ranked[..head]
+    let mut candidates: Vec<u128> = heads
         .iter()
+        .flat_map(|&(s, h, _)| &ranked[s..h])
         .filter(|&&(kk, score)| {
             let (_, i, idx) = rank_unkey(kk);
             score > 0 && !resident(i, idx)
@@ -645,28 +682,37 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
                 )
         })
         .count() as u64;
-    missing += ranked[head..]
+    missing += heads
         .iter()
+        .flat_map(|&(_, h, e)| &ranked[h..e])
         .filter(|&&(kk, score)| {
             let (_, i, idx) = rank_unkey(kk);
             score > 0 && !resident(i, idx) && is_wanted(i, idx)
         })
         .count() as u64;
-    let need = (loads.len() as u64).saturating_sub(input.free_pages);
-    // Evictions: lowest score first, then finest, then map and index.
-    let out: Vec<(u64, u32, usize, usize)> = ranked
-        .iter()
-        .enumerate()
-        .filter_map(|(k, &(kk, score))| {
-            let (level, i, idx) = rank_unkey(kk);
-            (!in_target(k) && resident(i, idx)).then_some((score, level, i, idx))
-        })
-        .collect();
-    let need = usize::try_from(need).unwrap_or(usize::MAX);
-    let evictions = choose_evictions(out, need, input.page_keys)
-        .iter()
-        .map(|&(_, level, i, idx)| tile_at(&input.maps[i], i, level, idx))
-        .collect();
+    // Evictions, per class, for the loads its free pages lack: lowest score
+    // first, then finest, then map and index.
+    let mut loads_by = vec![0u64; class_count];
+    for t in &loads {
+        loads_by[class_of(t.map as usize)] += 1;
+    }
+    let mut evictions = Vec::new();
+    for (c, &(s, _, e)) in heads.iter().enumerate() {
+        let need = loads_by[c].saturating_sub(free_of(c));
+        let out: Vec<(u64, u32, usize, usize)> = (s..e)
+            .filter_map(|k| {
+                let (kk, score) = ranked[k];
+                let (level, i, idx) = rank_unkey(kk);
+                (!in_target(k) && resident(i, idx)).then_some((score, level, i, idx))
+            })
+            .collect();
+        let need = usize::try_from(need).unwrap_or(usize::MAX);
+        evictions.extend(
+            choose_evictions(out, need, input.page_keys)
+                .iter()
+                .map(|&(_, level, i, idx)| tile_at(&input.maps[i], i, level, idx)),
+        );
+    }
     let wanted_loads = (loads.len() - spare_loads) as u64;
     TilePlan {
         loads,
@@ -868,6 +914,8 @@ mod tests {
             max_ring_loads: usize::MAX,
             spare_hysteresis: 2,
             page_keys: &[],
+            classes: &[],
+            free_by_class: &[],
         }
     }
 
@@ -1423,6 +1471,98 @@ mod tests {
                 wants[c] = if wants[c] == UNSEEN { (rng >> 20) as u8 % 4 } else { UNSEEN };
             }
         }
+
+        /// Page classes (a page atlas's formats): every frame's loads of a
+        /// class fit that class's free pages plus its evictions, and each
+        /// class stays within its own budget over rounds, whatever the other
+        /// classes have free.
+        #[test]
+        fn plans_keep_each_page_class_within_its_own_pages(
+            seed_wants in proptest::collection::vec(0u8..8, 3 * 16),
+            seed_hits in proptest::collection::vec(1u32..20, 3 * 16),
+            budgets in proptest::collection::vec(0u64..25, 3),
+            by_format in any::<bool>(),
+            max_loads in 1usize..80,
+            rounds in 1usize..5,
+            churn in any::<u64>(),
+        ) {
+            let maps = vec![map(512, 64); 9];
+            let g = 4;
+            // By format (map i of a material in class i % 3), or one class
+            // per material.
+            let classes: Vec<u8> = (0..9u8).map(|i| if by_format { i % 3 } else { i / 3 }).collect();
+            let mut resident = empty(&maps);
+            let mut wants: Vec<u8> = seed_wants.iter().map(|&w| w.min(3)).collect();
+            let mut rng = churn;
+            for _ in 0..rounds {
+                let used = |c: u8, r: &[Vec<bool>]| -> u64 {
+                    r.iter().enumerate().filter(|(i, _)| classes[*i] == c)
+                        .map(|(_, m)| m.iter().filter(|&&x| x).count() as u64).sum()
+                };
+                let free_by_class: Vec<u64> = (0..3u8)
+                    .map(|c| budgets[c as usize].saturating_sub(used(c, &resident)))
+                    .collect();
+                let input = TileInput {
+                    max_loads,
+                    // Read only without classes: a large number shows it is not.
+                    free_pages: 10_000,
+                    classes: &classes,
+                    free_by_class: &free_by_class,
+                    ..input(&maps, g, &wants, &seed_hits, &resident)
+                };
+                let p = plan(&input);
+                for c in 0..3u8 {
+                    let of = |t: &&TileRef| classes[t.map as usize] == c;
+                    let loads = p.loads.iter().filter(of).count() as u64;
+                    let evicted = p.evictions.iter().filter(of).count() as u64;
+                    prop_assert!(loads <= free_by_class[c as usize] + evicted,
+                        "class {}: {} loads for {} free and {} evicted", c, loads, free_by_class[c as usize], evicted);
+                }
+                for t in &p.evictions {
+                    prop_assert!(resident[t.map as usize][maps[t.map as usize].index(t.level, t.x, t.y)]);
+                }
+                apply(&mut resident, &maps, &p);
+                for c in 0..3u8 {
+                    prop_assert!(used(c, &resident) <= budgets[c as usize]);
+                }
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let c = (rng >> 33) as usize % wants.len();
+                wants[c] = if wants[c] == UNSEEN { (rng >> 20) as u8 % 4 } else { UNSEEN };
+            }
+        }
+    }
+
+    /// A class with no free pages and nothing to evict loads nothing, while
+    /// the others load; one class gives the plan of no classes.
+    #[test]
+    fn a_full_class_loads_nothing_and_one_class_plans_as_none() {
+        let maps = vec![map(512, 64); 3];
+        let wants = vec![0u8; 16];
+        let hits = vec![5u32; 16];
+        let resident = empty(&maps);
+        let classes = [0u8, 1, 2];
+        let p = plan(&TileInput {
+            max_loads: 100,
+            classes: &classes,
+            free_by_class: &[10, 0, 10],
+            ..input(&maps, 4, &wants, &hits, &resident)
+        });
+        assert!(p.loads.iter().all(|t| t.map != 1));
+        assert_eq!(p.loads.iter().filter(|t| t.map == 0).count(), 10);
+        assert_eq!(p.loads.iter().filter(|t| t.map == 2).count(), 10);
+        let none = plan(&TileInput {
+            max_loads: 100,
+            free_pages: 17,
+            ..input(&maps, 4, &wants, &hits, &resident)
+        });
+        let one = plan(&TileInput {
+            max_loads: 100,
+            free_pages: 0,
+            classes: &[0, 0, 0],
+            free_by_class: &[17],
+            ..input(&maps, 4, &wants, &hits, &resident)
+        });
+        assert_eq!(none, one);
     }
 }
 
