@@ -79,12 +79,27 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     }
     // `auto`: the page atlas where it can run (the visibility shading's
     // bindless compute pass samples it), which needs no sparse binds.
+    // The emulation's level views take the elements after the textures that
+    // the atlases use: not both.
+    let emulating = crate::materials::textures::emulation_mode().is_some();
     if settings.residency == crate::streaming::ResidencyMode::Auto
         && settings.streaming == StreamingMode::On
         && ctx.info.bindless
         && settings.visibility_buffer()
+        && !emulating
     {
         settings.residency = crate::streaming::ResidencyMode::Atlas;
+    }
+    if settings.residency == crate::streaming::ResidencyMode::Atlas
+        && settings.streaming == StreamingMode::On
+        && emulating
+    {
+        return Err(AppError::Io(format!(
+            "--residency atlas and {} (a diagnostic of the sampling with every level \
+             resident) share the bindless array's elements after the textures: unset the \
+             variable, or use --streaming off or --residency tiles|levels",
+            crate::materials::textures::ATLAS_EMULATION_ENV
+        )));
     }
     if settings.residency == crate::streaming::ResidencyMode::Atlas
         && settings.streaming == StreamingMode::On

@@ -721,21 +721,31 @@ fn atlas_streams_within_budget_without_sparse_binds() {
 
 /// Where the page atlas can't run, a clear message and a non-zero exit, no
 /// panic: forward shading (the atlas is sampled in the visibility shading's
-/// compute pass), and a budget too small for the tails.
+/// compute pass), a budget too small for the tails, and the sampling
+/// emulation (its level views would take the atlases' elements).
 #[test]
 fn atlas_refuses_what_it_cannot_do() {
-    for (args, says) in [
+    let visibility = ["--shading", "visibility", "--texture-budget", "6MiB"];
+    for (args, env, says) in [
         (
             &["--shading", "forward", "--texture-budget", "6MiB"][..],
+            None,
             "this run shades forward",
         ),
         (
             &["--shading", "visibility", "--texture-budget", "1MiB"][..],
+            None,
             "too small",
+        ),
+        (
+            &visibility[..],
+            Some(("VKALLOC_DEMO_ATLAS_EMULATION", "3")),
+            "share the bindless array",
         ),
     ] {
         let out = common::scratch("atlas_refused");
         let o = demo_sparse()
+            .envs(env)
             .args(["--size", "64x36", "--texture-size", "512", "--frames", "2"])
             .args([
                 "--materials",
