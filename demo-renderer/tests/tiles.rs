@@ -114,6 +114,40 @@ fn frames(r: &serde_json::Value) -> &Vec<serde_json::Value> {
     r["frames"].as_array().unwrap()
 }
 
+/// No frame over `budget`: the report's count, each frame's resident bytes
+/// and the texture pool's committed bytes.
+fn assert_within_budget(r: &serde_json::Value, budget: u64) {
+    assert_eq!(
+        r["streaming"]["frames_over_budget"].as_u64(),
+        Some(0),
+        "{}",
+        r["streaming"]
+    );
+    for f in frames(r) {
+        let resident = f["texture_resident_bytes"].as_u64().unwrap();
+        let committed = f["texture_pool_committed_bytes"].as_u64().unwrap();
+        assert_eq!(f["texture_budget"].as_u64(), Some(budget));
+        assert!(resident <= budget, "frame {}: {resident} B", f["frame"]);
+        assert!(
+            committed <= budget,
+            "frame {}: pool {committed} B",
+            f["frame"]
+        );
+    }
+}
+
+/// Residency changed many times: at least 300 changes, on at least 15 of
+/// the 40 frames.
+fn assert_changing(r: &serde_json::Value) {
+    let changes = r["streaming"]["residency_changes"].as_u64().unwrap();
+    let frames_changing = frames(r)
+        .iter()
+        .filter(|f| f["residency_changes"].as_u64().unwrap() > 0)
+        .count();
+    assert!(changes >= 300, "{changes} residency changes");
+    assert!(frames_changing >= 15, "changes on {frames_changing} frames");
+}
+
 /// Frame flag `key` (work done after the last frame's submission) is false
 /// on the first frame, which has no frame before it, and true on every other.
 fn assert_from_the_second_frame(r: &serde_json::Value, key: &str) {
@@ -205,18 +239,7 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
         "{}",
         tiles["summary"]
     );
-    assert_eq!(s["frames_over_budget"].as_u64(), Some(0), "{s}");
-    for f in frames(&tiles) {
-        let resident = f["texture_resident_bytes"].as_u64().unwrap();
-        let committed = f["texture_pool_committed_bytes"].as_u64().unwrap();
-        assert_eq!(f["texture_budget"].as_u64(), Some(BUDGET));
-        assert!(resident <= BUDGET, "frame {}: {resident} B", f["frame"]);
-        assert!(
-            committed <= BUDGET,
-            "frame {}: pool {committed} B",
-            f["frame"]
-        );
-    }
+    assert_within_budget(&tiles, BUDGET);
     // Evictions unbind nothing (their pages stay bound until a load reuses
     // them), and a run of adjacent loads binds as few regions as its pages
     // allow: per frame, runs <= binds <= loads. (Before stale bindings,
@@ -287,13 +310,7 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
     );
     assert_psnr("tiles, planned early", &early);
     // Measured: 1131 changes (page binds and unbinds), on 26 of the 40 frames.
-    let changes = s["residency_changes"].as_u64().unwrap();
-    let frames_changing = frames(&tiles)
-        .iter()
-        .filter(|f| f["residency_changes"].as_u64().unwrap() > 0)
-        .count();
-    assert!(changes >= 300, "{changes} residency changes");
-    assert!(frames_changing >= 15, "changes on {frames_changing} frames");
+    assert_changing(&tiles);
     assert!(s["upload_bytes"].as_u64().unwrap() > 0, "{s}");
 
     // (b) The static choice at the same budget: tiles at most half its mean
@@ -639,33 +656,15 @@ fn atlas_streams_within_budget_without_sparse_binds() {
         "{}",
         atlas["summary"]
     );
-    assert_eq!(s["frames_over_budget"].as_u64(), Some(0), "{s}");
+    assert_within_budget(&atlas, ATLAS_BUDGET);
     let mut loads = 0;
     for f in frames(&atlas) {
-        let resident = f["texture_resident_bytes"].as_u64().unwrap();
-        let committed = f["texture_pool_committed_bytes"].as_u64().unwrap();
-        assert!(
-            resident <= ATLAS_BUDGET,
-            "frame {}: {resident} B",
-            f["frame"]
-        );
-        assert!(
-            committed <= ATLAS_BUDGET,
-            "frame {}: pool {committed} B",
-            f["frame"]
-        );
         // Loads are copies: no sparse bind, ever.
         assert_eq!(f["sparse_binds"].as_u64(), Some(0), "frame {}", f["frame"]);
         loads += f["tile_loads"].as_u64().unwrap();
     }
-    let changes = s["residency_changes"].as_u64().unwrap();
-    let frames_changing = frames(&atlas)
-        .iter()
-        .filter(|f| f["residency_changes"].as_u64().unwrap() > 0)
-        .count();
     assert!(loads >= 200, "{loads} loads");
-    assert!(changes >= 300, "{changes} residency changes");
-    assert!(frames_changing >= 15, "changes on {frames_changing} frames");
+    assert_changing(&atlas);
     assert_psnr("atlas at 6 MiB", &atlas);
 
     // The static choice at the same budget: the atlas at most half its mean

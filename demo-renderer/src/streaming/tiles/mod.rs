@@ -628,6 +628,21 @@ fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
     })
 }
 
+/// The map's file mapped read-only for its tile reads, unless `pread`
+/// ([`mapped::PREAD_ENV`]) or the mapping fails (then read row by row).
+fn open_mapped(reader: &Reader, pread: bool) -> Option<mapped::MappedFile> {
+    if pread {
+        return None;
+    }
+    match mapped::MappedFile::open(reader) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            eprintln!("streaming: {e}; its tiles are read row by row");
+            None
+        }
+    }
+}
+
 impl TileStreamer {
     /// Makes a sparse image for every texture of `set` (which holds the mip
     /// tails the level streamer would use; they stay as they are), binds and
@@ -839,17 +854,7 @@ impl TileStreamer {
                     }
                 }
             };
-            let mapped = if pread {
-                None
-            } else {
-                match mapped::MappedFile::open(&reader) {
-                    Ok(m) => Some(m),
-                    Err(e) => {
-                        eprintln!("streaming: {e}; its tiles are read row by row");
-                        None
-                    }
-                }
-            };
+            let mapped = open_mapped(&reader, pread);
             self.sparse.push(SparseMap {
                 image,
                 view,
@@ -928,12 +933,7 @@ impl TileStreamer {
                 }
                 map.tail_first = first;
             }
-            self.maps.push(map);
-            self.pages
-                .push((0..map.tile_count()).map(|_| None).collect());
-            self.resident.push(vec![false; map.tile_count()]);
-            self.page_keys.push(vec![u64::MAX; map.tile_count()]);
-            self.blocked.push(false);
+            self.push_tiles(map);
             if map.tail_first < levels && sr.image_mip_tail_size > 0 {
                 let tail = match mem.allocate_memory(
                     sr.image_mip_tail_size,
@@ -1084,6 +1084,16 @@ impl TileStreamer {
         Ok(Ok(()))
     }
 
+    /// A map's tile layout and its empty per-tile state.
+    fn push_tiles(&mut self, map: MapTiles) {
+        self.maps.push(map);
+        self.pages
+            .push((0..map.tile_count()).map(|_| None).collect());
+        self.resident.push(vec![false; map.tile_count()]);
+        self.page_keys.push(vec![u64::MAX; map.tile_count()]);
+        self.blocked.push(false);
+    }
+
     /// [`Self::build`] for a page atlas ([`atlas`]): the texture set's own
     /// images keep the tails (levels of at most [`atlas::TAIL_TEXELS`] a
     /// side, loaded already) and stay in the descriptors; finer levels are
@@ -1146,17 +1156,7 @@ impl TileStreamer {
                 }
             };
             of_map.push(k);
-            let mapped = if pread {
-                None
-            } else {
-                match mapped::MappedFile::open(&reader) {
-                    Ok(m) => Some(m),
-                    Err(e) => {
-                        eprintln!("streaming: {e}; its tiles are read row by row");
-                        None
-                    }
-                }
-            };
+            let mapped = open_mapped(&reader, pread);
             self.sparse.push(SparseMap {
                 image: vk::Image::null(),
                 view: t.view,
@@ -1165,12 +1165,7 @@ impl TileStreamer {
                 reader,
                 mapped,
             });
-            self.maps.push(map);
-            self.pages
-                .push((0..map.tile_count()).map(|_| None).collect());
-            self.resident.push(vec![false; map.tile_count()]);
-            self.page_keys.push(vec![u64::MAX; map.tile_count()]);
-            self.blocked.push(false);
+            self.push_tiles(map);
         }
         let n = set.textures.len() as u32;
         if formats.len() + 1 > crate::materials::textures::ATLAS_ELEMENTS as usize {
