@@ -667,6 +667,30 @@ fn atlas_streams_within_budget_without_sparse_binds() {
     assert_changing(&atlas);
     assert_psnr("atlas at 6 MiB", &atlas);
 
+    // Block-compressed maps (BC7/BC5, the H200's) at a tight budget, the
+    // validation layer (synchronization included) silent: Debian's layer
+    // reported copies into side-by-side slots of a BC atlas as hazards until
+    // they went in waves (`atlas::copy_wave`; with one wave this fails).
+    let bc_budget: u64 = 3 << 20;
+    let bc = run_atlas(
+        &common::scratch("atlas_bc"),
+        &[
+            "--textures",
+            "bc",
+            "--residency",
+            "atlas",
+            "--texture-budget",
+            &format!("{bc_budget}"),
+            "--png-every",
+            "0",
+        ],
+        &[],
+    );
+    assert_within_budget(&bc, bc_budget);
+    assert!(frames(&bc)
+        .iter()
+        .any(|f| f["tile_loads"].as_u64().unwrap() > 0));
+
     // The static choice at the same budget: the atlas at most half its mean
     // mip deficit.
     let static_choice = run_atlas(

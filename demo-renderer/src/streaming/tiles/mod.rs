@@ -2473,8 +2473,27 @@ impl TileStreamer {
                     &vk::DependencyInfo::default().memory_barriers(&before),
                 );
                 if let (Some(src), Some(span)) = (staging, atlas_side) {
-                    // A page atlas: one tile a run, its slot whole.
-                    for (run, &(image, (x, y))) in runs.iter().zip(&slots) {
+                    // A page atlas: one tile a run, its slot whole; in waves
+                    // of slot columns ([`atlas::copy_wave`]), a barrier
+                    // between waves.
+                    let mut order: Vec<usize> = (0..slots.len()).collect();
+                    order.sort_by_key(|&k| atlas::copy_wave(slots[k].1 .0 / span.max(1)));
+                    let mut wave = None;
+                    for k in order {
+                        let (run, &(image, (x, y))) = (&runs[k], &slots[k]);
+                        let w = atlas::copy_wave(x / span.max(1));
+                        if wave.is_some_and(|last| last != w) {
+                            let between = [vk::MemoryBarrier2::default()
+                                .src_stage_mask(vk::PipelineStageFlags2::COPY)
+                                .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                                .dst_stage_mask(vk::PipelineStageFlags2::COPY)
+                                .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)];
+                            d.cmd_pipeline_barrier2(
+                                cmd,
+                                &vk::DependencyInfo::default().memory_barriers(&between),
+                            );
+                        }
+                        wave = Some(w);
                         let region = [vk::BufferImageCopy::default()
                             .buffer_offset((base + run.start) as u64 * slot)
                             .buffer_row_length(span)
