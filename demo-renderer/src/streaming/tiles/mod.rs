@@ -1205,8 +1205,10 @@ impl TileStreamer {
                 .get_physical_device_properties(ctx.physical_device)
         }
         .limits;
+        // (Maps of no streamed level, all tail, still get a slot: the atlas
+        // exists, its page table empty.)
         let mut want = (free - free / 256) / per_slot;
-        want = want.min(most_tiles);
+        want = want.min(most_tiles.max(1));
         let mut images: Vec<(Image, vk::ImageView)> = Vec::new();
         let mut layout = None;
         for _attempt in 0..24 {
