@@ -347,6 +347,9 @@ struct AtlasState {
     bases: Vec<usize>,
     /// Bytes of the atlas images' memory.
     bytes: u64,
+    /// Bytes of the texture set's own images (the tails), for the wanted
+    /// bytes (the set counts them as resident itself).
+    set_tail_bytes: u64,
     /// The level probe and its view.
     probe: Option<(Image, vk::ImageView)>,
 }
@@ -1289,6 +1292,7 @@ impl TileStreamer {
             table,
             bases,
             bytes,
+            set_tail_bytes: set.allocated_bytes(),
             probe: Some(probe),
         });
         self.build_maps_and_staging(ctx, mem, upload_budget, budget)?;
@@ -1910,7 +1914,9 @@ impl TileStreamer {
         let planning = Instant::now();
         let plan = policy::plan(&input);
         let mut frame = TileFrame {
-            wanted_bytes: plan.wanted * self.page + self.tail_bytes,
+            wanted_bytes: plan.wanted * self.page
+                + self.tail_bytes
+                + self.atlas.as_ref().map_or(0, |a| a.set_tail_bytes),
             missing: plan.missing,
             wanted_loads: plan.wanted_loads.min(u64::from(u32::MAX)) as u32,
             plan_seconds: planning.elapsed().as_secs_f64(),
