@@ -1246,7 +1246,9 @@ impl TileStreamer {
         let probe = match probe {
             Ok(p) => p,
             Err(e) => {
-                Self::free_atlases(ctx, mem, images);
+                // SAFETY: `make_atlases` waited for its one submission; no
+                // descriptor names them yet.
+                unsafe { Self::free_atlases(ctx, mem, images) };
                 return Err(e);
             }
         };
@@ -1334,11 +1336,13 @@ impl TileStreamer {
             let image = match mem.create_image(&info, &opts) {
                 Ok(i) => i,
                 Err(GpuError::Alloc { .. }) => {
-                    Self::free_atlases(ctx, mem, made);
+                    // SAFETY: never used by the GPU, named by no descriptor.
+                    unsafe { Self::free_atlases(ctx, mem, made) };
                     return Ok(None);
                 }
                 Err(e) => {
-                    Self::free_atlases(ctx, mem, made);
+                    // SAFETY: as above.
+                    unsafe { Self::free_atlases(ctx, mem, made) };
                     return Err(e);
                 }
             };
@@ -1346,9 +1350,11 @@ impl TileStreamer {
             match unsafe { crate::gpu::util::texture_view(d, image.raw(), format, 1) } {
                 Ok(v) => made.push((image, v)),
                 Err(e) => {
-                    // SAFETY: never used.
-                    unsafe { mem.destroy_image(image) };
-                    Self::free_atlases(ctx, mem, made);
+                    // SAFETY: never used by the GPU, named by no descriptor.
+                    unsafe {
+                        mem.destroy_image(image);
+                        Self::free_atlases(ctx, mem, made);
+                    }
                     return Err(e);
                 }
             }
@@ -1376,17 +1382,22 @@ impl TileStreamer {
             }
         });
         if let Err(e) = r {
-            Self::free_atlases(ctx, mem, made);
+            // SAFETY: the one-shot was waited for, or its submission or wait
+            // failed (the device lost); no descriptor names them.
+            unsafe { Self::free_atlases(ctx, mem, made) };
             return Err(e);
         }
         Ok(Some(made))
     }
 
-    /// Destroys atlas images and views the GPU is done with.
-    fn free_atlases(ctx: &Context, mem: &GpuMemory, images: Vec<(Image, vk::ImageView)>) {
+    /// Destroys atlas images and their views.
+    ///
+    /// # Safety
+    /// No pending GPU work uses them, and no descriptor the GPU will read
+    /// names them.
+    unsafe fn free_atlases(ctx: &Context, mem: &GpuMemory, images: Vec<(Image, vk::ImageView)>) {
         for (image, view) in images {
-            // SAFETY: the caller's: the GPU is done with them, and no
-            // descriptor the GPU will read names them.
+            // SAFETY: the contract above.
             unsafe {
                 ctx.device.destroy_image_view(view, None);
                 mem.destroy_image(image);
@@ -2621,12 +2632,12 @@ impl TileStreamer {
             }
         }
         if let Some(mut a) = self.atlas.take() {
-            // The device is idle; the atlases' and the probe's elements of the
-            // bindless array are not read again (partially bound, and no
-            // frame follows that reads them).
-            Self::free_atlases(ctx, mem, std::mem::take(&mut a.images));
+            // SAFETY: the device is idle; the atlases' and the probe's
+            // elements of the bindless array are not read again (partially
+            // bound, and no frame that reads them follows).
+            unsafe { Self::free_atlases(ctx, mem, std::mem::take(&mut a.images)) };
             if let Some((image, view)) = a.probe.take() {
-                // SAFETY: as above.
+                // SAFETY: as for the atlases just above.
                 unsafe {
                     d.destroy_image_view(view, None);
                     mem.destroy_image(image);
