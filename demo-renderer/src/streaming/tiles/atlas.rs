@@ -289,6 +289,161 @@ pub fn page_table(probe_element: u32, maps: &[MapEntry], entries: usize) -> Vec<
     words
 }
 
+/// The atlas's bookkeeping apart from its images: which slot each tile
+/// holds, each atlas's free slots, and the page table's words. Invariants
+/// (property-tested): a slot is held by at most one tile, and is free
+/// exactly when no tile holds it; a tile's page-table entry is its slot + 1
+/// exactly while it is resident and holds a slot, 0 otherwise.
+#[derive(Clone, Debug)]
+pub struct SlotTable {
+    /// Per map: its atlas (its page class).
+    of_map: Vec<usize>,
+    /// Per atlas: a slot's bytes.
+    slot_bytes: Vec<u64>,
+    slots: Slots,
+    /// Per map, per tile: its slot, [`NO_SLOT`] for none.
+    slot_of: Vec<Vec<u32>>,
+    /// The page table ([`page_table`]).
+    table: Vec<u32>,
+    /// Per map: the word of its first entry in `table`.
+    bases: Vec<usize>,
+}
+
+impl SlotTable {
+    /// Maps `of_map[i]`'s atlas with `tile_counts[i]` tiles, `slots` slots
+    /// in every atlas of `slot_bytes[k]` bytes each; `table` the page table
+    /// with every entry 0 and map `i`'s first entry at word `bases[i]`.
+    pub fn new(
+        of_map: Vec<usize>,
+        tile_counts: &[usize],
+        slots: u32,
+        slot_bytes: Vec<u64>,
+        table: Vec<u32>,
+        bases: Vec<usize>,
+    ) -> Self {
+        Self {
+            slots: Slots::new(&vec![slots; slot_bytes.len()]),
+            slot_of: tile_counts.iter().map(|&n| vec![NO_SLOT; n]).collect(),
+            of_map,
+            slot_bytes,
+            table,
+            bases,
+        }
+    }
+
+    /// Map `map`'s atlas.
+    pub fn atlas_of(&self, map: usize) -> usize {
+        self.of_map.get(map).copied().unwrap_or(0)
+    }
+
+    /// Per map: its page class ([`super::policy::TileInput::classes`]).
+    pub fn classes(&self) -> Vec<u8> {
+        self.of_map.iter().map(|&k| k as u8).collect()
+    }
+
+    /// Per atlas: its free slots ([`super::policy::TileInput::free_by_class`]).
+    pub fn free_by_class(&self) -> Vec<u64> {
+        (0..self.slot_bytes.len())
+            .map(|k| self.slots.free(k) as u64)
+            .collect()
+    }
+
+    /// Free slots of every atlas.
+    pub fn free_total(&self) -> usize {
+        self.slots.free_total()
+    }
+
+    /// Of the loads (by map, in order), which the atlases have free slots
+    /// for, counting each load's slot as taken.
+    pub fn accept(&self, maps: impl IntoIterator<Item = usize>) -> Vec<bool> {
+        let mut free: Vec<usize> = (0..self.slot_bytes.len())
+            .map(|k| self.slots.free(k))
+            .collect();
+        maps.into_iter()
+            .map(|m| {
+                let f = &mut free[self.atlas_of(m)];
+                let ok = *f > 0;
+                *f -= usize::from(ok);
+                ok
+            })
+            .collect()
+    }
+
+    /// Tile `idx` of map `map` takes a free slot of its atlas: the slot's
+    /// bytes, or `None` when it holds one already or its atlas has none.
+    pub fn take(&mut self, map: usize, idx: usize) -> Option<u64> {
+        let k = self.atlas_of(map);
+        let held = self.slot_of.get(map)?.get(idx)?;
+        if *held != NO_SLOT {
+            return None;
+        }
+        let slot = self.slots.take(k)?;
+        self.slot_of[map][idx] = slot;
+        Some(self.slot_bytes[k])
+    }
+
+    /// Tile `idx` of map `map` gives its slot back (its entry cleared): the
+    /// slot's bytes, 0 when it held none.
+    pub fn release(&mut self, map: usize, idx: usize) -> u64 {
+        let k = self.atlas_of(map);
+        let Some(held) = self.slot_of.get_mut(map).and_then(|m| m.get_mut(idx)) else {
+            return 0;
+        };
+        let slot = std::mem::replace(held, NO_SLOT);
+        self.set_entry(map, idx, 0);
+        if slot == NO_SLOT {
+            return 0;
+        }
+        self.slots.give(k, slot);
+        self.slot_bytes[k]
+    }
+
+    /// Tile `idx` of map `map` resident or not: its entry names its slot
+    /// only while both hold.
+    pub fn set_resident(&mut self, map: usize, idx: usize, resident: bool) {
+        let entry = match self.slot(map, idx) {
+            Some(s) if resident => s + 1,
+            _ => 0,
+        };
+        self.set_entry(map, idx, entry);
+    }
+
+    fn set_entry(&mut self, map: usize, idx: usize, entry: u32) {
+        if let Some(w) = self
+            .bases
+            .get(map)
+            .and_then(|&b| self.table.get_mut(b + idx))
+        {
+            *w = entry;
+        }
+    }
+
+    /// The slot tile `idx` of map `map` holds.
+    pub fn slot(&self, map: usize, idx: usize) -> Option<u32> {
+        let s = *self.slot_of.get(map)?.get(idx)?;
+        (s != NO_SLOT).then_some(s)
+    }
+
+    /// Bytes of the slots map `map`'s tiles hold.
+    pub fn map_bytes(&self, map: usize) -> u64 {
+        let held = self
+            .slot_of
+            .get(map)
+            .map_or(0, |m| m.iter().filter(|&&s| s != NO_SLOT).count());
+        held as u64
+            * self
+                .slot_bytes
+                .get(self.atlas_of(map))
+                .copied()
+                .unwrap_or(0)
+    }
+
+    /// The page table's words.
+    pub fn table(&self) -> &[u32] {
+        &self.table
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,5 +608,78 @@ mod tests {
             &[10, 8192 | (6 << 24), 256 | (4 << 16), 48 | (49 << 16)]
         );
         assert!(w[10..].iter().all(|&x| x == 0));
+    }
+
+    proptest::proptest! {
+        /// Random takes, releases and residency changes over two atlases:
+        /// no slot is held twice, free and held slots add up, and each
+        /// entry names its tile's slot exactly while it is resident.
+        #[test]
+        fn slots_are_held_once_and_entries_follow_residency(
+            ops in proptest::collection::vec((0u8..3, 0usize..4, 0usize..6), 0..200),
+            slots in 1u32..6,
+        ) {
+            let counts = [6usize, 6, 6, 6];
+            let of_map = vec![0, 1, 0, 1];
+            let bases: Vec<usize> = (0..4).map(|i| 10 + i * 6).collect();
+            let mut t = SlotTable::new(of_map.clone(), &counts, slots, vec![100, 50], vec![0; 34], bases.clone());
+            let mut resident = [[false; 6]; 4];
+            for (op, map, idx) in ops {
+                match op {
+                    0 => {
+                        let before = t.slot(map, idx);
+                        let got = t.take(map, idx);
+                        proptest::prop_assert_eq!(got.is_some(), before.is_none() && t.slot(map, idx).is_some());
+                    }
+                    1 => {
+                        t.release(map, idx);
+                        resident[map][idx] = false;
+                    }
+                    _ => {
+                        let r = t.slot(map, idx).is_some();
+                        t.set_resident(map, idx, r);
+                        resident[map][idx] = r;
+                    }
+                }
+                for k in 0..2 {
+                    let mut held: Vec<u32> = (0..4)
+                        .filter(|&m| of_map[m] == k)
+                        .flat_map(|m| (0..6).map(move |i| (m, i)))
+                        .filter_map(|(m, i)| t.slot(m, i))
+                        .collect();
+                    let n = held.len();
+                    held.sort_unstable();
+                    held.dedup();
+                    proptest::prop_assert_eq!(held.len(), n, "a slot held twice");
+                    proptest::prop_assert!(held.iter().all(|&s| s < slots));
+                    proptest::prop_assert_eq!(n + t.free_by_class()[k] as usize, slots as usize);
+                }
+                for (m, row) in resident.iter().enumerate() {
+                    for (i, &r) in row.iter().enumerate() {
+                        let want = match t.slot(m, i) {
+                            Some(s) if r => s + 1,
+                            _ => 0,
+                        };
+                        proptest::prop_assert_eq!(t.table()[bases[m] + i], want);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn loads_are_accepted_while_their_atlas_has_slots() {
+        let mut t = SlotTable::new(vec![0, 1], &[4, 4], 2, vec![1, 1], vec![0; 8], vec![0, 4]);
+        assert_eq!(
+            t.accept([0, 1, 0, 0, 1, 1]),
+            vec![true, true, true, false, true, false]
+        );
+        assert_eq!(t.take(0, 0), Some(1));
+        assert_eq!(t.take(0, 0), None, "a tile holding a slot takes none");
+        assert_eq!(t.accept([0, 0]), vec![true, false]);
+        assert_eq!(t.map_bytes(0), 1);
+        assert_eq!(t.release(0, 0), 1);
+        assert_eq!(t.release(0, 0), 0);
+        assert_eq!(t.free_total(), 4);
     }
 }

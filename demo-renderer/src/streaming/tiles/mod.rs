@@ -331,20 +331,8 @@ struct AtlasState {
     layout: atlas::AtlasLayout,
     /// Per atlas (one per map format): the image and its view.
     images: Vec<(Image, vk::ImageView)>,
-    /// Per atlas: a slot's bytes (its tile and border).
-    slot_bytes: Vec<u64>,
-    /// Per map: its atlas.
-    of_map: Vec<usize>,
-    /// The same as page classes ([`policy::TileInput::classes`]).
-    classes: Vec<u8>,
-    /// The free slots.
-    slots: atlas::Slots,
-    /// Per map, per tile: its slot ([`atlas::NO_SLOT`] for none).
-    slot_of: Vec<Vec<u32>>,
-    /// The page table's words ([`atlas::page_table`]).
-    table: Vec<u32>,
-    /// Per map: the word of its first entry in `table`.
-    bases: Vec<usize>,
+    /// Which slot each tile holds, the free slots, the page table.
+    slots: atlas::SlotTable,
     /// Bytes of the atlas images' memory.
     bytes: u64,
     /// Bytes of the texture set's own images (the tails), for the wanted
@@ -1279,20 +1267,18 @@ impl TileStreamer {
             total - atlas::HEADER_WORDS - self.maps.len() * atlas::MAP_WORDS,
         );
         self.page = slot_bytes.iter().copied().max().unwrap_or(0);
+        let tile_counts: Vec<usize> = self.maps.iter().map(MapTiles::tile_count).collect();
         self.atlas = Some(AtlasState {
             layout,
             images,
-            slot_bytes,
-            slots: atlas::Slots::new(&vec![layout.slots(); formats.len()]),
-            slot_of: self
-                .maps
-                .iter()
-                .map(|m| vec![atlas::NO_SLOT; m.tile_count()])
-                .collect(),
-            classes: of_map.iter().map(|&k| k as u8).collect(),
-            of_map,
-            table,
-            bases,
+            slots: atlas::SlotTable::new(
+                of_map,
+                &tile_counts,
+                layout.slots(),
+                slot_bytes,
+                table,
+                bases,
+            ),
             bytes,
             set_tail_bytes: set.allocated_bytes(),
             probe: Some(probe),
@@ -1425,7 +1411,7 @@ impl TileStreamer {
         let words = self
             .map_words
             .len()
-            .max(self.atlas.as_ref().map_or(0, |a| a.table.len()));
+            .max(self.atlas.as_ref().map_or(0, |a| a.slots.table().len()));
         let map_bytes = (words.max(4) * 4) as u64;
         self.map_host = Some(
             mem.create_buffer_mapped(
@@ -1545,13 +1531,7 @@ impl TileStreamer {
             })
             .unwrap_or(m.tail_first);
         let bytes = match self.atlas.as_ref() {
-            Some(a) => {
-                let used = a.slot_of[i]
-                    .iter()
-                    .filter(|&&s| s != atlas::NO_SLOT)
-                    .count();
-                used as u64 * a.slot_bytes[a.of_map[i]]
-            }
+            Some(a) => a.slots.map_bytes(i),
             None => pages.iter().flatten().map(Allocation::size).sum(),
         };
         (finest, bytes)
@@ -1625,15 +1605,7 @@ impl TileStreamer {
         if let Some(a) = self.atlas.as_mut() {
             // The page table names a tile's slot once its copy is recorded
             // (the table's upload follows the copies), never before.
-            let slot = a.slot_of[t.map as usize][idx];
-            let entry = if resident && slot != atlas::NO_SLOT {
-                slot + 1
-            } else {
-                0
-            };
-            if let Some(w) = a.table.get_mut(a.bases[t.map as usize] + idx) {
-                *w = entry;
-            }
+            a.slots.set_resident(t.map as usize, idx, resident);
         }
         let m = t.map as usize / policy::MAPS_PER_MATERIAL;
         if let Some(c) = self.changed.get_mut(m) {
@@ -1874,11 +1846,14 @@ impl TileStreamer {
                 .saturating_sub(p.pool_allocated_bytes)
         });
         // A page atlas: each format's slots are a class of their own.
-        let free_by_class: Vec<u64> = self.atlas.as_ref().map_or(Vec::new(), |a| {
-            (0..a.slot_bytes.len())
-                .map(|k| a.slots.free(k) as u64)
-                .collect()
-        });
+        let free_by_class: Vec<u64> = self
+            .atlas
+            .as_ref()
+            .map_or(Vec::new(), |a| a.slots.free_by_class());
+        let classes: Vec<u8> = self
+            .atlas
+            .as_ref()
+            .map_or(Vec::new(), |a| a.slots.classes());
         let input = TileInput {
             maps: &self.maps,
             g: self.g,
@@ -1919,7 +1894,7 @@ impl TileStreamer {
             } else {
                 &[]
             },
-            classes: self.atlas.as_ref().map_or(&[][..], |a| &a.classes[..]),
+            classes: &classes,
             free_by_class: &free_by_class,
         };
         let planning = Instant::now();
@@ -2120,18 +2095,15 @@ impl TileStreamer {
         let Some(a) = self.atlas.as_ref() else {
             return (loads.to_vec(), kinds.to_vec());
         };
-        let mut free: Vec<usize> = (0..a.slot_bytes.len()).map(|k| a.slots.free(k)).collect();
-        let mut out = (Vec::new(), Vec::new());
+        let ok = a.slots.accept(loads.iter().map(|t| t.map as usize));
         let kinds = kinds.iter().chain(std::iter::repeat(&LoadKind::Wanted));
-        for (&t, &kind) in loads.iter().zip(kinds) {
-            let k = a.of_map[t.map as usize];
-            if free[k] > 0 {
-                free[k] -= 1;
-                out.0.push(t);
-                out.1.push(kind);
-            }
-        }
-        out
+        loads
+            .iter()
+            .zip(kinds)
+            .zip(ok)
+            .filter(|(_, ok)| *ok)
+            .map(|((&t, &k), _)| (t, k))
+            .unzip()
     }
 
     /// Gives each of `loads` a slot of its map's atlas ([`Self::accept_slots`]
@@ -2142,11 +2114,9 @@ impl TileStreamer {
             return;
         };
         for t in loads {
-            let k = a.of_map[t.map as usize];
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-            if let Some(slot) = a.slots.take(k) {
-                a.slot_of[t.map as usize][idx] = slot;
-                self.page_bytes += a.slot_bytes[k];
+            if let Some(bytes) = a.slots.take(t.map as usize, idx) {
+                self.page_bytes += bytes;
             }
         }
     }
@@ -2267,12 +2237,7 @@ impl TileStreamer {
         for t in tiles {
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
             if let Some(a) = self.atlas.as_mut() {
-                let k = a.of_map[t.map as usize];
-                let slot = std::mem::replace(&mut a.slot_of[t.map as usize][idx], atlas::NO_SLOT);
-                if slot != atlas::NO_SLOT {
-                    a.slots.give(k, slot);
-                    self.page_bytes -= a.slot_bytes[k];
-                }
+                self.page_bytes -= a.slots.release(t.map as usize, idx);
             }
             if let Some(a) = self.pages[t.map as usize][idx].take() {
                 self.page_bytes -= a.size();
@@ -2440,7 +2405,7 @@ impl TileStreamer {
         }
         // With a page atlas the shaders read the page table in the map's place.
         let words: &[u32] = match self.atlas.as_ref() {
-            Some(a) => &a.table,
+            Some(a) => a.slots.table(),
             None => &self.map_words,
         };
         let map_bytes = (words.len() * 4) as u64;
@@ -2452,15 +2417,18 @@ impl TileStreamer {
             mem.flush(host.allocation());
         }
         // Each staged tile's atlas image and slot origin, with a page atlas.
-        let slots: Vec<(vk::Image, (u32, u32))> = match self.atlas.as_ref() {
+        // (A tile without a slot, which `take_slots` never leaves among the
+        // loads, is not copied: its entry stays 0, so nothing samples it.)
+        let slots: Vec<(usize, vk::Image, (u32, u32))> = match self.atlas.as_ref() {
             Some(a) => runs
                 .iter()
-                .map(|run| {
+                .enumerate()
+                .filter_map(|(r, run)| {
                     let t = loads[run.start];
                     let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-                    let k = a.of_map[t.map as usize];
-                    let slot = a.slot_of[t.map as usize][idx];
-                    (a.images[k].0.raw(), a.layout.origin(slot))
+                    let k = a.slots.atlas_of(t.map as usize);
+                    let slot = a.slots.slot(t.map as usize, idx)?;
+                    Some((r, a.images[k].0.raw(), a.layout.origin(slot)))
                 })
                 .collect(),
             None => Vec::new(),
@@ -2496,10 +2464,11 @@ impl TileStreamer {
                     // of slot columns ([`atlas::copy_wave`]), a barrier
                     // between waves.
                     let mut order: Vec<usize> = (0..slots.len()).collect();
-                    order.sort_by_key(|&k| atlas::copy_wave(slots[k].1 .0 / span.max(1)));
+                    order.sort_by_key(|&k| atlas::copy_wave(slots[k].2 .0 / span.max(1)));
                     let mut wave = None;
                     for k in order {
-                        let (run, &(image, (x, y))) = (&runs[k], &slots[k]);
+                        let (r, image, (x, y)) = slots[k];
+                        let run = &runs[r];
                         let w = atlas::copy_wave(x / span.max(1));
                         if wave.is_some_and(|last| last != w) {
                             let between = [vk::MemoryBarrier2::default()
