@@ -19,7 +19,8 @@ layout(set = 0, binding = 0) uniform Frame {
     mat4 light_view_proj; // world -> the sun's shadow map (clip space, depth 0..1)
     uvec4 tiles;         // streaming by tiles: x cells per side of a material's residency map
                          // (0: whole levels); y the feedback's first word of cells; z the
-                         // filter's margin in texels of the level read
+                         // filter's margin in texels of the level read; w 1 with the page
+                         // atlas (set 0 binding 3 then holds its page table)
 } u_frame;
 
 layout(push_constant) uniform Push {

@@ -33,6 +33,20 @@ vec2 g_uv_dx;
 vec2 g_uv_dy;
 
 #ifdef ATLAS_EMULATION
+// The sampler's own level of detail at a map of `size` texels (level 0), read
+// from the level probe at element `probe` (textures::PROBE_SIZE: 128 texels,
+// 8 levels, each holding its index) with the pixel's gradients scaled to the
+// map, and 128 times smaller again from level 7 on.
+float probe_lod(uint probe, float size) {
+    float s = size / 128.0;
+    float a = textureGrad(u_textures[nonuniformEXT(probe)], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+    if (a < 6.99) {
+        return a;
+    }
+    s /= 128.0;
+    return 7.0 + textureGrad(u_textures[nonuniformEXT(probe)], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+}
+
 // A diagnostic (textures::ATLAS_EMULATION_ENV): texture `t` sampled as a page
 // atlas would sample it. The level of detail from the gradients by the
 // specification's anisotropic rule (the larger axis over the anisotropy the
@@ -45,17 +59,7 @@ vec2 g_uv_dy;
 float emulated_lod(uint t, uint first_view) {
     vec2 size = vec2(textureSize(u_textures[t], 0));
     if ((u_frame.stream.w & 0x40000000u) != 0u) {
-        // The probe: 128 x 128, 8 levels, each holding its index. Gradients
-        // scaled to the map's size give the map's level of detail up to 7;
-        // scaled down 128 times more, that level less 7, from 7 on.
-        uint probe = first_view * 15u;
-        float s = size.x / 128.0;
-        float a = textureGrad(u_textures[probe], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
-        if (a < 6.99) {
-            return a;
-        }
-        s /= 128.0;
-        return 7.0 + textureGrad(u_textures[probe], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
+        return probe_lod(first_view * 15u, size.x);
     }
     float px = length(g_uv_dx * size);
     float py = length(g_uv_dy * size);
@@ -106,20 +110,6 @@ uint g_atlas_level;
 // its first entry's word; size | first tail level << 24; tile | border << 16;
 // its atlas's element | slots per row << 16), then per map, per streamed
 // level, per tile row and column, the tile's slot + 1 (0: not resident).
-
-// The sampler's own level of detail at a map of `size` texels (level 0), read
-// from the level probe at element `probe` (textures::PROBE_SIZE: 128 texels,
-// 8 levels, each holding its index) with the pixel's gradients scaled to the
-// map, and 128 times smaller again from level 7 on.
-float probe_lod(uint probe, float size) {
-    float s = size / 128.0;
-    float a = textureGrad(u_textures[nonuniformEXT(probe)], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
-    if (a < 6.99) {
-        return a;
-    }
-    s /= 128.0;
-    return 7.0 + textureGrad(u_textures[nonuniformEXT(probe)], vec2(0.5), g_uv_dx * s, g_uv_dy * s).x;
-}
 
 // The word of level `l`'s tile under `f` (fract of the coordinate) in the page
 // table, for a map whose entries start at `base`; the tile's column and row.

@@ -501,31 +501,41 @@ fn tiles_on_a_driver_without_sparse_residency_fail_cleanly() {
     assert_eq!(r["streaming"]["residency"], "levels", "{}", r["streaming"]);
 }
 
+/// A 20-frame run with `args` whose albedo maps' tile reads all fail
+/// (`VKALLOC_DEMO_FAIL_READS`), required to exit cleanly with the refusal
+/// printed and the validation layer silent: its stderr and report.
+fn run_failing_albedo_reads(name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let out = common::scratch(name);
+    let o = demo_sparse()
+        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
+        .args(["--size", "320x180", "--texture-size", "512"])
+        .args(["--frames", "20", "--materials", "8"])
+        .args(["--textures", "rgba8", "--anisotropy", "0"])
+        .args(["--png-every", "0"])
+        .args(args)
+        .args(common::out_args(&out))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("read refused"), "{stderr}");
+    assert!(stdout.contains("0 validation errors"), "{stdout}");
+    (stderr, common::report(&out))
+}
+
 #[test]
 fn tiles_whose_file_fails_to_read_leave_the_others_streaming() {
     // Every albedo map's tile reads fail (the always-resident pages were read
     // at start): those maps keep what they have, with a message; the normal
     // and ORM maps go on loading tiles; within budget, no validation error,
     // no panic.
-    let out = common::scratch("tiles_failing_reads");
-    let o = demo_sparse()
-        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
-        .args(["--size", "320x180", "--texture-size", "512"])
-        .args(["--frames", "20", "--materials", "8"])
-        .args(["--textures", "rgba8", "--anisotropy", "0"])
-        .args(["--residency", "tiles", "--texture-budget", "20MiB"])
-        .args(["--png-every", "0"])
-        .args(common::out_args(&out))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let (stderr, r) = run_failing_albedo_reads(
+        "tiles_failing_reads",
+        &["--residency", "tiles", "--texture-budget", "20MiB"],
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(stderr.contains("read refused"), "{stderr}");
     assert!(stderr.contains("keeps the tiles it has"), "{stderr}");
-    assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let r: serde_json::Value = common::report(&out);
     let budget = 20u64 << 20;
     for f in frames(&r) {
         assert!(
@@ -717,23 +727,17 @@ fn atlas_streams_within_budget_without_sparse_binds() {
 
     // The tile reads failing for every albedo map: those keep what they
     // have (their tails), with a message; the others go on streaming.
-    let failing = common::scratch("atlas_failing_reads");
-    let o = demo_sparse()
-        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
-        .args(["--size", "320x180", "--texture-size", "512"])
-        .args(["--frames", "20", "--materials", "8"])
-        .args(["--textures", "rgba8", "--anisotropy", "0"])
-        .args(["--shading", "visibility", "--residency", "atlas"])
-        .args(["--texture-budget", &budget, "--png-every", "0"])
-        .args(common::out_args(&failing))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
-    assert!(stderr.contains("read refused"), "{stderr}");
-    assert!(stdout.contains("0 validation errors"), "{stdout}");
-    let r: serde_json::Value = common::report(&failing);
+    let (_, r) = run_failing_albedo_reads(
+        "atlas_failing_reads",
+        &[
+            "--shading",
+            "visibility",
+            "--residency",
+            "atlas",
+            "--texture-budget",
+            &budget,
+        ],
+    );
     assert!(frames(&r)
         .iter()
         .all(|f| f["texture_resident_bytes"].as_u64().unwrap() <= ATLAS_BUDGET));

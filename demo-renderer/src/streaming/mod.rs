@@ -716,7 +716,8 @@ impl Streamer {
     }
 
     /// The frame uniform's `tiles` vector: cells per side of the residency map
-    /// (0: whole levels), and the feedback's first word of cells.
+    /// (0: whole levels), the feedback's first word of cells, the filter's
+    /// margin, and 1 with the page atlas.
     pub fn tiles_uniform(&self) -> [u32; 4] {
         match self.tiles.as_ref() {
             Some(t) => [

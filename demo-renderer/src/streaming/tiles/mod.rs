@@ -2113,11 +2113,12 @@ impl TileStreamer {
         let Some(a) = self.atlas.as_mut() else {
             return;
         };
+        // (`page_bytes` counts sparse pages alone: the atlas's bytes are its
+        // images', `bytes`.)
         for t in loads {
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-            if let Some(bytes) = a.slots.take(t.map as usize, idx) {
-                self.page_bytes += bytes;
-            }
+            let took = a.slots.take(t.map as usize, idx);
+            debug_assert!(took.is_some(), "a load accepted without a slot: {t:?}");
         }
     }
 
@@ -2237,7 +2238,7 @@ impl TileStreamer {
         for t in tiles {
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
             if let Some(a) = self.atlas.as_mut() {
-                self.page_bytes -= a.slots.release(t.map as usize, idx);
+                a.slots.release(t.map as usize, idx);
             }
             if let Some(a) = self.pages[t.map as usize][idx].take() {
                 self.page_bytes -= a.size();
