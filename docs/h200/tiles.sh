@@ -17,6 +17,7 @@
 #   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
 #   OUT=/some/dir PHASE=atlas ATLAS_BUDGETS="256MiB 1GiB" REPEAT=3 bash docs/h200/tiles.sh   # the page atlas
 #   OUT=/some/dir PHASE=atlas64 REPEAT=2 bash docs/h200/tiles.sh   # the page atlas, 64 materials at 1 GiB
+#   OUT=/some/dir PHASE=m64 OFF=1 RESIDENCY=atlas CONFIGS="a4,VKALLOC_DEMO_TILES_AHEAD_SHARE=4" bash docs/h200/tiles.sh
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
@@ -192,12 +193,12 @@ if [[ ",$PHASE," == *",m64,"* ]]; then
     # 64 materials at LARGE, a timing and a quality run per entry of CONFIGS
     # (OFF=1: streaming off's timing run first, for the p99 ratio).
     [[ "${OFF:-0}" == 1 ]] && run t_off_m64 -- --materials 64 --streaming off --texture-budget "$LARGE"
-    matrix "" "$WORK/reference_materials64" "${CONFIGS:-none}" --materials 64 --residency tiles --texture-budget "$LARGE"
+    matrix "" "$WORK/reference_materials64" "${CONFIGS:-none}" --materials 64 --residency "${RESIDENCY:-tiles}" --texture-budget "$LARGE"
 fi
 if [[ ",$PHASE," == *",m16,"* ]]; then
     # 16 materials at SMALL, per entry of CONFIGS16 (OFF=1 as for m64).
     [[ "${OFF:-0}" == 1 ]] && run t16_off -- --streaming off --texture-budget "$SMALL"
-    matrix 16 "$WORK/reference" "${CONFIGS16:-none}" --residency tiles --texture-budget "$SMALL"
+    matrix 16 "$WORK/reference" "${CONFIGS16:-none}" --residency "${RESIDENCY:-tiles}" --texture-budget "$SMALL"
 fi
 if [[ ",$PHASE," == *",t16,"* ]]; then
     # Frame time only, 16 materials at SMALL: REPEAT rounds of streaming off
@@ -268,7 +269,7 @@ for j in sorted(glob.glob(d + "/*.json")):
         p = [f["psnr_db"] for f in fr if "psnr_db" in f]
         cuts = [(f["frame"], round(f["psnr_db"], 1)) for f in fr if f.get("camera_cut") and "psnr_db" in f]
         if p:
-            print(f"{n}: PSNR min {min(p):.1f} mean {st.mean(p):.1f}, {sum(x < 40 for x in p)} frames below 40 dB; cut frames {cuts}")
+            print(f"{n}: PSNR min {min(p):.2f} mean {st.mean(p):.1f}, {sum(x < 40 for x in p)} frames below 40 dB; cut frames {cuts}")
         continue
     def pr(a, b):
         g = sorted(f["gpu_total_ms"] for f in fr[a:b])

@@ -440,8 +440,23 @@ pub const FREEZE_ENV: &str = "VKALLOC_DEMO_TILES_FREEZE_AFTER";
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_AHEAD_SHARE=N` caps the tiles loaded
 /// for the coming views alone (not the present view's feedback) at a frame's
-/// loads / `N` (default 16: over a look-ahead of 16 frames, one frame's worth).
+/// loads / `N` (default [`TILES_AHEAD_SHARE`] for sparse tiles,
+/// [`ATLAS_AHEAD_SHARE`] for the page atlas).
 pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
+
+/// Sparse tiles' look-ahead loads a frame: a frame's loads / 16 (over a
+/// look-ahead of 16 frames, one frame's worth), since every load is a sparse
+/// bind that the queue serialises (BENCHMARKS.md, *What a sparse bind costs*).
+pub const TILES_AHEAD_SHARE: usize = 16;
+
+/// The page atlas's look-ahead loads a frame: a frame's loads / 4. Its loads
+/// are copies and page-table words, no binds, so the coming views may take
+/// four times the sparse tiles' share. On the H200 (4K, 64 materials of 8K BC
+/// maps at 1 GiB) it took the worst frame from 39.99 to 44.3 dB, the mean mip
+/// deficit from 0.047 to 0.005 and every cut's refill to 0 ms, for a GPU p99
+/// within 1.01x of streaming off's (1/8: 39.99 dB; BENCHMARKS.md, *The
+/// atlas's look-ahead share*).
+pub const ATLAS_AHEAD_SHARE: usize = 4;
 
 /// A diagnostic: `VKALLOC_DEMO_TILES_CAST_PRESENT=0` stops casting the
 /// present view into the look-ahead on frames other than a camera cut's.
@@ -729,7 +744,13 @@ impl TileStreamer {
             freeze_after: std::env::var(FREEZE_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse().ok()),
-            ahead_share: env_count(AHEAD_SHARE_ENV).filter(|&n| n > 0).unwrap_or(16),
+            ahead_share: env_count(AHEAD_SHARE_ENV)
+                .filter(|&n| n > 0)
+                .unwrap_or(if atlas {
+                    ATLAS_AHEAD_SHARE
+                } else {
+                    TILES_AHEAD_SHARE
+                }),
             max_spare: env_count(MAX_SPARE_ENV).unwrap_or(usize::MAX),
             max_ring: env_count(MAX_RING_ENV).unwrap_or(DEFAULT_MAX_RING),
             spare_hysteresis: env_count(SPARE_HYSTERESIS_ENV)
