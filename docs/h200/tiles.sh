@@ -17,6 +17,7 @@
 #   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
 #   OUT=/some/dir PHASE=atlas ATLAS_BUDGETS="256MiB 1GiB" REPEAT=3 bash docs/h200/tiles.sh   # the page atlas
 #   OUT=/some/dir PHASE=atlas64 REPEAT=2 bash docs/h200/tiles.sh   # the page atlas, 64 materials at 1 GiB
+#   OUT=/some/dir PHASE=atlasall bash docs/h200/tiles.sh   # the atlas at 256 MiB .. 16 GiB: quality, on and off
 #   OUT=/some/dir PHASE=m64 OFF=1 RESIDENCY=atlas CONFIGS="a4,VKALLOC_DEMO_TILES_AHEAD_SHARE=4" bash docs/h200/tiles.sh
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
@@ -226,6 +227,18 @@ if [[ ",$PHASE," == *",atlas,"* ]]; then
         run "t_off_$k" -- --streaming off --texture-budget "$SMALL"
         run "t_atlas_$k" -- --residency atlas --texture-budget "$SMALL"
         run "t_tiles_$k" -- --residency tiles --texture-budget "$SMALL"
+    done
+fi
+if [[ ",$PHASE," == *",atlasall,"* ]]; then
+    # The figure set for the page atlas (the default where it runs): at
+    # each of ATLAS_BUDGETS (default 256 MiB, 512 MiB, 1 GiB, 16 GiB) quality
+    # against the reference, then a timing run of streaming off and of the atlas.
+    reference "$WORK/reference" --texture-budget 16GiB
+    REF=(--compare "$WORK/reference")
+    for b in ${ATLAS_BUDGETS:-256MiB 512MiB 1GiB 16GiB}; do
+        run "q_atlas_$b" -- --residency atlas --texture-budget "$b" "${REF[@]}"
+        run "t_off_$b" -- --streaming off --texture-budget "$b"
+        run "t_atlas_$b" -- --residency atlas --texture-budget "$b"
     done
 fi
 if [[ ",$PHASE," == *",atlas64,"* ]]; then

@@ -49,7 +49,8 @@ pub struct MemOptions<'a> {
     /// A debugging name (leak reports, JSON dumps).
     pub tag: &'a str,
     /// A full pool is an outcome the caller handles (a staging ring that it
-    /// drains and retries): that failure writes no heap dump.
+    /// drains and retries, a page atlas that tries a smaller shape): that
+    /// failure writes no message and no heap dump.
     pub full_is_expected: bool,
 }
 
@@ -204,6 +205,22 @@ impl GpuMemory {
         alloc_err(tag, e)
     }
 
+    /// [`Self::counted`], except that a full pool is no failure to report
+    /// (no message, no heap dump) where the caller said it expects one
+    /// ([`MemOptions::full_is_expected`]: it tries a smaller size next).
+    fn counted_or_full<T>(
+        &self,
+        r: Result<T, vkalloc::Error>,
+        opts: &MemOptions<'_>,
+    ) -> Result<T, GpuError> {
+        match r {
+            Err(e @ vkalloc::Error::PoolExhausted { .. }) if opts.full_is_expected => {
+                Err(alloc_err(opts.tag, e))
+            }
+            r => self.counted(r, opts.tag),
+        }
+    }
+
     fn counted<T>(&self, r: Result<T, vkalloc::Error>, tag: &str) -> Result<T, GpuError> {
         match r {
             Ok(v) => {
@@ -262,7 +279,7 @@ impl GpuMemory {
     ) -> Result<Image, GpuError> {
         // SAFETY: the renderer builds valid create infos (the validation layer checks them).
         let r = unsafe { self.allocator.create_image(info, &opts.to_vkalloc()) };
-        self.counted(r, opts.tag)
+        self.counted_or_full(r, opts)
     }
 
     /// Creates a buffer and binds memory to it.
@@ -287,12 +304,7 @@ impl GpuMemory {
             self.allocator
                 .create_buffer_mapped(info, &opts.to_vkalloc())
         };
-        match r {
-            Err(e @ vkalloc::Error::PoolExhausted { .. }) if opts.full_is_expected => {
-                Err(alloc_err(opts.tag, e))
-            }
-            r => self.counted(r, opts.tag),
-        }
+        self.counted_or_full(r, opts)
     }
 
     /// Allocates one alias group for images: each is `(create info, lifetime, tag)`;

@@ -549,7 +549,8 @@ impl TextureSet {
                 // to coarser levels rather than fail.
                 let mut base = base;
                 let t = loop {
-                    match set.load_texture(ctx, mem, &one_shot, path, base) {
+                    let coarser = base + 1 < h.2;
+                    match set.load_texture(ctx, mem, &one_shot, path, base, coarser) {
                         Err(GpuError::Alloc { .. }) if base + 1 < h.2 => base += 1,
                         r => break r?,
                     }
@@ -715,7 +716,7 @@ impl TextureSet {
     ) -> Result<(), GpuError> {
         let one_shot = OneShot::new(ctx)?;
         let path = self.textures[index].path.clone();
-        let result = self.load_texture(ctx, mem, &one_shot, &path, base_level);
+        let result = self.load_texture(ctx, mem, &one_shot, &path, base_level, false);
         one_shot.destroy(&ctx.device);
         let new = result?;
         let old = std::mem::replace(&mut self.textures[index], new);
@@ -733,6 +734,9 @@ impl TextureSet {
         }
     }
 
+    /// Loads `path` from `base_level` down into a new image of the texture
+    /// pool. `full_is_expected`: the caller tries a coarser level when the
+    /// pool is full, so that is no failure to report (no heap dump).
     fn load_texture(
         &self,
         ctx: &Context,
@@ -740,6 +744,7 @@ impl TextureSet {
         one_shot: &OneShot,
         path: &std::path::Path,
         base_level: u32,
+        full_is_expected: bool,
     ) -> Result<Texture, GpuError> {
         let d = &ctx.device;
         let mut reader = Reader::open(path).map_err(|e| GpuError::Other(e.to_string()))?;
@@ -755,6 +760,7 @@ impl TextureSet {
             .unwrap_or("texture");
         let mut opts = MemOptions::new(MemoryUsage::GpuOnly, tag).in_pool(self.texture_pool);
         opts.within_budget = true;
+        opts.full_is_expected = full_is_expected;
         let image = mem.create_image(&info, &opts)?;
         // SAFETY: the image is live and bound, with `levels` levels.
         let view = match unsafe { crate::gpu::util::texture_view(d, image.raw(), format, levels) } {

@@ -46,6 +46,13 @@ pub fn run_ok(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // A run that succeeds met no allocation failure it did not expect: the
+    // demo writes a heap dump, and says so, for those alone.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("heap dump in"),
+        "an unexpected allocation failure:\n{stderr}"
+    );
     out
 }
 
