@@ -126,7 +126,10 @@ impl AliasGroup {
 
     /// The members' sizes summed, minus the allocation's size.
     pub fn bytes_saved(&self) -> u64 {
-        let sum: u64 = self.members.iter().map(|m| m.size).sum();
+        let sum = self
+            .members
+            .iter()
+            .fold(0u64, |s, m| s.saturating_add(m.size));
         sum.saturating_sub(self.allocation.size)
     }
 }
@@ -143,13 +146,21 @@ pub(crate) struct Packing {
 }
 
 /// Packs the members: largest first, each at the lowest aligned offset
-/// that shares no byte with a placed member whose lifetime overlaps its own.
+/// that shares no byte with a placed member whose lifetime overlaps its own,
+/// and, where their kinds conflict (a buffer or linear image beside an
+/// optimal image, [`crate::range::RangeKind::conflicts_with`]), no page of
+/// `granularity` bytes (`bufferImageGranularity`) either: Vulkan counts a
+/// shared page as aliasing. A group with such members is aligned to the
+/// granularity, so its pages are the memory's.
 ///
 /// # Errors
 /// [`Error::InvalidAlias`] for no member, a zero size, a bad alignment or a
 /// lifetime that ends before it starts; [`Error::NoCompatibleMemoryType`]
 /// when no memory type suits every member; [`Error::TooLarge`] on overflow.
-pub(crate) fn pack(requirements: &[AliasRequirement<'_>]) -> Result<Packing, Error> {
+pub(crate) fn pack(
+    requirements: &[AliasRequirement<'_>],
+    granularity: u64,
+) -> Result<Packing, Error> {
     if requirements.is_empty() {
         return Err(Error::InvalidAlias("an alias group needs a member"));
     }
@@ -182,6 +193,20 @@ pub(crate) fn pack(requirements: &[AliasRequirement<'_>]) -> Result<Packing, Err
     } else {
         ResourceKind::Unknown
     };
+    let page = crate::range::checked_granularity(granularity);
+    let conflict = |a: &AliasRequirement<'_>, b: &AliasRequirement<'_>| {
+        page > 1 && a.kind.range_kind().conflicts_with(b.kind.range_kind())
+    };
+    // Members that may not share a page with another live beside them: the
+    // group starts on a page, so offsets' pages are the memory's.
+    let paged = requirements.iter().enumerate().any(|(i, a)| {
+        requirements[i + 1..]
+            .iter()
+            .any(|b| a.lifetime.overlaps(&b.lifetime) && conflict(a, b))
+    });
+    if paged {
+        alignment = alignment.max(page);
+    }
     let mut order: Vec<usize> = (0..requirements.len()).collect();
     order.sort_by(|&a, &b| requirements[b].size.cmp(&requirements[a].size));
     let mut offsets = vec![0u64; requirements.len()];
@@ -193,11 +218,20 @@ pub(crate) fn pack(requirements: &[AliasRequirement<'_>]) -> Result<Packing, Err
     for &i in &order {
         let r = &requirements[i];
         let align = r.alignment.max(1);
+        // A rival of a conflicting kind takes its whole pages.
         let rivals: Vec<(u64, u64)> = placed
             .iter()
             .filter(|&&j| requirements[j].lifetime.overlaps(&r.lifetime))
-            .map(|&j| (offsets[j], offsets[j] + requirements[j].size))
-            .collect();
+            .map(|&j| {
+                let (s, e) = (offsets[j], offsets[j] + requirements[j].size);
+                if conflict(r, &requirements[j]) {
+                    let end = e.checked_next_multiple_of(page).ok_or_else(overflow)?;
+                    Ok((s - s % page, end))
+                } else {
+                    Ok((s, e))
+                }
+            })
+            .collect::<Result<_, Error>>()?;
         let mut candidates: Vec<u64> = vec![0];
         candidates.extend(rivals.iter().map(|&(_, end)| end));
         let mut best: Option<u64> = None;
@@ -256,7 +290,7 @@ mod tests {
 
     #[test]
     fn disjoint_lifetimes_share_bytes_overlapping_ones_do_not() {
-        let p = pack(&[req(1000, 0, 1), req(4000, 2, 3), req(500, 1, 2)]).unwrap();
+        let p = pack(&[req(1000, 0, 1), req(4000, 2, 3), req(500, 1, 2)], 1).unwrap();
         // The 4000-byte member goes first at 0; the 1000-byte one (passes
         // 0-1) shares it; the 500-byte one overlaps both in time.
         assert_eq!(p.members[1].offset, 0);
@@ -274,16 +308,42 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_and_an_image_live_together_take_pages_of_their_own() {
+        let image = req(4100, 0, 2);
+        let mut buffer = req(100, 1, 3);
+        buffer.kind = ResourceKind::Buffer;
+        let p = pack(&[image, buffer], 1024).unwrap();
+        // The image's last page is [4096, 5120): the buffer starts past it,
+        // and the group starts on a page.
+        assert_eq!(p.members[0].offset, 0);
+        assert_eq!(p.members[1].offset, 5120);
+        assert_eq!(p.alignment, 1024);
+        // Not live together, or of one kind: bytes apart suffice.
+        let mut later = buffer;
+        later.lifetime = PassInterval::new(3, 4);
+        assert_eq!(pack(&[image, later], 1024).unwrap().members[1].offset, 0);
+        let images = pack(&[image, req(100, 1, 3)], 1024).unwrap();
+        assert_eq!(images.members[1].offset, 4352);
+        assert_eq!(images.alignment, 256);
+    }
+
+    #[test]
     fn bad_members_are_refused() {
-        assert!(matches!(pack(&[]), Err(Error::InvalidAlias(_))));
-        assert!(matches!(pack(&[req(0, 0, 0)]), Err(Error::InvalidAlias(_))));
-        assert!(matches!(pack(&[req(8, 3, 2)]), Err(Error::InvalidAlias(_))));
+        assert!(matches!(pack(&[], 1), Err(Error::InvalidAlias(_))));
+        assert!(matches!(
+            pack(&[req(0, 0, 0)], 1),
+            Err(Error::InvalidAlias(_))
+        ));
+        assert!(matches!(
+            pack(&[req(8, 3, 2)], 1),
+            Err(Error::InvalidAlias(_))
+        ));
         let mut a = req(8, 0, 0);
         a.memory_type_bits = 0b100;
         let mut b = req(8, 1, 1);
         b.memory_type_bits = 0b011;
         assert!(matches!(
-            pack(&[a, b]),
+            pack(&[a, b], 1),
             Err(Error::NoCompatibleMemoryType { .. })
         ));
     }

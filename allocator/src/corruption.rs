@@ -22,44 +22,61 @@ pub(crate) fn lead(margin: u64, alignment: u64) -> Option<u64> {
     margin.div_ceil(alignment).checked_mul(alignment)
 }
 
-/// The bytes of `range` inside a mapped block of `block_size` bytes at
-/// `block_address`, or `None` when the range is not inside the block.
+/// The bytes `[start, end)` of a mapped block of `block_size` bytes at
+/// `block_address`, or `None` when they are not inside the block. Only a
+/// margin is ever asked for: never the allocation's own bytes, which the
+/// caller may be reading or writing through its own slice meanwhile.
 ///
 /// The caller holds the lock of the block's list, so the block is live and
-/// mapped, and `range` is a live allocation's range (or one being placed),
-/// which no other allocation overlaps.
-fn range_bytes<'a>(block_address: usize, block_size: u64, range: &Range) -> Option<&'a mut [u8]> {
-    let end = range.offset.checked_add(range.size)?;
-    if block_address == 0 || end > block_size {
+/// mapped, and `[start, end)` is a margin of a live allocation's range (or
+/// of one being placed), which no other allocation overlaps.
+fn margin_bytes<'a>(
+    block_address: usize,
+    block_size: u64,
+    start: u64,
+    end: u64,
+) -> Option<&'a mut [u8]> {
+    if block_address == 0 || start > end || end > block_size {
         return None;
     }
-    // SAFETY: the range lies inside the block (checked above), the block is
+    // SAFETY: the bytes lie inside the block (checked above), the block is
     // mapped while its list's lock is held (blocks are unmapped only after
-    // being removed from their list), and the range belongs to one allocation,
-    // whose margins only this module touches, under that lock. The slice is
-    // dropped before the caller releases the lock.
-    Some(unsafe { mapping::slice_mut(block_address + range.offset as usize, range.size) })
+    // being removed from their list), and they are a margin of one
+    // allocation's range: outside what its handle's slices cover, touched
+    // only by this module, under that lock. The slice is dropped before the
+    // caller releases the lock.
+    Some(unsafe { mapping::slice_mut(block_address + start as usize, end - start) })
 }
 
 /// Fills everything in `range` outside `[offset, offset + size)` with the
 /// pattern. `block_address` is the mapped block's host address.
 pub(crate) fn fill(block_address: usize, block_size: u64, range: &Range, offset: u64, size: u64) {
-    let Some(bytes) = range_bytes(block_address, block_size, range) else {
+    let Some(range_end) = range.offset.checked_add(range.size) else {
         return;
     };
-    let start = offset.saturating_sub(range.offset).min(bytes.len() as u64) as usize;
-    let end = (start as u64).saturating_add(size).min(bytes.len() as u64) as usize;
-    bytes[..start].fill(PATTERN);
-    bytes[end..].fill(PATTERN);
+    let start = offset.clamp(range.offset, range_end);
+    let end = start.saturating_add(size).min(range_end);
+    for (a, b) in [(range.offset, start), (end, range_end)] {
+        if let Some(bytes) = margin_bytes(block_address, block_size, a, b) {
+            bytes.fill(PATTERN);
+        }
+    }
 }
 
 /// Whether the first and last `margin` bytes of `range` still hold the
 /// pattern. A range outside the block counts as damaged.
 pub(crate) fn intact(block_address: usize, block_size: u64, range: &Range, margin: u64) -> bool {
-    let Some(bytes) = range_bytes(block_address, block_size, range) else {
+    let Some(range_end) = range.offset.checked_add(range.size) else {
         return false;
     };
-    let margin = (margin.min(bytes.len() as u64)) as usize;
-    bytes[..margin].iter().all(|&b| b == PATTERN)
-        && bytes[bytes.len() - margin..].iter().all(|&b| b == PATTERN)
+    let margin = margin.min(range.size / 2);
+    [
+        (range.offset, range.offset + margin),
+        (range_end - margin, range_end),
+    ]
+    .into_iter()
+    .all(|(a, b)| {
+        margin_bytes(block_address, block_size, a, b)
+            .is_some_and(|bytes| bytes.iter().all(|&x| x == PATTERN))
+    })
 }

@@ -102,7 +102,7 @@ impl FreeQueue {
             match allocator.free(a) {
                 Ok(()) => {
                     c.freed += 1;
-                    c.freed_bytes += size;
+                    c.freed_bytes = c.freed_bytes.saturating_add(size);
                 }
                 Err(refused) => c.failures.push(refused),
             }
@@ -122,7 +122,10 @@ impl FreeQueue {
 
     /// Bytes waiting to be freed.
     pub fn pending_bytes(&self) -> u64 {
-        self.lock().values().flatten().map(Allocation::size).sum()
+        self.lock()
+            .values()
+            .flatten()
+            .fold(0u64, |s, a| s.saturating_add(a.size()))
     }
 }
 

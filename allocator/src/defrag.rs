@@ -333,8 +333,12 @@ pub(crate) struct Record {
 /// (it does not borrow the allocator; each call takes it).
 ///
 /// End it with [`Self::end`] (or end every pass begun): a session dropped
-/// with a pass open leaks the pass's reserved destinations until the
-/// allocator goes away (they show as leaks).
+/// with a pass open leaks, until the allocator goes away, the pass's
+/// reserved destinations and the old allocations handed over at
+/// [`Self::commit`] (the pass would have freed them at its end; without
+/// the pass the allocator can't tell when the GPU is done with them, so it
+/// keeps them). They show in [`crate::Allocator::leaks`], and the drop logs
+/// an error with their count.
 #[derive(Debug)]
 #[must_use = "a defragmentation session does nothing until passes are run"]
 pub struct Defragmentation {
@@ -373,8 +377,9 @@ impl Drop for Defragmentation {
     fn drop(&mut self) {
         if let Some(records) = &self.open {
             log::error!(
-                "vkalloc: defragmentation session dropped with a pass open; {} reserved destinations leak until the allocator goes away",
-                records.iter().filter(|r| r.dest.is_some()).count()
+                "vkalloc: defragmentation session dropped with a pass open; {} reserved destinations and {} allocations handed over at commit leak until the allocator goes away",
+                records.iter().filter(|r| r.dest.is_some()).count(),
+                records.iter().filter(|r| r.old.is_some()).count()
             );
         }
     }

@@ -324,7 +324,26 @@ pub enum DeviceError {
 /// thread, holding no lock of its own across [`MemoryDevice::allocate_memory`]
 /// and [`MemoryDevice::free_memory`] other than the lock of the memory type or
 /// pool being grown.
-pub trait MemoryDevice: Send + Sync {
+///
+/// # Safety
+/// The allocator hands out safe views of mapped memory
+/// ([`crate::MappedAllocation::as_mut_slice`], `write`, `read`) on the word
+/// of the device, so an implementation promises, for as long as the
+/// allocator (or any allocation it made) uses it:
+/// - [`Self::memory_properties`] and [`Self::limits`] return the same valid
+///   values every time (heap indices in range, at most 32 types and 16 heaps).
+/// - A successful [`Self::allocate_memory`] returns a memory object of at
+///   least `info.size` bytes that no other live allocation of this device
+///   shares.
+/// - A successful [`Self::map_memory`] returns the address of the first of
+///   `size` host bytes (the object's allocated size) that are readable and
+///   writable, that nothing else reads or writes except through that mapping,
+///   and that stay valid until [`Self::unmap_memory`] or
+///   [`Self::free_memory`] of that object, even after the device value itself
+///   is dropped (a dropped device leaves its mapped objects' host bytes in
+///   place: the allocator keeps the blocks of leaked mappings rather than free
+///   memory a safe slice may still point into).
+pub unsafe trait MemoryDevice: Send + Sync {
     /// The device's memory heaps and types. Constant for the device's life.
     fn memory_properties(&self) -> &MemoryProperties;
 
@@ -388,7 +407,8 @@ pub trait MemoryDevice: Send + Sync {
 
 /// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
 /// while the allocator owns a clone.
-impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
+// SAFETY: every call goes to the inner device, which keeps the contract.
+unsafe impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
     fn memory_properties(&self) -> &MemoryProperties {
         (**self).memory_properties()
     }

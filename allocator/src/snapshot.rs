@@ -306,7 +306,7 @@ impl Snapshot {
 
     /// Recomputes the totals over every block (free ranges, aliasing).
     fn total_up(&mut self) {
-        let (mut largest, mut ranges, mut bytes, mut members, mut saved) = (0, 0, 0, 0, 0);
+        let (mut largest, mut ranges, mut bytes, mut members, mut saved) = (0, 0, 0u64, 0, 0u64);
         let now = self.allocator_frame;
         for a in self
             .lists
@@ -319,11 +319,11 @@ impl Snapshot {
         for b in self.lists.iter().flat_map(|l| l.blocks.iter()) {
             largest = b.largest_free.max(largest);
             ranges += b.free_range_count as u64;
-            bytes += b.free_bytes();
+            bytes = bytes.saturating_add(b.free_bytes());
             for a in b.allocations.iter().filter(|a| !a.aliases.is_empty()) {
                 members += a.aliases.len() as u64;
-                let sum: u64 = a.aliases.iter().map(|m| m.size).sum();
-                saved += sum.saturating_sub(a.size);
+                let sum = a.aliases.iter().fold(0u64, |s, m| s.saturating_add(m.size));
+                saved = saved.saturating_add(sum.saturating_sub(a.size));
             }
         }
         self.largest_free = largest;

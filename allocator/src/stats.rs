@@ -38,13 +38,13 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Adds another set of counters.
+    /// Adds another set of counters (each saturating at its maximum).
     pub fn add(&mut self, other: &Usage) {
-        self.block_count += other.block_count;
-        self.block_bytes += other.block_bytes;
-        self.allocation_count += other.allocation_count;
-        self.allocation_bytes += other.allocation_bytes;
-        self.dedicated_count += other.dedicated_count;
+        self.block_count = self.block_count.saturating_add(other.block_count);
+        self.block_bytes = self.block_bytes.saturating_add(other.block_bytes);
+        self.allocation_count = self.allocation_count.saturating_add(other.allocation_count);
+        self.allocation_bytes = self.allocation_bytes.saturating_add(other.allocation_bytes);
+        self.dedicated_count = self.dedicated_count.saturating_add(other.dedicated_count);
     }
 
     /// Bytes committed but not allocated (free space and padding in blocks).

@@ -26,7 +26,11 @@ impl<D: MemoryDevice> Allocator<D> {
     fn with_vector<R>(&self, list: ListRef, visit: impl FnOnce(&BlockVector) -> R) -> Option<R> {
         match list {
             ListRef::Type(t) => self.types.get(t as usize).map(|ts| visit(&ts.vector)),
-            ListRef::Pool(id) => self.pool(id).ok().map(|p| visit(&p.vector)),
+            // A pass places destinations: the pool is held open meanwhile.
+            ListRef::Pool(id) => self.pool(id).ok().and_then(|p| {
+                let _open = p.open().ok()?;
+                Some(visit(&p.vector))
+            }),
         }
     }
 
@@ -107,7 +111,7 @@ impl<D: MemoryDevice> Allocator<D> {
         members: &[AliasRequirement<'_>],
         options: AllocationOptions<'_>,
     ) -> Result<AliasGroup, Error> {
-        let packing = alias::pack(members)?;
+        let packing = alias::pack(members, self.hot.granularity)?;
         let allocation = self.allocate(&AllocationDesc {
             size: packing.size,
             alignment: packing.alignment,

@@ -73,9 +73,11 @@ impl LeakReport {
         self.leaks.is_empty()
     }
 
-    /// Bytes leaked.
+    /// Bytes leaked (saturating at `u64::MAX`).
     pub fn bytes(&self) -> u64 {
-        self.leaks.iter().map(|l| l.size).sum()
+        self.leaks
+            .iter()
+            .fold(0u64, |s, l| s.saturating_add(l.size))
     }
 }
 
@@ -198,8 +200,10 @@ impl<D: MemoryDevice> Allocator<D> {
                 for a in &b.allocations {
                     if !a.aliases.is_empty() {
                         details.alias_member_count += a.aliases.len() as u64;
-                        let sum: u64 = a.aliases.iter().map(|m| m.size).sum();
-                        details.aliased_bytes_saved += sum.saturating_sub(a.size);
+                        let sum = a.aliases.iter().fold(0u64, |s, m| s.saturating_add(m.size));
+                        details.aliased_bytes_saved = details
+                            .aliased_bytes_saved
+                            .saturating_add(sum.saturating_sub(a.size));
                     }
                 }
                 details.largest_free = details.largest_free.max(b.largest_free);

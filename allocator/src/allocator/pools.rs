@@ -116,6 +116,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 recycle_heap_share: 0,
                 list_ref: ListRef::Pool(id),
             }),
+            closed: parking_lot::RwLock::new(false),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);
         let failed = self.pools.write(|slots| {
@@ -144,24 +145,31 @@ impl<D: MemoryDevice> Allocator<D> {
     /// [`Error::PoolNotEmpty`] while it holds allocations;
     /// [`Error::UnknownPool`] for a stale id.
     pub fn destroy_pool(&self, id: PoolId) -> Result<(), Error> {
-        let pool = self.pools.write(|slots| {
-            let slot = slots
-                .get_mut(id.index as usize)
-                .filter(|s| s.generation == id.generation && id.allocator == self.id)
-                .ok_or(Error::UnknownPool(id))?;
-            let live = match &slot.pool {
-                Some(pool) => pool.vector.usage().allocation_count,
-                None => return Err(Error::UnknownPool(id)),
-            };
+        let pool = self.pool(id)?;
+        {
+            // Waits for every allocation in flight in the pool (each holds
+            // a read guard from its check to its end), so the count is
+            // exact: an allocation placed after this sees the pool closed.
+            let mut closed = pool.closed.write();
+            if *closed {
+                return Err(Error::UnknownPool(id));
+            }
+            let live = pool.vector.usage().allocation_count;
             if live > 0 {
                 return Err(Error::PoolNotEmpty { pool: id, live });
             }
-            slot.generation = slot.generation.wrapping_add(1);
-            Ok(slot.pool.take())
-        })?;
-        if let Some(pool) = pool {
-            pool.vector.teardown(self.env());
+            *closed = true;
         }
+        self.pools.write(|slots| {
+            if let Some(slot) = slots
+                .get_mut(id.index as usize)
+                .filter(|s| s.generation == id.generation)
+            {
+                slot.generation = slot.generation.wrapping_add(1);
+                slot.pool = None;
+            }
+        });
+        pool.vector.teardown(self.env());
         Ok(())
     }
 

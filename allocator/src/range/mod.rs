@@ -156,15 +156,12 @@ impl RangeId {
     }
 }
 
-/// Checks that a requested alignment is a power of two (callers guarantee
-/// it) and, in release builds, rounds a bad one up to the next power of two.
-/// `None` when no such power fits in a `u64`.
+/// A requested alignment as a power of two: a power of two as it is, any
+/// other value rounded up to the next one (0 counts as 1); `None` when no
+/// such power fits in a `u64`. (The range allocators are public: a bad
+/// alignment gets this rounding, or `None`, never a panic.)
 #[inline]
 pub(crate) fn checked_alignment(alignment: u64) -> Option<u64> {
-    debug_assert!(
-        alignment.is_power_of_two(),
-        "alignment {alignment} is not a power of two"
-    );
     // The common case (every caller's) answered with one test; the same
     // value as the rounding below, which a power of two leaves alone.
     if alignment.is_power_of_two() {
@@ -174,12 +171,9 @@ pub(crate) fn checked_alignment(alignment: u64) -> Option<u64> {
 }
 
 /// `bufferImageGranularity` as the algorithms use it: a power of two, at
-/// least 1.
+/// least 1 (any other value rounded up to the next one, past `2^63` to
+/// `2^63`; never a panic).
 pub(crate) fn checked_granularity(granularity: u64) -> u64 {
-    debug_assert!(
-        granularity <= 1 || granularity.is_power_of_two(),
-        "buffer-image granularity {granularity} is not a power of two"
-    );
     granularity
         .max(1)
         .checked_next_power_of_two()

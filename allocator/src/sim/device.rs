@@ -701,7 +701,28 @@ impl State {
     }
 }
 
-impl MemoryDevice for SimDevice {
+/// A simulated device dropped with memory still mapped leaves that memory's
+/// host bytes in place (leaked), as `vkUnmapMemory` was never called for
+/// it: a mapping that outlives the allocator (an allocation leaked while
+/// mapped, whose block the allocator keeps) stays valid however the device
+/// was owned ([`MemoryDevice`]'s contract).
+impl Drop for SimDevice {
+    fn drop(&mut self) {
+        let state = self.state.get_mut();
+        for object in state.objects.values_mut() {
+            if object.mapped {
+                std::mem::forget(std::mem::take(&mut object.backing));
+            }
+        }
+    }
+}
+
+// SAFETY: the properties and limits are fixed at build; each object gets
+// host memory of its own size at its first map (`zeroed_backing`), which
+// moves only when the object is freed and is leaked where the device is
+// dropped with the object still mapped (`Drop` above); allocations never
+// share an object.
+unsafe impl MemoryDevice for SimDevice {
     fn memory_properties(&self) -> &MemoryProperties {
         &self.props
     }

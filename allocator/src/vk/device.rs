@@ -59,7 +59,10 @@ impl AshDevice {
     /// # Safety
     /// - `physical_device` belongs to `instance`, and `device` was created
     ///   from it with Vulkan 1.1 or later.
-    /// - `instance` and `device` stay alive until this value is dropped.
+    /// - `instance` and `device` stay alive until this value is dropped and
+    ///   no mapped allocation of the allocator that owns it is left (one leaked
+    ///   while mapped outlives the allocator, and `vkDestroyDevice` would unmap
+    ///   its memory under it).
     /// - `options` says truly what was enabled.
     pub unsafe fn new(
         instance: &ash::Instance,
@@ -133,7 +136,12 @@ fn range(r: &MappedRange) -> vk::MappedMemoryRange<'static> {
         .size(r.size)
 }
 
-impl MemoryDevice for AshDevice {
+// SAFETY: the properties and limits are read once in `new`; memory comes from
+// `vkAllocateMemory` and mappings from `vkMapMemory` of the whole object,
+// valid until `vkUnmapMemory`, `vkFreeMemory` or `vkDestroyDevice`, which
+// `new`'s caller promises not to call while a mapping of the allocator's is
+// alive.
+unsafe impl MemoryDevice for AshDevice {
     fn memory_properties(&self) -> &MemoryProperties {
         &self.properties
     }
