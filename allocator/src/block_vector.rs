@@ -243,7 +243,8 @@ fn room_window(
         let mut spans: Vec<(u64, u64, bool)> = block
             .live_metas()
             .map(|m| {
-                let movable = !(m.pinned || m.moving || m.reserved) && m.range.size <= max_move;
+                let movable = !(m.pinned || m.moving || m.reserved || !m.aliases.is_empty())
+                    && m.range.size <= max_move;
                 (m.range.offset, m.range.size, movable)
             })
             .collect();
@@ -360,7 +361,7 @@ fn plan_steps(list: &BlockList, algorithm: DefragAlgorithm) -> Vec<Step> {
             index,
             size: b.size,
             allocated: b.allocated_bytes(),
-            pinned: b.live_metas().any(|m| m.pinned),
+            pinned: b.live_metas().any(|m| m.pinned || !m.aliases.is_empty()),
         })
         .collect();
     blocks.sort_by(|a, b| b.allocated.cmp(&a.allocated).then(a.index.cmp(&b.index)));
@@ -1668,7 +1669,7 @@ impl BlockVector {
             let Some(block) = list.block(src) else {
                 continue;
             };
-            let busy = |m: &Meta| m.pinned || m.moving || m.reserved;
+            let busy = |m: &Meta| m.pinned || m.moving || m.reserved || !m.aliases.is_empty();
             if step.whole && block.live_metas().any(busy) {
                 continue;
             }

@@ -856,6 +856,75 @@ fn alias_members_live_together_respect_buffer_image_granularity() {
     allocator.free_alias_group(group).unwrap();
 }
 
+/// An alias group's allocation never moves (its members' resources are
+/// bound into it): `set_movable(.., true)` is refused with a typed error,
+/// and a full defragmentation pass over a block holding it and scattered
+/// movable allocations plans no move of it. (Before 2026-12-03 the call
+/// unpinned it and the planner, which looked only at the pin, could hand
+/// out moves that `commit` then refused.)
+#[test]
+fn an_alias_group_is_never_made_movable() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).unwrap();
+    let member = |first, last| AliasRequirement {
+        size: 64 * 1024,
+        alignment: 256,
+        memory_type_bits: u32::MAX,
+        kind: ResourceKind::OptimalImage,
+        lifetime: PassInterval::new(first, last),
+        tag: "pass target",
+    };
+    let mut scattered = Vec::new();
+    for _ in 0..16 {
+        scattered.push(
+            allocator
+                .allocate(&desc(64 * 1024, MemoryUsage::GpuOnly))
+                .unwrap(),
+        );
+    }
+    let group = allocator
+        .allocate_alias_group(
+            &[member(0, 1), member(2, 3)],
+            AllocationOptions::usage(MemoryUsage::GpuOnly),
+        )
+        .unwrap();
+    assert!(matches!(
+        allocator.set_movable(group.allocation(), true),
+        Err(Error::InvalidAlias(_))
+    ));
+    assert!(!allocator.is_movable(group.allocation()));
+    allocator.set_movable(group.allocation(), false).unwrap();
+    // Holes around it, then a full pass: everything else may move.
+    let keep: Vec<_> = scattered
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            if i % 2 == 0 {
+                allocator.free(a).unwrap();
+                None
+            } else {
+                Some(a)
+            }
+        })
+        .collect();
+    let mut defrag = allocator
+        .begin_defragmentation(&DefragDesc::default().with_algorithm(DefragAlgorithm::Full))
+        .unwrap();
+    let moves = defrag.begin_pass(&allocator).unwrap();
+    assert!(
+        moves.iter().all(|m| m.id() != group.allocation().id()),
+        "a move of the alias group's allocation was planned"
+    );
+    drop(moves);
+    defrag.end_pass(&allocator).unwrap();
+    defrag.end(&allocator).unwrap();
+    for a in keep {
+        allocator.free(a).unwrap();
+    }
+    allocator.free_alias_group(group).unwrap();
+    assert_clean_end(&sim, allocator);
+}
+
 /// Odd alias inputs get typed errors, never a panic.
 #[test]
 fn alias_groups_refuse_bad_members_with_typed_errors() {

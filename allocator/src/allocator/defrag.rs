@@ -65,20 +65,35 @@ impl<D: MemoryDevice> Allocator<D> {
     ///
     /// # Errors
     /// [`Error::ForeignAllocation`] if another allocator made it;
-    /// [`Error::UnknownPool`] if its pool is gone. A stale handle of a reset
-    /// pool is a no-op.
+    /// [`Error::UnknownPool`] if its pool is gone; [`Error::InvalidAlias`]
+    /// for making an alias group's allocation movable (its members'
+    /// resources are bound into it: it never moves). A stale handle of a
+    /// reset pool is a no-op.
     pub fn set_movable(&self, allocation: &Allocation, movable: bool) -> Result<(), Error> {
         let location = allocation.location;
         if location.allocator != self.id {
             return Err(Error::ForeignAllocation);
         }
-        self.with_vector(location.list, |v| {
-            v.with_meta(&location, allocation.id, |m| m.pinned = !movable);
-        })
-        .ok_or_else(|| match location.list {
-            ListRef::Pool(id) => Error::UnknownPool(id),
-            ListRef::Type(_) => Error::Invariant("memory type vanished".into()),
-        })
+        let set = self
+            .with_vector(location.list, |v| {
+                v.with_meta(&location, allocation.id, |m| {
+                    if movable && !m.aliases.is_empty() {
+                        return false;
+                    }
+                    m.pinned = !movable;
+                    true
+                })
+            })
+            .ok_or_else(|| match location.list {
+                ListRef::Pool(id) => Error::UnknownPool(id),
+                ListRef::Type(_) => Error::Invariant("memory type vanished".into()),
+            })?;
+        match set {
+            Some(false) => Err(Error::InvalidAlias(
+                "an alias group's allocation never moves: its members are bound into it",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Whether defragmentation may move the allocation.

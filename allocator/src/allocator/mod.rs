@@ -305,8 +305,19 @@ impl<D: MemoryDevice> Allocator<D> {
     ///
     /// # Errors
     /// [`Error::Invariant`] when the device reports no memory type or heap,
-    /// more than 32 types, or a type on a heap that does not exist.
+    /// more than 32 types, or a type on a heap that does not exist; and after
+    /// 2^32 - 1 allocators in one process (each has an id of its own, which
+    /// its allocations and pools carry: ids never repeat).
     pub fn new(device: D, desc: AllocatorDesc) -> Result<Self, Error> {
+        let id = NEXT_ALLOCATOR_ID
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+            .map_err(|_| {
+                Error::Invariant(
+                    "this process made 2^32 - 1 allocators: their ids, which tell one allocator's \
+                     allocations from another's, are spent"
+                        .into(),
+                )
+            })?;
         let props = device.memory_properties().clone();
         let limits = *device.limits();
         let bad_heap = props
@@ -373,7 +384,7 @@ impl<D: MemoryDevice> Allocator<D> {
         let budgets = Budgets::new(&props);
         budgets.refresh(&device);
         Ok(Self {
-            id: NEXT_ALLOCATOR_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             hot: Hot {
                 max_allocation_size: limits.max_memory_allocation_size,
                 granularity: limits.buffer_image_granularity,
