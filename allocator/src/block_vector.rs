@@ -25,7 +25,7 @@
 #![forbid(unsafe_code)]
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -472,6 +472,17 @@ thread_local! {
 /// Hands each thread a different first home.
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
 
+/// What [`BlockVector::close`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Close {
+    /// Closed: it held no allocation.
+    Closed,
+    /// Another call closed it first.
+    AlreadyClosed,
+    /// Not closed: it holds this many allocations.
+    Live(u64),
+}
+
 /// This thread's home index (a hint: callers take it modulo what they have).
 pub(crate) fn home() -> usize {
     HOME.with(|h| {
@@ -530,6 +541,12 @@ pub(crate) struct BlockVector {
     /// padded to `nonCoherentAtomSize` so flushing one never touches a
     /// neighbour.
     pub non_coherent: bool,
+    /// Set by [`Self::close`] (a pool being destroyed) while it holds every
+    /// shard's lock; read by every placement under the lock of the shard it
+    /// places in, so a placement either ends before the close counts the
+    /// allocations or sees the vector closed and places nothing. (On the
+    /// second line: written once, it stays shared in every core's cache.)
+    closed: AtomicBool,
     /// The pool's caps; `None` for default blocks.
     pub caps: Option<PoolCaps>,
     /// Freed dedicated blocks kept for reuse (default blocks only).
@@ -597,6 +614,7 @@ impl BlockVector {
             block_size: config.list.block_size,
             caps: config.caps,
             epoch: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
             list_ref: config.list_ref,
             shards,
             open: AtomicUsize::new(1),
@@ -967,6 +985,9 @@ impl BlockVector {
         desc: &AllocationDesc<'_>,
     ) -> Option<Result<Allocation, Error>> {
         let (shard, mut list) = self.lock_any();
+        if self.is_closed() {
+            return Some(Err(self.closed_error()));
+        }
         if let Some((block, range)) = list.allocate(&placement.request) {
             let id = list.next_id(env.next_id);
             return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
@@ -990,6 +1011,9 @@ impl BlockVector {
             let Some(mut list) = self.shards[other].list.try_lock() else {
                 continue;
             };
+            if self.is_closed() {
+                return Some(Err(self.closed_error()));
+            }
             if let Some((block, range)) = list.allocate(&placement.request) {
                 let id = list.next_id(env.next_id);
                 return Some(
@@ -1086,6 +1110,9 @@ impl BlockVector {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let (shard, mut list) = self.lock_any();
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
         if let Some((block, range)) = list.allocate(&placement.request) {
             let id = list.next_id(env.next_id);
             // The common case: built here, in the caller's slot.
@@ -1131,6 +1158,11 @@ impl BlockVector {
         // already made.
         if let Some(block) = self.recycled_as_shared(env, placement.request.size, first) {
             let mut list = self.shards[shard].list.lock();
+            if self.is_closed() {
+                drop(list);
+                self.destroy_block(env, block);
+                return Err(self.closed_error());
+            }
             let index = list.insert(block);
             if let Some(range) = list
                 .block_mut(index)
@@ -1160,6 +1192,11 @@ impl BlockVector {
                 }
             };
             let mut list = self.shards[shard].list.lock();
+            if self.is_closed() {
+                drop(list);
+                self.destroy_block(env, block);
+                return Err(self.closed_error());
+            }
             let index = list.insert(block);
             let range = list
                 .block_mut(index)
@@ -1188,6 +1225,9 @@ impl BlockVector {
         // sharded.
         for other in 0..self.open_shards() {
             let mut list = self.shards[other].list.lock();
+            if self.is_closed() {
+                return Err(self.closed_error());
+            }
             if let Some((block, range)) = list.allocate(&placement.request) {
                 let id = list.next_id(env.next_id);
                 return self.finish_ok(env, other, &mut list, block, range, placement, desc, id);
@@ -1246,6 +1286,11 @@ impl BlockVector {
         };
         let range = block.dedicated_range();
         let (shard, mut list) = self.lock_any();
+        if self.is_closed() {
+            drop(list);
+            self.destroy_block(env, block);
+            return Err(self.closed_error());
+        }
         let index = list.insert(block);
         let whole = SharedPlacement {
             request: RangeRequest {
@@ -1478,6 +1523,38 @@ impl BlockVector {
         }
         for block in blocks {
             self.destroy_block(env, block);
+        }
+    }
+
+    /// Closes the vector (a pool being destroyed) if it holds no allocation:
+    /// under every shard's lock, so no placement is half done, and every
+    /// later one sees it closed ([`Self::is_closed`]) and places nothing.
+    pub fn close(&self) -> Close {
+        let _all = self.lock_all();
+        if self.is_closed() {
+            return Close::AlreadyClosed;
+        }
+        let live = self.usage().allocation_count;
+        if live > 0 {
+            return Close::Live(live);
+        }
+        self.closed.store(true, Ordering::Relaxed);
+        Close::Closed
+    }
+
+    /// Whether [`Self::close`] closed it. Read under a shard's lock (which
+    /// orders it after the close, whose locks it waited for).
+    #[inline(always)]
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// What a placement in a closed vector returns.
+    #[cold]
+    fn closed_error(&self) -> Error {
+        match &self.caps {
+            Some(caps) => Error::UnknownPool(caps.id),
+            None => Error::Invariant("a memory type's blocks were closed".into()),
         }
     }
 

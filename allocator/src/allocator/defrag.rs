@@ -26,11 +26,7 @@ impl<D: MemoryDevice> Allocator<D> {
     fn with_vector<R>(&self, list: ListRef, visit: impl FnOnce(&BlockVector) -> R) -> Option<R> {
         match list {
             ListRef::Type(t) => self.types.get(t as usize).map(|ts| visit(&ts.vector)),
-            // A pass places destinations: the pool is held open meanwhile.
-            ListRef::Pool(id) => self.pool(id).ok().and_then(|p| {
-                let _open = p.open().ok()?;
-                Some(visit(&p.vector))
-            }),
+            ListRef::Pool(id) => self.pool(id).ok().map(|p| visit(&p.vector)),
         }
     }
 

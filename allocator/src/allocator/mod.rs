@@ -194,25 +194,9 @@ struct TypeState {
 struct PoolState {
     desc: PoolDesc,
     vector: BlockVector,
-    /// Whether [`Allocator::destroy_pool`] closed the pool. Everything that
-    /// places ranges in `vector` holds a read guard ([`Self::open`]) from its
-    /// check to its end; the destroy takes the write guard, so it waits for
-    /// them, and counts the pool's allocations with none in flight.
-    closed: parking_lot::RwLock<bool>,
 }
 
 impl PoolState {
-    /// A read guard while the pool is open: allocations may be placed in
-    /// its vector until it drops. [`Error::UnknownPool`] once it is closed
-    /// (destroyed, or being destroyed).
-    fn open(&self) -> Result<parking_lot::RwLockReadGuard<'_, bool>, Error> {
-        let guard = self.closed.read();
-        if *guard {
-            return Err(Error::UnknownPool(self.id()));
-        }
-        Ok(guard)
-    }
-
     fn id(&self) -> PoolId {
         match &self.vector.caps {
             Some(caps) => caps.id,

@@ -77,9 +77,6 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let pool = self.pool(id)?;
-        // Held to the end: a destroy waits for this allocation, or this one
-        // sees the pool closed.
-        let _open = pool.open()?;
         let memory_type = pool.vector.memory_type;
         if desc.memory_type_bits & (1 << memory_type) == 0 {
             return Err(Error::NoCompatibleMemoryType {

@@ -7,7 +7,7 @@ use super::{Allocator, PoolSlot, PoolState};
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
 use crate::block_list::ListConfig;
-use crate::block_vector::{BlockVector, VectorConfig};
+use crate::block_vector::{BlockVector, Close, VectorConfig};
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::PoolCaps;
@@ -116,7 +116,6 @@ impl<D: MemoryDevice> Allocator<D> {
                 recycle_heap_share: 0,
                 list_ref: ListRef::Pool(id),
             }),
-            closed: parking_lot::RwLock::new(false),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);
         let failed = self.pools.write(|slots| {
@@ -146,19 +145,13 @@ impl<D: MemoryDevice> Allocator<D> {
     /// [`Error::UnknownPool`] for a stale id.
     pub fn destroy_pool(&self, id: PoolId) -> Result<(), Error> {
         let pool = self.pool(id)?;
-        {
-            // Waits for every allocation in flight in the pool (each holds
-            // a read guard from its check to its end), so the count is
-            // exact: an allocation placed after this sees the pool closed.
-            let mut closed = pool.closed.write();
-            if *closed {
-                return Err(Error::UnknownPool(id));
-            }
-            let live = pool.vector.usage().allocation_count;
-            if live > 0 {
-                return Err(Error::PoolNotEmpty { pool: id, live });
-            }
-            *closed = true;
+        // Under every shard's lock: the count is exact (no placement half
+        // done), and a placement after it sees the pool closed and places
+        // nothing (`BlockVector::close`).
+        match pool.vector.close() {
+            Close::Closed => {}
+            Close::AlreadyClosed => return Err(Error::UnknownPool(id)),
+            Close::Live(live) => return Err(Error::PoolNotEmpty { pool: id, live }),
         }
         self.pools.write(|slots| {
             if let Some(slot) = slots
