@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             device.clone(),
             AshDeviceOptions {
                 memory_budget: budget,
+                ..AshDeviceOptions::default()
             },
         )
     };

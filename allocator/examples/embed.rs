@@ -137,6 +137,7 @@ fn main() -> Result<()> {
             &gpu.device,
             AshDeviceOptions {
                 memory_budget: gpu.memory_budget,
+                ..AshDeviceOptions::default()
             },
             AllocatorDesc::default(),
         )

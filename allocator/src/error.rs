@@ -232,6 +232,15 @@ pub enum Error {
         result: i32,
     },
 
+    /// The request needs something the allocator was not set up with:
+    /// the message names the setting (a buffer with `SHADER_DEVICE_ADDRESS`
+    /// usage needs [`crate::vk::AshDeviceOptions::buffer_device_address`]).
+    ///
+    /// Recover: enable the feature on the device and the option, or drop
+    /// the usage; nothing was created.
+    #[error("{0}")]
+    NotEnabled(&'static str),
+
     /// An internal invariant is broken: a bug in this crate. Found by
     /// [`crate::Allocator::validate`].
     ///

@@ -567,6 +567,7 @@ fn run_all(c: &Config) -> Result<(), String> {
                     &ctx.device,
                     AshDeviceOptions {
                         memory_budget: ctx.info.memory_budget,
+                        ..AshDeviceOptions::default()
                     },
                     AllocatorDesc::default(),
                 )

@@ -500,7 +500,10 @@ impl GpuContext {
                 &instance,
                 physical_device,
                 &device,
-                AshDeviceOptions { memory_budget },
+                AshDeviceOptions {
+                    memory_budget,
+                    ..AshDeviceOptions::default()
+                },
                 desc,
             )
         }

@@ -363,8 +363,8 @@ fn two_images_aliased_on_one_allocation() {
     }
     // SAFETY: every submission using them has completed.
     unsafe {
-        allocator.destroy_aliased_image(a);
-        allocator.destroy_aliased_image(b);
+        allocator.destroy_aliased_image(a).unwrap();
+        allocator.destroy_aliased_image(b).unwrap();
         for buffer in [a_src, b_src, a_out, b_out] {
             allocator.destroy_buffer(buffer).unwrap();
         }

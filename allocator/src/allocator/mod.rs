@@ -230,7 +230,7 @@ pub struct Allocator<D: MemoryDevice> {
     types: Vec<TypeState>,
     hot: Hot,
     frame: AtomicU64,
-    id: u32,
+    pub(crate) id: u32,
     /// Whether `recorder` holds a recorder: checked without locking.
     #[cfg(feature = "trace")]
     recording: AtomicBool,

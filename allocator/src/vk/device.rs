@@ -16,6 +16,14 @@ pub struct AshDeviceOptions {
     /// `VK_EXT_memory_budget` is enabled on the device (and the instance is
     /// Vulkan 1.1 or has `VK_KHR_get_physical_device_properties2`).
     pub memory_budget: bool,
+    /// The `bufferDeviceAddress` feature is enabled on the device: every
+    /// memory object is then allocated with
+    /// `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`, so any buffer of the
+    /// allocator may take a device address (as VMA's and gpu-allocator's
+    /// options of that name do). Without it, [`crate::Allocator::create_buffer`]
+    /// refuses a buffer with `SHADER_DEVICE_ADDRESS` usage
+    /// ([`crate::Error::NotEnabled`]).
+    pub buffer_device_address: bool,
 }
 
 /// A Vulkan 1.1+ device seen through `ash`.
@@ -29,6 +37,7 @@ pub struct AshDevice {
     device: ash::Device,
     properties: MemoryProperties,
     limits: DeviceLimits,
+    options: AshDeviceOptions,
 }
 
 impl std::fmt::Debug for AshDevice {
@@ -110,7 +119,13 @@ impl AshDevice {
                 },
                 memory_budget: options.memory_budget,
             },
+            options,
         }
+    }
+
+    /// What the application said it enabled.
+    pub fn options(&self) -> AshDeviceOptions {
+        self.options
     }
 
     /// The `ash` device.
@@ -186,11 +201,16 @@ unsafe impl MemoryDevice for AshDevice {
             }
             None => {}
         }
+        let mut flags =
+            vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
         let mut allocate = vk::MemoryAllocateInfo::default()
             .allocation_size(info.size)
             .memory_type_index(info.memory_type);
         if info.dedicated.is_some() {
             allocate = allocate.push_next(&mut dedicated);
+        }
+        if self.options.buffer_device_address {
+            allocate = allocate.push_next(&mut flags);
         }
         // SAFETY: the caller upholds the trait's contract (valid type, size,
         // unbound dedicated target).

@@ -41,7 +41,7 @@ impl crate::Allocator<AshDevice> {
     /// // Vulkan 1.1+, both outlive the allocator, and VK_EXT_memory_budget
     /// // was enabled (as the options say).
     /// let allocator = unsafe {
-    ///     Allocator::on_ash(instance, physical_device, device, AshDeviceOptions { memory_budget: true }, AllocatorDesc::default())
+    ///     Allocator::on_ash(instance, physical_device, device, AshDeviceOptions { memory_budget: true, ..Default::default() }, AllocatorDesc::default())
     /// }?;
     /// # Ok(()) }
     /// ```

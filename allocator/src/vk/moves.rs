@@ -14,7 +14,7 @@
 use ash::vk;
 use ash::vk::Handle;
 
-use super::bound::{Buffer, Image};
+use super::bound::{Buffer, DestroyError, Image};
 use super::AshDevice;
 use crate::alias::{AliasGroup, AliasRequirement, PassInterval};
 use crate::defrag::{Defragmentation, Move};
@@ -33,7 +33,9 @@ pub enum Movable {
         image: Image,
         /// Its layout when the copies run: the new image is left in it.
         /// `UNDEFINED` means the contents need not survive: nothing is
-        /// copied and the new image stays `UNDEFINED`.
+        /// copied and the new image stays `UNDEFINED`. `PREINITIALIZED` is
+        /// refused ([`crate::Error::InvalidMove`]): no barrier may leave an
+        /// image in it.
         layout: vk::ImageLayout,
     },
 }
@@ -63,8 +65,11 @@ enum Pair {
 }
 
 /// A move with its new resource created and bound; the copy comes next.
+/// End it with [`crate::Allocator::finish_move`] once the copy completed, or
+/// [`crate::Allocator::cancel_move`] if it will not run: dropped, it leaks
+/// the new resource and the old one.
 #[derive(Debug)]
-#[must_use = "a prepared move holds a new resource: finish it"]
+#[must_use = "a prepared move holds a new resource: finish or cancel it"]
 pub struct PreparedMove {
     mv: Move,
     pair: Pair,
@@ -178,6 +183,19 @@ impl Allocator<AshDevice> {
                 if !info.usage.contains(COPYABLE_IMAGE) {
                     return refuse(
                         Error::InvalidMove("the image lacks TRANSFER_SRC | TRANSFER_DST usage"),
+                        mv,
+                        Movable::Image { image, layout },
+                    );
+                }
+                // The new image is left in the old one's layout, and no
+                // barrier may transition to PREINITIALIZED (UNDEFINED is
+                // not copied: the new image is simply left undefined).
+                if layout == vk::ImageLayout::PREINITIALIZED {
+                    return refuse(
+                        Error::InvalidMove(
+                            "an image in PREINITIALIZED layout can't be moved: the new image \
+                             can't be left in that layout (transition the image first)",
+                        ),
                         mv,
                         Movable::Image { image, layout },
                     );
@@ -515,6 +533,20 @@ impl Allocator<AshDevice> {
             .collect())
     }
 
+    /// Gives a prepared move up: destroys its new resource and hands the old
+    /// one back, still bound where it was; the move is cancelled (its
+    /// destination is freed when the pass ends). For a caller of the
+    /// three-step path whose copy will not run (its submission failed):
+    /// [`Self::finish_move`] needs the copy done, and dropping a
+    /// [`PreparedMove`] leaks both resources.
+    ///
+    /// # Safety
+    /// `prepared` came from this allocator's [`Self::prepare_move`], and no
+    /// command buffer the device may still execute uses its new resource.
+    pub unsafe fn cancel_move(&self, prepared: PreparedMove) -> Movable {
+        self.unprepare(prepared)
+    }
+
     /// Destroys a prepared move's new resource and gives the old one back
     /// (the move is dropped, so cancelled).
     fn unprepare(&self, prepared: PreparedMove) -> Movable {
@@ -609,6 +641,8 @@ impl Allocator<AshDevice> {
 pub struct Aliased<T> {
     raw: T,
     member: usize,
+    /// The allocator (and so the device) it was made by.
+    allocator: u32,
 }
 
 impl<T: Copy> Aliased<T> {
@@ -700,6 +734,7 @@ impl Allocator<AshDevice> {
     /// outlives the image.
     ///
     /// # Errors
+    /// [`Error::ForeignAllocation`] when another allocator made the group;
     /// [`Error::InvalidAlias`] when the image's requirements do not fit the
     /// member (size, alignment, memory type); [`Error::Vulkan`] if creating
     /// or binding fails. Nothing is left behind.
@@ -709,6 +744,9 @@ impl Allocator<AshDevice> {
         member: usize,
         info: &vk::ImageCreateInfo<'_>,
     ) -> Result<Aliased<vk::Image>, Error> {
+        if !self.owns(group.allocation()) {
+            return Err(Error::ForeignAllocation);
+        }
         let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
         let image = unsafe { device.create_image(info, None) }.map_err(vulkan("vkCreateImage"))?;
@@ -725,7 +763,11 @@ impl Allocator<AshDevice> {
             unsafe { device.destroy_image(image, None) };
             return Err(e);
         }
-        Ok(Aliased { raw: image, member })
+        Ok(Aliased {
+            raw: image,
+            member,
+            allocator: self.id,
+        })
     }
 
     /// Creates a buffer and binds it on member `member` of `group`; see
@@ -743,6 +785,9 @@ impl Allocator<AshDevice> {
         member: usize,
         info: &vk::BufferCreateInfo<'_>,
     ) -> Result<Aliased<vk::Buffer>, Error> {
+        if !self.owns(group.allocation()) {
+            return Err(Error::ForeignAllocation);
+        }
         let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
         let buffer =
@@ -762,6 +807,7 @@ impl Allocator<AshDevice> {
         Ok(Aliased {
             raw: buffer,
             member,
+            allocator: self.id,
         })
     }
 
@@ -769,18 +815,40 @@ impl Allocator<AshDevice> {
     ///
     /// # Safety
     /// The device no longer uses the image, and no view of it is left.
-    pub unsafe fn destroy_aliased_image(&self, image: Aliased<vk::Image>) {
-        // SAFETY: the caller guarantees the device is done with it.
+    ///
+    /// # Errors
+    /// [`Error::ForeignAllocation`] if another allocator made it: the image
+    /// comes back untouched (destroy it there).
+    pub unsafe fn destroy_aliased_image(
+        &self,
+        image: Aliased<vk::Image>,
+    ) -> Result<(), DestroyError<Aliased<vk::Image>>> {
+        if image.allocator != self.id {
+            return Err(DestroyError::new(Error::ForeignAllocation, image));
+        }
+        // SAFETY: the caller guarantees the device is done with it; this
+        // allocator's device made it.
         unsafe { self.device().raw().destroy_image(image.raw, None) };
+        Ok(())
     }
 
     /// Destroys an aliased buffer (its memory stays with the group).
     ///
     /// # Safety
     /// The device no longer uses the buffer.
-    pub unsafe fn destroy_aliased_buffer(&self, buffer: Aliased<vk::Buffer>) {
-        // SAFETY: the caller guarantees the device is done with it.
+    ///
+    /// # Errors
+    /// As [`Self::destroy_aliased_image`].
+    pub unsafe fn destroy_aliased_buffer(
+        &self,
+        buffer: Aliased<vk::Buffer>,
+    ) -> Result<(), DestroyError<Aliased<vk::Buffer>>> {
+        if buffer.allocator != self.id {
+            return Err(DestroyError::new(Error::ForeignAllocation, buffer));
+        }
+        // SAFETY: as above.
         unsafe { self.device().raw().destroy_buffer(buffer.raw, None) };
+        Ok(())
     }
 }
 

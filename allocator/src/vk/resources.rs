@@ -150,6 +150,17 @@ impl Allocator<AshDevice> {
         options: &AllocationOptions<'_>,
         allocate: impl FnOnce(&AllocationDesc<'_>) -> Result<A, Error>,
     ) -> Result<Buffer<A>, Error> {
+        if info
+            .usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+            && !self.device().options().buffer_device_address
+        {
+            return Err(Error::NotEnabled(
+                "a buffer with SHADER_DEVICE_ADDRESS usage needs memory allocated with \
+                 VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT: enable bufferDeviceAddress on the \
+                 device and set AshDeviceOptions::buffer_device_address",
+            ));
+        }
         let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
         let buffer =

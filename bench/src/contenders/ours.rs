@@ -67,6 +67,7 @@ impl Ours {
                 &ctx.device,
                 AshDeviceOptions {
                     memory_budget: ctx.info.memory_budget,
+                    ..AshDeviceOptions::default()
                 },
                 desc_from_env()?,
             )

@@ -152,6 +152,7 @@ impl GpuMemory {
                 &ctx.device,
                 AshDeviceOptions {
                     memory_budget: ctx.info.memory_budget,
+                    ..AshDeviceOptions::default()
                 },
                 AllocatorDesc::default(),
             )
@@ -349,7 +350,10 @@ impl GpuMemory {
     /// The GPU must be done with the image, and its views destroyed.
     pub unsafe fn destroy_aliased_image(&self, image: AliasedImage) {
         // SAFETY: per the contract above.
-        unsafe { self.allocator.destroy_aliased_image(image) };
+        if let Err(e) = unsafe { self.allocator.destroy_aliased_image(image) } {
+            // This allocator made every aliased image of the renderer.
+            log::error!("destroying an aliased image: {}", e.error());
+        }
     }
 
     /// Frees an alias group; destroy every image bound on it first.
