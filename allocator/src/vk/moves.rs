@@ -86,6 +86,14 @@ pub struct MoveError {
     pub parts: Box<(Move, Movable)>,
 }
 
+/// Whether `format` is a Y'CbCr format (`VK_KHR_sampler_ycbcr_conversion`,
+/// `VK_EXT_ycbcr_2plane_444_formats`): multi-planar ones are copied plane by
+/// plane, with `PLANE_n` aspects, which the moves do not record.
+fn ycbcr(format: vk::Format) -> bool {
+    let raw = format.as_raw();
+    (1_000_156_000..=1_000_156_033).contains(&raw) || (1_000_330_000..=1_000_330_003).contains(&raw)
+}
+
 /// The aspects of a format: depth, stencil, both, or color.
 fn aspects(format: vk::Format) -> vk::ImageAspectFlags {
     match format {
@@ -183,6 +191,16 @@ impl Allocator<AshDevice> {
                 if !info.usage.contains(COPYABLE_IMAGE) {
                     return refuse(
                         Error::InvalidMove("the image lacks TRANSFER_SRC | TRANSFER_DST usage"),
+                        mv,
+                        Movable::Image { image, layout },
+                    );
+                }
+                if ycbcr(info.format) {
+                    return refuse(
+                        Error::InvalidMove(
+                            "Y'CbCr images are not moved (a multi-planar copy needs an aspect \
+                             per plane); pin it with set_movable",
+                        ),
                         mv,
                         Movable::Image { image, layout },
                     );
@@ -665,7 +683,8 @@ impl Allocator<AshDevice> {
     /// `info` is a valid `VkImageCreateInfo` for this device.
     ///
     /// # Errors
-    /// [`Error::Vulkan`] if creating the image fails.
+    /// [`Error::Vulkan`] if creating the image fails; [`Error::InvalidAlias`]
+    /// where the driver requires the image to have memory of its own.
     pub unsafe fn image_alias_requirement<'a>(
         &self,
         info: &vk::ImageCreateInfo<'_>,
@@ -676,9 +695,10 @@ impl Allocator<AshDevice> {
         // SAFETY: the caller guarantees `info` is valid.
         let image = unsafe { device.create_image(info, None) }.map_err(vulkan("vkCreateImage"))?;
         // SAFETY: `image` is live and unbound; destroyed right after.
-        let r = unsafe { device.get_image_memory_requirements(image) };
+        let r = unsafe { aliasable(device, Resource::Image(image)) };
         // SAFETY: never bound nor used.
         unsafe { device.destroy_image(image, None) };
+        let r = r?;
         Ok(AliasRequirement {
             size: r.size,
             alignment: r.alignment,
@@ -711,9 +731,10 @@ impl Allocator<AshDevice> {
         let buffer =
             unsafe { device.create_buffer(info, None) }.map_err(vulkan("vkCreateBuffer"))?;
         // SAFETY: `buffer` is live and unbound; destroyed right after.
-        let r = unsafe { device.get_buffer_memory_requirements(buffer) };
+        let r = unsafe { aliasable(device, Resource::Buffer(buffer)) };
         // SAFETY: never bound nor used.
         unsafe { device.destroy_buffer(buffer, None) };
+        let r = r?;
         Ok(AliasRequirement {
             size: r.size,
             alignment: r.alignment,
@@ -736,7 +757,8 @@ impl Allocator<AshDevice> {
     /// # Errors
     /// [`Error::ForeignAllocation`] when another allocator made the group;
     /// [`Error::InvalidAlias`] when the image's requirements do not fit the
-    /// member (size, alignment, memory type); [`Error::Vulkan`] if creating
+    /// member (size, alignment, memory type) or the driver requires it to
+    /// have memory of its own; [`Error::Vulkan`] if creating
     /// or binding fails. Nothing is left behind.
     pub unsafe fn create_aliased_image(
         &self,
@@ -751,13 +773,15 @@ impl Allocator<AshDevice> {
         // SAFETY: the caller guarantees `info` is valid.
         let image = unsafe { device.create_image(info, None) }.map_err(vulkan("vkCreateImage"))?;
         // SAFETY: `image` is live and unbound.
-        let r = unsafe { device.get_image_memory_requirements(image) };
-        let bound = alias_place(group, member, &r).and_then(|(memory, offset)| {
-            // SAFETY: the member's range has room and alignment for the
-            // image's requirements (checked), in an allowed memory type.
-            unsafe { device.bind_image_memory(image, memory, offset) }
-                .map_err(vulkan("vkBindImageMemory"))
-        });
+        let r = unsafe { aliasable(device, Resource::Image(image)) };
+        let bound = r
+            .and_then(|r| alias_place(group, member, &r))
+            .and_then(|(memory, offset)| {
+                // SAFETY: the member's range has room and alignment for the
+                // image's requirements (checked), in an allowed memory type.
+                unsafe { device.bind_image_memory(image, memory, offset) }
+                    .map_err(vulkan("vkBindImageMemory"))
+            });
         if let Err(e) = bound {
             // SAFETY: unused.
             unsafe { device.destroy_image(image, None) };
@@ -793,12 +817,14 @@ impl Allocator<AshDevice> {
         let buffer =
             unsafe { device.create_buffer(info, None) }.map_err(vulkan("vkCreateBuffer"))?;
         // SAFETY: `buffer` is live and unbound.
-        let r = unsafe { device.get_buffer_memory_requirements(buffer) };
-        let bound = alias_place(group, member, &r).and_then(|(memory, offset)| {
-            // SAFETY: as for images.
-            unsafe { device.bind_buffer_memory(buffer, memory, offset) }
-                .map_err(vulkan("vkBindBufferMemory"))
-        });
+        let r = unsafe { aliasable(device, Resource::Buffer(buffer)) };
+        let bound = r
+            .and_then(|r| alias_place(group, member, &r))
+            .and_then(|(memory, offset)| {
+                // SAFETY: as for images.
+                unsafe { device.bind_buffer_memory(buffer, memory, offset) }
+                    .map_err(vulkan("vkBindBufferMemory"))
+            });
         if let Err(e) = bound {
             // SAFETY: unused.
             unsafe { device.destroy_buffer(buffer, None) };
@@ -852,6 +878,46 @@ impl Allocator<AshDevice> {
     }
 }
 
+/// A resource whose memory requirements [`aliasable`] reads.
+#[derive(Clone, Copy)]
+enum Resource {
+    Buffer(vk::Buffer),
+    Image(vk::Image),
+}
+
+/// A resource's memory requirements, or [`Error::InvalidAlias`] where the
+/// driver requires it to have memory of its own (`requiresDedicatedAllocation`):
+/// such a resource can't share an alias group's allocation.
+///
+/// # Safety
+/// The resource is a live resource of `device`.
+unsafe fn aliasable(
+    device: &ash::Device,
+    resource: Resource,
+) -> Result<vk::MemoryRequirements, Error> {
+    let mut dedicated = vk::MemoryDedicatedRequirements::default();
+    let mut requirements = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+    match resource {
+        Resource::Buffer(buffer) => {
+            let info = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
+            // SAFETY: the caller guarantees the buffer is live on `device`.
+            unsafe { device.get_buffer_memory_requirements2(&info, &mut requirements) };
+        }
+        Resource::Image(image) => {
+            let info = vk::ImageMemoryRequirementsInfo2::default().image(image);
+            // SAFETY: the caller guarantees the image is live on `device`.
+            unsafe { device.get_image_memory_requirements2(&info, &mut requirements) };
+        }
+    }
+    let r = requirements.memory_requirements;
+    if dedicated.requires_dedicated_allocation == vk::TRUE {
+        return Err(Error::InvalidAlias(
+            "the driver requires this resource to have memory of its own: it can't be aliased",
+        ));
+    }
+    Ok(r)
+}
+
 /// Where member `member` of `group` binds a resource with requirements `r`.
 fn alias_place(
     group: &AliasGroup,
@@ -879,4 +945,31 @@ fn alias_place(
         ));
     }
     Ok((a.vk_memory(), offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ycbcr_formats_are_told_apart() {
+        for f in [
+            vk::Format::G8B8G8R8_422_UNORM,
+            vk::Format::G8_B8R8_2PLANE_420_UNORM,
+            vk::Format::G8_B8_R8_3PLANE_420_UNORM,
+            vk::Format::G16_B16_R16_3PLANE_444_UNORM,
+            vk::Format::G8_B8R8_2PLANE_444_UNORM,
+            vk::Format::G16_B16R16_2PLANE_444_UNORM,
+        ] {
+            assert!(ycbcr(f), "{f:?}");
+        }
+        for f in [
+            vk::Format::R8G8B8A8_UNORM,
+            vk::Format::BC7_SRGB_BLOCK,
+            vk::Format::D32_SFLOAT_S8_UINT,
+            vk::Format::A4R4G4B4_UNORM_PACK16,
+        ] {
+            assert!(!ycbcr(f), "{f:?}");
+        }
+    }
 }
