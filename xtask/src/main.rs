@@ -485,7 +485,14 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
 
 /// The fuzz targets in `fuzz/` (a crate outside the workspace), each run for
 /// this many seconds over its committed corpus in `fuzz/corpus/`.
-const FUZZ_TARGETS: &[&str] = &["range_tlsf", "range_linear", "allocator_sim"];
+/// (cargo-fuzz directory, target): the allocator's targets, and the KTX2
+/// reader's in a fuzz directory of its own (`fuzz/ktx2`, its own lock file).
+const FUZZ_TARGETS: &[(&str, &str)] = &[
+    ("fuzz", "range_tlsf"),
+    ("fuzz", "range_linear"),
+    ("fuzz", "allocator_sim"),
+    ("fuzz/ktx2", "ktx2_reader"),
+];
 const FUZZ_SECONDS: u32 = 20;
 
 /// Time-boxed fuzzing: installs cargo-fuzz when missing, checks the fuzz
@@ -509,27 +516,37 @@ fn fuzz_step() -> Result<()> {
             cargo().args(["install", "cargo-fuzz", "--locked"]),
         )?;
     }
-    run_step(
-        "fuzz fmt",
-        cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]),
-    )?;
-    for target in FUZZ_TARGETS {
+    for manifest in ["fuzz/Cargo.toml", "fuzz/ktx2/Cargo.toml"] {
+        run_step(
+            &format!("fuzz fmt ({manifest})"),
+            cargo().args(["fmt", "--manifest-path", manifest, "--", "--check"]),
+        )?;
+    }
+    for &(dir, target) in FUZZ_TARGETS {
         let scratch = Path::new("fuzz/target/xtask-corpus").join(target);
         std::fs::create_dir_all(&scratch)
             .map_err(|e| XtaskError(format!("cannot create {}: {e}", scratch.display())))?;
+        // One target directory per fuzz directory: each has its own lock file.
+        let target_dir = if dir == "fuzz" {
+            "fuzz/target/none".to_string()
+        } else {
+            format!("fuzz/target/{}", dir.trim_start_matches("fuzz/"))
+        };
         let mut command = cargo();
         command
             .args([
                 "fuzz",
                 "run",
+                "--fuzz-dir",
+                dir,
                 "-s",
                 "none",
                 "--target-dir",
-                "fuzz/target/none",
             ])
+            .arg(&target_dir)
             .arg(target)
             .arg(&scratch)
-            .arg(Path::new("fuzz/corpus").join(target))
+            .arg(Path::new(dir).join("corpus").join(target))
             .args(["--", "-len_control=0"])
             .arg(format!("-max_total_time={FUZZ_SECONDS}"));
         command.env("VKALLOC_FUZZ_STATS", "1");

@@ -88,6 +88,11 @@ impl Format {
     }
 }
 
+/// The largest texture side [`Reader::open`] accepts (Vulkan devices report
+/// at most 32768 for `maxImageDimension2D` today; the demo's flags stop at
+/// 16384). Every level's byte size then fits a `u64` with room to spare.
+pub const MAX_SIDE: u32 = 1 << 16;
+
 /// KTX2 errors.
 #[derive(Debug, thiserror::Error)]
 pub enum KtxError {
@@ -345,6 +350,13 @@ impl Reader {
             return Err(invalid(
                 "only uncompressed-container 2D textures are supported",
             ));
+        }
+        // Past this no device makes the image, and a level's byte size of a
+        // u32-sized side overflows (a crafted header wrapped it to 0).
+        if width.max(height) > MAX_SIDE {
+            return Err(invalid(&format!(
+                "a {width}x{height} texture: sides above {MAX_SIDE} texels are not supported"
+            )));
         }
         let level_count = level_count.max(1);
         // A full chain of a u32-sized image has at most 32 levels: a larger
