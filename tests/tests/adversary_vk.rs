@@ -55,6 +55,38 @@ fn in_child(test: &str, body: impl FnOnce()) {
     );
 }
 
+/// Moves `image` (idle on the device, in `layout`) by `mv` with
+/// `perform_moves` on the context's queue; the image that comes back, moved
+/// or not.
+fn perform_image_move(
+    ctx: &GpuContext,
+    defrag: &mut vkalloc::Defragmentation,
+    mv: vkalloc::Move,
+    image: vkalloc::vk::Image,
+    layout: vk::ImageLayout,
+) -> vkalloc::vk::Image {
+    let allocator = ctx.allocator();
+    let moved = ctx
+        .with_queue(|queue, family| {
+            // SAFETY: the queue is held for the call; the caller says the
+            // image is idle and in `layout`.
+            unsafe {
+                allocator.perform_moves(
+                    defrag,
+                    queue,
+                    family,
+                    vec![(mv, Movable::Image { image, layout })],
+                )
+            }
+        })
+        .map_err(|(e, _)| e)
+        .expect("perform_moves");
+    match moved.into_iter().next() {
+        Some(Movable::Image { image, .. }) => image,
+        other => panic!("an image went in, {other:?} came back"),
+    }
+}
+
 fn buffer_info(size: u64, usage: vk::BufferUsageFlags) -> vk::BufferCreateInfo<'static> {
     vk::BufferCreateInfo::default()
         .size(size)
@@ -313,35 +345,17 @@ fn moving_a_preinitialized_image_records_only_legal_barriers() {
         |i| i.allocation().id(),
     );
     let mv = mv.expect("defragmentation planned a move of the image into the hole");
-    let moved = ctx
-        .with_queue(|queue, family| {
-            // SAFETY: the queue is held for the call; the image was never used
-            // by the device; its layout is PREINITIALIZED (its initial layout).
-            unsafe {
-                allocator.perform_moves(
-                    &mut defrag,
-                    queue,
-                    family,
-                    vec![(
-                        mv,
-                        Movable::Image {
-                            image,
-                            layout: vk::ImageLayout::PREINITIALIZED,
-                        },
-                    )],
-                )
-            }
-        })
-        .map_err(|(e, _)| e)
-        .expect("perform_moves");
+    // The image was never used by the device; PREINITIALIZED is its layout.
+    let back = perform_image_move(
+        &ctx,
+        &mut defrag,
+        mv,
+        image,
+        vk::ImageLayout::PREINITIALIZED,
+    );
     defrag.end(allocator).expect("end");
-    for m in moved {
-        let Movable::Image { image, .. } = m else {
-            panic!("an image went in")
-        };
-        // SAFETY: perform_moves waited for its copies.
-        unsafe { allocator.destroy_image(image) }.expect("destroy_image");
-    }
+    // SAFETY: perform_moves waited for its copies.
+    unsafe { allocator.destroy_image(back) }.expect("destroy_image");
     let errors = ctx.validation_errors();
     ctx.assert_no_live_allocations();
     assert_eq!(
@@ -788,39 +802,16 @@ fn a_depth_stencil_image_moves_with_both_aspects() {
             )
         };
     });
-    let moved = ctx
-        .with_queue(|queue, family| {
-            // SAFETY: the queue is held; the image is idle, in GENERAL.
-            unsafe {
-                allocator.perform_moves(
-                    &mut defrag,
-                    queue,
-                    family,
-                    vec![(
-                        mv,
-                        Movable::Image {
-                            image,
-                            layout: vk::ImageLayout::GENERAL,
-                        },
-                    )],
-                )
-            }
-        })
-        .map_err(|(e, _)| e)
-        .expect("perform_moves");
+    // The image is idle, in GENERAL.
+    let image = perform_image_move(&ctx, &mut defrag, mv, image, vk::ImageLayout::GENERAL);
     defrag.end(allocator).expect("end");
-    for m in moved {
-        let Movable::Image { image, .. } = m else {
-            panic!()
-        };
-        assert_ne!(
-            (image.allocation().memory(), image.allocation().offset()),
-            old_place,
-            "the image moved"
-        );
-        // SAFETY: perform_moves waited.
-        unsafe { allocator.destroy_image(image) }.unwrap();
-    }
+    assert_ne!(
+        (image.allocation().memory(), image.allocation().offset()),
+        old_place,
+        "the image moved"
+    );
+    // SAFETY: perform_moves waited.
+    unsafe { allocator.destroy_image(image) }.unwrap();
     ctx.assert_no_live_allocations();
     assert_eq!(ctx.validation_errors(), 0);
     ctx.finish();
