@@ -169,9 +169,12 @@ impl BlockSnapshot {
         }
     }
 
-    /// Free bytes (the sum of the free ranges).
+    /// Free bytes (the sum of the free ranges, saturating: a snapshot read
+    /// back from a dump is input).
     pub fn free_bytes(&self) -> u64 {
-        self.free_ranges.iter().map(|r| r[1]).sum()
+        self.free_ranges
+            .iter()
+            .fold(0u64, |s, r| s.saturating_add(r[1]))
     }
 }
 

@@ -168,6 +168,26 @@ pub fn read_dump(json: &str) -> Result<Snapshot, DumpError> {
                     )));
                 }
             }
+            // The dump lists both in address order, the free ranges apart:
+            // what draws them (a zoomed strip's search) relies on it.
+            if block
+                .allocations
+                .windows(2)
+                .any(|w| w[1].offset < w[0].offset)
+            {
+                return Err(DumpError::Inconsistent(format!(
+                    "list {li} block {bi}: allocations out of address order"
+                )));
+            }
+            if block
+                .free_ranges
+                .windows(2)
+                .any(|w| w[1][0] < w[0][0] + w[0][1])
+            {
+                return Err(DumpError::Inconsistent(format!(
+                    "list {li} block {bi}: free ranges overlap or are out of address order"
+                )));
+            }
         }
     }
     Ok(snapshot)
@@ -336,7 +356,7 @@ impl Diff {
             } else {
                 let t = tags.entry(k.tag.clone()).or_default();
                 t.freed += 1;
-                t.freed_bytes += k.size;
+                t.freed_bytes = t.freed_bytes.saturating_add(k.size);
                 diff.freed.push((k.clone(), *c));
             }
         }
@@ -344,7 +364,7 @@ impl Diff {
             if !old_keys.contains_key(k) {
                 let t = tags.entry(k.tag.clone()).or_default();
                 t.added += 1;
-                t.added_bytes += k.size;
+                t.added_bytes = t.added_bytes.saturating_add(k.size);
                 diff.added.push((k.clone(), *c));
             }
         }

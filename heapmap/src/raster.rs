@@ -10,6 +10,12 @@ use image::RgbaImage;
 /// The tallest heap map, in pixels (longer content is cut).
 pub const MAX_HEIGHT: u32 = 16384;
 
+/// The most pixels an image may have (width x height; 32 Mpx: a 512 MiB
+/// float canvas and a 128 MiB image): at the widest width the height is cut
+/// at `MAX_PIXELS / width` instead of [`MAX_HEIGHT`], so a dump of thousands
+/// of blocks drawn 16384 pixels wide can't ask for gigabytes.
+pub const MAX_PIXELS: u32 = 1 << 25;
+
 struct Texture {
     width: usize,
     height: usize,
@@ -113,7 +119,7 @@ pub fn render_ui(width: u32, pixels_per_point: f32, mut draw: impl FnMut(&mut Ui
     output.textures_delta.clear();
     let ppp = output.pixels_per_point;
     let primitives = ctx.tessellate(output.shapes, ppp);
-    let height = ((bottom * ppp).ceil() as u32).clamp(1, MAX_HEIGHT);
+    let height = ((bottom * ppp).ceil() as u32).clamp(1, MAX_HEIGHT.min(MAX_PIXELS / width));
     let mut canvas =
         vec![background.to_array().map(|c| c as f32 / 255.0); (width * height) as usize];
     for p in &primitives {

@@ -613,8 +613,8 @@ fn layout_strip(
         let category = state.category(a);
         let dim = filtered && !state.passes(a, category);
         let slot = category as usize * 2 + dim as usize;
-        let lo = (a.offset.max(start) - start) as f64 / bytes_per_column;
-        let hi = (a_end.min(end) - start) as f64 / bytes_per_column;
+        let lo = a.offset.max(start).saturating_sub(start) as f64 / bytes_per_column;
+        let hi = a_end.min(end).saturating_sub(start) as f64 / bytes_per_column;
         let c0 = (lo.floor() as usize).min(columns - 1);
         let c1 = (hi.ceil() as usize).clamp(c0 + 1, columns);
         match acc_column {
@@ -687,8 +687,15 @@ fn list_title(list: &ListSnapshot) -> String {
             flags.push(name);
         }
     }
-    let used: u64 = list.blocks.iter().map(|b| b.allocation_bytes).sum();
-    let committed: u64 = list.blocks.iter().map(|b| b.size).sum();
+    // Saturating: a dump is input, its sizes may sum past u64.
+    let used = list
+        .blocks
+        .iter()
+        .fold(0u64, |s, b| s.saturating_add(b.allocation_bytes));
+    let committed = list
+        .blocks
+        .iter()
+        .fold(0u64, |s, b| s.saturating_add(b.size));
     format!(
         "{} - memory type {} [{}] heap {}: {} blocks, {} used of {}{}",
         match &list.pool {
@@ -772,7 +779,8 @@ pub fn blocks_panel(ui: &mut Ui, s: &Snapshot, diff: Option<&Diff>, state: &mut 
                 let marks = diff_marks(diff, list, bi);
                 let row = block.size.div_ceil(ZOOM_ROWS).max(1);
                 for r in 0..ZOOM_ROWS {
-                    let (start, end) = (r * row, ((r + 1) * row).min(block.size));
+                    let start = r.saturating_mul(row);
+                    let end = start.saturating_add(row).min(block.size);
                     if start >= end {
                         break;
                     }
@@ -841,7 +849,11 @@ pub fn diff_panel(ui: &mut Ui, diff: &Diff) {
             format!(
                 "allocated: {} ({})",
                 diff.added.len(),
-                format_bytes(diff.added.iter().map(|(k, _)| k.size).sum())
+                format_bytes(
+                    diff.added
+                        .iter()
+                        .fold(0u64, |s, (k, _)| s.saturating_add(k.size))
+                )
             ),
         );
         ui.colored_label(
@@ -849,7 +861,11 @@ pub fn diff_panel(ui: &mut Ui, diff: &Diff) {
             format!(
                 "freed: {} ({})",
                 diff.freed.len(),
-                format_bytes(diff.freed.iter().map(|(k, _)| k.size).sum())
+                format_bytes(
+                    diff.freed
+                        .iter()
+                        .fold(0u64, |s, (k, _)| s.saturating_add(k.size))
+                )
             ),
         );
         ui.label(format!("in both: {}", diff.kept));
