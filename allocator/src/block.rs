@@ -429,6 +429,15 @@ impl Block {
         self.meta.push(meta);
     }
 
+    /// Pins the allocation just placed in range `id` (its record was set by
+    /// [`Self::set_meta`] under the same lock).
+    #[cold]
+    pub fn pin(&mut self, id: RangeId) {
+        if let Some(m) = self.meta.get_mut(id.slot() as usize) {
+            m.pinned = true;
+        }
+    }
+
     /// The live allocation with range `id`, if its id is `alloc_id` (counted
     /// as a change: the caller may edit what a snapshot shows, its aliases).
     pub fn live_meta_mut(&mut self, id: RangeId, alloc_id: u64) -> Option<&mut Meta> {

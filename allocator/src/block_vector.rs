@@ -1892,7 +1892,14 @@ impl BlockVector {
     /// committed destination no longer reserved, and a cancellation noted
     /// for it forgotten.
     pub fn resolve_move(&self, source: &Location, id: u64, dest: Option<&Location>) {
-        // A move's destination is in its source's shard.
+        // A committed move's source is freed next, and its destination is
+        // still reserved: both stay marked until then
+        // ([`Self::settle_committed`]), so no other session's pass plans
+        // either of them meanwhile (a source about to be freed, handed out as
+        // a move, would be copied from freed memory).
+        if dest.is_some() {
+            return;
+        }
         let Ok(mut list) = self.lock(source.shard) else {
             return;
         };
@@ -1903,13 +1910,22 @@ impl BlockVector {
         {
             m.moving = false;
         }
-        if let Some(dest) = dest {
-            if let Some(m) = list
-                .block_mut(dest.block)
-                .and_then(|b| b.live_meta_mut(dest.range.id, id))
-            {
-                m.reserved = false;
-            }
+    }
+
+    /// After `end_pass` freed a committed move's source: its destination
+    /// (`dest`, the allocation now named `id`) is an ordinary allocation,
+    /// and the mark the source's free left in `cancelled` goes.
+    pub fn settle_committed(&self, dest: &Location, id: u64) {
+        // A move's destination is in its source's shard.
+        let Ok(mut list) = self.lock(dest.shard) else {
+            return;
+        };
+        list.cancelled.remove(&id);
+        if let Some(m) = list
+            .block_mut(dest.block)
+            .and_then(|b| b.live_meta_mut(dest.range.id, id))
+        {
+            m.reserved = false;
         }
     }
 
@@ -2142,6 +2158,9 @@ impl BlockVector {
             desc.kind,
             env.frame,
         );
+        if desc.options.pinned {
+            block.pin(range.id);
+        }
         Allocation {
             id,
             memory: block.memory,

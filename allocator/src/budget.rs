@@ -51,10 +51,39 @@ pub struct HeapBudgetView {
 /// read on every allocation to rank memory types).
 #[derive(Debug, Default)]
 struct Fetched {
+    /// A sequence lock over the three values: odd while [`Budgets::refresh`]
+    /// writes them; a reader retries until it read one even, unchanged
+    /// sequence, so it never combines one read's usage with another's
+    /// `ours_then`.
+    seq: AtomicU64,
     budget: AtomicU64,
     usage: AtomicU64,
-    /// Our block bytes when `usage` was read, so later changes can be added.
+    /// Our bytes the driver held when `usage` was read (`created`, read
+    /// before the driver's figures), so later changes can be added.
     ours_then: AtomicU64,
+}
+
+impl Fetched {
+    /// `(budget, usage, ours_then)` of one refresh.
+    #[inline]
+    fn read(&self) -> (u64, u64, u64) {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let v = (
+                self.budget.load(Ordering::Relaxed),
+                self.usage.load(Ordering::Relaxed),
+                self.ours_then.load(Ordering::Relaxed),
+            );
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return v;
+            }
+        }
+    }
 }
 
 /// One heap's counters, alone on a cache line: every allocation reads them
@@ -66,6 +95,11 @@ pub(crate) struct HeapState {
     /// Device memory committed by this allocator on the heap, including
     /// reservations for allocations in flight.
     pub block_bytes: AtomicU64,
+    /// Device memory the driver holds for this allocator on the heap: raised
+    /// after `vkAllocateMemory` returns, lowered before `vkFreeMemory`, so at
+    /// any instant it is at most what the driver counts (what is in flight
+    /// is in `block_bytes` alone).
+    pub created: AtomicU64,
     fetched: Fetched,
     /// The largest allocation the memory type memo places in ReBAR memory
     /// on this heap (its size over [`crate::select::REBAR_HEAP_FRACTION`]):
@@ -86,6 +120,8 @@ pub(crate) struct Budgets {
     /// The frame of the last [`Self::refresh_at_frame`] read.
     refreshed_at: AtomicU64,
     heap_sizes: Vec<u64>,
+    /// One [`Self::refresh`] at a time (the sequence locks have one writer).
+    refreshing: parking_lot::Mutex<()>,
 }
 
 impl Budgets {
@@ -103,7 +139,24 @@ impl Budgets {
             from_driver: AtomicBool::new(false),
             committed_high: AtomicU64::new(0),
             refreshed_at: AtomicU64::new(0),
+            refreshing: parking_lot::Mutex::new(()),
         }
+    }
+
+    /// `bytes` of device memory on `heap` that the driver now holds (after
+    /// `vkAllocateMemory` returned).
+    pub fn note_created(&self, heap: u32, bytes: u64) {
+        self.heaps[heap as usize]
+            .created
+            .fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// `bytes` of device memory on `heap` about to be freed (before
+    /// `vkFreeMemory`).
+    pub fn note_freeing(&self, heap: u32, bytes: u64) {
+        self.heaps[heap as usize]
+            .created
+            .fetch_sub(bytes, Ordering::AcqRel);
     }
 
     /// Device memory this allocator has committed on every heap.
@@ -140,21 +193,32 @@ impl Budgets {
 
     /// Reads the driver's budgets (if any) and remembers our usage then.
     pub fn refresh(&self, device: &dyn MemoryDevice) {
+        let _one = self.refreshing.lock();
+        // What the driver holds for us, read before the driver's figures:
+        // memory made meanwhile is then counted twice (the driver's and
+        // ours since), never missed; memory in flight is in `block_bytes`,
+        // which the estimate adds.
+        let ours: Vec<u64> = self
+            .heaps
+            .iter()
+            .map(|h| h.created.load(Ordering::Acquire))
+            .collect();
         let mut out = vec![HeapBudget::default(); self.heaps.len()];
         let from_driver = device.limits().memory_budget && device.heap_budgets(&mut out);
         self.from_driver.store(from_driver, Ordering::Relaxed);
         for (i, heap) in self.heaps.iter().enumerate() {
-            let ours = heap.block_bytes.load(Ordering::Relaxed);
             let f = &heap.fetched;
             // Without the extension only our own usage is known.
             let (budget, usage, ours_then) = if from_driver {
-                (out[i].budget, out[i].usage, ours)
+                (out[i].budget, out[i].usage, ours[i])
             } else {
                 (self.heap_sizes[i] / 100 * ESTIMATED_BUDGET_PERCENT, 0, 0)
             };
+            f.seq.fetch_add(1, Ordering::AcqRel);
             f.budget.store(budget, Ordering::Relaxed);
             f.usage.store(usage, Ordering::Relaxed);
             f.ours_then.store(ours_then, Ordering::Relaxed);
+            f.seq.fetch_add(1, Ordering::Release);
         }
     }
 
@@ -182,12 +246,11 @@ impl Budgets {
     pub fn view(&self, heap: u32) -> HeapBudgetView {
         let state = &self.heaps[heap as usize];
         let ours = state.block_bytes.load(Ordering::Relaxed);
-        let f = &state.fetched;
+        let (budget, usage_then, ours_then) = state.fetched.read();
         HeapBudgetView {
             block_bytes: ours,
-            budget: f.budget.load(Ordering::Relaxed),
-            usage: (f.usage.load(Ordering::Relaxed) + ours)
-                .saturating_sub(f.ours_then.load(Ordering::Relaxed)),
+            budget,
+            usage: usage_then.saturating_add(ours).saturating_sub(ours_then),
             from_driver: self.from_driver.load(Ordering::Relaxed),
         }
     }
@@ -229,10 +292,7 @@ impl Budgets {
             state.block_bytes.fetch_add(bytes, Ordering::AcqRel);
             return Ok(());
         }
-        let f = &state.fetched;
-        let budget = f.budget.load(Ordering::Relaxed);
-        let usage_then = f.usage.load(Ordering::Relaxed);
-        let ours_then = f.ours_then.load(Ordering::Relaxed);
+        let (budget, usage_then, ours_then) = state.fetched.read();
         let usage = |ours: u64| usage_then.saturating_add(ours).saturating_sub(ours_then);
         state
             .block_bytes

@@ -99,6 +99,11 @@ pub struct AllocationOptions<'a> {
     /// Fail with [`crate::Error::OverBudget`] rather than take a heap past
     /// its budget when new device memory is needed.
     pub within_budget: bool,
+    /// Placed pinned: no defragmentation pass plans it as a move until
+    /// [`crate::Allocator::set_movable`] says otherwise (the pin is set with
+    /// the placement, under the same lock, so no pass running meanwhile sees
+    /// it movable). Alias groups are always placed so.
+    pub pinned: bool,
 }
 
 impl<'a> AllocationOptions<'a> {

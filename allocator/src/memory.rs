@@ -206,7 +206,10 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
     // above); a dedicated target is the caller's live, unbound resource whose
     // requirements gave `size` (the contract of `AllocationDesc::dedicated_to`).
     let memory = match unsafe { device.allocate_memory(&info) } {
-        Ok(memory) => memory,
+        Ok(memory) => {
+            budgets.note_created(request.heap, request.size);
+            memory
+        }
         Err(e) => {
             rollback();
             return Err(Error::from_device(
@@ -224,6 +227,7 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
         match unsafe { device.map_memory(memory) } {
             Ok(ptr) => ptr.as_ptr() as usize,
             Err(_) => {
+                budgets.note_freeing(request.heap, request.size);
                 // SAFETY: `memory` is live, unmapped, and nothing is bound to it.
                 unsafe { device.free_memory(memory) };
                 rollback();
@@ -263,6 +267,7 @@ pub(crate) fn destroy(cx: Context<'_>, doomed: Doomed<'_>) {
         // here; no pointer into it outlives its allocations, which are gone.
         unsafe { device.unmap_memory(memory) };
     }
+    budgets.note_freeing(heap, size);
     // SAFETY: the memory was made by `create` on this device, is freed once
     // (its block is removed from its list first), and is unmapped.
     unsafe { device.free_memory(memory) };

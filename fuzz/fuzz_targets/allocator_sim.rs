@@ -805,6 +805,7 @@ impl State {
                 },
                 tag: if req.tagged { "fuzz" } else { "" },
                 within_budget: req.within_budget,
+                pinned: false,
             },
             ..AllocationDesc::default()
         };

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Allocator;
 use crate::alias::{self, AliasGroup, AliasInfo, AliasRequirement};
-use crate::allocation::{Allocation, AllocationId, ListRef};
+use crate::allocation::{Allocation, AllocationId, ListRef, Location};
 use crate::block::PoolAlgorithm;
 use crate::block_vector::{BlockVector, MoveBudget};
 use crate::defrag::{
@@ -123,12 +123,17 @@ impl<D: MemoryDevice> Allocator<D> {
         options: AllocationOptions<'_>,
     ) -> Result<AliasGroup, Error> {
         let packing = alias::pack(members, self.hot.granularity)?;
+        // Pinned as it is placed: a pass running meanwhile never sees it
+        // movable before its members are recorded below.
         let allocation = self.allocate(&AllocationDesc {
             size: packing.size,
             alignment: packing.alignment,
             memory_type_bits: packing.memory_type_bits,
             kind: packing.kind,
-            options,
+            options: AllocationOptions {
+                pinned: true,
+                ..options
+            },
             ..AllocationDesc::default()
         })?;
         let infos: Vec<AliasInfo> = members
@@ -360,6 +365,11 @@ impl Defragmentation {
             })
         };
         let (blocks_before, bytes_before) = held(&touched);
+        let committed: Vec<(ListRef, Location, u64)> = records
+            .iter()
+            .filter(|r| r.old.is_some())
+            .map(|r| (r.list, r.dest_location, r.id))
+            .collect();
         for r in records {
             let doomed = match (r.old, r.dest) {
                 (Some(old), _) => {
@@ -379,6 +389,9 @@ impl Defragmentation {
                     e.error()
                 );
             }
+        }
+        for (list, dest, id) in &committed {
+            allocator.with_vector(*list, |v| v.settle_committed(dest, *id));
         }
         let env = allocator.env();
         for &list in &touched {

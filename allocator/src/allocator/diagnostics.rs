@@ -108,7 +108,11 @@ impl fmt::Display for LeakReport {
 
 impl<D: MemoryDevice> Allocator<D> {
     /// Cheap statistics: per heap, type and pool, from atomic counters. Takes
-    /// no list lock; the pool table's read lock is held briefly.
+    /// no list lock; the pool table's read lock is held briefly. Each counter
+    /// is read on its own: while other threads allocate and free, one
+    /// reading may pair a block's count with its bytes from a moment apart
+    /// (a block counted before its bytes, say); quiescent, it is exact
+    /// ([`Self::validate`] checks it against the blocks).
     pub fn statistics(&self) -> Statistics {
         let props = self.device.memory_properties();
         let mut stats = Statistics {

@@ -222,6 +222,7 @@ impl Contender for Ours {
                 dedicated: DedicatedPolicy::Auto,
                 tag: r.tag,
                 within_budget: false,
+                pinned: false,
             },
         };
         self.allocator

@@ -93,6 +93,7 @@ impl<'a> MemOptions<'a> {
             },
             tag: self.tag,
             within_budget: self.within_budget,
+            pinned: false,
         }
     }
 }
