@@ -65,6 +65,17 @@ fn desc(size: u64, usage: MemoryUsage, pool: Option<PoolId>) -> AllocationDesc<'
     }
 }
 
+/// A mapped upload buffer of 1..=64 KiB, its size drawn from `rng`.
+fn upload(allocator: &Alloc, rng: &mut ChaCha8Rng) -> MappedAllocation {
+    let size = rng.gen_range(1..=64u64) * KIB;
+    allocator
+        .allocate_mapped(&desc(size, MemoryUsage::Upload, None))
+        .unwrap()
+}
+
+/// Mapped buffers kept live by id, each with the byte it is filled with.
+type Live = Mutex<HashMap<AllocationId, (u8, MappedAllocation)>>;
+
 fn check_no_overlap<'a>(live: impl IntoIterator<Item = &'a Allocation>) {
     let mut by_place: BTreeMap<(DeviceMemory, u64), u64> = BTreeMap::new();
     for a in live {
@@ -288,7 +299,7 @@ struct Tally {
 
 fn run_session(
     allocator: &Alloc,
-    live: &Mutex<HashMap<AllocationId, (u8, MappedAllocation)>>,
+    live: &Live,
     tally: &Tally,
     passes: u32,
     algorithm: DefragAlgorithm,
@@ -351,17 +362,13 @@ fn two_sessions_commit_while_workers_free_pin_and_housekeep() {
             .with_block_size(4 * MIB)
             .with_debug_margin(16),
     );
-    let live: Arc<Mutex<HashMap<AllocationId, (u8, MappedAllocation)>>> =
-        Arc::new(Mutex::new(HashMap::new()));
+    let live: Arc<Live> = Arc::new(Mutex::new(HashMap::new()));
     {
         // Fragmented host-visible memory.
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         let mut all = Vec::new();
         for n in 0..600u32 {
-            let size = rng.gen_range(1..=64u64) * KIB;
-            let mut m = allocator
-                .allocate_mapped(&desc(size, MemoryUsage::Upload, None))
-                .unwrap();
+            let mut m = upload(&allocator, &mut rng);
             let byte = (n % 251) as u8 + 1;
             m.as_mut_slice().fill(byte);
             all.push((byte, m));
@@ -407,10 +414,7 @@ fn two_sessions_commit_while_workers_free_pin_and_housekeep() {
                                 }
                             }
                             4..=7 => {
-                                let size = rng.gen_range(1..=64u64) * KIB;
-                                let mut m = allocator
-                                    .allocate_mapped(&desc(size, MemoryUsage::Upload, None))
-                                    .unwrap();
+                                let mut m = upload(&allocator, &mut rng);
                                 let byte = rng.gen_range(1..=255u8);
                                 m.as_mut_slice().fill(byte);
                                 live.lock().unwrap().insert(m.allocation().id(), (byte, m));
@@ -856,16 +860,12 @@ fn committed_destinations_freed_mid_pass_by_other_threads() {
 #[test]
 fn two_sessions_never_hand_out_a_source_another_session_committed_away() {
     let (sim, allocator) = make(AllocatorDesc::default().with_block_size(4 * MIB));
-    let live: Arc<Mutex<HashMap<AllocationId, (u8, MappedAllocation)>>> =
-        Arc::new(Mutex::new(HashMap::new()));
+    let live: Arc<Live> = Arc::new(Mutex::new(HashMap::new()));
     {
         let mut rng = ChaCha8Rng::seed_from_u64(12);
         let mut l = live.lock().unwrap();
         for n in 0..800u32 {
-            let size = rng.gen_range(1..=64u64) * KIB;
-            let mut m = allocator
-                .allocate_mapped(&desc(size, MemoryUsage::Upload, None))
-                .unwrap();
+            let mut m = upload(&allocator, &mut rng);
             let byte = (n % 251) as u8 + 1;
             m.as_mut_slice().fill(byte);
             if n.is_multiple_of(2) {
@@ -900,10 +900,7 @@ fn two_sessions_never_hand_out_a_source_another_session_committed_away() {
                             assert!(holds(&m, byte));
                             allocator.free(m).unwrap();
                         }
-                        let size = rng.gen_range(1..=64u64) * KIB;
-                        let mut m = allocator
-                            .allocate_mapped(&desc(size, MemoryUsage::Upload, None))
-                            .unwrap();
+                        let mut m = upload(&allocator, &mut rng);
                         let byte = rng.gen_range(1..=255u8);
                         m.as_mut_slice().fill(byte);
                         live.lock().unwrap().insert(m.allocation().id(), (byte, m));
