@@ -100,6 +100,10 @@ pub(crate) struct HeapState {
     /// any instant it is at most what the driver counts (what is in flight
     /// is in `block_bytes` alone).
     pub created: AtomicU64,
+    /// Bytes of every [`Budgets::note_freeing`] so far (only grows): a
+    /// refresh subtracts what was freed while it read the driver's usage,
+    /// which may or may not count it.
+    freed: AtomicU64,
     fetched: Fetched,
     /// The largest allocation the memory type memo places in ReBAR memory
     /// on this heap (its size over [`crate::select::REBAR_HEAP_FRACTION`]):
@@ -154,9 +158,11 @@ impl Budgets {
     /// `bytes` of device memory on `heap` about to be freed (before
     /// `vkFreeMemory`).
     pub fn note_freeing(&self, heap: u32, bytes: u64) {
-        self.heaps[heap as usize]
-            .created
-            .fetch_sub(bytes, Ordering::AcqRel);
+        let state = &self.heaps[heap as usize];
+        // `created` first, then `freed`: a refresh that read `created` with
+        // these bytes in it reads `freed` after this add (see `refresh`).
+        state.created.fetch_sub(bytes, Ordering::SeqCst);
+        state.freed.fetch_add(bytes, Ordering::SeqCst);
     }
 
     /// Device memory this allocator has committed on every heap.
@@ -193,18 +199,45 @@ impl Budgets {
 
     /// Reads the driver's budgets (if any) and remembers our usage then.
     pub fn refresh(&self, device: &dyn MemoryDevice) {
+        let has_extension = device.limits().memory_budget;
+        self.refresh_with(|out| has_extension && device.heap_budgets(out));
+    }
+
+    /// [`Self::refresh`] with the driver's read given as `read_driver`
+    /// (`VkPhysicalDeviceMemoryBudgetPropertiesEXT`'s figures into `out`;
+    /// false where the device has none).
+    fn refresh_with(&self, read_driver: impl FnOnce(&mut [HeapBudget]) -> bool) {
         let _one = self.refreshing.lock();
-        // What the driver holds for us, read before the driver's figures:
-        // memory made meanwhile is then counted twice (the driver's and
-        // ours since), never missed; memory in flight is in `block_bytes`,
-        // which the estimate adds.
+        // What the driver holds for us (`ours_then`) must be at most what
+        // its usage counts of ours, or the estimate (usage + ours now -
+        // ours then) comes out low. `created` is read before the driver's
+        // figures: memory made meanwhile is then counted twice (the
+        // driver's and ours since), never missed; memory in flight is in
+        // `block_bytes`, which the estimate adds. Memory freed meanwhile
+        // may be in `created` and gone from the driver's usage: every byte
+        // whose `note_freeing` came after the `created` read is in `freed`
+        // between the two reads around the driver's (a free lowers
+        // `created` before it adds to `freed`, and both before
+        // `vkFreeMemory`), so those bytes are taken off.
+        let before: Vec<(u64, u64)> = self
+            .heaps
+            .iter()
+            .map(|h| {
+                let freed = h.freed.load(Ordering::SeqCst);
+                (freed, h.created.load(Ordering::SeqCst))
+            })
+            .collect();
+        let mut out = vec![HeapBudget::default(); self.heaps.len()];
+        let from_driver = read_driver(&mut out);
         let ours: Vec<u64> = self
             .heaps
             .iter()
-            .map(|h| h.created.load(Ordering::Acquire))
+            .zip(&before)
+            .map(|(h, &(freed_before, created))| {
+                let freed_meanwhile = h.freed.load(Ordering::SeqCst).wrapping_sub(freed_before);
+                created.saturating_sub(freed_meanwhile)
+            })
             .collect();
-        let mut out = vec![HeapBudget::default(); self.heaps.len()];
-        let from_driver = device.limits().memory_budget && device.heap_budgets(&mut out);
         self.from_driver.store(from_driver, Ordering::Relaxed);
         for (i, heap) in self.heaps.iter().enumerate() {
             let f = &heap.fetched;
@@ -387,5 +420,44 @@ mod tests {
             );
             assert_eq!(granted.into_inner(), 2);
         }
+    }
+
+    /// Memory freed while a refresh reads the driver's usage is gone from
+    /// that usage but was in the allocator's count of what the driver held
+    /// for it: subtracting the count read before would take the freed bytes
+    /// off twice, and the estimate would come out low by them (the heap went
+    /// past its budget by a few MiB in `adversary_threads`' probe).
+    #[test]
+    fn memory_freed_during_a_refresh_is_not_subtracted_twice() {
+        const MIB: u64 = 1 << 20;
+        let props = crate::sim::tables::nvidia_h200().memory_properties;
+        let budgets = Budgets::new(&props);
+        // 10 MiB of ours, created; another process uses 5 MiB.
+        budgets.reserve(0, 10 * MIB, false).unwrap();
+        budgets.note_created(0, 10 * MIB);
+        budgets.refresh_with(|out| {
+            // 4 MiB freed after the refresh began: the driver's usage no
+            // longer counts it.
+            budgets.note_freeing(0, 4 * MIB);
+            out[0] = HeapBudget {
+                budget: 64 * MIB,
+                usage: 5 * MIB + 6 * MIB,
+            };
+            true
+        });
+        budgets.release(0, 4 * MIB);
+        assert_eq!(budgets.view(0).usage, 11 * MIB, "5 MiB theirs + 6 MiB ours");
+        // Memory made during a refresh may be counted twice (on the safe
+        // side), never missed.
+        budgets.refresh_with(|out| {
+            budgets.reserve(0, 2 * MIB, false).unwrap();
+            budgets.note_created(0, 2 * MIB);
+            out[0] = HeapBudget {
+                budget: 64 * MIB,
+                usage: 5 * MIB + 8 * MIB,
+            };
+            true
+        });
+        assert!(budgets.view(0).usage >= 13 * MIB);
     }
 }
