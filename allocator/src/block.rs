@@ -67,7 +67,15 @@ pub(crate) struct Block {
     /// an allocation's record); a block's own counter, so the hot path
     /// touches no shared cache line.
     pub generation: u64,
+    /// Live records with a mark the free path must undo ([`Meta::is_marked`]:
+    /// a pending move's source, declared aliases). While it is 0 (always,
+    /// outside defragmentation and alias groups) a free reads no record: the
+    /// record's cache line is one of the few a free would otherwise miss.
+    pub marked: u32,
     pub size: u64,
+    /// The alias members declared on live allocations, by their range's
+    /// slot (only those with some: [`Meta::aliased`]).
+    pub aliases: HashMap<u32, Vec<crate::alias::AliasInfo>>,
     /// Unique among every block this process makes (never reused, unlike a
     /// `VkDeviceMemory` handle): with `generation`, the key that lets a
     /// snapshot reuse what it saw of an unchanged block.
@@ -83,6 +91,7 @@ pub(crate) struct Block {
 // The layout [`Block`] promises: the hot fields within three cache lines.
 const _: () = {
     assert!(std::mem::offset_of!(Block, generation) + 8 <= 192);
+    assert!(std::mem::offset_of!(Block, marked) + 4 <= 192);
 };
 
 /// Hashes a block offset with one multiply: offsets are distinct integers,
@@ -125,16 +134,17 @@ fn next_uid() -> u64 {
 /// What a block knows of one of its allocations beyond its range: enough to
 /// place it again elsewhere (defragmentation) and to find it by id.
 ///
-/// Laid out for the cache (`repr(C)`, fields in this order): the fields a
-/// free reads and writes (`live`, `moving`, `aliases`) are the record's
-/// first 32 bytes, so a free of a record nobody touched lately mostly
-/// misses one line (in Rust's own order they lay 75 bytes apart: two lines,
-/// at some offsets three, of the 104-byte records); `id` and `range`, read
-/// when a move is pending, follow.
-#[derive(Clone, Debug, Default)]
-#[repr(C)]
+/// Plain data (`Copy`, no `Drop`): [`Block::set_meta`] writes a record over
+/// the slot's old one without reading it (a read of a record nobody touched
+/// lately is a cache miss the allocate path would wait for), and a free
+/// reads none unless the block has marked records ([`Block::marked`]). An
+/// alias group's member list, rare, is kept beside the records
+/// ([`Block::aliases`]).
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Meta {
-    /// Whether the slot holds a live allocation.
+    /// Whether the slot's record was written by [`Block::set_meta`]. A free
+    /// leaves it set (it need not touch the record): the allocation is live
+    /// only while its range is too ([`Block::live_metas`] asks both).
     pub live: bool,
     /// The source of a defragmentation move not yet resolved.
     pub moving: bool,
@@ -142,10 +152,10 @@ pub(crate) struct Meta {
     pub pinned: bool,
     /// A defragmentation move's destination, not yet handed to the caller.
     pub reserved: bool,
+    /// Alias members are declared on this allocation (in [`Block::aliases`]).
+    pub aliased: bool,
     /// The resource kind.
     pub kind: ResourceKind,
-    /// Alias members declared on this allocation.
-    pub aliases: Vec<crate::alias::AliasInfo>,
     /// The allocation's stable id (kept across defragmentation moves).
     pub id: u64,
     /// The committed range (margins and padding included).
@@ -162,15 +172,19 @@ pub(crate) struct Meta {
     pub frame: u64,
 }
 
-// The layout [`Meta`] promises: no larger than Rust's own, the free
-// path's fields in its first 32 bytes.
+// The layout [`Meta`] promises: no larger than this (it was 104 bytes with
+// the alias list inline).
 const _: () = {
-    assert!(std::mem::size_of::<Meta>() == 104);
-    assert!(
-        std::mem::offset_of!(Meta, aliases) + std::mem::size_of::<Vec<crate::alias::AliasInfo>>()
-            <= 32
-    );
+    assert!(std::mem::size_of::<Meta>() <= 80);
 };
+
+impl Meta {
+    /// Whether the record has a mark a free must undo: the source of a
+    /// pending move (the free cancels it), or declared aliases (dropped).
+    pub fn is_marked(&self) -> bool {
+        self.moving || self.aliased
+    }
+}
 
 /// The `RangeId` of a dedicated block's single range.
 const DEDICATED_RANGE: RangeId = RangeId(0);
@@ -200,6 +214,8 @@ impl Block {
             meta: Vec::new(),
             uid: next_uid(),
             generation: 0,
+            marked: 0,
+            aliases: HashMap::new(),
         }
     }
 
@@ -222,6 +238,8 @@ impl Block {
             meta: Vec::new(),
             uid: next_uid(),
             generation: 0,
+            marked: 0,
+            aliases: HashMap::new(),
         }
     }
 
@@ -307,16 +325,40 @@ impl Block {
             if !self.tags.is_empty() {
                 self.tags.remove(&offset);
             }
-            if let Some(meta) = self.meta.get_mut(id.slot() as usize) {
-                meta.live = false;
-                // Most allocations declare no aliases: an empty list (no
-                // capacity) is already what `Vec::new()` would put there.
-                if meta.aliases.capacity() != 0 {
-                    meta.aliases = Vec::new();
-                }
+            if self.marked != 0 {
+                self.unmark_freed(id);
             }
         }
         result
+    }
+
+    /// After the free of range `id` in a block with marked records: its
+    /// record's marks go (its alias list dropped), and the count with them.
+    #[cold]
+    #[inline(never)]
+    fn unmark_freed(&mut self, id: RangeId) {
+        if let Some(meta) = self.meta.get_mut(id.slot() as usize) {
+            if meta.live && meta.range.id == id {
+                if meta.is_marked() {
+                    self.marked -= 1;
+                }
+                if meta.aliased {
+                    self.aliases.remove(&id.slot());
+                }
+                meta.live = false;
+                meta.moving = false;
+                meta.aliased = false;
+            }
+        }
+    }
+
+    /// Whether `id` names a live allocation of the block.
+    pub fn is_live(&self, id: RangeId) -> bool {
+        match &self.algo {
+            Algo::Tlsf(t) => t.is_live(id),
+            Algo::Linear(l) => l.is_live(id),
+            Algo::Dedicated { live, .. } => *live && id == DEDICATED_RANGE,
+        }
     }
 
     /// Frees every allocation (linear pools' free-at-once).
@@ -324,6 +366,8 @@ impl Block {
         self.generation += 1;
         self.tags.clear();
         self.meta.clear();
+        self.marked = 0;
+        self.aliases.clear();
         match &mut self.algo {
             Algo::Tlsf(t) => t.clear(),
             Algo::Linear(l) => l.clear(),
@@ -333,10 +377,9 @@ impl Block {
 
     /// Records what is known of a new live allocation in `range` (a
     /// placement's `alignment`, `lead`, `margin`, and the `size` and `kind`
-    /// asked, made in `frame`), written field by field into the slot's
-    /// [`Meta`]: no whole record is built and moved (the allocate path's
-    /// one record per call). The slot's alias list is replaced by an empty
-    /// one and its flags cleared, as a fresh `Meta` would have them.
+    /// asked, made in `frame`): the record is stored over the slot's old one
+    /// (a freed allocation's: unmarked, see [`Self::marked`]) without
+    /// reading it, its flags cleared.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub fn set_meta(
@@ -352,64 +395,27 @@ impl Block {
     ) {
         self.generation += 1;
         let slot = range.id.slot() as usize;
-        if self.meta.len() <= slot {
+        let meta = Meta {
+            live: true,
+            id,
+            range,
+            alignment,
+            lead,
+            margin,
+            size,
+            kind,
+            pinned: false,
+            moving: false,
+            reserved: false,
+            aliased: false,
+            frame,
+        };
+        match self.meta.get_mut(slot) {
+            Some(old) => *old = meta,
             // A new slot (a block's slots are handed out in rising order
-            // while it fills): the record is pushed as built, not written
-            // over a default one.
-            self.push_meta(
-                slot,
-                Meta {
-                    live: true,
-                    id,
-                    range,
-                    alignment,
-                    lead,
-                    margin,
-                    size,
-                    kind,
-                    pinned: false,
-                    moving: false,
-                    reserved: false,
-                    aliases: Vec::new(),
-                    frame,
-                },
-            );
-            return;
+            // while it fills).
+            None => self.push_meta(slot, meta),
         }
-        // Destructured without `..`: a field added to `Meta` must be set here.
-        let Meta {
-            live,
-            id: meta_id,
-            range: meta_range,
-            alignment: meta_alignment,
-            lead: meta_lead,
-            margin: meta_margin,
-            size: meta_size,
-            kind: meta_kind,
-            pinned,
-            moving,
-            reserved,
-            aliases,
-            frame: meta_frame,
-        } = &mut self.meta[slot];
-        *live = true;
-        *meta_id = id;
-        *meta_range = range;
-        *meta_alignment = alignment;
-        *meta_lead = lead;
-        *meta_margin = margin;
-        *meta_size = size;
-        *meta_kind = kind;
-        *pinned = false;
-        *moving = false;
-        *reserved = false;
-        // A freed record's list is already empty without capacity (the
-        // free path replaces one that has some): only then is there
-        // anything to drop and replace.
-        if aliases.capacity() != 0 {
-            *aliases = Vec::new();
-        }
-        *meta_frame = frame;
     }
 
     /// Stores `meta` as the record of slot `slot`, at or past the end of
@@ -438,18 +444,61 @@ impl Block {
         }
     }
 
-    /// The live allocation with range `id`, if its id is `alloc_id` (counted
-    /// as a change: the caller may edit what a snapshot shows, its aliases).
-    pub fn live_meta_mut(&mut self, id: RangeId, alloc_id: u64) -> Option<&mut Meta> {
+    /// Declares `members` on the live allocation with range `id`, if its id
+    /// is `alloc_id` (an alias group: also pinned, since its members are
+    /// bound into it). `None` when there is none.
+    pub fn set_aliases(
+        &mut self,
+        id: RangeId,
+        alloc_id: u64,
+        members: Vec<crate::alias::AliasInfo>,
+    ) -> Option<()> {
+        let aliased = !members.is_empty();
+        self.with_live_meta(id, alloc_id, |m| {
+            m.aliased = aliased;
+            m.pinned = true;
+        })?;
+        if aliased {
+            self.aliases.insert(id.slot(), members);
+        } else {
+            self.aliases.remove(&id.slot());
+        }
+        Some(())
+    }
+
+    /// Calls `change` with the record of the live allocation with range
+    /// `id`, if its id is `alloc_id`; `None` when there is none. Counted as
+    /// a change (the caller may edit what a snapshot shows, its aliases),
+    /// and [`Self::marked`] follows what `change` did to the record's marks.
+    pub fn with_live_meta<R>(
+        &mut self,
+        id: RangeId,
+        alloc_id: u64,
+        change: impl FnOnce(&mut Meta) -> R,
+    ) -> Option<R> {
         self.generation += 1;
-        self.meta
+        if !self.is_live(id) {
+            return None;
+        }
+        let meta = self
+            .meta
             .get_mut(id.slot() as usize)
-            .filter(|m| m.live && m.id == alloc_id && m.range.id == id)
+            .filter(|m| m.live && m.id == alloc_id && m.range.id == id)?;
+        let was = meta.is_marked();
+        let result = change(meta);
+        match (was, meta.is_marked()) {
+            (false, true) => self.marked += 1,
+            (true, false) => self.marked -= 1,
+            _ => {}
+        }
+        Some(result)
     }
 
     /// The live allocations' records.
     pub fn live_metas(&self) -> impl Iterator<Item = &Meta> {
-        self.meta.iter().filter(|m| m.live)
+        self.meta
+            .iter()
+            .filter(|m| m.live && self.is_live(m.range.id))
     }
 
     /// Whether the block places with TLSF (the one algorithm defragmentation moves from and into).
@@ -540,6 +589,24 @@ impl Block {
                 self.allocation_count()
             )));
         }
+        let marked = self.live_metas().filter(|m| m.is_marked()).count() as u32;
+        let aliased = self.live_metas().filter(|m| m.aliased).count();
+        if aliased != self.aliases.len()
+            || self
+                .live_metas()
+                .any(|m| m.aliased != self.aliases.contains_key(&m.range.id.slot()))
+        {
+            return Err(RangeError::Invariant(format!(
+                "{aliased} records with aliases, {} alias lists",
+                self.aliases.len()
+            )));
+        }
+        if marked != self.marked {
+            return Err(RangeError::Invariant(format!(
+                "{marked} marked allocation records counted as {}",
+                self.marked
+            )));
+        }
         if let Some(m) = self
             .live_metas()
             .find(|m| m.range.offset.saturating_add(m.range.size) > self.size)
@@ -563,5 +630,81 @@ impl Block {
             }
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range::{RangeKind, RangeRequest};
+
+    fn place(block: &mut Block, id: u64) -> Range {
+        let range = block
+            .allocate(&RangeRequest {
+                size: 256,
+                alignment: 256,
+                kind: RangeKind::Linear,
+            })
+            .expect("room");
+        block.set_meta(id, range, 256, 0, 0, 256, ResourceKind::Buffer, 0);
+        range
+    }
+
+    /// A free reads no record while none is marked; marks (a pending move,
+    /// declared aliases) are counted, and a free of a marked record undoes
+    /// its marks and drops its alias list. A slot's next record is written
+    /// over the freed one.
+    #[test]
+    fn marked_records_are_counted_and_unmarked_by_their_free() {
+        let mut block = Block::new(DeviceMemory(1), 1 << 20, 0, PoolAlgorithm::Tlsf, 1);
+        let (a, b, c) = (
+            place(&mut block, 1),
+            place(&mut block, 2),
+            place(&mut block, 3),
+        );
+        assert_eq!(block.marked, 0);
+        block.with_live_meta(a.id, 1, |m| m.moving = true).unwrap();
+        let member = crate::alias::AliasInfo {
+            offset: 0,
+            size: 256,
+            kind: "buffer".into(),
+            first_pass: 0,
+            last_pass: 1,
+            tag: None,
+        };
+        block.set_aliases(b.id, 2, vec![member]).unwrap();
+        assert_eq!(block.marked, 2);
+        assert!(block
+            .live_metas()
+            .any(|m| m.id == 2 && m.pinned && m.aliased));
+        // The wrong allocation id, or a freed range, finds no record.
+        assert!(block.with_live_meta(a.id, 9, |_| ()).is_none());
+        block.validate().unwrap();
+
+        assert!(!block.free(b.id, b.offset).unwrap());
+        assert_eq!(block.marked, 1);
+        assert!(block.aliases.is_empty());
+        assert!(block.with_live_meta(b.id, 2, |_| ()).is_none());
+        block.validate().unwrap();
+
+        block.with_live_meta(a.id, 1, |m| m.moving = false).unwrap();
+        assert_eq!(block.marked, 0);
+
+        // A free in a block without marks leaves the record as it was (not
+        // read), no longer live since its range is not.
+        assert!(!block.free(c.id, c.offset).unwrap());
+        assert!(block.meta[c.id.slot() as usize].live);
+        assert!(block.live_metas().all(|m| m.id != 3));
+        block.validate().unwrap();
+
+        // A new allocation in a freed slot gets a fresh record.
+        let d = place(&mut block, 4);
+        assert!(block
+            .live_metas()
+            .any(|m| m.id == 4 && !m.moving && !m.aliased));
+        block.validate().unwrap();
+        assert!(!block.free(a.id, a.offset).unwrap());
+        assert!(block.free(d.id, d.offset).unwrap());
+        block.validate().unwrap();
     }
 }

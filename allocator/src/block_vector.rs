@@ -243,8 +243,8 @@ fn room_window(
         let mut spans: Vec<(u64, u64, bool)> = block
             .live_metas()
             .map(|m| {
-                let movable = !(m.pinned || m.moving || m.reserved || !m.aliases.is_empty())
-                    && m.range.size <= max_move;
+                let movable =
+                    !(m.pinned || m.moving || m.reserved || m.aliased) && m.range.size <= max_move;
                 (m.range.offset, m.range.size, movable)
             })
             .collect();
@@ -361,7 +361,7 @@ fn plan_steps(list: &BlockList, algorithm: DefragAlgorithm) -> Vec<Step> {
             index,
             size: b.size,
             allocated: b.allocated_bytes(),
-            pinned: b.live_metas().any(|m| m.pinned || !m.aliases.is_empty()),
+            pinned: b.live_metas().any(|m| m.pinned || m.aliased),
         })
         .collect();
     blocks.sort_by(|a, b| b.allocated.cmp(&a.allocated).then(a.index.cmp(&b.index)));
@@ -1336,11 +1336,17 @@ impl BlockVector {
         let Some(block) = list.block(location.block) else {
             return Err(Box::new(missing_block(location.block)));
         };
-        let moving = block
-            .meta
-            .get(location.range.id.slot() as usize)
-            .filter(|m| m.live && m.moving && m.range.id == location.range.id)
-            .map(|m| m.id);
+        // The record is read only where some record of the block is marked
+        // (`Block::marked`): a free of an unmarked block touches no record.
+        let moving = if block.marked != 0 {
+            block
+                .meta
+                .get(location.range.id.slot() as usize)
+                .filter(|m| m.live && m.moving && m.range.id == location.range.id)
+                .map(|m| m.id)
+        } else {
+            None
+        };
         let margin = self.margin(debug_margin);
         let corrupted = margin > 0
             && block.host_address != 0
@@ -1746,7 +1752,7 @@ impl BlockVector {
             let Some(block) = list.block(src) else {
                 continue;
             };
-            let busy = |m: &Meta| m.pinned || m.moving || m.reserved || !m.aliases.is_empty();
+            let busy = |m: &Meta| m.pinned || m.moving || m.reserved || m.aliased;
             if step.whole && block.live_metas().any(busy) {
                 continue;
             }
@@ -1853,19 +1859,15 @@ impl BlockVector {
         };
         let dest_allocation =
             self.finish(env, shard, list, dest, range, &placement, &desc, meta.id);
-        if let Some(m) = list
-            .block_mut(dest)
-            .and_then(|b| b.live_meta_mut(range.id, meta.id))
-        {
-            m.reserved = true;
-            // A move keeps the allocation's age.
-            m.frame = meta.frame;
+        if let Some(b) = list.block_mut(dest) {
+            b.with_live_meta(range.id, meta.id, |m| {
+                m.reserved = true;
+                // A move keeps the allocation's age.
+                m.frame = meta.frame;
+            });
         }
-        if let Some(m) = list
-            .block_mut(src)
-            .and_then(|b| b.live_meta_mut(meta.range.id, meta.id))
-        {
-            m.moving = true;
+        if let Some(b) = list.block_mut(src) {
+            b.with_live_meta(meta.range.id, meta.id, |m| m.moving = true);
         }
         budget.bytes -= meta.range.size;
         budget.allocations -= 1;
@@ -1904,11 +1906,8 @@ impl BlockVector {
             return;
         };
         list.cancelled.remove(&id);
-        if let Some(m) = list
-            .block_mut(source.block)
-            .and_then(|b| b.live_meta_mut(source.range.id, id))
-        {
-            m.moving = false;
+        if let Some(b) = list.block_mut(source.block) {
+            b.with_live_meta(source.range.id, id, |m| m.moving = false);
         }
     }
 
@@ -1921,11 +1920,8 @@ impl BlockVector {
             return;
         };
         list.cancelled.remove(&id);
-        if let Some(m) = list
-            .block_mut(dest.block)
-            .and_then(|b| b.live_meta_mut(dest.range.id, id))
-        {
-            m.reserved = false;
+        if let Some(b) = list.block_mut(dest.block) {
+            b.with_live_meta(dest.range.id, id, |m| m.reserved = false);
         }
     }
 
@@ -1948,9 +1944,24 @@ impl BlockVector {
         if self.epoch.load(Ordering::Relaxed) != location.epoch {
             return None;
         }
-        list.block_mut(location.block)
-            .and_then(|b| b.live_meta_mut(location.range.id, id))
-            .map(change)
+        list.block_mut(location.block)?
+            .with_live_meta(location.range.id, id, change)
+    }
+
+    /// Declares alias `members` on the live allocation at `location` with id
+    /// `id` (and pins it); `None` when there is none.
+    pub fn set_aliases(
+        &self,
+        location: &Location,
+        id: u64,
+        members: Vec<crate::alias::AliasInfo>,
+    ) -> Option<()> {
+        let mut list = self.lock(location.shard).ok()?;
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return None;
+        }
+        list.block_mut(location.block)?
+            .set_aliases(location.range.id, id, members)
     }
 
     /// Frees every empty shared block above `min_blocks`.

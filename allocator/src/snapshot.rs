@@ -140,13 +140,17 @@ impl BlockSnapshot {
                 aliases: Vec::new(),
             })
         });
-        for meta in block.live_metas().filter(|m| !m.aliases.is_empty()) {
+        for meta in block.live_metas().filter(|m| m.aliased) {
             let at = allocations.partition_point(|a| a.offset < meta.range.offset);
             if let Some(a) = allocations
                 .get_mut(at)
                 .filter(|a| a.offset == meta.range.offset)
             {
-                a.aliases = meta.aliases.clone();
+                a.aliases = block
+                    .aliases
+                    .get(&meta.range.id.slot())
+                    .cloned()
+                    .unwrap_or_default();
             }
         }
         Self {

@@ -73,7 +73,7 @@ impl<D: MemoryDevice> Allocator<D> {
         let set = self
             .with_vector(location.list, |v| {
                 v.with_meta(&location, allocation.id, |m| {
-                    if movable && !m.aliases.is_empty() {
+                    if movable && m.aliased {
                         return false;
                     }
                     m.pinned = !movable;
@@ -100,10 +100,8 @@ impl<D: MemoryDevice> Allocator<D> {
             && self
                 .with_vector(location.list, |v| {
                     !v.is_linear()
-                        && v.with_meta(&location, allocation.id, |m| {
-                            !m.pinned && m.aliases.is_empty()
-                        })
-                        .unwrap_or(false)
+                        && v.with_meta(&location, allocation.id, |m| !m.pinned && !m.aliased)
+                            .unwrap_or(false)
                 })
                 .unwrap_or(false)
     }
@@ -150,10 +148,7 @@ impl<D: MemoryDevice> Allocator<D> {
             .collect();
         let location = allocation.location;
         self.with_vector(location.list, |v| {
-            v.with_meta(&location, allocation.id, |m| {
-                m.aliases = infos;
-                m.pinned = true;
-            })
+            v.set_aliases(&location, allocation.id, infos)
         });
         Ok(AliasGroup {
             allocation,

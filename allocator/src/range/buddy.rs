@@ -184,6 +184,12 @@ impl RangeAllocator for BuddyAllocator {
         }
     }
 
+    fn is_live(&self, id: RangeId) -> bool {
+        self.slots
+            .get(id.slot() as usize)
+            .is_some_and(|s| s.live && s.generation == id.generation())
+    }
+
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let index = id.slot() as usize;
         let slot = match self.slots.get_mut(index) {

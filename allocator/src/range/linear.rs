@@ -358,6 +358,12 @@ impl RangeAllocator for LinearAllocator {
         }
     }
 
+    fn is_live(&self, id: RangeId) -> bool {
+        self.slots
+            .get(id.slot() as usize)
+            .is_some_and(|slot| slot.live && slot.generation == id.generation())
+    }
+
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
         let slot = match self.slots.get_mut(id.slot() as usize) {
             Some(slot) if slot.live && slot.generation == id.generation() => slot,

@@ -109,6 +109,8 @@ pub trait RangeAllocator: Send + std::fmt::Debug {
     }
     /// Frees a live allocation.
     fn free(&mut self, id: RangeId) -> Result<(), RangeError>;
+    /// Whether `id` names a live allocation (not freed, not stale).
+    fn is_live(&self, id: RangeId) -> bool;
     /// Frees every allocation at once.
     fn clear(&mut self);
     /// Live allocations.

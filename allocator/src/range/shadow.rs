@@ -368,7 +368,9 @@ impl<'a> Driver<'a> {
     /// Frees a live allocation and expects success.
     pub fn free_id(&mut self, id: RangeId) {
         self.ops += 1;
+        assert!(self.allocator.is_live(id), "{}", self.context);
         assert_eq!(self.allocator.free(id), Ok(()), "{}", self.context);
+        assert!(!self.allocator.is_live(id), "{}", self.context);
         self.shadow.remove(id);
         if self.dead.len() < 64 {
             self.dead.push(id);
@@ -385,6 +387,7 @@ impl<'a> Driver<'a> {
             return; // The slot came back at the same generation: the id is live again.
         }
         self.ops += 1;
+        assert!(!self.allocator.is_live(id), "{}", self.context);
         assert_eq!(
             self.allocator.free(id),
             Err(RangeError::UnknownId(id)),

@@ -837,6 +837,12 @@ impl RangeAllocator for TlsfAllocator {
         Ok(())
     }
 
+    fn is_live(&self, id: RangeId) -> bool {
+        self.nodes.get(id.slot() as usize).is_some_and(|node| {
+            matches!(node.state, State::Used(_)) && node.generation == id.generation()
+        })
+    }
+
     fn clear(&mut self) {
         self.reset();
     }
