@@ -174,6 +174,9 @@ pub struct TlsfAllocator {
     heads: Box<[[u32; SL_COUNT]; FL_COUNT]>,
     free_count: u32,
     used_count: u32,
+    /// Live allocations by kind (`RangeKind` as an index): where none
+    /// conflicts with a request's kind, [`Self::fit`] reads no neighbour.
+    used_by_kind: [u32; 3],
     used_bytes: u64,
     /// Bumped on every change, to catch a stale placement in debug builds.
     epoch: u64,
@@ -196,6 +199,7 @@ impl TlsfAllocator {
             heads: Box::new([[NIL; SL_COUNT]; FL_COUNT]),
             free_count: 0,
             used_count: 0,
+            used_by_kind: [0; 3],
             used_bytes: 0,
             epoch: 0,
         };
@@ -227,6 +231,7 @@ impl TlsfAllocator {
         *self.heads = [[NIL; SL_COUNT]; FL_COUNT];
         self.free_count = 0;
         self.used_count = 0;
+        self.used_by_kind = [0; 3];
         self.used_bytes = 0;
         self.seed();
     }
@@ -378,17 +383,40 @@ impl TlsfAllocator {
     #[inline]
     fn fit(&self, index: u32, size: u64, alignment: u64, kind: RangeKind) -> Option<u64> {
         let node = &self.nodes[index as usize];
-        let neighbour = |other: u32| match self.nodes.get(other as usize).map(|n| n.state) {
-            Some(State::Used(kind)) => Some(kind),
-            _ => None,
+        // A neighbour is read only if it may share a page with the request
+        // and hold a conflicting kind: not when no live allocation of the
+        // block conflicts with `kind` (a block of buffers alone), nor across
+        // a page boundary. (Each neighbour read is a node of its own, often
+        // a cache line the allocation would not otherwise touch.)
+        let check = self.granularity > 1 && self.may_conflict(kind);
+        let neighbour = |other: u32, boundary: u64| {
+            if !check || boundary % self.granularity == 0 {
+                return None;
+            }
+            match self.nodes.get(other as usize).map(|n| n.state) {
+                Some(State::Used(kind)) => Some(kind),
+                _ => None,
+            }
         };
         let gap = Gap {
             start: node.offset,
             end: node.end(),
-            before: neighbour(node.prev).map(|kind| (node.offset, kind)),
-            after: neighbour(node.next).map(|kind| (node.end(), kind)),
+            before: neighbour(node.prev, node.offset).map(|kind| (node.offset, kind)),
+            after: neighbour(node.next, node.end()).map(|kind| (node.end(), kind)),
         };
         gap.place(size, alignment, kind, self.granularity)
+    }
+
+    /// Whether some live allocation of the block conflicts with `kind` under
+    /// buffer-image granularity ([`RangeKind::conflicts_with`]).
+    #[inline(always)]
+    fn may_conflict(&self, kind: RangeKind) -> bool {
+        let [linear, optimal, unknown] = self.used_by_kind;
+        match kind {
+            RangeKind::Linear => optimal + unknown != 0,
+            RangeKind::Optimal => linear + unknown != 0,
+            RangeKind::Unknown => self.used_count != 0,
+        }
     }
 
     /// Checks the head of the first non-empty list at or after the one that
@@ -507,6 +535,7 @@ impl TlsfAllocator {
         node.generation = node.generation.wrapping_add(1);
         let id = RangeId::from_parts(used, node.generation);
         self.used_count += 1;
+        self.used_by_kind[kind as usize] += 1;
         self.used_bytes += placement.size;
         self.epoch = self.epoch.wrapping_add(1);
         Range {
@@ -696,6 +725,21 @@ impl TlsfAllocator {
         if offset != self.capacity {
             return Self::broken(format!("the nodes end at {offset}, not {}", self.capacity));
         }
+        let mut by_kind = [0u32; 3];
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if let State::Used(kind) = node.state {
+                by_kind[kind as usize] += 1;
+            }
+            index = node.next;
+        }
+        if by_kind != self.used_by_kind {
+            return Self::broken(format!(
+                "live allocations by kind {by_kind:?}, counted {:?}",
+                self.used_by_kind
+            ));
+        }
         if (free, used, used_bytes) != (self.free_count, self.used_count, self.used_bytes) {
             return Self::broken(format!(
                 "counted {free} free, {used} used ({used_bytes} bytes)"
@@ -817,11 +861,14 @@ impl RangeAllocator for TlsfAllocator {
             }
             _ => return Err(RangeError::UnknownId(id)),
         };
-        node.state = State::Free;
+        let State::Used(kind) = std::mem::replace(&mut node.state, State::Free) else {
+            unreachable!("matched as used above");
+        };
         let Node {
             size, prev, next, ..
         } = *node;
         self.used_count -= 1;
+        self.used_by_kind[kind as usize] -= 1;
         self.used_bytes -= size;
         if next != NIL && self.nodes[next as usize].state.is_free() {
             self.remove_free(next);
