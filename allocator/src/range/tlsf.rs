@@ -390,7 +390,7 @@ impl TlsfAllocator {
         // a cache line the allocation would not otherwise touch.)
         let check = self.granularity > 1 && self.may_conflict(kind);
         let neighbour = |other: u32, boundary: u64| {
-            if !check || boundary % self.granularity == 0 {
+            if !check || boundary.is_multiple_of(self.granularity) {
                 return None;
             }
             match self.nodes.get(other as usize).map(|n| n.state) {
