@@ -124,7 +124,10 @@ impl AliasGroup {
         self.members.get(index)
     }
 
-    /// The members' sizes summed, minus the allocation's size.
+    /// The members' sizes summed, minus the allocation's size (as asked: the
+    /// statistics' [`crate::stats::DetailedStatistics::aliased_bytes_saved`]
+    /// subtracts the range the allocation holds, padding and debug margins
+    /// included).
     pub fn bytes_saved(&self) -> u64 {
         let sum = self
             .members

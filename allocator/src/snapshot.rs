@@ -227,7 +227,8 @@ pub struct Snapshot {
     /// Resources aliased on shared allocations (alias group members).
     #[serde(default)]
     pub alias_member_count: u64,
-    /// Bytes aliasing saves: the members' sizes minus the allocations'.
+    /// Bytes aliasing saves: the members' sizes minus the ranges their
+    /// allocations hold (as [`crate::stats::DetailedStatistics::aliased_bytes_saved`]).
     #[serde(default)]
     pub aliased_bytes_saved: u64,
 }

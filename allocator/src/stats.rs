@@ -345,8 +345,12 @@ pub struct DetailedStatistics {
     /// Resources aliased on shared allocations (alias group members).
     #[serde(default)]
     pub alias_member_count: u64,
-    /// Bytes aliasing saves: the sum of alias members' sizes minus the sizes
-    /// of the allocations they share.
+    /// Bytes aliasing saves: the sum of alias members' sizes minus the bytes
+    /// the allocations they share hold in their blocks (each allocation's
+    /// range: its size plus any alignment padding in front and debug
+    /// margins). Without padding or margins it is the sum of the groups'
+    /// [`crate::alias::AliasGroup::bytes_saved`], which subtracts the size
+    /// asked.
     #[serde(default)]
     pub aliased_bytes_saved: u64,
 }

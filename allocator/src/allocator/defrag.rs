@@ -306,6 +306,21 @@ impl Defragmentation {
             return refuse(kind, mv, old);
         }
         let new = record.dest.take().expect("checked above");
+        // A pin set on the source while its move was out (`set_movable`:
+        // pins take effect at the next pass, a move already handed out stays
+        // valid) goes to the allocation that replaces it. `old` is ours
+        // now, so no other call changes its record meanwhile.
+        let pinned = allocator
+            .with_vector(record.list, |v| {
+                v.with_meta(&old.location, old.id, |m| m.pinned)
+            })
+            .flatten()
+            .unwrap_or(false);
+        if pinned {
+            allocator.with_vector(new.location.list, |v| {
+                v.with_meta(&new.location, new.id, |m| m.pinned = true)
+            });
+        }
         record.old = Some(old);
         Ok(new)
     }
