@@ -491,6 +491,7 @@ const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("fuzz", "range_tlsf"),
     ("fuzz", "range_linear"),
     ("fuzz", "allocator_sim"),
+    ("fuzz", "allocator_defrag"),
     ("fuzz/ktx2", "ktx2_reader"),
 ];
 const FUZZ_SECONDS: u32 = 20;
