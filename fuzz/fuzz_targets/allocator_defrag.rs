@@ -57,9 +57,10 @@ use vkalloc::stats::DefragStats;
 use vkalloc::{
     AliasGroup, AliasRequirement, Allocation, AllocationDesc, AllocationOptions, Allocator,
     AllocatorDesc, CommitErrorKind, DedicatedPolicy, DefragAlgorithm, DefragDesc, DefragError,
-    Defragmentation, Error, LinearMode, MappedAllocation, MemoryUsage, Move, PassInterval,
-    PoolAlgorithm, PoolDesc, PoolId, ResourceKind, Snapshot,
+    Defragmentation, Error, LinearMode, MemoryUsage, Move, PassInterval, PoolAlgorithm, PoolDesc,
+    PoolId, ResourceKind, Snapshot,
 };
+use vkalloc_fuzz::handle::{kind, Handle};
 
 type Sim = Arc<SimDevice>;
 type Alloc = Allocator<Sim>;
@@ -182,15 +183,6 @@ fn usage(n: u8) -> MemoryUsage {
         1 => MemoryUsage::Upload,
         2 => MemoryUsage::Readback,
         _ => MemoryUsage::Transient,
-    }
-}
-
-fn kind(n: u8) -> ResourceKind {
-    match n % 4 {
-        0 => ResourceKind::Buffer,
-        1 => ResourceKind::LinearImage,
-        2 => ResourceKind::OptimalImage,
-        _ => ResourceKind::Unknown,
     }
 }
 
@@ -447,40 +439,6 @@ enum Op {
 }
 
 // ---- The shadow ----------------------------------------------------------------
-
-enum Handle {
-    Plain(Allocation),
-    Mapped(MappedAllocation),
-}
-
-impl Handle {
-    fn allocation(&self) -> &Allocation {
-        match self {
-            Handle::Plain(a) => a,
-            Handle::Mapped(m) => m.allocation(),
-        }
-    }
-
-    fn into_allocation(self) -> Allocation {
-        match self {
-            Handle::Plain(a) => a,
-            Handle::Mapped(m) => m.into_allocation(),
-        }
-    }
-
-    fn is_mapped(&self) -> bool {
-        matches!(self, Handle::Mapped(_))
-    }
-
-    /// `a` wrapped as `mapped` says.
-    fn wrap(a: Allocation, mapped: bool) -> Handle {
-        if mapped {
-            Handle::Mapped(a.into_mapped().expect("a mapped allocation maps again"))
-        } else {
-            Handle::Plain(a)
-        }
-    }
-}
 
 struct Live {
     handle: Handle,

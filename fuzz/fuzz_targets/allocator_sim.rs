@@ -25,8 +25,9 @@ use vkalloc::sim::{self, FailurePlan, GpuTable, SimDevice};
 use vkalloc::{
     Allocation, AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy,
     DriverDedicated, Error, LinearMode, MappedAllocation, MemoryUsage, PoolAlgorithm, PoolDesc,
-    PoolId, ResourceKind,
+    PoolId,
 };
+use vkalloc_fuzz::handle::{kind, Handle};
 
 // ---- The allocator's API, in one place --------------------------------------
 //
@@ -408,27 +409,6 @@ enum Op {
 
 // ---- The shadow ----------------------------------------------------------------
 
-enum Handle {
-    Plain(Allocation),
-    Mapped(MappedAllocation),
-}
-
-impl Handle {
-    fn allocation(&self) -> &Allocation {
-        match self {
-            Handle::Plain(a) => a,
-            Handle::Mapped(m) => m.allocation(),
-        }
-    }
-
-    fn into_allocation(self) -> Allocation {
-        match self {
-            Handle::Plain(a) => a,
-            Handle::Mapped(m) => m.into_allocation(),
-        }
-    }
-}
-
 struct Live {
     handle: Handle,
     /// The pool's index in `State::pool_ids`.
@@ -454,15 +434,6 @@ struct State {
     pool_ids: Vec<PoolId>,
     pool_live: Vec<bool>,
     ops: u64,
-}
-
-fn kind(n: u8) -> ResourceKind {
-    match n % 4 {
-        0 => ResourceKind::Buffer,
-        1 => ResourceKind::LinearImage,
-        2 => ResourceKind::OptimalImage,
-        _ => ResourceKind::Unknown,
-    }
 }
 
 fn tables() -> &'static [GpuTable] {

@@ -1,11 +1,12 @@
-//! Shared parts of the vkalloc fuzz targets: operation counting and the
-//! range-allocator driver.
+//! Shared parts of the vkalloc fuzz targets: operation counting, the
+//! range-allocator driver and the allocator targets' handles.
 //!
 //! With `VKALLOC_FUZZ_STATS=1` in the environment a target prints, when the
 //! process exits, how many inputs it ran and how many operations they held:
 //! `vkalloc-fuzz: <target>: <inputs> inputs, <ops> operations`, then how
 //! often each event a target [`note`]s happened (what the inputs reached).
 
+pub mod handle;
 pub mod range;
 
 use std::collections::BTreeMap;
