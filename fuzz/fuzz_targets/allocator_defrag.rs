@@ -1191,15 +1191,7 @@ impl State {
             alignment,
             written: BTreeMap::new(),
         };
-        if let Handle::Mapped(m) = &mut live.handle {
-            let size = m.size();
-            let slice = m.as_mut_slice();
-            assert_eq!(slice.len() as u64, size);
-            slice[0] = 0xA5;
-            *slice.last_mut().expect("non-empty") = 0x5A;
-            live.written.insert(0, 0xA5);
-            live.written.insert(size - 1, 0x5A);
-        }
+        live.handle.touch_ends(&mut live.written);
         self.live.push(live);
     }
 
@@ -2082,16 +2074,8 @@ impl State {
 
     fn check_written(&self, i: usize) {
         let live = &self.live[i];
-        if let Handle::Mapped(m) = &live.handle {
-            let bytes = m.as_slice();
-            for (&offset, &b) in &live.written {
-                assert_eq!(
-                    bytes[offset as usize], b,
-                    "byte {offset} of allocation {} changed",
-                    live.id
-                );
-            }
-        }
+        live.handle
+            .check_written(&live.written, &format_args!("allocation {}", live.id));
     }
 
     fn expected_count(&self) -> u64 {

@@ -1,6 +1,8 @@
 //! What the allocator targets keep of a live allocation, and the resource
 //! kind an input byte picks.
 
+use std::collections::BTreeMap;
+
 use vkalloc::{Allocation, MappedAllocation, ResourceKind};
 
 /// A live allocation, as the API handed it out: plain or mapped.
@@ -35,6 +37,31 @@ impl Handle {
 
     pub fn is_mapped(&self) -> bool {
         matches!(self, Handle::Mapped(_))
+    }
+
+    /// Writes both ends of mapped memory through its slice (so that a
+    /// mapping past the memory shows under the sanitizer) and notes them in
+    /// `written`; nothing for a plain allocation.
+    pub fn touch_ends(&mut self, written: &mut BTreeMap<u64, u8>) {
+        if let Handle::Mapped(m) = self {
+            let size = m.size();
+            let slice = m.as_mut_slice();
+            assert_eq!(slice.len() as u64, size);
+            slice[0] = 0xA5;
+            *slice.last_mut().expect("non-empty") = 0x5A;
+            written.insert(0, 0xA5);
+            written.insert(size - 1, 0x5A);
+        }
+    }
+
+    /// Checks that every byte in `written` reads back (mapped memory only).
+    pub fn check_written(&self, written: &BTreeMap<u64, u8>, what: &dyn std::fmt::Display) {
+        if let Handle::Mapped(m) = self {
+            let bytes = m.as_slice();
+            for (&offset, &b) in written {
+                assert_eq!(bytes[offset as usize], b, "byte {offset} of {what} changed");
+            }
+        }
     }
 }
 
