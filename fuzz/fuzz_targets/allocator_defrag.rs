@@ -945,46 +945,11 @@ impl State {
                 stale,
             } => self.is_cancelled(session, index, stale),
             Op::FreeSource { session, index } => {
-                let Some(s) = self.session_index(session) else {
-                    return;
-                };
-                let Some(pass) = &self.sessions[s].pass else {
-                    return;
-                };
-                let pending: Vec<u64> = pass
-                    .records
-                    .iter()
-                    .filter(|r| r.state == RecState::Pending)
-                    .map(|r| r.id)
-                    .collect();
-                if pending.is_empty() {
-                    return;
-                }
-                let id = pending[usize::from(index) % pending.len()];
-                if let Some(i) = self.find_live(id) {
-                    self.free_live(i);
-                }
+                self.free_of_pass(session, index, RecState::Pending);
             }
             Op::FreeMoved { session, index } => {
-                let Some(s) = self.session_index(session) else {
-                    return;
-                };
-                let Some(pass) = &self.sessions[s].pass else {
-                    return;
-                };
-                let moved: Vec<u64> = pass
-                    .records
-                    .iter()
-                    .filter(|r| r.state == RecState::Committed)
-                    .map(|r| r.id)
-                    .collect();
-                if moved.is_empty() {
-                    return;
-                }
-                let id = moved[usize::from(index) % moved.len()];
-                if let Some(i) = self.find_live(id) {
+                if self.free_of_pass(session, index, RecState::Committed) {
                     note("a moved allocation freed before its pass ended");
-                    self.free_live(i);
                 }
             }
             Op::EndPass { session } => {
@@ -2071,6 +2036,35 @@ impl State {
     }
 
     // ---- checks ----
+
+    /// Frees the live allocation of a move of `session`'s open pass in
+    /// `state` (a pending move's source, or a committed move's new
+    /// allocation), picked by `index`; whether one was freed.
+    fn free_of_pass(&mut self, session: u8, index: u8, state: RecState) -> bool {
+        let Some(s) = self.session_index(session) else {
+            return false;
+        };
+        let Some(pass) = &self.sessions[s].pass else {
+            return false;
+        };
+        let ids: Vec<u64> = pass
+            .records
+            .iter()
+            .filter(|r| r.state == state)
+            .map(|r| r.id)
+            .collect();
+        if ids.is_empty() {
+            return false;
+        }
+        let id = ids[usize::from(index) % ids.len()];
+        match self.find_live(id) {
+            Some(i) => {
+                self.free_live(i);
+                true
+            }
+            None => false,
+        }
+    }
 
     fn check_written(&self, i: usize) {
         let live = &self.live[i];
