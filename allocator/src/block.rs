@@ -244,8 +244,9 @@ impl Block {
     }
 
     /// Gives an empty dedicated block a new allocation of `kind` (its record
-    /// is set next, by [`Self::set_meta`]). The freed allocation's record goes with it: a record stays readable
-    /// while its range is live, and the range is live again from here.
+    /// is set next, by [`Self::set_meta`]). The freed allocation's record
+    /// goes: a record reads as live while its range is, and the range is
+    /// live again from here.
     pub fn reuse_dedicated(&mut self, kind: RangeKind) {
         self.generation += 1;
         self.meta.clear();
