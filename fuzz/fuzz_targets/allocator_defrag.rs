@@ -261,6 +261,20 @@ struct DefragReq {
     pools: Option<Vec<u8>>,
 }
 
+impl DefragReq {
+    /// A session over every memory type and pool, without limits.
+    fn everything(algorithm: AlgoReq) -> DefragReq {
+        DefragReq {
+            algorithm,
+            max_bytes: None,
+            max_allocations: None,
+            skip_type: None,
+            default_blocks: true,
+            pools: None,
+        }
+    }
+}
+
 /// What to do with a move of an open pass instead of committing it.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum GiveUp {
@@ -1016,14 +1030,7 @@ impl State {
                 algorithm,
             } => {
                 if self.sessions.is_empty() {
-                    self.begin_session(&DefragReq {
-                        algorithm,
-                        max_bytes: None,
-                        max_allocations: None,
-                        skip_type: None,
-                        default_blocks: true,
-                        pools: None,
-                    });
+                    self.begin_session(&DefragReq::everything(algorithm));
                 }
                 let Some(s) = self.session_index(session) else {
                     return;
@@ -1605,14 +1612,7 @@ impl State {
         end: bool,
     ) {
         if new_session || self.sessions.is_empty() {
-            self.begin_session(&DefragReq {
-                algorithm,
-                max_bytes: None,
-                max_allocations: None,
-                skip_type: None,
-                default_blocks: true,
-                pools: None,
-            });
+            self.begin_session(&DefragReq::everything(algorithm));
         }
         let Some(s) = self.session_index(session) else {
             return;
