@@ -679,6 +679,7 @@ impl TlsfAllocator {
     fn validate_tiling(&self) -> Result<(), RangeError> {
         let (mut offset, mut prev, mut walked) = (0u64, NIL, 0usize);
         let (mut free, mut used, mut used_bytes) = (0u32, 0u32, 0u64);
+        let mut by_kind = [0u32; 3];
         let mut last_used: Option<(u64, RangeKind)> = None;
         let mut index = self.first;
         while index != NIL {
@@ -711,6 +712,7 @@ impl TlsfAllocator {
                         }
                     }
                     last_used = Some((node.end(), kind));
+                    by_kind[kind as usize] += 1;
                     used += 1;
                     used_bytes += node.size;
                 }
@@ -724,15 +726,6 @@ impl TlsfAllocator {
         }
         if offset != self.capacity {
             return Self::broken(format!("the nodes end at {offset}, not {}", self.capacity));
-        }
-        let mut by_kind = [0u32; 3];
-        let mut index = self.first;
-        while index != NIL {
-            let node = &self.nodes[index as usize];
-            if let State::Used(kind) = node.state {
-                by_kind[kind as usize] += 1;
-            }
-            index = node.next;
         }
         if by_kind != self.used_by_kind {
             return Self::broken(format!(
