@@ -271,13 +271,36 @@ impl Block {
     /// Places `request` in this block, if it fits.
     #[inline]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
+        let class = crate::range::runs::class_of(request.size, request.alignment, request.kind);
+        self.allocate_classed(request, class)
+    }
+
+    /// [`Self::allocate`] with the request's slot class, computed once for
+    /// the blocks a list tries ([`crate::range::runs::class_of`]).
+    #[inline]
+    pub fn allocate_classed(
+        &mut self,
+        request: &RangeRequest,
+        class: Option<crate::range::runs::SlotClass>,
+    ) -> Option<Range> {
         let range = match &mut self.algo {
-            Algo::Tlsf(t) => t.allocate(request),
+            Algo::Tlsf(t) => t.allocate_classed(request, class),
             Algo::Linear(l) => l.allocate(request),
             Algo::Dedicated { .. } => None,
         };
         self.generation += u64::from(range.is_some());
         range
+    }
+
+    /// Gives back the TLSF's runs kept empty for their classes; returns
+    /// whether there was one ([`TlsfAllocator::release_kept_runs`]).
+    pub fn release_kept_runs(&mut self) -> bool {
+        let released = match &mut self.algo {
+            Algo::Tlsf(t) => t.release_kept_runs(),
+            _ => false,
+        };
+        self.generation += u64::from(released);
+        released
     }
 
     /// Places `request` at the lowest offset below `below` that fits (TLSF

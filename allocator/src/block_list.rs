@@ -107,15 +107,34 @@ impl BlockList {
     /// result through memory (~33 instructions per allocation).
     #[inline(always)]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
+        let class = crate::range::runs::class_of(request.size, request.alignment, request.kind);
         for &index in &self.shared {
             let block = self.blocks[index as usize]
                 .as_mut()
                 .expect("listed block exists");
-            if let Some(range) = block.allocate(request) {
+            if let Some(range) = block.allocate_classed(request, class) {
                 return Some((index, range));
             }
         }
         None
+    }
+
+    /// [`Self::allocate`] once more after every block gave back the runs it
+    /// kept empty for their classes ([`Block::release_kept_runs`]), for a
+    /// request the blocks refused: before the caller makes memory for it.
+    /// `None` at once where no block kept one.
+    #[cold]
+    pub fn allocate_reclaiming(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
+        let mut released = false;
+        for &index in &self.shared {
+            if let Some(block) = self.blocks[index as usize].as_mut() {
+                released |= block.release_kept_runs();
+            }
+        }
+        if !released {
+            return None;
+        }
+        self.allocate(request)
     }
 
     /// The sizes to try for a new block that must hold `needed` bytes, best

@@ -988,7 +988,10 @@ impl BlockVector {
         if self.is_closed() {
             return Some(Err(self.closed_error()));
         }
-        if let Some((block, range)) = list.allocate(&placement.request) {
+        if let Some((block, range)) = list
+            .allocate(&placement.request)
+            .or_else(|| list.allocate_reclaiming(&placement.request))
+        {
             let id = list.next_id(env.next_id);
             return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
         }
@@ -1132,8 +1135,14 @@ impl BlockVector {
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
         shard: usize,
-        list: MutexGuard<'_, BlockList>,
+        mut list: MutexGuard<'_, BlockList>,
     ) -> Result<Allocation, Error> {
+        // Runs kept empty in the blocks give their room back before memory
+        // is made.
+        if let Some((block, range)) = list.allocate_reclaiming(&placement.request) {
+            let id = list.next_id(env.next_id);
+            return self.finish_ok(env, shard, &mut list, block, range, placement, desc, id);
+        }
         let (shard, sizes): (usize, Vec<u64>) = {
             let sizes: Vec<u64> = self
                 .new_block_sizes(env, &list, placement.request.size, true)

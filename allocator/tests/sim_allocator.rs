@@ -1353,3 +1353,46 @@ fn pinned_readback_memory_outlives_device_growth_past_the_peak() {
     assert_eq!(type_bytes(pinned_type), 0, "{}", allocator.summary());
     finish(&sim, allocator);
 }
+
+#[test]
+fn runs_kept_empty_give_their_room_back_before_a_pool_refuses() {
+    let sim = Arc::new(SimDevice::new(tables::nvidia_discrete()));
+    let allocator = new_allocator(&sim);
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            block_size: 16 * MIB,
+            min_blocks: 1,
+            max_blocks: 1,
+            ..PoolDesc::new("one block")
+        })
+        .unwrap();
+    let buffer = |size| AllocationDesc {
+        options: AllocationOptions::usage(MemoryUsage::GpuOnly).in_pool(pool),
+        ..desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly)
+    };
+    // A small buffer and a 20 KiB one, each in a run of slots of its size
+    // class (the 20 KiB run holds four: 80 KiB).
+    let small = allocator.allocate(&buffer(100)).unwrap();
+    let mid = allocator.allocate(&buffer(20 << 10)).unwrap();
+    // The rest of the block in 64 KiB buffers, until the pool refuses.
+    let mut fill = Vec::new();
+    let err = loop {
+        match allocator.allocate(&buffer(64 << 10)) {
+            Ok(a) => fill.push(a),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::PoolExhausted { .. }), "{err}");
+    // Freed, the 20 KiB buffer's run stays for its class, empty; a 64 KiB
+    // request needs its room, and gets it rather than a refusal.
+    allocator.free(mid).unwrap();
+    let again = allocator.allocate(&buffer(64 << 10)).unwrap();
+    allocator.validate().unwrap();
+    assert_eq!(allocator.statistics().pools[0].usage.block_count, 1);
+    for a in fill.into_iter().chain([small, again]) {
+        allocator.free(a).unwrap();
+    }
+    allocator.validate().unwrap();
+    allocator.destroy_pool(pool).unwrap();
+    finish(&sim, allocator);
+}

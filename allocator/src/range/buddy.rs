@@ -140,6 +140,7 @@ impl RangeAllocator for BuddyAllocator {
             size: request.size,
             node: order as u32,
             extra: u64::from(want),
+            stride: 0,
         })
     }
 

@@ -312,6 +312,7 @@ impl RangeAllocator for LinearAllocator {
             size: request.size,
             node: 0,
             extra: self.epoch,
+            stride: 0,
         })
     }
 

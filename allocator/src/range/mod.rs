@@ -10,6 +10,7 @@
 
 pub mod buddy;
 pub mod linear;
+pub(crate) mod runs;
 /// The shadow model the property tests and the fuzz targets check the
 /// algorithms against; built for tests and under `cfg(fuzzing)` only.
 #[cfg(any(test, fuzzing))]
@@ -66,6 +67,8 @@ pub struct Placement {
     pub(crate) node: u32,
     /// Algorithm-private data.
     pub(crate) extra: u64,
+    /// A TLSF slot's stride (0: not a slot of a run).
+    pub(crate) stride: u32,
 }
 
 /// A live allocation's handle inside one range allocator.
@@ -117,10 +120,20 @@ pub trait RangeAllocator: Send + std::fmt::Debug {
     fn allocation_count(&self) -> u32;
     /// Bytes in live allocations (sizes as asked, without alignment padding).
     fn allocated_bytes(&self) -> u64;
-    /// The largest free range's size, counted cheaply where the algorithm can.
+    /// The largest free range's size, counted cheaply where the algorithm can:
+    /// the largest place any request may take, so the gaps inside a TLSF's
+    /// runs ([`Self::for_each_run`]) are left out.
     fn largest_free(&self) -> u64;
-    /// Calls `visit(offset, size)` for every free range, in address order.
+    /// Calls `visit(offset, size)` for every free range, in address order:
+    /// the gaps between live allocations, which tile the capacity with them.
     fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64));
+    /// Calls `visit(offset, size)` for every range the algorithm holds for
+    /// small allocations of one size class (a TLSF's runs), in address order:
+    /// the gaps inside them take only requests of that class and kind, not
+    /// any request, so they are not counted by [`Self::largest_free`].
+    fn for_each_run(&self, visit: &mut dyn FnMut(u64, u64)) {
+        let _ = visit;
+    }
     /// Calls `visit(offset, size, kind)` for every live allocation, in address order.
     fn for_each_allocation(&self, visit: &mut dyn FnMut(u64, u64, RangeKind)) {
         self.for_each_allocation_slot(&mut |offset, size, kind, _| visit(offset, size, kind));

@@ -312,6 +312,29 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// The gaps any request may take: the gaps between live allocations
+    /// less the allocator's runs ([`RangeAllocator::for_each_run`]), whose
+    /// free slots take only their own class.
+    fn open_gaps(&self) -> Vec<(u64, u64)> {
+        let mut runs = Vec::new();
+        self.allocator
+            .for_each_run(&mut |offset, size| runs.push((offset, offset + size)));
+        let mut open = Vec::new();
+        for (start, size) in self.shadow.gaps(self.capacity) {
+            let (mut at, end) = (start, start + size);
+            for &(run_start, run_end) in runs.iter().filter(|r| r.1 > start && r.0 < end) {
+                if run_start > at {
+                    open.push((at, run_start - at));
+                }
+                at = at.max(run_end);
+            }
+            if end > at {
+                open.push((at, end - at));
+            }
+        }
+        open
+    }
+
     /// Checks the cheap counters after an operation; [`Self::full_check`]
     /// checks everything.
     pub fn check_counts(&self) {
@@ -675,13 +698,7 @@ impl<'a> Driver<'a> {
             );
         }
         if self.policy == Policy::GoodFit {
-            let largest = self
-                .shadow
-                .gaps(self.capacity)
-                .iter()
-                .map(|gap| gap.1)
-                .max()
-                .unwrap_or(0);
+            let largest = self.open_gaps().iter().map(|gap| gap.1).max().unwrap_or(0);
             if let Some(bound) = self
                 .worst_case(request, true)
                 .and_then(|w| w.checked_add(w / 32))
@@ -725,7 +742,7 @@ impl<'a> Driver<'a> {
             .for_each_free(&mut |offset, size| free.push((offset, size)));
         assert_eq!(free, self.shadow.gaps(self.capacity), "{context}");
         let largest = match self.policy {
-            Policy::GoodFit => free.iter().map(|gap| gap.1).max(),
+            Policy::GoodFit => self.open_gaps().iter().map(|gap| gap.1).max(),
             Policy::Buddy => Some(
                 self.shadow
                     .largest_buddy_block(self.capacity, self.min_buddy_block()),

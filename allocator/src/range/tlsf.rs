@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::runs::{self, Runs, SlotClass, NO_RUN};
 use super::{
     checked_alignment, checked_granularity, same_page, Gap, Placement, Range, RangeAllocator,
     RangeError, RangeId, RangeKind, RangeRequest,
@@ -22,6 +23,9 @@ const FL_COUNT: usize = (u64::BITS - SL_LOG2) as usize + 1;
 const SCAN_LIMIT: usize = 8;
 /// No node.
 const NIL: u32 = u32::MAX;
+/// In a slot's [`Placement::node`]: the rest names a run with a free slot
+/// (without it, the free node a new run takes).
+const IN_RUN: u32 = 1 << 31;
 
 /// What a node of the slab is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +34,12 @@ enum State {
     Free,
     /// A live allocation of this kind.
     Used(RangeKind),
+    /// A range cut into slots for small allocations of this kind (a run of
+    /// [`runs`]); its `free_next` names the run. Used, to its neighbours.
+    Run(RangeKind),
+    /// A live allocation of this kind in a slot of a run: not in the
+    /// address order; its `prev` names the run and `next` the slot.
+    Slot(RangeKind),
     /// An unused slot, in the chain of vacant slots.
     Vacant,
 }
@@ -178,6 +188,11 @@ pub struct TlsfAllocator {
     /// conflicts with a request's kind, [`Self::fit`] reads no neighbour.
     used_by_kind: [u32; 3],
     used_bytes: u64,
+    /// The runs of slots that small requests take (boxed with their
+    /// lists' heads, to keep the allocator itself small).
+    runs: Box<Runs>,
+    /// The most bytes a run takes (0: no runs).
+    max_run_bytes: u64,
     /// Bumped on every change, to catch a stale placement in debug builds.
     epoch: u64,
 }
@@ -201,6 +216,8 @@ impl TlsfAllocator {
             used_count: 0,
             used_by_kind: [0; 3],
             used_bytes: 0,
+            runs: Box::new(Runs::new()),
+            max_run_bytes: capacity / runs::CAPACITY_SHARE,
             epoch: 0,
         };
         // The lists were made empty above: only the whole range to add (a
@@ -208,6 +225,67 @@ impl TlsfAllocator {
         // block's work outside the driver).
         this.seed();
         this
+    }
+
+    /// An allocator that places every request in a range of its own, with
+    /// no runs of slots for small requests (the classic TLSF).
+    pub fn without_runs(capacity: u64, buffer_image_granularity: u64) -> Self {
+        let mut this = Self::new(capacity, buffer_image_granularity);
+        this.max_run_bytes = 0;
+        this
+    }
+
+    /// The slot class of a small request, where runs take it.
+    #[inline(always)]
+    fn slot_class(&self, size: u64, alignment: u64, kind: RangeKind) -> Option<SlotClass> {
+        runs::class_of(size, alignment, kind)?.within(self.max_run_bytes)
+    }
+
+    /// [`RangeAllocator::allocate`] with the request's slot class computed
+    /// by the caller ([`runs::class_of`]), once for every block it tries.
+    #[inline]
+    pub(crate) fn allocate_classed(
+        &mut self,
+        request: &RangeRequest,
+        class: Option<SlotClass>,
+    ) -> Option<Range> {
+        if let Some(class) = class.and_then(|c| c.within(self.max_run_bytes)) {
+            // The common case of a small request: a slot of a run at hand.
+            let run = self.runs.head(class.index, request.kind);
+            if run != NO_RUN && self.live_nodes() < RangeId::MAX_SLOTS {
+                return Some(self.take_slot(run, request.size, request.kind));
+            }
+            // A block that holds no free range of the request's size has no
+            // room for a run of its class either.
+            if !self.may_hold(request.size) {
+                return None;
+            }
+            return self.find_and_commit_small(request, &class);
+        }
+        if !self.may_hold(request.size) {
+            return None;
+        }
+        self.find_and_commit(request)
+    }
+
+    /// Gives back the runs kept empty for their classes' next requests;
+    /// returns whether there was one. A list of blocks calls it before it
+    /// makes memory for a request its blocks refused, so a kept run never
+    /// stands between a request and a block's free bytes (nor between a
+    /// defragmentation's window and its use).
+    #[cold]
+    pub fn release_kept_runs(&mut self) -> bool {
+        if self.runs.empty() == 0 {
+            return false;
+        }
+        self.release_empty_runs();
+        true
+    }
+
+    /// The class of a run of `stride` that [`Self::slot_class`] gave.
+    fn run_class(&self, stride: u32) -> SlotClass {
+        let class = SlotClass::of_stride(u64::from(stride));
+        class.within(self.max_run_bytes).unwrap_or(class)
     }
 
     /// The buffer-image granularity in use (at least 1).
@@ -233,6 +311,7 @@ impl TlsfAllocator {
         self.used_count = 0;
         self.used_by_kind = [0; 3];
         self.used_bytes = 0;
+        self.runs.clear();
         self.seed();
     }
 
@@ -394,7 +473,7 @@ impl TlsfAllocator {
                 return None;
             }
             match self.nodes.get(other as usize).map(|n| n.state) {
-                Some(State::Used(kind)) => Some(kind),
+                Some(State::Used(kind) | State::Run(kind)) => Some(kind),
                 _ => None,
             }
         };
@@ -415,7 +494,7 @@ impl TlsfAllocator {
         match kind {
             RangeKind::Linear => optimal + unknown != 0,
             RangeKind::Optimal => linear + unknown != 0,
-            RangeKind::Unknown => self.used_count != 0,
+            RangeKind::Unknown => linear + optimal + unknown != 0,
         }
     }
 
@@ -466,6 +545,68 @@ impl TlsfAllocator {
     #[inline(always)]
     fn find_listed(&self, request: &RangeRequest) -> Option<(Placement, Option<(usize, usize)>)> {
         let alignment = checked_alignment(request.alignment)?;
+        if let Some(class) = self.slot_class(request.size, alignment, request.kind) {
+            if let Some(found) = self.find_slot(request, &class) {
+                return Some(found);
+            }
+        }
+        self.find_listed_plain(request)
+    }
+
+    /// A slot for a small request of `class`: the lowest free slot of the
+    /// class's first run with one, else the first slot of a new run (whose
+    /// range the placement's node and list name). `None` when neither is
+    /// there: the request may still take a range of its own.
+    fn find_slot(
+        &self,
+        request: &RangeRequest,
+        class: &SlotClass,
+    ) -> Option<(Placement, Option<(usize, usize)>)> {
+        let stride = class.stride as u32;
+        let run = self.runs.head(class.index, request.kind);
+        if run != NO_RUN {
+            // The slot takes a node.
+            if self.live_nodes() + 1 > RangeId::MAX_SLOTS {
+                return None;
+            }
+            let (_, offset) = self.runs.next_slot(run);
+            let placement = Placement {
+                offset,
+                size: request.size,
+                node: IN_RUN | run,
+                extra: self.epoch,
+                stride,
+            };
+            return Some((placement, None));
+        }
+        // A new run takes up to two nodes (padding, tail) and its slot one.
+        if self.live_nodes() + 3 > RangeId::MAX_SLOTS {
+            return None;
+        }
+        let run_request = RangeRequest {
+            size: class.run_bytes(),
+            alignment: class.run_alignment(),
+            kind: request.kind,
+        };
+        if !self.may_hold(run_request.size) {
+            return None;
+        }
+        let (placement, list) = self.find_listed_plain(&run_request)?;
+        let placement = Placement {
+            size: request.size,
+            stride,
+            ..placement
+        };
+        Some((placement, list))
+    }
+
+    /// [`Self::find_listed`] for a range of its own (no run).
+    #[inline(always)]
+    fn find_listed_plain(
+        &self,
+        request: &RangeRequest,
+    ) -> Option<(Placement, Option<(usize, usize)>)> {
+        let alignment = checked_alignment(request.alignment)?;
         if request.size == 0 || request.size > self.capacity {
             return None;
         }
@@ -494,8 +635,22 @@ impl TlsfAllocator {
     /// list without its size class computed a second time.
     #[inline(never)]
     fn find_and_commit(&mut self, request: &RangeRequest) -> Option<Range> {
-        let (placement, list) = self.find_listed(request)?;
-        Some(self.commit_listed(placement, request.kind, list))
+        let (placement, list) = self.find_listed_plain(request)?;
+        Some(self.commit_range(placement, request.kind, list))
+    }
+
+    /// [`Self::find_and_commit`] for a request of slot class `class` with
+    /// no run at hand: a new run, else a range of its own.
+    #[inline(never)]
+    fn find_and_commit_small(
+        &mut self,
+        request: &RangeRequest,
+        class: &SlotClass,
+    ) -> Option<Range> {
+        if let Some((placement, list)) = self.find_slot(request, class) {
+            return Some(self.commit_slot(placement, request.kind, list));
+        }
+        self.find_and_commit(request)
     }
 
     /// Commits `placement` (found by [`Self::find_listed`], no change in
@@ -503,6 +658,166 @@ impl TlsfAllocator {
     /// `list`, where given), padding and tail split off as free ranges.
     #[inline(always)]
     fn commit_listed(
+        &mut self,
+        placement: Placement,
+        kind: RangeKind,
+        list: Option<(usize, usize)>,
+    ) -> Range {
+        if placement.stride != 0 {
+            return self.commit_slot(placement, kind, list);
+        }
+        self.commit_range(placement, kind, list)
+    }
+
+    /// Commits a slot's placement (from [`Self::find_slot`]): the run it
+    /// names, or a new run over the free range it names first.
+    fn commit_slot(
+        &mut self,
+        placement: Placement,
+        kind: RangeKind,
+        list: Option<(usize, usize)>,
+    ) -> Range {
+        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
+        let run = if placement.node & IN_RUN != 0 {
+            placement.node & !IN_RUN
+        } else {
+            self.open_run(placement, kind, list)
+        };
+        self.take_slot(run, placement.size, kind)
+    }
+
+    /// Checks a slot's placement handed to [`RangeAllocator::commit`]: the
+    /// run it names has that slot free, or the free range it names holds a
+    /// new run there.
+    fn check_slot_placement(&self, placement: &Placement, kind: RangeKind) {
+        let class = self.run_class(placement.stride);
+        let fits = if placement.node & IN_RUN != 0 {
+            self.runs
+                .get_live(placement.node & !IN_RUN)
+                .is_some_and(|r| {
+                    r.free != 0
+                        && r.kind == kind
+                        && u64::from(r.stride) == class.stride
+                        && r.slot_offset(r.free.trailing_zeros()) == placement.offset
+                })
+        } else {
+            let node = &self.nodes[placement.node as usize];
+            node.state.is_free()
+                && node.offset <= placement.offset
+                && placement.offset + class.run_bytes() <= node.end()
+        };
+        assert!(fits, "{placement:?} does not name a free slot");
+    }
+
+    /// Makes a run of the placement's stride over its free range, with
+    /// every slot free.
+    #[cold]
+    fn open_run(
+        &mut self,
+        placement: Placement,
+        kind: RangeKind,
+        list: Option<(usize, usize)>,
+    ) -> u32 {
+        let class = self.run_class(placement.stride);
+        let bytes = class.run_bytes();
+        let whole = Placement {
+            size: bytes,
+            stride: 0,
+            ..placement
+        };
+        let range = self.commit_range(whole, kind, list);
+        let node = range.id.slot();
+        let run = self.runs.open(range.offset, node, &class, kind);
+        let n = &mut self.nodes[node as usize];
+        n.state = State::Run(kind);
+        n.free_next = run;
+        // The run is no allocation (its slots are counted one by one), but
+        // a used range of its kind to its neighbours (`used_by_kind`).
+        self.used_count -= 1;
+        self.used_bytes -= bytes;
+        run
+    }
+
+    /// Takes the lowest free slot of `run` for `size` bytes.
+    #[inline(always)]
+    fn take_slot(&mut self, run: u32, size: u64, kind: RangeKind) -> Range {
+        let index = self.new_node(0, size, run, NIL);
+        let (slot, offset) = self.runs.take(run, index);
+        let node = &mut self.nodes[index as usize];
+        node.offset = offset;
+        node.next = slot;
+        node.state = State::Slot(kind);
+        node.generation = node.generation.wrapping_add(1);
+        let id = RangeId::from_parts(index, node.generation);
+        self.used_count += 1;
+        self.used_bytes += size;
+        self.epoch = self.epoch.wrapping_add(1);
+        Range { id, offset, size }
+    }
+
+    /// Frees the slot allocation of node `index`; a run left empty gives
+    /// its range back.
+    #[inline(always)]
+    fn free_slot(&mut self, index: u32) {
+        let Node {
+            size,
+            prev: run,
+            next: slot,
+            ..
+        } = self.nodes[index as usize];
+        self.release_node(index);
+        self.used_count -= 1;
+        self.used_bytes -= size;
+        if let Some(run_node) = self.runs.give(run, slot) {
+            self.release_run(run_node);
+        }
+        if self.used_count == 0 {
+            // Nothing live: the runs kept empty go too, so an empty block is
+            // one free range again.
+            self.release_empty_runs();
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// Gives the range of run node `node` (closed in `runs`) back.
+    fn release_run(&mut self, node: u32) {
+        let n = &mut self.nodes[node as usize];
+        let State::Run(kind) = std::mem::replace(&mut n.state, State::Free) else {
+            unreachable!("a run's node holds the run");
+        };
+        self.release_range(node, kind);
+    }
+
+    /// Gives back every run with every slot free.
+    #[cold]
+    fn release_empty_runs(&mut self) {
+        while let Some(node) = self.runs.close_empty() {
+            self.release_run(node);
+        }
+    }
+
+    /// Gives the range of node `index`, just marked free, back to the free
+    /// lists, merged with its free neighbours.
+    #[inline(always)]
+    fn release_range(&mut self, mut index: u32, kind: RangeKind) {
+        self.used_by_kind[kind as usize] -= 1;
+        let Node { prev, next, .. } = self.nodes[index as usize];
+        if next != NIL && self.nodes[next as usize].state.is_free() {
+            self.remove_free(next);
+            self.absorb_next(index);
+        }
+        if prev != NIL && self.nodes[prev as usize].state.is_free() {
+            self.remove_free(prev);
+            self.absorb_next(prev);
+            index = prev;
+        }
+        self.insert_free(index);
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// Commits a placement of a range of its own (or of a new run).
+    #[inline(always)]
+    fn commit_range(
         &mut self,
         placement: Placement,
         kind: RangeKind,
@@ -615,7 +930,12 @@ impl TlsfAllocator {
         hint: u32,
     ) -> Option<Placement> {
         let start = match self.nodes.get(hint as usize) {
-            Some(n) if n.state != State::Vacant && n.offset == offset => hint,
+            Some(n)
+                if matches!(n.state, State::Free | State::Used(_) | State::Run(_))
+                    && n.offset == offset =>
+            {
+                hint
+            }
             _ => self.first,
         };
         self.find_lowest_after(request, below, start)
@@ -667,6 +987,7 @@ impl TlsfAllocator {
             size: request.size,
             node,
             extra: self.epoch,
+            stride: 0,
         }
     }
 
@@ -680,6 +1001,7 @@ impl TlsfAllocator {
         let (mut offset, mut prev, mut walked) = (0u64, NIL, 0usize);
         let (mut free, mut used, mut used_bytes) = (0u32, 0u32, 0u64);
         let mut by_kind = [0u32; 3];
+        let (mut runs, mut slots) = (0u32, 0usize);
         let mut last_used: Option<(u64, RangeKind)> = None;
         let mut index = self.first;
         while index != NIL {
@@ -701,7 +1023,10 @@ impl TlsfAllocator {
                     }
                     free += 1;
                 }
-                State::Used(kind) => {
+                State::Slot(_) => {
+                    return Self::broken(format!("slot node {index} in the address order"));
+                }
+                State::Used(kind) | State::Run(kind) => {
                     if let Some((end, last_kind)) = last_used {
                         if last_kind.conflicts_with(kind)
                             && same_page(end, node.offset, self.granularity)
@@ -713,8 +1038,16 @@ impl TlsfAllocator {
                     }
                     last_used = Some((node.end(), kind));
                     by_kind[kind as usize] += 1;
-                    used += 1;
-                    used_bytes += node.size;
+                    if let State::Run(_) = node.state {
+                        let (count, bytes) = self.validate_run(index, node, kind)?;
+                        runs += 1;
+                        slots += count as usize;
+                        used += count;
+                        used_bytes += bytes;
+                    } else {
+                        used += 1;
+                        used_bytes += node.size;
+                    }
                 }
             }
             let Some(end) = node.offset.checked_add(node.size) else {
@@ -738,13 +1071,62 @@ impl TlsfAllocator {
                 "counted {free} free, {used} used ({used_bytes} bytes)"
             ));
         }
-        if walked as u32 + self.vacant_count != self.nodes.len() as u32 {
+        if (walked + slots) as u32 + self.vacant_count != self.nodes.len() as u32 {
             return Self::broken(format!(
-                "{walked} nodes and {} vacant slots",
+                "{walked} nodes, {slots} slots and {} vacant slots",
                 self.vacant_count
             ));
         }
-        Ok(())
+        if runs != self.runs.live() {
+            return Self::broken(format!("{runs} runs walked, {} live", self.runs.live()));
+        }
+        self.runs
+            .validate()
+            .or_else(|what| Self::broken(format!("runs: {what}")))
+    }
+
+    /// Checks the run of node `index` and its slots' nodes; returns its
+    /// allocations and their bytes.
+    fn validate_run(
+        &self,
+        index: u32,
+        node: &Node,
+        kind: RangeKind,
+    ) -> Result<(u32, u64), RangeError> {
+        let broken = |what: String| Err(RangeError::Invariant(format!("tlsf: {what}")));
+        let Some(run) = self.runs.get_live(node.free_next) else {
+            return broken(format!("run node {index} names no live run"));
+        };
+        let stride = u64::from(run.stride);
+        if run.node != index
+            || run.offset != node.offset
+            || run.bytes() != node.size
+            || run.kind != kind
+            || !run.offset.is_multiple_of(1 << stride.trailing_zeros())
+        {
+            return broken(format!("run node {index} {node:?} holds {run:?}"));
+        }
+        let (mut count, mut bytes) = (0u32, 0u64);
+        for slot in (0..u32::from(run.slots)).filter(|&s| run.is_used(s)) {
+            let n = run.nodes[slot as usize];
+            match self.nodes.get(n as usize) {
+                Some(s)
+                    if s.state == State::Slot(kind)
+                        && s.prev == node.free_next
+                        && s.next == slot
+                        && s.offset == run.slot_offset(slot)
+                        && s.size > 0
+                        && s.size <= stride =>
+                {
+                    count += 1;
+                    bytes += s.size;
+                }
+                other => {
+                    return broken(format!("slot {slot} of run node {index}: {other:?}"));
+                }
+            }
+        }
+        Ok((count, bytes))
     }
 
     /// Checks the free lists, the bitmaps and the vacant chain.
@@ -820,10 +1202,8 @@ impl RangeAllocator for TlsfAllocator {
     /// fail too (a full block, passed over by a list of blocks).
     #[inline]
     fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
-        if !self.may_hold(request.size) {
-            return None;
-        }
-        self.find_and_commit(request)
+        let class = runs::class_of(request.size, request.alignment, request.kind);
+        self.allocate_classed(request, class)
     }
 
     fn find(&self, request: &RangeRequest) -> Option<Placement> {
@@ -833,6 +1213,10 @@ impl RangeAllocator for TlsfAllocator {
     #[inline]
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
         debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
+        if placement.stride != 0 {
+            self.check_slot_placement(&placement, kind);
+            return self.commit_slot(placement, kind, None);
+        }
         let node = &self.nodes[placement.node as usize];
         assert!(
             node.state.is_free()
@@ -845,41 +1229,34 @@ impl RangeAllocator for TlsfAllocator {
 
     #[inline(always)]
     fn free(&mut self, id: RangeId) -> Result<(), RangeError> {
-        let mut index = id.slot();
+        let index = id.slot();
         let node = match self.nodes.get_mut(index as usize) {
-            Some(node)
-                if matches!(node.state, State::Used(_)) && node.generation == id.generation() =>
-            {
-                node
+            Some(node) if node.generation == id.generation() => node,
+            _ => return Err(RangeError::UnknownId(id)),
+        };
+        let kind = match node.state {
+            State::Used(kind) => kind,
+            State::Slot(_) => {
+                self.free_slot(index);
+                return Ok(());
             }
             _ => return Err(RangeError::UnknownId(id)),
         };
-        let State::Used(kind) = std::mem::replace(&mut node.state, State::Free) else {
-            unreachable!("matched as used above");
-        };
-        let Node {
-            size, prev, next, ..
-        } = *node;
+        node.state = State::Free;
+        let size = node.size;
         self.used_count -= 1;
-        self.used_by_kind[kind as usize] -= 1;
         self.used_bytes -= size;
-        if next != NIL && self.nodes[next as usize].state.is_free() {
-            self.remove_free(next);
-            self.absorb_next(index);
+        self.release_range(index, kind);
+        if self.used_count == 0 && self.runs.live() != 0 {
+            self.release_empty_runs();
         }
-        if prev != NIL && self.nodes[prev as usize].state.is_free() {
-            self.remove_free(prev);
-            self.absorb_next(prev);
-            index = prev;
-        }
-        self.insert_free(index);
-        self.epoch = self.epoch.wrapping_add(1);
         Ok(())
     }
 
     fn is_live(&self, id: RangeId) -> bool {
         self.nodes.get(id.slot() as usize).is_some_and(|node| {
-            matches!(node.state, State::Used(_)) && node.generation == id.generation()
+            matches!(node.state, State::Used(_) | State::Slot(_))
+                && node.generation == id.generation()
         })
     }
 
@@ -911,10 +1288,48 @@ impl RangeAllocator for TlsfAllocator {
     }
 
     fn for_each_free(&self, visit: &mut dyn FnMut(u64, u64)) {
+        // The start of the gap being walked: free ranges, free slots and the
+        // slots' bytes past their allocations, up to the next allocation.
+        let mut gap: Option<u64> = None;
+        let mut close = |gap: &mut Option<u64>, at: u64| {
+            if let Some(start) = gap.take().filter(|&start| start < at) {
+                visit(start, at - start);
+            }
+        };
         let mut index = self.first;
         while index != NIL {
             let node = &self.nodes[index as usize];
-            if node.state.is_free() {
+            match node.state {
+                State::Free => {
+                    gap.get_or_insert(node.offset);
+                }
+                State::Run(_) => {
+                    let run = self.runs.get(node.free_next);
+                    for slot in 0..u32::from(run.slots) {
+                        let start = run.slot_offset(slot);
+                        if !run.is_used(slot) {
+                            gap.get_or_insert(start);
+                            continue;
+                        }
+                        close(&mut gap, start);
+                        let used = self.nodes[run.nodes[slot as usize] as usize].size;
+                        if used < u64::from(run.stride) {
+                            gap = Some(start + used);
+                        }
+                    }
+                }
+                _ => close(&mut gap, node.offset),
+            }
+            index = node.next;
+        }
+        close(&mut gap, self.capacity);
+    }
+
+    fn for_each_run(&self, visit: &mut dyn FnMut(u64, u64)) {
+        let mut index = self.first;
+        while index != NIL {
+            let node = &self.nodes[index as usize];
+            if let State::Run(_) = node.state {
                 visit(node.offset, node.size);
             }
             index = node.next;
@@ -925,9 +1340,18 @@ impl RangeAllocator for TlsfAllocator {
         let mut index = self.first;
         while index != NIL {
             let node = &self.nodes[index as usize];
-            if let State::Used(kind) = node.state {
+            match node.state {
                 // A live allocation's id slot is its node's index.
-                visit(node.offset, node.size, kind, index);
+                State::Used(kind) => visit(node.offset, node.size, kind, index),
+                State::Run(kind) => {
+                    let run = self.runs.get(node.free_next);
+                    for slot in (0..u32::from(run.slots)).filter(|&s| run.is_used(s)) {
+                        let slot_node = run.nodes[slot as usize];
+                        let n = &self.nodes[slot_node as usize];
+                        visit(n.offset, n.size, kind, slot_node);
+                    }
+                }
+                _ => {}
             }
             index = node.next;
         }
@@ -953,6 +1377,7 @@ impl fmt::Debug for TlsfAllocator {
             .field("allocations", &self.used_count)
             .field("allocated_bytes", &self.used_bytes)
             .field("free_ranges", &self.free_count)
+            .field("runs", &self.runs.live())
             .field("slots", &self.nodes.len())
             .finish_non_exhaustive()
     }
@@ -1001,7 +1426,7 @@ mod tests {
 
     #[test]
     fn zero_capacity_holds_nothing() {
-        let mut tlsf = TlsfAllocator::new(0, 1);
+        let mut tlsf = TlsfAllocator::without_runs(0, 1);
         assert_eq!(tlsf.allocate(&linear(1)), None);
         assert_eq!(tlsf.largest_free(), 0);
         assert!(free_ranges(&tlsf).is_empty());
@@ -1015,7 +1440,7 @@ mod tests {
 
     #[test]
     fn exact_fit_and_too_large() {
-        let mut tlsf = TlsfAllocator::new(1000, 1);
+        let mut tlsf = TlsfAllocator::without_runs(1000, 1);
         assert_eq!(tlsf.allocate(&linear(1001)), None);
         let whole = tlsf.allocate(&linear(1000)).unwrap();
         assert_eq!((whole.offset, whole.size), (0, 1000));
@@ -1043,7 +1468,7 @@ mod tests {
 
     #[test]
     fn full_u64_capacity() {
-        let mut tlsf = TlsfAllocator::new(u64::MAX, 1 << 16);
+        let mut tlsf = TlsfAllocator::without_runs(u64::MAX, 1 << 16);
         let whole = tlsf
             .allocate(&request(u64::MAX, 1 << 20, RangeKind::Unknown))
             .unwrap();
@@ -1066,7 +1491,7 @@ mod tests {
 
     #[test]
     fn alignment_padding_stays_free() {
-        let mut tlsf = TlsfAllocator::new(4 << 20, 1);
+        let mut tlsf = TlsfAllocator::without_runs(4 << 20, 1);
         let small = tlsf.allocate(&linear(1)).unwrap();
         assert_eq!(small.offset, 0);
         let aligned = tlsf
@@ -1090,7 +1515,7 @@ mod tests {
 
     #[test]
     fn granularity_one_packs_kinds_together() {
-        let mut tlsf = TlsfAllocator::new(1024, 1);
+        let mut tlsf = TlsfAllocator::without_runs(1024, 1);
         assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
         assert_eq!(
             tlsf.allocate(&request(10, 1, RangeKind::Optimal))
@@ -1110,7 +1535,7 @@ mod tests {
     #[test]
     fn granularity_separates_kinds() {
         for g in [1024, 65536] {
-            let mut tlsf = TlsfAllocator::new(16 * g, g);
+            let mut tlsf = TlsfAllocator::without_runs(16 * g, g);
             assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
             assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 10);
             assert_eq!(
@@ -1143,7 +1568,7 @@ mod tests {
 
     #[test]
     fn granularity_checks_the_range_after() {
-        let mut tlsf = TlsfAllocator::new(4096, 1024);
+        let mut tlsf = TlsfAllocator::without_runs(4096, 1024);
         let first = tlsf.allocate(&request(600, 1, RangeKind::Optimal)).unwrap();
         let second = tlsf.allocate(&request(100, 1, RangeKind::Optimal)).unwrap();
         assert_eq!(second.offset, 600);
@@ -1162,7 +1587,7 @@ mod tests {
 
     #[test]
     fn stale_and_double_free_are_refused() {
-        let mut tlsf = TlsfAllocator::new(1 << 16, 1);
+        let mut tlsf = TlsfAllocator::without_runs(1 << 16, 1);
         let first = tlsf.allocate(&linear(100)).unwrap();
         tlsf.free(first.id).unwrap();
         assert_eq!(tlsf.free(first.id), Err(RangeError::UnknownId(first.id)));
@@ -1181,7 +1606,7 @@ mod tests {
 
     #[test]
     fn clear_frees_everything() {
-        let mut tlsf = TlsfAllocator::new(1 << 16, 1024);
+        let mut tlsf = TlsfAllocator::without_runs(1 << 16, 1024);
         let ids: Vec<RangeId> = (1..20)
             .map(|s| {
                 tlsf.allocate(&request(s * 10, 16, RangeKind::Optimal))
@@ -1200,9 +1625,181 @@ mod tests {
     }
 
     #[test]
+    fn small_requests_share_a_run_of_slots() {
+        let mut tlsf = TlsfAllocator::new(1 << 20, 1);
+        // 100 bytes: stride 112 (an eighth of 64..128 is 16), 64 slots.
+        let ranges: Vec<Range> = (0..3)
+            .map(|_| tlsf.allocate(&linear(100)).unwrap())
+            .collect();
+        let offsets: Vec<u64> = ranges.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, [0, 112, 224]);
+        assert_eq!(tlsf.allocation_count(), 3);
+        assert_eq!(tlsf.allocated_bytes(), 300);
+        // The gaps tile the block with the allocations; the run is no place
+        // for any request, so the largest free range starts past it.
+        assert_eq!(
+            free_ranges(&tlsf),
+            [(100, 12), (212, 12), (324, (1 << 20) - 324)]
+        );
+        let mut runs = Vec::new();
+        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
+        assert_eq!(runs, [(0, 64 * 112)]);
+        assert_eq!(tlsf.largest_free(), (1 << 20) - 64 * 112);
+        tlsf.validate().unwrap();
+        // A freed slot is the next one taken, under a new id.
+        tlsf.free(ranges[1].id).unwrap();
+        assert!(!tlsf.is_live(ranges[1].id));
+        assert_eq!(
+            tlsf.free(ranges[1].id),
+            Err(RangeError::UnknownId(ranges[1].id))
+        );
+        let again = tlsf.allocate(&linear(110)).unwrap();
+        assert_eq!(again.offset, 112);
+        assert_ne!(again.id, ranges[1].id);
+        assert!(!tlsf.is_live(ranges[1].id) && tlsf.is_live(again.id));
+        tlsf.validate().unwrap();
+        // The last free gives the run back: one free range again.
+        for id in [ranges[0].id, ranges[2].id, again.id] {
+            tlsf.free(id).unwrap();
+        }
+        assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
+        assert_eq!(tlsf.largest_free(), 1 << 20);
+        tlsf.for_each_run(&mut |_, _| panic!("an empty run is kept"));
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn runs_keep_kinds_on_their_own_pages_and_aligned() {
+        let g = 1024;
+        let mut tlsf = TlsfAllocator::new(1 << 20, g);
+        let a = tlsf.allocate(&linear(40)).unwrap();
+        let b = tlsf.allocate(&request(40, 1, RangeKind::Optimal)).unwrap();
+        let c = tlsf.allocate(&request(40, 256, RangeKind::Linear)).unwrap();
+        let d = tlsf.allocate(&request(40, 1, RangeKind::Unknown)).unwrap();
+        assert_eq!(a.offset, 0);
+        // A run per class and kind; the optimal run starts on a page of its
+        // own, the 256-aligned one is a run of 256-byte slots.
+        assert!(b.offset >= 64 * 48 && b.offset.is_multiple_of(g), "{b:?}");
+        assert!(
+            c.offset.is_multiple_of(256) && c.offset != b.offset,
+            "{c:?}"
+        );
+        let mut allocations = Vec::new();
+        tlsf.for_each_allocation(&mut |offset, size, kind| allocations.push((offset, size, kind)));
+        assert_eq!(allocations.len(), 4);
+        assert!(allocations.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+        assert!(allocations.contains(&(d.offset, 40, RangeKind::Unknown)));
+        tlsf.validate().unwrap();
+        for r in [a, b, c, d] {
+            tlsf.free(r.id).unwrap();
+        }
+        assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn a_small_block_places_small_requests_without_runs() {
+        // 1 KiB: a run may take 16 bytes, fewer than 4 slots of any class.
+        let mut tlsf = TlsfAllocator::new(1024, 1);
+        assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
+        assert_eq!(
+            tlsf.allocate(&request(10, 1, RangeKind::Optimal))
+                .unwrap()
+                .offset,
+            10
+        );
+        tlsf.for_each_run(&mut |_, _| panic!("a run in a 1 KiB block"));
+        // 64 KiB: runs of up to 1 KiB, so 16-byte slots but no 512-byte ones.
+        let mut tlsf = TlsfAllocator::new(64 << 10, 1);
+        tlsf.allocate(&linear(16)).unwrap();
+        tlsf.allocate(&linear(512)).unwrap();
+        let mut runs = Vec::new();
+        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
+        assert_eq!(runs, [(0, 1024)]);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn a_request_with_no_room_for_a_run_takes_a_range_of_its_own() {
+        let mut tlsf = TlsfAllocator::new(1 << 20, 1);
+        let big = tlsf.allocate(&linear((1 << 20) - 1000)).unwrap();
+        // No room for a run of 112-byte slots (7 KiB): a range of its own.
+        let small = tlsf.allocate(&linear(100)).unwrap();
+        assert_eq!(small.offset, (1 << 20) - 1000);
+        tlsf.for_each_run(&mut |_, _| panic!("no room for a run"));
+        tlsf.free(big.id).unwrap();
+        // With room again, the next one opens a run.
+        let next = tlsf.allocate(&linear(100)).unwrap();
+        let mut runs = Vec::new();
+        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
+        assert_eq!(runs, [(next.offset, 64 * 112)]);
+        tlsf.validate().unwrap();
+        tlsf.free(small.id).unwrap();
+        tlsf.free(next.id).unwrap();
+        assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
+    }
+
+    #[test]
+    fn runs_kept_empty_make_way_for_a_request_that_needs_their_room() {
+        let mut tlsf = TlsfAllocator::new(16 << 20, 1);
+        // A run of 112-byte slots and one of four 20 KiB slots.
+        let a = tlsf.allocate(&linear(100)).unwrap();
+        let b = tlsf.allocate(&linear(20 << 10)).unwrap();
+        let rest = tlsf.allocate(&linear(tlsf.largest_free())).unwrap();
+        tlsf.free(b.id).unwrap();
+        // The 20 KiB run is kept, empty, for its class's next request ...
+        let mut runs = Vec::new();
+        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1].1, 80 << 10);
+        assert!(tlsf.largest_free() < 16 << 10);
+        let large = request(64 << 10, 1, RangeKind::Optimal);
+        assert_eq!(tlsf.allocate(&large), None);
+        // ... until the list of blocks asks for their room back.
+        assert!(tlsf.release_kept_runs());
+        assert!(!tlsf.release_kept_runs());
+        tlsf.validate().unwrap();
+        let c = tlsf.allocate(&large).unwrap();
+        assert!(c.offset <= runs[1].0 && c.offset + c.size <= runs[1].0 + runs[1].1);
+        tlsf.validate().unwrap();
+        for id in [a.id, rest.id, c.id] {
+            tlsf.free(id).unwrap();
+        }
+        assert_eq!(free_ranges(&tlsf), [(0, 16 << 20)]);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
+    fn find_then_commit_takes_slots_as_allocate_does() {
+        let mut tlsf = TlsfAllocator::new(1 << 20, 1);
+        let mut offsets = Vec::new();
+        for _ in 0..70 {
+            let placement = tlsf.find(&linear(100)).unwrap();
+            let range = tlsf.commit(placement, RangeKind::Linear);
+            assert_eq!(range.offset, placement.offset);
+            offsets.push(range.offset);
+        }
+        // 64 slots in the first run, then a second run right after it.
+        assert_eq!(offsets[63], 63 * 112);
+        assert_eq!(offsets[64], 64 * 112);
+        let mut runs = Vec::new();
+        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
+        assert_eq!(runs, [(0, 64 * 112), (64 * 112, 64 * 112)]);
+        tlsf.validate().unwrap();
+    }
+
+    #[test]
     fn random_operations_match_the_shadow() {
         let ops = run_suite(Policy::GoodFit, |capacity, granularity| {
             Box::new(TlsfAllocator::new(capacity, granularity))
+        });
+        assert!(ops >= 100_000, "{ops} operations");
+    }
+
+    #[test]
+    fn random_operations_without_runs_match_the_shadow() {
+        let ops = run_suite(Policy::GoodFit, |capacity, granularity| {
+            Box::new(TlsfAllocator::without_runs(capacity, granularity))
         });
         assert!(ops >= 100_000, "{ops} operations");
     }
