@@ -292,11 +292,12 @@ impl Block {
         range
     }
 
-    /// Gives back the TLSF's runs kept empty for their classes; returns
-    /// whether there was one ([`TlsfAllocator::release_kept_runs`]).
-    pub fn release_kept_runs(&mut self) -> bool {
+    /// Gives back the TLSF's runs kept empty for their classes whose room
+    /// could hold `size` bytes; returns whether there was one
+    /// ([`TlsfAllocator::release_kept_runs`]).
+    pub fn release_kept_runs(&mut self, size: u64) -> bool {
         let released = match &mut self.algo {
-            Algo::Tlsf(t) => t.release_kept_runs(),
+            Algo::Tlsf(t) => t.release_kept_runs(size),
             _ => false,
         };
         self.generation += u64::from(released);

@@ -119,16 +119,17 @@ impl BlockList {
         None
     }
 
-    /// [`Self::allocate`] once more after every block gave back the runs it
-    /// kept empty for their classes ([`Block::release_kept_runs`]), for a
-    /// request the blocks refused: before the caller makes memory for it.
-    /// `None` at once where no block kept one.
+    /// [`Self::allocate`] once more after the blocks gave back the runs they
+    /// kept empty for their classes where those could make room for the
+    /// request ([`Block::release_kept_runs`]), for a request the blocks
+    /// refused: before the caller makes memory for it. `None` at once where
+    /// no block gave one back.
     #[cold]
     pub fn allocate_reclaiming(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
         let mut released = false;
         for &index in &self.shared {
             if let Some(block) = self.blocks[index as usize].as_mut() {
-                released |= block.release_kept_runs();
+                released |= block.release_kept_runs(request.size);
             }
         }
         if !released {

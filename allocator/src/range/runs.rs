@@ -67,11 +67,10 @@ impl SlotClass {
     #[inline(always)]
     pub fn within(mut self, max_run_bytes: u64) -> Option<Self> {
         if self.run_bytes() > max_run_bytes {
-            let fit = max_run_bytes / self.stride;
-            if fit < MIN_SLOTS {
+            if max_run_bytes < MIN_SLOTS * self.stride {
                 return None;
             }
-            self.slots = fit as u32;
+            self.slots = (max_run_bytes / self.stride) as u32;
         }
         Some(self)
     }
@@ -238,12 +237,6 @@ impl Runs {
         self.live
     }
 
-    /// Live runs with every slot free.
-    #[inline(always)]
-    pub fn empty(&self) -> u32 {
-        self.empty
-    }
-
     /// Run `run`.
     #[inline(always)]
     pub fn get(&self, run: u32) -> &Run {
@@ -358,6 +351,21 @@ impl Runs {
         self.live -= 1;
         self.empty -= 1;
         r.node
+    }
+
+    /// The runs with every slot free (kept for their classes), as
+    /// `(run, TLSF node)`.
+    pub fn empty_runs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.live && r.free == Run::all_free(r.slots))
+            .map(|(index, r)| (index as u32, r.node))
+    }
+
+    /// Closes `run`, which has every slot free; returns its TLSF node.
+    pub fn close_empty_run(&mut self, run: u32) -> u32 {
+        self.close(run)
     }
 
     /// Closes a live run with every slot free; returns its TLSF node, or

@@ -358,6 +358,7 @@ impl<'a> Driver<'a> {
     /// the refusal against the model.
     pub fn allocate(&mut self, request: &RangeRequest, via_find: bool) -> Option<Range> {
         self.ops += 1;
+        let runs_before = self.has_runs();
         let range = if !via_find {
             self.allocator.allocate(request)
         } else {
@@ -376,7 +377,7 @@ impl<'a> Driver<'a> {
         };
         match range {
             Some(range) => {
-                self.wraps += usize::from(self.check_placed(request, &range));
+                self.wraps += usize::from(self.check_placed(request, &range, runs_before));
                 let block = self.buddy_block(request).unwrap_or(0);
                 self.shadow.insert(range, request.kind, block);
             }
@@ -592,8 +593,16 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Checks a new range against the model; says whether it wrapped around.
-    fn check_placed(&self, request: &RangeRequest, range: &Range) -> bool {
+    /// Whether the allocator holds runs ([`RangeAllocator::for_each_run`]).
+    fn has_runs(&self) -> bool {
+        let mut any = false;
+        self.allocator.for_each_run(&mut |_, _| any = true);
+        any
+    }
+
+    /// Checks a new range against the model (`runs_before`: the allocator
+    /// held runs before it was placed); says whether it wrapped around.
+    fn check_placed(&self, request: &RangeRequest, range: &Range, runs_before: bool) -> bool {
         let context = &self.context;
         let end = range.offset.checked_add(range.size);
         assert_eq!(range.size, request.size, "{context}");
@@ -655,7 +664,7 @@ impl<'a> Driver<'a> {
             }
             return false;
         }
-        if self.shadow.ids.is_empty() {
+        if self.shadow.ids.is_empty() && !runs_before {
             assert_eq!(range.offset, 0, "{context}: the first range is not at 0");
         }
         if self.policy != Policy::GoodFit {
@@ -691,7 +700,7 @@ impl<'a> Driver<'a> {
             }
             return;
         }
-        if self.shadow.ids.is_empty() {
+        if self.shadow.ids.is_empty() && !self.has_runs() {
             assert!(
                 request.size > self.capacity,
                 "{context}: an empty allocator refused {request:?}"
@@ -775,7 +784,10 @@ impl<'a> Driver<'a> {
             vec![]
         };
         assert_eq!(free, whole, "{}", self.context);
-        let largest = if self.policy == Policy::Buddy {
+        let largest = if self.policy == Policy::GoodFit {
+            // A TLSF may keep empty runs for their classes: the rest is open.
+            self.open_gaps().iter().map(|gap| gap.1).max().unwrap_or(0)
+        } else if self.policy == Policy::Buddy {
             // The largest root: the top binary digit of the capacity.
             let top = if self.capacity == 0 {
                 0

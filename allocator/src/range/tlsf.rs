@@ -162,6 +162,15 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 /// own (the range before a free range is always used, so there is nothing
 /// to merge it with).
 ///
+/// A small request (up to 32 KiB of a known kind) first takes
+/// the lowest free slot of a run of its size class: a range of this TLSF cut
+/// into equal slots, so an allocation or a free of a slot touches the run's
+/// bitmap and the slot's node, not the neighbours and free lists a range of
+/// its own would. A run is at most 1/64 of the capacity; where that is fewer
+/// than 4 slots (a small block), or no run fits, the request takes a range
+/// of its own as below. [`TlsfAllocator::without_runs`] makes one without
+/// runs.
+///
 /// For `bufferImageGranularity`, a candidate is checked against the used
 /// ranges right before and after it: a conflicting one before it on the
 /// same page pushes the start up to the next page, and a conflicting one
@@ -191,8 +200,13 @@ pub struct TlsfAllocator {
     /// The runs of slots that small requests take (boxed with their
     /// lists' heads, to keep the allocator itself small).
     runs: Box<Runs>,
-    /// The most bytes a run takes (0: no runs).
-    max_run_bytes: u64,
+    /// The most bytes a run takes (0: no runs; runs are far smaller than
+    /// `u32::MAX`).
+    max_run_bytes: u32,
+    /// Live runs (as `runs` counts them), here where a request reads it
+    /// without a look behind `runs`' box: 0 in most blocks of few small
+    /// allocations.
+    live_runs: u32,
     /// Bumped on every change, to catch a stale placement in debug builds.
     epoch: u64,
 }
@@ -217,7 +231,8 @@ impl TlsfAllocator {
             used_by_kind: [0; 3],
             used_bytes: 0,
             runs: Box::new(Runs::new()),
-            max_run_bytes: capacity / runs::CAPACITY_SHARE,
+            max_run_bytes: (capacity / runs::CAPACITY_SHARE).min(u64::from(u32::MAX)) as u32,
+            live_runs: 0,
             epoch: 0,
         };
         // The lists were made empty above: only the whole range to add (a
@@ -238,7 +253,7 @@ impl TlsfAllocator {
     /// The slot class of a small request, where runs take it.
     #[inline(always)]
     fn slot_class(&self, size: u64, alignment: u64, kind: RangeKind) -> Option<SlotClass> {
-        runs::class_of(size, alignment, kind)?.within(self.max_run_bytes)
+        runs::class_of(size, alignment, kind)?.within(u64::from(self.max_run_bytes))
     }
 
     /// [`RangeAllocator::allocate`] with the request's slot class computed
@@ -249,11 +264,13 @@ impl TlsfAllocator {
         request: &RangeRequest,
         class: Option<SlotClass>,
     ) -> Option<Range> {
-        if let Some(class) = class.and_then(|c| c.within(self.max_run_bytes)) {
+        if let Some(class) = class.and_then(|c| c.within(u64::from(self.max_run_bytes))) {
             // The common case of a small request: a slot of a run at hand.
-            let run = self.runs.head(class.index, request.kind);
-            if run != NO_RUN && self.live_nodes() < RangeId::MAX_SLOTS {
-                return Some(self.take_slot(run, request.size, request.kind));
+            if self.live_runs != 0 {
+                let run = self.runs.head(class.index, request.kind);
+                if run != NO_RUN && self.live_nodes() < RangeId::MAX_SLOTS {
+                    return Some(self.take_slot(run, request.size, request.kind));
+                }
             }
             // A block that holds no free range of the request's size has no
             // room for a run of its class either.
@@ -268,24 +285,42 @@ impl TlsfAllocator {
         self.find_and_commit(request)
     }
 
-    /// Gives back the runs kept empty for their classes' next requests;
-    /// returns whether there was one. A list of blocks calls it before it
-    /// makes memory for a request its blocks refused, so a kept run never
-    /// stands between a request and a block's free bytes (nor between a
-    /// defragmentation's window and its use).
+    /// Gives back the runs kept empty for their classes' next requests whose
+    /// range, with the free ranges beside it, holds `size` bytes; returns
+    /// whether there was one. A list of blocks calls it before it makes
+    /// memory for a request its blocks refused, so a kept run never stands
+    /// between a request and a block's free bytes (nor between a
+    /// defragmentation's window and its use); a run too small to matter
+    /// stays. (An allocator with nothing live keeps no run.)
     #[cold]
-    pub fn release_kept_runs(&mut self) -> bool {
-        if self.runs.empty() == 0 {
+    pub fn release_kept_runs(&mut self, size: u64) -> bool {
+        if self.live_runs == 0 || self.capacity - self.used_bytes < size {
             return false;
         }
-        self.release_empty_runs();
-        true
+        let room = |node: u32| {
+            let n = &self.nodes[node as usize];
+            let free = |other: u32| match self.nodes.get(other as usize) {
+                Some(o) if o.state.is_free() => o.size,
+                _ => 0,
+            };
+            n.size + free(n.prev) + free(n.next)
+        };
+        let doomed: Vec<(u32, u32)> = self
+            .runs
+            .empty_runs()
+            .filter(|&(_, node)| room(node) >= size)
+            .collect();
+        for &(run, node) in &doomed {
+            self.runs.close_empty_run(run);
+            self.release_run(node);
+        }
+        !doomed.is_empty()
     }
 
     /// The class of a run of `stride` that [`Self::slot_class`] gave.
     fn run_class(&self, stride: u32) -> SlotClass {
         let class = SlotClass::of_stride(u64::from(stride));
-        class.within(self.max_run_bytes).unwrap_or(class)
+        class.within(u64::from(self.max_run_bytes)).unwrap_or(class)
     }
 
     /// The buffer-image granularity in use (at least 1).
@@ -312,6 +347,7 @@ impl TlsfAllocator {
         self.used_by_kind = [0; 3];
         self.used_bytes = 0;
         self.runs.clear();
+        self.live_runs = 0;
         self.seed();
     }
 
@@ -728,6 +764,7 @@ impl TlsfAllocator {
         let range = self.commit_range(whole, kind, list);
         let node = range.id.slot();
         let run = self.runs.open(range.offset, node, &class, kind);
+        self.live_runs += 1;
         let n = &mut self.nodes[node as usize];
         n.state = State::Run(kind);
         n.free_next = run;
@@ -771,7 +808,7 @@ impl TlsfAllocator {
         if let Some(run_node) = self.runs.give(run, slot) {
             self.release_run(run_node);
         }
-        if self.used_count == 0 {
+        if self.used_count == 0 && self.live_runs != 0 {
             // Nothing live: the runs kept empty go too, so an empty block is
             // one free range again.
             self.release_empty_runs();
@@ -781,6 +818,7 @@ impl TlsfAllocator {
 
     /// Gives the range of run node `node` (closed in `runs`) back.
     fn release_run(&mut self, node: u32) {
+        self.live_runs -= 1;
         let n = &mut self.nodes[node as usize];
         let State::Run(kind) = std::mem::replace(&mut n.state, State::Free) else {
             unreachable!("a run's node holds the run");
@@ -1077,8 +1115,12 @@ impl TlsfAllocator {
                 self.vacant_count
             ));
         }
-        if runs != self.runs.live() {
-            return Self::broken(format!("{runs} runs walked, {} live", self.runs.live()));
+        if runs != self.runs.live() || runs != self.live_runs {
+            return Self::broken(format!(
+                "{runs} runs walked, {} live, {} counted",
+                self.runs.live(),
+                self.live_runs
+            ));
         }
         self.runs
             .validate()
@@ -1247,7 +1289,7 @@ impl RangeAllocator for TlsfAllocator {
         self.used_count -= 1;
         self.used_bytes -= size;
         self.release_range(index, kind);
-        if self.used_count == 0 && self.runs.live() != 0 {
+        if self.used_count == 0 && self.live_runs != 0 {
             self.release_empty_runs();
         }
         Ok(())
@@ -1658,13 +1700,13 @@ mod tests {
         assert_ne!(again.id, ranges[1].id);
         assert!(!tlsf.is_live(ranges[1].id) && tlsf.is_live(again.id));
         tlsf.validate().unwrap();
-        // The last free gives the run back: one free range again.
+        // With nothing live the run goes too: one free range again.
         for id in [ranges[0].id, ranges[2].id, again.id] {
             tlsf.free(id).unwrap();
         }
         assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
         assert_eq!(tlsf.largest_free(), 1 << 20);
-        tlsf.for_each_run(&mut |_, _| panic!("an empty run is kept"));
+        tlsf.for_each_run(&mut |_, _| panic!("an empty allocator keeps a run"));
         tlsf.validate().unwrap();
     }
 
@@ -1755,9 +1797,11 @@ mod tests {
         assert!(tlsf.largest_free() < 16 << 10);
         let large = request(64 << 10, 1, RangeKind::Optimal);
         assert_eq!(tlsf.allocate(&large), None);
-        // ... until the list of blocks asks for their room back.
-        assert!(tlsf.release_kept_runs());
-        assert!(!tlsf.release_kept_runs());
+        // ... until its room is asked for (a list of blocks does, before it
+        // makes memory); a size no kept run's room holds leaves them alone.
+        assert!(!tlsf.release_kept_runs(1 << 20));
+        assert!(tlsf.release_kept_runs(large.size));
+        assert!(!tlsf.release_kept_runs(large.size));
         tlsf.validate().unwrap();
         let c = tlsf.allocate(&large).unwrap();
         assert!(c.offset <= runs[1].0 && c.offset + c.size <= runs[1].0 + runs[1].1);
@@ -1766,6 +1810,7 @@ mod tests {
             tlsf.free(id).unwrap();
         }
         assert_eq!(free_ranges(&tlsf), [(0, 16 << 20)]);
+        assert_eq!(tlsf.largest_free(), 16 << 20);
         tlsf.validate().unwrap();
     }
 
