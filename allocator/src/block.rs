@@ -281,7 +281,7 @@ impl Block {
     pub fn allocate_classed(
         &mut self,
         request: &RangeRequest,
-        class: Option<crate::range::runs::SlotClass>,
+        class: Option<crate::range::runs::SlotKey>,
     ) -> Option<Range> {
         let range = match &mut self.algo {
             Algo::Tlsf(t) => t.allocate_classed(request, class),

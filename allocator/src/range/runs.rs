@@ -38,6 +38,31 @@ const CLASSES: usize = ((SLOT_MAX.trailing_zeros() - MIN_STRIDE_LOG2 + 1) * 8) a
 /// No run.
 pub(crate) const NO_RUN: u32 = u32::MAX;
 
+/// A small request's stride and class index, all the hot path needs (a
+/// run's slots are looked up only to make one: [`SlotKey::class`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotKey {
+    /// Bytes from one slot to the next, a multiple of the alignment asked.
+    pub stride: u64,
+    /// The class's index among [`CLASSES`].
+    pub index: usize,
+}
+
+impl SlotKey {
+    /// Whether a block whose runs take at most `max_run_bytes` has runs of
+    /// this class (at least [`MIN_SLOTS`] slots).
+    #[inline(always)]
+    pub fn fits(&self, max_run_bytes: u64) -> bool {
+        self.stride * MIN_SLOTS <= max_run_bytes
+    }
+
+    /// The class, with runs of at most `max_run_bytes`.
+    #[inline]
+    pub fn class(&self, max_run_bytes: u64) -> Option<SlotClass> {
+        SlotClass::of_stride(self.stride).within(max_run_bytes)
+    }
+}
+
 /// Where a small request goes: its stride and class, the slots of a run of
 /// that class, and the run's alignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,17 +101,23 @@ impl SlotClass {
     }
 
     /// The class of a stride that [`class_of`] gave.
-    #[inline(always)]
+    #[inline]
     pub fn of_stride(stride: u64) -> Self {
-        let octave = u64::BITS - 1 - stride.leading_zeros();
-        let index = ((octave - MIN_STRIDE_LOG2) * 8) as usize
-            + ((stride - (1 << octave)) >> step_log2(octave)) as usize;
+        let index = class_index(stride);
         SlotClass {
             stride,
             index,
             slots: u32::from(SLOTS[index % CLASSES]),
         }
     }
+}
+
+/// The class index of a stride that [`class_of`] gave.
+#[inline(always)]
+fn class_index(stride: u64) -> usize {
+    let octave = u64::BITS - 1 - stride.leading_zeros();
+    ((octave - MIN_STRIDE_LOG2) * 8) as usize
+        + ((stride - (1 << octave)) >> step_log2(octave)) as usize
 }
 
 /// Log2 of the stride step of sizes in `[2^octave, 2^(octave+1))`: an
@@ -127,7 +158,7 @@ const SLOTS: [u8; CLASSES] = {
 /// power of two), or of unknown kind (an unknown range conflicts with every
 /// range under buffer-image granularity, so two can't share a page).
 #[inline(always)]
-pub(crate) fn class_of(size: u64, alignment: u64, kind: RangeKind) -> Option<SlotClass> {
+pub(crate) fn class_of(size: u64, alignment: u64, kind: RangeKind) -> Option<SlotKey> {
     if size == 0
         || size > SLOT_MAX
         || alignment > SLOT_MAX
@@ -139,7 +170,11 @@ pub(crate) fn class_of(size: u64, alignment: u64, kind: RangeKind) -> Option<Slo
     let unit = (1u64 << step_log2(u64::BITS - 1 - size.leading_zeros())).max(alignment);
     // At most SLOT_MAX: `unit`, a power of two, divides the power of two
     // above `size`.
-    Some(SlotClass::of_stride((size + unit - 1) & !(unit - 1)))
+    let stride = (size + unit - 1) & !(unit - 1);
+    Some(SlotKey {
+        stride,
+        index: class_index(stride),
+    })
 }
 
 /// One run: a TLSF range of `slots` slots of `stride` bytes.
@@ -516,7 +551,7 @@ mod tests {
     #[test]
     fn strides_round_to_eighths_and_alignment() {
         let linear = RangeKind::Linear;
-        let stride = |size, alignment| class_of(size, alignment, linear).map(|c| c.stride);
+        let stride = |size, alignment| class_of(size, alignment, linear).map(|k| k.stride);
         assert_eq!(stride(1, 1), Some(16));
         assert_eq!(stride(17, 1), Some(32));
         assert_eq!(stride(112, 256), Some(256));
@@ -537,7 +572,9 @@ mod tests {
         let mut seen = std::collections::HashMap::new();
         for size in 1..=SLOT_MAX {
             for alignment in [1, 16, 256, 4096] {
-                let class = class_of(size, alignment, RangeKind::Linear).unwrap();
+                let key = class_of(size, alignment, RangeKind::Linear).unwrap();
+                let class = SlotClass::of_stride(key.stride);
+                assert_eq!(class.index, key.index);
                 assert!(class.stride >= size && class.stride.is_multiple_of(alignment));
                 assert!(class.stride - size < (class.stride / 8).max(16).max(alignment));
                 assert!(class.index < CLASSES);
@@ -553,7 +590,7 @@ mod tests {
     #[test]
     fn runs_fill_lowest_first_and_empty_runs_go() {
         let mut runs = Runs::new();
-        let class = class_of(100, 16, RangeKind::Linear).unwrap();
+        let class = SlotClass::of_stride(class_of(100, 16, RangeKind::Linear).unwrap().stride);
         let run = runs.open(4096, 7, &class, RangeKind::Linear);
         assert_eq!(runs.head(class.index, RangeKind::Linear), run);
         assert_eq!(runs.head(class.index, RangeKind::Optimal), NO_RUN);

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::runs::{self, Runs, SlotClass, NO_RUN};
+use super::runs::{self, Runs, SlotClass, SlotKey, NO_RUN};
 use super::{
     checked_alignment, checked_granularity, same_page, Gap, Placement, Range, RangeAllocator,
     RangeError, RangeId, RangeKind, RangeRequest,
@@ -253,7 +253,7 @@ impl TlsfAllocator {
     /// The slot class of a small request, where runs take it.
     #[inline(always)]
     fn slot_class(&self, size: u64, alignment: u64, kind: RangeKind) -> Option<SlotClass> {
-        runs::class_of(size, alignment, kind)?.within(u64::from(self.max_run_bytes))
+        runs::class_of(size, alignment, kind)?.class(u64::from(self.max_run_bytes))
     }
 
     /// [`RangeAllocator::allocate`] with the request's slot class computed
@@ -262,12 +262,13 @@ impl TlsfAllocator {
     pub(crate) fn allocate_classed(
         &mut self,
         request: &RangeRequest,
-        class: Option<SlotClass>,
+        key: Option<SlotKey>,
     ) -> Option<Range> {
-        if let Some(class) = class.and_then(|c| c.within(u64::from(self.max_run_bytes))) {
+        let max_run_bytes = u64::from(self.max_run_bytes);
+        if let Some(key) = key.filter(|k| k.fits(max_run_bytes)) {
             // The common case of a small request: a slot of a run at hand.
             if self.live_runs != 0 {
-                let run = self.runs.head(class.index, request.kind);
+                let run = self.runs.head(key.index, request.kind);
                 if run != NO_RUN && self.live_nodes() < RangeId::MAX_SLOTS {
                     return Some(self.take_slot(run, request.size, request.kind));
                 }
@@ -277,7 +278,10 @@ impl TlsfAllocator {
             if !self.may_hold(request.size) {
                 return None;
             }
-            return self.find_and_commit_small(request, &class);
+            return match key.class(max_run_bytes) {
+                Some(class) => self.find_and_commit_small(request, &class),
+                None => self.find_and_commit(request),
+            };
         }
         if !self.may_hold(request.size) {
             return None;
