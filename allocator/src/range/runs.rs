@@ -23,7 +23,7 @@ use super::RangeKind;
 /// Requests of at most this many bytes, aligned to at most this, take slots.
 pub(crate) const SLOT_MAX: u64 = 32 << 10;
 /// A run's bytes where its stride allows 4 to 64 slots of it.
-const RUN_BYTES: u64 = 64 << 10;
+const RUN_BYTES: u64 = 16 << 10;
 /// The fewest slots a run has (runs of the largest strides).
 pub(crate) const MIN_SLOTS: u64 = 4;
 /// A run takes at most this share of its block's capacity, so a small block
