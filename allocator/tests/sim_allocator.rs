@@ -1370,9 +1370,12 @@ fn runs_kept_empty_give_their_room_back_before_a_pool_refuses() {
         options: AllocationOptions::usage(MemoryUsage::GpuOnly).in_pool(pool),
         ..desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly)
     };
-    // A small buffer and a 20 KiB one, each in a run of slots of its size
-    // class (the 20 KiB run holds four: 80 KiB).
-    let small = allocator.allocate(&buffer(100)).unwrap();
+    // Enough small buffers for the block to make runs (`RUNS_FROM` live
+    // allocations), then a 20 KiB one in a run of its size class (four
+    // slots: 80 KiB).
+    let small: Vec<_> = (0..vkalloc::range::tlsf::RUNS_FROM)
+        .map(|_| allocator.allocate(&buffer(100)).unwrap())
+        .collect();
     let mid = allocator.allocate(&buffer(20 << 10)).unwrap();
     // The rest of the block in 64 KiB buffers, until the pool refuses.
     let mut fill = Vec::new();
@@ -1389,7 +1392,7 @@ fn runs_kept_empty_give_their_room_back_before_a_pool_refuses() {
     let again = allocator.allocate(&buffer(64 << 10)).unwrap();
     allocator.validate().unwrap();
     assert_eq!(allocator.statistics().pools[0].usage.block_count, 1);
-    for a in fill.into_iter().chain([small, again]) {
+    for a in fill.into_iter().chain(small).chain([again]) {
         allocator.free(a).unwrap();
     }
     allocator.validate().unwrap();
