@@ -170,14 +170,15 @@ fn list_min_size(fl: usize, sl: usize) -> u64 {
 /// own (the range before a free range is always used, so there is nothing
 /// to merge it with).
 ///
-/// A small request (up to 32 KiB of a known kind) first takes
-/// the lowest free slot of a run of its size class: a range of this TLSF cut
-/// into equal slots, so an allocation or a free of a slot touches the run's
-/// bitmap and the slot's node, not the neighbours and free lists a range of
-/// its own would. A run is at most 1/64 of the capacity; where that is fewer
-/// than 4 slots (a small block), or no run fits, the request takes a range
-/// of its own as below. [`TlsfAllocator::without_runs`] makes one without
-/// runs.
+/// Once the allocator holds [`RUNS_FROM`] live allocations, a small request
+/// (up to 32 KiB of a known kind) first takes the lowest free slot of a run
+/// of its size class: a range of this TLSF cut into equal slots, so an
+/// allocation or a free of a slot touches the run's bitmap and the slot's
+/// node, not the neighbours and free lists a range of its own would. A run
+/// is at most 1/64 of the capacity; where that is fewer than 4 slots (a
+/// small block), or no run fits, the request takes a range of its own as
+/// below. [`TlsfAllocator::without_runs`] makes one without runs,
+/// [`TlsfAllocator::with_runs_from`] one that makes them sooner or later.
 ///
 /// For `bufferImageGranularity`, a candidate is checked against the used
 /// ranges right before and after it: a conflicting one before it on the
