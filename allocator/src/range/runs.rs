@@ -234,8 +234,6 @@ pub(crate) struct Runs {
     vacant: u32,
     /// Live runs.
     live: u32,
-    /// Live runs with every slot free (kept for their class's next request).
-    empty: u32,
     /// Per class, per kind (linear, optimal): the first run with a free slot.
     heads: [[u32; 2]; CLASSES],
 }
@@ -253,7 +251,6 @@ impl Runs {
             runs: Vec::new(),
             vacant: NO_RUN,
             live: 0,
-            empty: 0,
             heads: [[NO_RUN; 2]; CLASSES],
         }
     }
@@ -263,7 +260,6 @@ impl Runs {
         self.runs.clear();
         self.vacant = NO_RUN;
         self.live = 0;
-        self.empty = 0;
         self.heads = [[NO_RUN; 2]; CLASSES];
     }
 
@@ -323,7 +319,6 @@ impl Runs {
             index
         };
         self.live += 1;
-        self.empty += 1;
         self.link(index);
         index
     }
@@ -336,11 +331,9 @@ impl Runs {
         let r = &mut self.runs[run as usize];
         debug_assert!(r.live && r.free != 0, "no free slot in run {run}");
         let slot = r.free.trailing_zeros();
-        let was_empty = r.free == Run::all_free(r.slots);
         r.free &= r.free - 1;
         r.nodes[slot as usize] = node;
         let offset = r.slot_offset(slot);
-        self.empty -= u32::from(was_empty);
         if r.free == 0 {
             self.unlink(run);
         }
@@ -362,17 +355,15 @@ impl Runs {
             self.link(run);
             return None;
         }
-        if r.free == Run::all_free(r.slots) {
-            self.empty += 1;
-            if r.prev != NO_RUN || r.next != NO_RUN {
-                return Some(self.close(run));
-            }
+        if r.free == Run::all_free(r.slots) && (r.prev != NO_RUN || r.next != NO_RUN) {
+            return Some(self.close(run));
         }
         None
     }
 
-    /// Takes `run` (in its list) out of the table; returns its TLSF node.
-    fn close(&mut self, run: u32) -> u32 {
+    /// Takes `run`, every slot of it free and in its list, out of the
+    /// table; returns its TLSF node, whose range the caller gives back.
+    pub fn close(&mut self, run: u32) -> u32 {
         self.unlink(run);
         let r = &mut self.runs[run as usize];
         debug_assert_eq!(
@@ -384,7 +375,6 @@ impl Runs {
         r.next = self.vacant;
         self.vacant = run;
         self.live -= 1;
-        self.empty -= 1;
         r.node
     }
 
@@ -396,24 +386,6 @@ impl Runs {
             .enumerate()
             .filter(|(_, r)| r.live && r.free == Run::all_free(r.slots))
             .map(|(index, r)| (index as u32, r.node))
-    }
-
-    /// Closes `run`, which has every slot free; returns its TLSF node.
-    pub fn close_empty_run(&mut self, run: u32) -> u32 {
-        self.close(run)
-    }
-
-    /// Closes a live run with every slot free; returns its TLSF node, or
-    /// `None` when no such run is left.
-    pub fn close_empty(&mut self) -> Option<u32> {
-        if self.empty == 0 {
-            return None;
-        }
-        let run = self
-            .runs
-            .iter()
-            .position(|r| r.live && r.free == Run::all_free(r.slots))? as u32;
-        Some(self.close(run))
     }
 
     /// Puts `run` at the head of its class's list.
@@ -480,13 +452,12 @@ impl Runs {
                 }
             }
         }
-        let (mut live, mut empty) = (0u32, 0u32);
+        let mut live = 0u32;
         for (index, r) in self.runs.iter().enumerate() {
             if !r.live {
                 continue;
             }
             live += 1;
-            empty += u32::from(r.free == Run::all_free(r.slots));
             let all = Run::all_free(r.slots);
             if r.free & !all != 0 {
                 return Err(format!(
@@ -520,9 +491,6 @@ impl Runs {
                 }
                 _ => return Err(format!("vacant chain holds run {run}")),
             }
-        }
-        if empty != self.empty {
-            return Err(format!("{empty} empty runs, {} counted", self.empty));
         }
         if live != self.live || live + vacant != self.runs.len() as u32 {
             return Err(format!(
@@ -629,8 +597,9 @@ mod tests {
         assert_eq!(runs.head(class.index, RangeKind::Linear), other);
         runs.validate().unwrap();
         runs.give(other, 0);
-        assert_eq!(runs.close_empty(), Some(9));
-        assert_eq!(runs.close_empty(), None);
+        assert_eq!(runs.empty_runs().collect::<Vec<_>>(), [(other, 9)]);
+        assert_eq!(runs.close(other), 9);
+        assert_eq!(runs.empty_runs().count(), 0);
         assert_eq!(runs.head(class.index, RangeKind::Linear), NO_RUN);
         runs.validate().unwrap();
     }

@@ -322,21 +322,27 @@ impl TlsfAllocator {
         if self.live_runs == 0 || self.capacity - self.used_bytes < size {
             return false;
         }
-        let room = |node: u32| {
-            let n = &self.nodes[node as usize];
-            let free = |other: u32| match self.nodes.get(other as usize) {
+        let room = |tlsf: &Self, node: u32| {
+            let n = &tlsf.nodes[node as usize];
+            let free = |other: u32| match tlsf.nodes.get(other as usize) {
                 Some(o) if o.state.is_free() => o.size,
                 _ => 0,
             };
             n.size + free(n.prev) + free(n.next)
         };
+        self.release_empty_runs_where(|tlsf, node| room(tlsf, node) >= size)
+    }
+
+    /// Gives back every run with every slot free whose TLSF node `pick`
+    /// chooses; returns whether there was one.
+    fn release_empty_runs_where(&mut self, pick: impl Fn(&Self, u32) -> bool) -> bool {
         let doomed: Vec<(u32, u32)> = self
             .runs
             .empty_runs()
-            .filter(|&(_, node)| room(node) >= size)
+            .filter(|&(_, node)| pick(self, node))
             .collect();
         for &(run, node) in &doomed {
-            self.runs.close_empty_run(run);
+            self.runs.close(run);
             self.release_run(node);
         }
         !doomed.is_empty()
@@ -852,9 +858,7 @@ impl TlsfAllocator {
     /// Gives back every run with every slot free.
     #[cold]
     fn release_empty_runs(&mut self) {
-        while let Some(node) = self.runs.close_empty() {
-            self.release_run(node);
-        }
+        self.release_empty_runs_where(|_, _| true);
     }
 
     /// Gives the range of node `index`, just marked free, back to the free
