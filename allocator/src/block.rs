@@ -190,16 +190,20 @@ impl Meta {
 const DEDICATED_RANGE: RangeId = RangeId(0);
 
 impl Block {
-    /// A block placing allocations with `algorithm`.
+    /// A block placing allocations with `algorithm` (a TLSF makes runs of
+    /// slots from `runs_from` live allocations).
     pub fn new(
         memory: DeviceMemory,
         size: u64,
         host_address: usize,
         algorithm: PoolAlgorithm,
         granularity: u64,
+        runs_from: u32,
     ) -> Self {
         let algo = match algorithm {
-            PoolAlgorithm::Tlsf => Algo::Tlsf(TlsfAllocator::new(size, granularity)),
+            PoolAlgorithm::Tlsf => {
+                Algo::Tlsf(TlsfAllocator::new(size, granularity).with_runs_from(runs_from))
+            }
             PoolAlgorithm::Linear(mode) => {
                 Algo::Linear(LinearAllocator::new(size, mode, granularity))
             }
@@ -271,25 +275,25 @@ impl Block {
     /// Places `request` in this block, if it fits.
     #[inline]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
-        let class = crate::range::runs::class_of(request.size, request.alignment, request.kind);
-        self.allocate_classed(request, class)
+        self.allocate_keyed(request, &mut None)
     }
 
-    /// [`Self::allocate`] with the request's slot class, computed once for
-    /// the blocks a list tries ([`crate::range::runs::class_of`]).
-    #[inline]
-    pub fn allocate_classed(
+    /// [`Self::allocate`] for a list of blocks that tries it in turn: `key`
+    /// carries the request's slot class from the first block that computed
+    /// it to the next ([`crate::range::TlsfAllocator`]'s `allocate_keyed`).
+    #[inline(always)]
+    pub fn allocate_keyed(
         &mut self,
         request: &RangeRequest,
-        class: Option<crate::range::runs::SlotKey>,
+        key: &mut Option<Option<crate::range::runs::SlotKey>>,
     ) -> Option<Range> {
         let range = match &mut self.algo {
-            Algo::Tlsf(t) => t.allocate_classed(request, class),
-            Algo::Linear(l) => l.allocate(request),
-            Algo::Dedicated { .. } => None,
+            Algo::Tlsf(t) => t.allocate_keyed(request, key)?,
+            Algo::Linear(l) => l.allocate(request)?,
+            Algo::Dedicated { .. } => return None,
         };
-        self.generation += u64::from(range.is_some());
-        range
+        self.generation += 1;
+        Some(range)
     }
 
     /// Gives back the TLSF's runs kept empty for their classes whose room
@@ -686,7 +690,7 @@ mod tests {
     /// over the freed one.
     #[test]
     fn marked_records_are_counted_and_unmarked_by_their_free() {
-        let mut block = Block::new(DeviceMemory(1), 1 << 20, 0, PoolAlgorithm::Tlsf, 1);
+        let mut block = Block::new(DeviceMemory(1), 1 << 20, 0, PoolAlgorithm::Tlsf, 1, 0);
         let (a, b, c) = (
             place(&mut block, 1),
             place(&mut block, 2),

@@ -107,12 +107,13 @@ impl BlockList {
     /// result through memory (~33 instructions per allocation).
     #[inline(always)]
     pub fn allocate(&mut self, request: &RangeRequest) -> Option<(u32, Range)> {
-        let class = crate::range::runs::class_of(request.size, request.alignment, request.kind);
+        // The request's slot class, computed by the first block that needs it.
+        let mut key = None;
         for &index in &self.shared {
             let block = self.blocks[index as usize]
                 .as_mut()
                 .expect("listed block exists");
-            if let Some(range) = block.allocate_classed(request, class) {
+            if let Some(range) = block.allocate_keyed(request, &mut key) {
                 return Some((index, range));
             }
         }
@@ -428,7 +429,14 @@ mod tests {
     }
 
     fn block(handle: u64, size: u64) -> Block {
-        Block::new(DeviceMemory(handle), size, 0, PoolAlgorithm::Tlsf, 1)
+        Block::new(
+            DeviceMemory(handle),
+            size,
+            0,
+            PoolAlgorithm::Tlsf,
+            1,
+            crate::range::tlsf::RUNS_FROM,
+        )
     }
 
     fn request(size: u64) -> RangeRequest {

@@ -92,6 +92,9 @@ pub(crate) struct VectorConfig {
     /// bytes if between them ([`crate::policy::recycle_cap`]).
     pub recycle_heap_share: u64,
     pub list_ref: ListRef,
+    /// Live allocations from which a TLSF block makes runs of slots
+    /// ([`crate::AllocatorDesc::small_runs_from`]).
+    pub runs_from: u32,
 }
 
 /// A shared-block placement: the range to find and where the allocation
@@ -547,6 +550,9 @@ pub(crate) struct BlockVector {
     /// allocations or sees the vector closed and places nothing. (On the
     /// second line: written once, it stays shared in every core's cache.)
     closed: AtomicBool,
+    /// Live allocations from which a new TLSF block makes runs of slots
+    /// (read when a block is made).
+    runs_from: u32,
     /// The pool's caps; `None` for default blocks.
     pub caps: Option<PoolCaps>,
     /// Freed dedicated blocks kept for reuse (default blocks only).
@@ -616,6 +622,7 @@ impl BlockVector {
             epoch: AtomicU32::new(0),
             closed: AtomicBool::new(false),
             list_ref: config.list_ref,
+            runs_from: config.runs_from,
             shards,
             open: AtomicUsize::new(1),
             recycle: (config.recycle_bytes > 0).then(|| {
@@ -2077,6 +2084,7 @@ impl BlockVector {
             created.host_address,
             self.algorithm,
             env.granularity,
+            self.runs_from,
         ))
     }
 
@@ -2102,6 +2110,7 @@ impl BlockVector {
             old.host_address,
             self.algorithm,
             env.granularity,
+            self.runs_from,
         ))
     }
 

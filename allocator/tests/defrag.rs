@@ -239,6 +239,26 @@ fn fast_empties_the_emptiest_blocks() {
 /// algorithm, on several tables; pools too.
 #[test]
 fn random_workloads_against_a_shadow_model() {
+    random_workloads(AllocatorDesc::default().small_runs_from, &|rng| {
+        rng.gen_range(1..=256u64) * KIB / rng.gen_range(1..=4)
+    });
+}
+
+/// The same with small allocations in runs of slots from the first one
+/// ([`AllocatorDesc::small_runs_from`] 0): slots allocated, freed, pinned and
+/// moved beside ranges of their own, margins and pools included.
+#[test]
+fn small_allocations_in_runs_against_a_shadow_model() {
+    random_workloads(0, &|rng| match rng.gen_range(0..4) {
+        0 => rng.gen_range(1..=256u64) * KIB / rng.gen_range(1..=4),
+        1 => rng.gen_range(1..=256u64),
+        _ => rng.gen_range(1..=40 * KIB),
+    });
+}
+
+/// [`random_workloads_against_a_shadow_model`]'s body: allocation sizes
+/// from `size`, runs of slots from `small_runs_from` live allocations.
+fn random_workloads(small_runs_from: u32, size: &dyn Fn(&mut ChaCha8Rng) -> u64) {
     for (t, table) in tables_under_test().into_iter().enumerate() {
         for seed in 0..6u64 {
             let sim = Arc::new(SimDevice::new(table.clone()));
@@ -246,7 +266,8 @@ fn random_workloads_against_a_shadow_model() {
                 Arc::clone(&sim),
                 AllocatorDesc::default()
                     .with_block_size(8 * MIB)
-                    .with_debug_margin(if seed % 3 == 0 { 16 } else { 0 }),
+                    .with_debug_margin(if seed % 3 == 0 { 16 } else { 0 })
+                    .with_small_runs_from(small_runs_from),
             )
             .unwrap();
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + t as u64);
@@ -265,7 +286,7 @@ fn random_workloads_against_a_shadow_model() {
             for _ in 0..600 {
                 match rng.gen_range(0..10) {
                     0..=5 => {
-                        let size = rng.gen_range(1..=256u64) * KIB / rng.gen_range(1..=4);
+                        let size = size(&mut rng);
                         let usage =
                             [MemoryUsage::GpuOnly, MemoryUsage::Upload][rng.gen_range(0..2)];
                         let kind = [
@@ -298,6 +319,10 @@ fn random_workloads_against_a_shadow_model() {
                     _ => {}
                 }
             }
+            allocator
+                .validate()
+                .expect("validate before defragmentation");
+            check_no_overlap(&live);
             let live_before = allocator.statistics().total.allocation_bytes;
             let algorithm = [DefragAlgorithm::Fast, DefragAlgorithm::Full][(seed % 2) as usize];
             let desc = DefragDesc::default()

@@ -73,7 +73,7 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   -v, --verbose          a line per run
 
 Environment: VKALLOC_BENCH_DESC=block_size=N,keep_empty_blocks=N,recycle_bytes=N,
-honour_dedicated_preference_from=N sets ours' AllocatorDesc (policy experiments only).
+honour_dedicated_preference_from=N,small_runs_from=N sets ours' AllocatorDesc (policy experiments only).
 VKALLOC_BENCH_POLLUTE=N writes N bytes (a byte per 64-byte line) before every timed
 operation: own time with the caches cold (64 KiB: the L1; a few MiB: the L2), a diagnosis.
 With --sim: VKALLOC_SIM_PLACEMENT_HASH=1 prints a hash of every placement per trace;

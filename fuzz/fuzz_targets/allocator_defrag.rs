@@ -101,6 +101,9 @@ struct Setup {
     /// Corruption margins around host-visible allocations: 0 (off), 16, 64.
     debug_margin: u8,
     recycle: bool,
+    /// Runs of slots for small requests: from the first allocation, from a
+    /// few, or at the default (which few inputs reach).
+    small_runs: u8,
     /// A pool made first (the fills may name it).
     pool: Option<PoolReq>,
     /// Fragmentation to start from.
@@ -610,7 +613,13 @@ impl State {
                 1 => 16,
                 _ => 64,
             })
-            .with_recycle_bytes(if setup.recycle { 8 * MIB } else { 0 });
+            .with_recycle_bytes(if setup.recycle { 8 * MIB } else { 0 })
+            .with_small_runs_from(match setup.small_runs % 4 {
+                0 => 0,
+                1 => 3,
+                2 => 40,
+                _ => AllocatorDesc::default().small_runs_from,
+            });
         let block_size = setup.block_size.get();
         if block_size != 0 {
             desc = desc.with_block_size(block_size);

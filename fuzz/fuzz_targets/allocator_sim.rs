@@ -175,6 +175,9 @@ struct Desc {
     keep_empty_blocks: u8,
     debug_margin: Margin,
     recycle_bytes: Bytes,
+    /// Picks `small_runs_from`: runs of slots from the first allocation, from
+    /// a few, or at the default (which few inputs reach).
+    small_runs: u8,
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -207,6 +210,12 @@ impl Desc {
                 Margin::Any(n) => n,
             })
             .with_recycle_bytes(self.recycle_bytes.get())
+            .with_small_runs_from(match self.small_runs % 4 {
+                0 => 0,
+                1 => 3,
+                2 => 40,
+                _ => AllocatorDesc::default().small_runs_from,
+            })
     }
 }
 

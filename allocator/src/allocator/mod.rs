@@ -108,6 +108,16 @@ pub struct AllocatorDesc {
     /// always names it. 0 turns reuse off (and preferred dedicated memory
     /// names the resource).
     pub recycle_bytes: u64,
+    /// Live allocations a TLSF block holds before its small requests (up to
+    /// 32 KiB) take slots of runs: ranges cut into equal slots of one size
+    /// class, whose allocation and free touch a bitmap and one node instead
+    /// of free lists and neighbours (see [`crate::range::TlsfAllocator`]).
+    /// The default, [`crate::range::tlsf::RUNS_FROM`] (2,048), makes them
+    /// where the TLSF's own lines go cold (many thousands of small buffers);
+    /// below it the size classes' rounding would cost committed memory for
+    /// little time. 0 makes runs from the first allocation, `u32::MAX`
+    /// never. Linear pools have no runs.
+    pub small_runs_from: u32,
 }
 
 impl Default for AllocatorDesc {
@@ -118,6 +128,7 @@ impl Default for AllocatorDesc {
             keep_empty_blocks: 1,
             debug_margin: 0,
             recycle_bytes: 512 << 20,
+            small_runs_from: crate::range::tlsf::RUNS_FROM,
         }
     }
 }
@@ -168,6 +179,14 @@ impl AllocatorDesc {
     pub fn with_recycle_bytes(self, bytes: u64) -> Self {
         Self {
             recycle_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// The same settings with [`Self::small_runs_from`] set.
+    pub fn with_small_runs_from(self, live: u32) -> Self {
+        Self {
+            small_runs_from: live,
             ..self
         }
     }
@@ -361,6 +380,7 @@ impl<D: MemoryDevice> Allocator<D> {
                         recycle_bytes: desc.recycle_bytes,
                         recycle_heap_share: desc.recycle_bytes.min(heap_size / 16),
                         list_ref: ListRef::Type(index as u32),
+                        runs_from: desc.small_runs_from,
                     }),
                 }
             })

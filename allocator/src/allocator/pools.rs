@@ -115,6 +115,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 recycle_bytes: 0,
                 recycle_heap_share: 0,
                 list_ref: ListRef::Pool(id),
+                runs_from: self.desc.small_runs_from,
             }),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);

@@ -274,14 +274,44 @@ impl TlsfAllocator {
         runs::class_of(size, alignment, kind)?.class(u64::from(self.max_run_bytes))
     }
 
-    /// [`RangeAllocator::allocate`] with the request's slot class computed
-    /// by the caller ([`runs::class_of`]), once for every block it tries.
-    #[inline]
-    pub(crate) fn allocate_classed(
+    /// [`RangeAllocator::allocate`] for a list of blocks that tries it in
+    /// turn: `key` holds the request's slot class ([`runs::class_of`]) once
+    /// a block computed it, so it is computed at most once per request, and
+    /// only where a block may take a slot or open a run. A block with no
+    /// run below [`Self::with_runs_from`]'s count (most blocks) places the
+    /// request in a range of its own, or refuses it, inline: a full block
+    /// costs a list walk a shift and a compare, as in a TLSF without runs.
+    #[inline(always)]
+    pub(crate) fn allocate_keyed(
         &mut self,
         request: &RangeRequest,
-        key: Option<SlotKey>,
+        key: &mut Option<Option<SlotKey>>,
     ) -> Option<Range> {
+        if self.live_runs == 0 {
+            // No slot to take: a full block is refused at once.
+            if !self.may_hold(request.size) {
+                return None;
+            }
+            if self.used_count < self.runs_from {
+                return self.find_and_commit(request);
+            }
+        }
+        self.allocate_classed(request, key)
+    }
+
+    /// [`Self::allocate_keyed`] in a block that holds runs or is past the
+    /// count from which it makes them: the request's slot class is computed
+    /// here (into `key`, once per request). Out of line, so the walk over a
+    /// list's blocks stays small and the class is not computed ahead for
+    /// blocks that never need it.
+    #[inline(never)]
+    fn allocate_classed(
+        &mut self,
+        request: &RangeRequest,
+        key: &mut Option<Option<SlotKey>>,
+    ) -> Option<Range> {
+        let key = *key
+            .get_or_insert_with(|| runs::class_of(request.size, request.alignment, request.kind));
         let max_run_bytes = u64::from(self.max_run_bytes);
         if let Some(key) = key.filter(|k| k.fits(max_run_bytes)) {
             // The common case of a small request: a slot of a run at hand.
@@ -1267,8 +1297,7 @@ impl RangeAllocator for TlsfAllocator {
     /// fail too (a full block, passed over by a list of blocks).
     #[inline]
     fn allocate(&mut self, request: &RangeRequest) -> Option<Range> {
-        let class = runs::class_of(request.size, request.alignment, request.kind);
-        self.allocate_classed(request, class)
+        self.allocate_keyed(request, &mut None)
     }
 
     fn find(&self, request: &RangeRequest) -> Option<Placement> {

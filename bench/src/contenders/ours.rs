@@ -16,7 +16,7 @@ use crate::vkdev::VulkanContext;
 
 /// vkalloc's settings: the defaults, or those `VKALLOC_BENCH_DESC` names for
 /// exploring a policy (`block_size=N,keep_empty_blocks=N,recycle_bytes=N,
-/// honour_dedicated_preference_from=N`, bytes or counts). Rows stay labelled
+/// honour_dedicated_preference_from=N,small_runs_from=N`, bytes or counts). Rows stay labelled
 /// `ours`: set it only for experiments, and say so with their figures.
 pub fn desc_from_env() -> Result<AllocatorDesc, String> {
     let mut desc = AllocatorDesc::default();
@@ -35,6 +35,7 @@ pub fn desc_from_env() -> Result<AllocatorDesc, String> {
             "keep_empty_blocks" => desc.with_keep_empty_blocks(n.min(u64::from(u32::MAX)) as u32),
             "recycle_bytes" => desc.with_recycle_bytes(n),
             "honour_dedicated_preference_from" => desc.with_honour_dedicated_preference_from(n),
+            "small_runs_from" => desc.with_small_runs_from(n.min(u64::from(u32::MAX)) as u32),
             _ => return Err(format!("VKALLOC_BENCH_DESC: unknown setting '{key}'")),
         };
     }
