@@ -882,7 +882,8 @@ impl TlsfAllocator {
         let State::Run(kind) = std::mem::replace(&mut n.state, State::Free) else {
             unreachable!("a run's node holds the run");
         };
-        self.release_range(node, kind);
+        let (prev, next) = (n.prev, n.next);
+        self.release_range(node, kind, prev, next);
     }
 
     /// Gives back every run with every slot free.
@@ -892,11 +893,11 @@ impl TlsfAllocator {
     }
 
     /// Gives the range of node `index`, just marked free, back to the free
-    /// lists, merged with its free neighbours.
+    /// lists, merged with its free neighbours (`prev` and `next`, the node's,
+    /// read by the caller with its state).
     #[inline(always)]
-    fn release_range(&mut self, mut index: u32, kind: RangeKind) {
+    fn release_range(&mut self, mut index: u32, kind: RangeKind, prev: u32, next: u32) {
         self.used_by_kind[kind as usize] -= 1;
-        let Node { prev, next, .. } = self.nodes[index as usize];
         if next != NIL && self.nodes[next as usize].state.is_free() {
             self.remove_free(next);
             self.absorb_next(index);
@@ -1337,10 +1338,12 @@ impl RangeAllocator for TlsfAllocator {
             _ => return Err(RangeError::UnknownId(id)),
         };
         node.state = State::Free;
-        let size = node.size;
+        let Node {
+            size, prev, next, ..
+        } = *node;
         self.used_count -= 1;
         self.used_bytes -= size;
-        self.release_range(index, kind);
+        self.release_range(index, kind, prev, next);
         if self.used_count == 0 && self.live_runs != 0 {
             self.release_empty_runs();
         }
