@@ -1399,3 +1399,45 @@ fn runs_kept_empty_give_their_room_back_before_a_pool_refuses() {
     allocator.destroy_pool(pool).unwrap();
     finish(&sim, allocator);
 }
+
+/// `AllocatorDesc::small_runs_from` decides when small requests take slots of
+/// runs: from the first allocation with 0, never with `u32::MAX`, and not
+/// before the default's 2,048 live allocations. 200-byte buffers are packed
+/// at 200 bytes in ranges of their own and at their size class's stride (208)
+/// in a run.
+#[test]
+fn small_runs_from_decides_when_small_requests_take_slots() {
+    let steps = |runs_from: u32| {
+        let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
+        let allocator = Allocator::new(
+            Arc::clone(&sim),
+            AllocatorDesc::default().with_small_runs_from(runs_from),
+        )
+        .unwrap();
+        let live: Vec<Allocation> = (0..8)
+            .map(|_| {
+                allocator
+                    .allocate(&desc(200, 1, ResourceKind::Buffer, MemoryUsage::GpuOnly))
+                    .unwrap()
+            })
+            .collect();
+        assert!(live.iter().all(|a| a.memory() == live[0].memory()));
+        let steps: Vec<u64> = live
+            .windows(2)
+            .map(|w| w[1].offset() - w[0].offset())
+            .collect();
+        allocator.validate().unwrap();
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        finish(&sim, allocator);
+        steps
+    };
+    assert_eq!(steps(0), [208; 7], "slots of one run from the first");
+    assert_eq!(steps(u32::MAX), [200; 7], "ranges of their own");
+    assert_eq!(
+        steps(AllocatorDesc::default().small_runs_from),
+        [200; 7],
+        "no run below the default count"
+    );
+}
