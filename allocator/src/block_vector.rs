@@ -56,18 +56,30 @@ pub(crate) struct Env<'a> {
     /// The allocator's frame counter ([`crate::Allocator::begin_frame`]),
     /// recorded in each allocation for its age.
     pub frame: u64,
-    /// The other memory types' kept memory, freed when new memory would
-    /// raise the allocator's committed peak ([`Self::make_room`]).
-    pub retained: &'a dyn RetainedMemory,
+    /// The allocator's other memory types: their kept memory, freed when
+    /// new memory would raise the allocator's committed peak
+    /// ([`BlockVector::make_room`]), and their room, taken before new memory
+    /// is made ([`OtherTypes::place_in_siblings`]).
+    pub others: &'a dyn OtherTypes,
 }
 
-/// Kept memory (empty blocks, recycled dedicated memory) across an
-/// allocator's memory types.
-pub(crate) trait RetainedMemory {
-    /// Frees kept memory of memory types other than `except`, down to each
-    /// type's own retention limit ([`crate::policy::retain_limit`]), until
-    /// `bytes` are freed; returns the bytes freed.
+/// An allocator's memory types as one of them sees the others.
+pub(crate) trait OtherTypes {
+    /// Frees kept memory (empty blocks, recycled dedicated memory) of memory
+    /// types other than `except`, down to each type's own retention limit
+    /// ([`crate::policy::retain_limit`]), until `bytes` are freed; returns the
+    /// bytes freed.
     fn release_others(&self, except: u32, bytes: u64) -> u64;
+
+    /// Places `desc`, which memory type `memory_type`'s default blocks have
+    /// no room for, in room that the existing blocks of its siblings have
+    /// ([`crate::policy::sibling_types`]), making no memory; `None` where
+    /// none has room.
+    fn place_in_siblings(
+        &self,
+        memory_type: u32,
+        desc: &AllocationDesc<'_>,
+    ) -> Option<Result<Allocation, Error>>;
 }
 
 /// How a vector's blocks are configured.
@@ -781,7 +793,7 @@ impl BlockVector {
         // costs less than that.
         let tolerance = budgets.committed_high() / crate::policy::PEAK_TOLERANCE_DIVISOR;
         if over > tolerance {
-            env.retained.release_others(self.memory_type, over);
+            env.others.release_others(self.memory_type, over);
         }
     }
 
@@ -1162,6 +1174,19 @@ impl BlockVector {
             }
             (shard, sizes)
         };
+        // Room in a sibling type's blocks (the same heap, every property of
+        // this type and more) costs less than memory made here: mostly the
+        // blocks a transient upload type keeps empty on a device with a
+        // resizable BAR. A type's default blocks only, for a request that
+        // left the choice of memory to the allocator.
+        if !self.in_pool()
+            && !self.is_linear()
+            && desc.options.dedicated == crate::desc::DedicatedPolicy::Auto
+        {
+            if let Some(result) = env.others.place_in_siblings(self.memory_type, desc) {
+                return result;
+            }
+        }
         let too_large = Error::TooLarge {
             size: desc.size,
             max: self.block_size,

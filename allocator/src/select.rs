@@ -7,6 +7,15 @@
 //! next one when `vkAllocateMemory` runs out of memory. Nothing here allocates,
 //! locks or calls the device, and the same inputs always give the same answer.
 //!
+//! The chosen type is where new memory is made. Before it makes any, the
+//! allocator also takes room that the existing blocks of a *sibling* type
+//! have: another type of the same heap with every property of the chosen one
+//! and, beyond them, only `DEVICE_LOCAL` or host-access properties
+//! (`crate::policy::sibling_types`). On a discrete GPU with a resizable BAR
+//! a [`MemoryUsage::GpuOnly`] request may so land in a block of the
+//! `DEVICE_LOCAL | HOST_VISIBLE` type that uploads left empty: the same
+//! device memory, and [`crate::Allocation::memory_type`] says which type.
+//!
 //! # The cost rule
 //!
 //! A request resolves to [`TypeFlags`]: `required`, `preferred` and
@@ -139,7 +148,9 @@ pub enum MemoryUsage {
     /// Only the GPU touches the memory: render targets, textures, vertex and
     /// storage buffers filled by copies. Prefers `DEVICE_LOCAL`, avoids
     /// `HOST_VISIBLE` (which on discrete GPUs is the scarce BAR window or
-    /// system memory).
+    /// system memory) for new memory; room in existing blocks of a
+    /// host-visible type of the same heap may still take it (see the
+    /// module's notes), and such an allocation can be mapped.
     #[default]
     GpuOnly,
     /// The host writes, the GPU reads: staging buffers, per-frame uniforms.

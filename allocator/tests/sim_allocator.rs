@@ -1301,12 +1301,17 @@ fn pinned_readback_memory_outlives_device_growth_past_the_peak() {
     // memory of the other types makes way, device memory (the upload
     // block) first, then the smaller pinned block; the largest pinned
     // block stays (it costs ten times device memory to make again, and
-    // freeing it makes no room in the device heap).
+    // freeing it makes no room in the device heap). The buffers may not use
+    // the upload type: its kept block's room would take them instead
+    // (`a_device_local_request_takes_room_a_sibling_type_keeps`).
     let mut live = Vec::new();
     for _ in 0..40 {
         live.push(
             allocator
-                .allocate(&buffer(16 * MIB, MemoryUsage::GpuOnly))
+                .allocate(&AllocationDesc {
+                    memory_type_bits: !(1 << upload_type),
+                    ..buffer(16 * MIB, MemoryUsage::GpuOnly)
+                })
                 .unwrap(),
         );
     }
@@ -1440,4 +1445,99 @@ fn small_runs_from_decides_when_small_requests_take_slots() {
         [200; 7],
         "no run below the default count"
     );
+}
+
+/// A device-local request that the device-local type's blocks have no room
+/// for takes room in a block that the same heap's host-visible type keeps
+/// (a resizable BAR: an upload left it empty), and no memory is made for it.
+/// Not where the host-visible device memory is a heap of its own (no
+/// resizable BAR), not where the request's memory type bits rule the
+/// sibling out, not in a pool, not for a request that chose its dedicated
+/// policy.
+#[test]
+fn a_device_local_request_takes_room_a_sibling_type_keeps() {
+    let texture = |bits: u32| AllocationDesc {
+        memory_type_bits: bits,
+        ..desc(
+            8 * MIB,
+            64 << 10,
+            ResourceKind::OptimalImage,
+            MemoryUsage::GpuOnly,
+        )
+    };
+    for (table, sibling) in [
+        (tables::nvidia_h200(), Some(4)),
+        (tables::nvidia_discrete_rebar(), Some(4)),
+        (tables::nvidia_discrete(), None),
+    ] {
+        let name = table.name.clone();
+        let sim = Arc::new(SimDevice::new(table));
+        let allocator = new_allocator(&sim);
+        // An upload's block, left empty and kept.
+        let upload = allocator
+            .allocate(&desc(
+                40 * MIB,
+                256,
+                ResourceKind::Buffer,
+                MemoryUsage::Upload,
+            ))
+            .unwrap();
+        let upload_type = upload.memory_type();
+        allocator.free(upload).unwrap();
+        let calls = sim.allocate_calls();
+        let a = allocator.allocate(&texture(u32::MAX)).unwrap();
+        match sibling {
+            Some(t) => {
+                assert_eq!(upload_type, t, "{name}");
+                assert_eq!(
+                    a.memory_type(),
+                    t,
+                    "{name}: placed in the kept upload block"
+                );
+                assert_eq!(sim.allocate_calls(), calls, "{name}: no memory made");
+                assert!(a.is_host_visible(), "{name}");
+            }
+            None => {
+                assert_eq!(a.memory_type(), 1, "{name}");
+                assert_eq!(sim.allocate_calls(), calls + 1, "{name}");
+            }
+        }
+        // Memory type bits without the sibling: a block of the device-local type.
+        let b = allocator.allocate(&texture(1 << 1)).unwrap();
+        assert_eq!(b.memory_type(), 1, "{name}");
+        // A request that chose its dedicated policy stays in its own type.
+        let c = allocator
+            .allocate(&AllocationDesc {
+                options: AllocationOptions {
+                    dedicated: DedicatedPolicy::Never,
+                    ..AllocationOptions::usage(MemoryUsage::GpuOnly)
+                },
+                ..texture(u32::MAX)
+            })
+            .unwrap();
+        assert_eq!(c.memory_type(), 1, "{name}");
+        // A pool of the device-local type makes its own block.
+        let pool = allocator
+            .create_pool(&PoolDesc {
+                block_size: 16 * MIB,
+                ..PoolDesc::new("device-local")
+            })
+            .unwrap();
+        let d = allocator
+            .allocate(&AllocationDesc {
+                options: AllocationOptions {
+                    pool: Some(pool),
+                    ..AllocationOptions::usage(MemoryUsage::GpuOnly)
+                },
+                ..texture(u32::MAX)
+            })
+            .unwrap();
+        assert_eq!(d.memory_type(), 1, "{name}");
+        allocator.validate().expect("invariants hold");
+        for x in [a, b, c, d] {
+            allocator.free(x).unwrap();
+        }
+        allocator.destroy_pool(pool).unwrap();
+        finish(&sim, allocator);
+    }
 }

@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
 use crate::block_list::ListConfig;
-use crate::block_vector::{BlockVector, Env, RetainedMemory, VectorConfig};
+use crate::block_vector::{BlockVector, Env, OtherTypes, VectorConfig};
 use crate::budget::Budgets;
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
@@ -206,6 +206,9 @@ struct TypeState {
     /// The type's default blocks (and its `non_coherent` flag).
     vector: BlockVector,
     flags: MemoryPropertyFlags,
+    /// The types whose blocks' room may take this type's requests
+    /// ([`crate::policy::sibling_types`]), a bit per type.
+    siblings: u32,
 }
 
 /// A pool's state: its description and its blocks.
@@ -339,6 +342,11 @@ impl<D: MemoryDevice> Allocator<D> {
                 }
             )));
         }
+        let properties: Vec<(MemoryPropertyFlags, u32)> = props
+            .types
+            .iter()
+            .map(|t| (t.flags, t.heap_index))
+            .collect();
         let types = props
             .types
             .iter()
@@ -362,6 +370,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 );
                 TypeState {
                     flags: t.flags,
+                    siblings: crate::policy::sibling_types(&properties, index),
                     vector: BlockVector::new(VectorConfig {
                         memory_type: index as u32,
                         heap: t.heap_index,
@@ -502,7 +511,7 @@ impl<D: MemoryDevice> Allocator<D> {
             granularity: self.hot.granularity,
             next_id: &self.next_id,
             frame: self.frame.load(Ordering::Relaxed),
-            retained: self,
+            others: self,
         }
     }
 
@@ -535,7 +544,7 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 }
 
-impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
+impl<D: MemoryDevice> OtherTypes for Allocator<D> {
     fn release_others(&self, except: u32, bytes: u64) -> u64 {
         // Device memory first: pinned system memory (`policy::pinned_heap`)
         // costs the driver an order of magnitude more to make again, and
@@ -553,6 +562,28 @@ impl<D: MemoryDevice> RetainedMemory for Allocator<D> {
             }
         }
         freed
+    }
+
+    fn place_in_siblings(
+        &self,
+        memory_type: u32,
+        desc: &crate::AllocationDesc<'_>,
+    ) -> Option<Result<crate::Allocation, Error>> {
+        let mut siblings = self.types.get(memory_type as usize)?.siblings & desc.memory_type_bits;
+        while siblings != 0 {
+            let sibling = siblings.trailing_zeros();
+            siblings &= siblings - 1;
+            // A placement the sibling can't make (its alignment or size
+            // rules) is no room there.
+            let Ok(placement) = self.shared_placement(sibling, desc) else {
+                continue;
+            };
+            let vector = &self.types[sibling as usize].vector;
+            if let Some(result) = vector.allocate_in_existing(self.env(), &placement, desc) {
+                return Some(result);
+            }
+        }
+        None
     }
 }
 

@@ -257,7 +257,7 @@ impl<D: MemoryDevice> Allocator<D> {
     /// The range to find in a shared block of `memory_type`: the corruption
     /// margins around the allocation, and whole atoms for non-coherent memory.
     /// Every sum is checked: a request that overflows can never fit.
-    fn shared_placement(
+    pub(super) fn shared_placement(
         &self,
         memory_type: u32,
         desc: &AllocationDesc<'_>,
