@@ -74,12 +74,10 @@ pub(crate) trait OtherTypes {
     /// Places `desc`, which memory type `memory_type`'s default blocks have
     /// no room for, in room that the existing blocks of its siblings have
     /// ([`crate::policy::sibling_types`]), making no memory; `None` where
-    /// none has room.
-    fn place_in_siblings(
-        &self,
-        memory_type: u32,
-        desc: &AllocationDesc<'_>,
-    ) -> Option<Result<Allocation, Error>>;
+    /// none has room (a sibling that can't take it for any other reason,
+    /// closed or its placement rules, counts as no room: the type's own
+    /// path then decides).
+    fn place_in_siblings(&self, memory_type: u32, desc: &AllocationDesc<'_>) -> Option<Allocation>;
 }
 
 /// How a vector's blocks are configured.
@@ -1183,8 +1181,8 @@ impl BlockVector {
             && !self.is_linear()
             && desc.options.dedicated == crate::desc::DedicatedPolicy::Auto
         {
-            if let Some(result) = env.others.place_in_siblings(self.memory_type, desc) {
-                return result;
+            if let Some(allocation) = env.others.place_in_siblings(self.memory_type, desc) {
+                return Ok(allocation);
             }
         }
         let too_large = Error::TooLarge {

@@ -568,7 +568,7 @@ impl<D: MemoryDevice> OtherTypes for Allocator<D> {
         &self,
         memory_type: u32,
         desc: &crate::AllocationDesc<'_>,
-    ) -> Option<Result<crate::Allocation, Error>> {
+    ) -> Option<crate::Allocation> {
         let mut siblings = self.types.get(memory_type as usize)?.siblings & desc.memory_type_bits;
         while siblings != 0 {
             let sibling = siblings.trailing_zeros();
@@ -579,8 +579,9 @@ impl<D: MemoryDevice> OtherTypes for Allocator<D> {
                 continue;
             };
             let vector = &self.types[sibling as usize].vector;
-            if let Some(result) = vector.allocate_in_existing(self.env(), &placement, desc) {
-                return Some(result);
+            if let Some(Ok(allocation)) = vector.allocate_in_existing(self.env(), &placement, desc)
+            {
+                return Some(allocation);
             }
         }
         None
