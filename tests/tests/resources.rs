@@ -545,3 +545,70 @@ fn random_mix_reuses_freed_space_without_clobbering() {
     ctx.assert_no_live_allocations();
     ctx.finish();
 }
+
+/// Device-local buffers and images placed in room that a block of another
+/// memory type of the same heap keeps, written and read back by the GPU: on
+/// a device with a resizable BAR (the H200) the block an upload left empty
+/// takes the buffers whose memory type bits allow it (`policy::sibling_types`;
+/// the H200's optimal images allow only device-local memory), and the
+/// statistics show them in that host-visible type; on a device without such
+/// a pair (lavapipe's one type) they land as before.
+#[test]
+fn gpu_only_resources_in_room_an_upload_left() {
+    use vkalloc::device::MemoryPropertyFlags as F;
+    let ctx = GpuContext::for_test();
+    let allocator = ctx.allocator();
+    let upload = allocator
+        .allocate(&vkalloc::AllocationDesc {
+            size: 32 << 20,
+            alignment: 256,
+            kind: vkalloc::ResourceKind::Buffer,
+            options: opts(MemoryUsage::Upload, "upload"),
+            ..vkalloc::AllocationDesc::default()
+        })
+        .unwrap();
+    let upload_type = upload.memory_type();
+    allocator.free(upload).unwrap();
+    let types = allocator.statistics().types;
+    // The upload type is the device-local type's sibling where it shares its
+    // heap and has every one of its properties.
+    let sibling = types
+        .iter()
+        .find(|t| t.flags.contains(F::DEVICE_LOCAL) && !t.flags.contains(F::HOST_VISIBLE))
+        .is_some_and(|d| {
+            let u = &types[upload_type as usize];
+            u.index != d.index && u.heap == d.heap && u.flags.contains(d.flags)
+        });
+    let mut set = ResourceSet::new(&ctx, 4);
+    // Buffers first: the device-local type has no block yet.
+    let mut allowed = false;
+    for &size in &BUFFER_SIZES {
+        let subject = set
+            .add_buffer("buffer", size, &opts(MemoryUsage::GpuOnly, "buffer"), false)
+            .unwrap();
+        allowed |= subject.requirements.memory_type_bits & (1 << upload_type) != 0;
+    }
+    for &e in &IMAGE_EXTENTS {
+        set.add_optimal_image("image", extent(e), &opts(MemoryUsage::GpuOnly, "image"))
+            .unwrap();
+    }
+    let in_upload_type = allocator.statistics().types[upload_type as usize]
+        .usage
+        .allocation_count;
+    eprintln!(
+        "{}: upload type {upload_type}, sibling of the device-local type: {sibling}, \
+         buffers may use it: {allowed}, device-local resources in it: {in_upload_type}",
+        ctx.info().name
+    );
+    if sibling && allowed {
+        assert!(
+            in_upload_type > 0,
+            "the upload type's empty block took no device-local buffer"
+        );
+    }
+    set.write_all();
+    set.check_all();
+    set.destroy_all();
+    ctx.assert_no_live_allocations();
+    ctx.finish();
+}
