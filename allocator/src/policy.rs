@@ -331,8 +331,9 @@ const SIBLING_EXTRA: MemoryPropertyFlags = MemoryPropertyFlags(
 /// (`BlockVector::allocate_in_existing`); no memory is made for it there. On
 /// a discrete GPU with a resizable BAR the device-local type's sibling is
 /// the `DEVICE_LOCAL | HOST_VISIBLE` type of the same heap, where transient
-/// uploads leave blocks empty or part-used between frames: a texture placed
-/// there is memory not made twice. Same heap, so the heap's budget is
+/// uploads leave blocks empty or part-used between frames: a buffer placed
+/// there (or an image, where its memory type bits allow: not the H200's
+/// optimal images) is memory not made twice. Same heap, so the heap's budget is
 /// untouched; every property asked for is kept, so the allocation is what
 /// its request allows (and more: it may be mapped). Without a resizable
 /// BAR the host-visible device memory is a small heap of its own, and no
