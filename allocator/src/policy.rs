@@ -312,20 +312,23 @@ pub(crate) fn pinned_heap(heap_device_local: bool, device_has_device_local: bool
 }
 
 /// The properties a sibling type may have beyond the ones of the type whose
-/// request it takes ([`sibling_types`]).
+/// request it takes ([`sibling_types`]): none that changes how the GPU or
+/// the CPU reaches the memory (not `HOST_CACHED`: the GPU snoops cached
+/// system memory, and write-combined staging memory is what uploads ask
+/// for).
 const SIBLING_EXTRA: MemoryPropertyFlags = MemoryPropertyFlags(
     MemoryPropertyFlags::DEVICE_LOCAL.0
         | MemoryPropertyFlags::HOST_VISIBLE.0
-        | MemoryPropertyFlags::HOST_COHERENT.0
-        | MemoryPropertyFlags::HOST_CACHED.0,
+        | MemoryPropertyFlags::HOST_COHERENT.0,
 );
 
 /// The memory types whose existing blocks may hold a request for memory
 /// type `index` that `index`'s own blocks have no room for, as a bit mask,
 /// given every type's properties and heap: the other types of the same heap
 /// that have every property of `index` and, beyond them, only
-/// `DEVICE_LOCAL`, `HOST_VISIBLE`, `HOST_COHERENT` or `HOST_CACHED` (never
-/// lazily allocated, protected or a vendor's special memory).
+/// `DEVICE_LOCAL`, `HOST_VISIBLE` or `HOST_COHERENT` (never cached where
+/// `index` is not, lazily allocated, protected or a vendor's special
+/// memory).
 ///
 /// The request is placed only where such a block already has room
 /// (`BlockVector::allocate_in_existing`); no memory is made for it there. On
@@ -528,9 +531,9 @@ mod tests {
             0,
             "nothing has more than the BAR type"
         );
-        assert_eq!(sibling_types(&rebar, 2), 1 << 3, "staging: cached readback");
+        assert_eq!(sibling_types(&rebar, 2), 0, "staging: not cached readback");
         assert_eq!(sibling_types(&rebar, 3), 0);
-        assert_eq!(sibling_types(&rebar, 0), 1 << 2 | 1 << 3);
+        assert_eq!(sibling_types(&rebar, 0), 1 << 2, "not the cached type");
         assert_eq!(sibling_types(&rebar, 5), 0, "no such type");
         // Without a resizable BAR the BAR type is a heap of its own.
         let mut bar = rebar;

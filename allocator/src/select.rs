@@ -10,7 +10,7 @@
 //! The chosen type is where new memory is made. Before it makes any, the
 //! allocator also takes room that the existing blocks of a *sibling* type
 //! have: another type of the same heap with every property of the chosen one
-//! and, beyond them, only `DEVICE_LOCAL` or host-access properties
+//! and, beyond them, only `DEVICE_LOCAL`, `HOST_VISIBLE` or `HOST_COHERENT`
 //! (`crate::policy::sibling_types`). On a discrete GPU with a resizable BAR
 //! a [`MemoryUsage::GpuOnly`] request may so land in a block of the
 //! `DEVICE_LOCAL | HOST_VISIBLE` type that uploads left empty: the same
