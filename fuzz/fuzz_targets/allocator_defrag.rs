@@ -60,7 +60,7 @@ use vkalloc::{
     Defragmentation, Error, LinearMode, MemoryUsage, Move, PassInterval, PoolAlgorithm, PoolDesc,
     PoolId, ResourceKind, Snapshot,
 };
-use vkalloc_fuzz::handle::{kind, Handle};
+use vkalloc_fuzz::handle::{kind, small_runs_from, Handle};
 
 type Sim = Arc<SimDevice>;
 type Alloc = Allocator<Sim>;
@@ -614,12 +614,7 @@ impl State {
                 _ => 64,
             })
             .with_recycle_bytes(if setup.recycle { 8 * MIB } else { 0 })
-            .with_small_runs_from(match setup.small_runs % 4 {
-                0 => 0,
-                1 => 3,
-                2 => 40,
-                _ => AllocatorDesc::default().small_runs_from,
-            });
+            .with_small_runs_from(small_runs_from(setup.small_runs));
         let block_size = setup.block_size.get();
         if block_size != 0 {
             desc = desc.with_block_size(block_size);

@@ -27,7 +27,7 @@ use vkalloc::{
     DriverDedicated, Error, LinearMode, MappedAllocation, MemoryUsage, PoolAlgorithm, PoolDesc,
     PoolId,
 };
-use vkalloc_fuzz::handle::{kind, Handle};
+use vkalloc_fuzz::handle::{kind, small_runs_from, Handle};
 
 // ---- The allocator's API, in one place --------------------------------------
 //
@@ -210,12 +210,7 @@ impl Desc {
                 Margin::Any(n) => n,
             })
             .with_recycle_bytes(self.recycle_bytes.get())
-            .with_small_runs_from(match self.small_runs % 4 {
-                0 => 0,
-                1 => 3,
-                2 => 40,
-                _ => AllocatorDesc::default().small_runs_from,
-            })
+            .with_small_runs_from(small_runs_from(self.small_runs))
     }
 }
 

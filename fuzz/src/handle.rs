@@ -1,9 +1,9 @@
 //! What the allocator targets keep of a live allocation, and the resource
-//! kind an input byte picks.
+//! kind and runs' threshold an input byte picks.
 
 use std::collections::BTreeMap;
 
-use vkalloc::{Allocation, MappedAllocation, ResourceKind};
+use vkalloc::{Allocation, AllocatorDesc, MappedAllocation, ResourceKind};
 
 /// A live allocation, as the API handed it out: plain or mapped.
 pub enum Handle {
@@ -62,6 +62,17 @@ impl Handle {
                 assert_eq!(bytes[offset as usize], b, "byte {offset} of {what} changed");
             }
         }
+    }
+}
+
+/// The `AllocatorDesc::small_runs_from` that `n` picks: runs of slots from the
+/// first allocation, from a few, or at the default (which few inputs reach).
+pub fn small_runs_from(n: u8) -> u32 {
+    match n % 4 {
+        0 => 0,
+        1 => 3,
+        2 => 40,
+        _ => AllocatorDesc::default().small_runs_from,
     }
 }
 
