@@ -270,6 +270,7 @@ impl<D: MemoryDevice> Allocator<D> {
     /// Live allocations: what would be reported as leaked if the allocator
     /// were dropped now.
     pub fn leaks(&self) -> Vec<Leak> {
+        self.end_abandoned_passes();
         let mut leaks = Vec::new();
         self.for_each_vector(|vector, pool| {
             vector.for_each_list(|list| {

@@ -267,6 +267,9 @@ pub struct Allocator<D: MemoryDevice> {
     next_id: AtomicU64,
     /// Defragmentation totals over every session.
     defrag_totals: parking_lot::Mutex<crate::stats::DefragStats>,
+    /// Open passes of dropped defragmentation sessions, ended at the next
+    /// frame, trim, session or pass ([`crate::Defragmentation`]).
+    abandoned: crate::defrag::Abandoned,
     #[cfg(feature = "trace")]
     recorder: Mutex<Option<Recorder>>,
     /// Set by [`Self::destroy`], which reports leaks itself.
@@ -415,6 +418,7 @@ impl<D: MemoryDevice> Allocator<D> {
             frame: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             defrag_totals: parking_lot::Mutex::new(crate::stats::DefragStats::default()),
+            abandoned: Default::default(),
             #[cfg(feature = "trace")]
             recording: AtomicBool::new(false),
             #[cfg(feature = "trace")]
@@ -445,8 +449,11 @@ impl<D: MemoryDevice> Allocator<D> {
     /// type's high-water mark decay and frees kept memory far above its
     /// retention limit (see [`AllocatorDesc::keep_empty_blocks`]), advances
     /// the frame counter that allocations' ages are counted in, and marks a
-    /// frame boundary in a recorded trace; call once a frame.
+    /// frame boundary in a recorded trace; call once a frame. It first ends
+    /// the passes of defragmentation sessions dropped with a pass open (see
+    /// [`crate::Defragmentation`]).
     pub fn begin_frame(&self) {
+        self.end_abandoned_passes();
         let frame = self.frame.load(Ordering::Relaxed);
         self.budgets.refresh_at_frame(&self.device, frame + 1);
         for ts in &self.types {

@@ -197,8 +197,10 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 
     /// Frees every empty block beyond each list's `min_blocks`, including
-    /// dedicated memory kept for reuse.
+    /// dedicated memory kept for reuse (and first ends the passes of dropped
+    /// defragmentation sessions, see [`crate::Defragmentation`]).
     pub fn trim(&self) {
+        self.end_abandoned_passes();
         self.for_each_vector(|vector, _| vector.trim(self.env()));
     }
 }
