@@ -1091,12 +1091,17 @@ impl BlockVector {
         } else {
             live
         };
+        let budget_left = self.caps.as_ref().map_or(u64::MAX, |caps| {
+            caps.budget
+                .saturating_sub(caps.committed.load(Ordering::Acquire))
+        });
         list.next_block_sizes(
             needed,
             live,
             env.memory.budgets.free_bytes(self.heap),
             env.memory.objects_scarce(),
             room,
+            budget_left,
         )
     }
 
@@ -1621,6 +1626,14 @@ impl BlockVector {
             self.destroy_block(env, block);
         }
         leaked
+    }
+
+    /// A pool's shared blocks (those being made included) and its
+    /// `max_blocks`; `None` for default blocks.
+    pub fn pool_blocks(&self) -> Option<(u32, u32)> {
+        self.caps
+            .as_ref()
+            .map(|caps| (caps.blocks.load(Ordering::Acquire), caps.max_blocks))
     }
 
     /// The largest free range in any shared block (the largest request that

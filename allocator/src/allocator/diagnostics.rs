@@ -173,8 +173,13 @@ impl<D: MemoryDevice> Allocator<D> {
         let vector = &state.vector;
         let usage = vector.usage();
         let heap = self.budgets.view(vector.heap);
+        let (blocks, max_blocks) = vector.pool_blocks().unwrap_or((0, u32::MAX));
         Ok(PoolPressure {
             pool_budget: state.desc.budget,
+            pool_block_count: blocks,
+            pool_max_blocks: max_blocks,
+            pool_block_size: vector.block_size,
+            pool_linear: vector.is_linear(),
             pool_committed_bytes: usage.block_bytes,
             pool_allocated_bytes: usage.allocation_bytes,
             largest_free_range: vector.largest_free(),

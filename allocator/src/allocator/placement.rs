@@ -171,7 +171,18 @@ impl<D: MemoryDevice> Allocator<D> {
             dedicated = true;
         }
         if dedicated {
-            return vector.allocate_dedicated(self.env(), &self.dedicated_placement(desc), desc);
+            let placement = if in_pool {
+                // Exactly the request: a pool recycles nothing, and its
+                // budget is counted to the byte.
+                DedicatedPlacement {
+                    size: desc.size,
+                    named: desc.dedicated_to,
+                    recyclable: false,
+                }
+            } else {
+                self.dedicated_placement(desc)
+            };
+            return vector.allocate_dedicated(self.env(), &placement, desc);
         }
         let shared = self.shared_placement(vector.memory_type, desc)?;
         // A type's default blocks (not a pool's, not linear), where the
