@@ -485,6 +485,15 @@ thread_local! {
 /// Hands each thread a different first home.
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
 
+/// What a teardown does with mapped blocks that still hold an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeakedBlocks {
+    /// Kept allocated and mapped: a leaked mapping may still use them.
+    Keep,
+    /// Freed with the rest: the caller promised no mapping is used again.
+    Free,
+}
+
 /// What [`BlockVector::close`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Close {
@@ -1609,17 +1618,18 @@ impl BlockVector {
     }
 
     /// Frees every block (the pool or allocator is going away). A block
-    /// that still holds allocations and is mapped is *leaked*, not freed:
-    /// a leaked [`crate::MappedAllocation`] may still read and write it, and
-    /// that must never touch freed memory. Returns how many were leaked.
-    pub fn teardown(&self, env: Env<'_>) -> usize {
+    /// that still holds allocations and is mapped is *leaked*, not freed,
+    /// unless `leaked` says to free it: a leaked [`crate::MappedAllocation`]
+    /// may still read and write it, and that must never touch freed memory.
+    /// Returns how many were leaked.
+    pub fn teardown(&self, env: Env<'_>, leaked_blocks: LeakedBlocks) -> usize {
         let mut blocks: Vec<Block> = self.lock_all().iter_mut().flat_map(|l| l.drain()).collect();
         if let Some(bin) = &self.recycle {
             blocks.extend(bin.lock().drain());
         }
         let mut leaked = 0;
         for block in blocks {
-            if block.host_address != 0 && !block.is_empty() {
+            if leaked_blocks == LeakedBlocks::Keep && block.host_address != 0 && !block.is_empty() {
                 leaked += 1;
                 continue;
             }

@@ -344,7 +344,7 @@ pub(crate) type Abandoned = std::sync::Arc<parking_lot::Mutex<Vec<Vec<Record>>>>
 /// [`Self::begin_pass`], [`crate::Allocator::leaks`] or teardown: the old
 /// allocations handed over at [`Self::commit`] and the destinations of the
 /// moves not committed are freed, every planning mark is cleared, and the
-/// committed moves count in [`crate::Statistics::defragmentation`]. As
+/// committed moves count in [`crate::stats::Statistics::defragmentation`]. As
 /// before `end_pass`, the GPU must be done with the pass's copies when the
 /// session is dropped. A session that outlives its allocator drops its
 /// records with it (the allocator's teardown has freed their memory).

@@ -7,7 +7,8 @@
 //! - this file: the allocator's state, creation, frames and trace recording;
 //! - [`placement`]: allocate, free, flush and invalidate (the one path);
 //! - [`pools`]: creating, resetting and destroying pools, trimming;
-//! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation.
+//! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation;
+//! - [`teardown`]: `destroy`, `destroy_all_memory` and drop.
 //!
 //! Locking: each vector has its own locks, one per shard (see
 //! [`crate::block_vector`]), so threads allocating from different types or
@@ -24,6 +25,7 @@ mod diagnostics;
 mod placement;
 mod pool_table;
 mod pools;
+mod teardown;
 
 #[cfg(feature = "trace")]
 use std::io::Write;

@@ -7,7 +7,7 @@ use super::{Allocator, PoolSlot, PoolState};
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
 use crate::block_list::ListConfig;
-use crate::block_vector::{BlockVector, Close, VectorConfig};
+use crate::block_vector::{BlockVector, Close, LeakedBlocks, VectorConfig};
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::PoolCaps;
@@ -133,7 +133,7 @@ impl<D: MemoryDevice> Allocator<D> {
         match failed {
             None => Ok(id),
             Some(e) => {
-                pool.vector.teardown(self.env());
+                pool.vector.teardown(self.env(), LeakedBlocks::Keep);
                 Err(e)
             }
         }
@@ -163,7 +163,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 slot.pool = None;
             }
         });
-        pool.vector.teardown(self.env());
+        pool.vector.teardown(self.env(), LeakedBlocks::Keep);
         Ok(())
     }
 
