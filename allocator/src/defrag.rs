@@ -341,7 +341,8 @@ pub(crate) type Abandoned = std::sync::Arc<parking_lot::Mutex<Vec<Vec<Record>>>>
 /// pass up, and the allocator ends it as [`Self::end_pass`] would at its
 /// next [`crate::Allocator::begin_frame`], [`crate::Allocator::trim`],
 /// [`crate::Allocator::begin_defragmentation`], any session's
-/// [`Self::begin_pass`], [`crate::Allocator::leaks`] or teardown: the old
+/// [`Self::begin_pass`], [`crate::Allocator::leaks`],
+/// [`crate::Allocator::destroy_pool`] or teardown: the old
 /// allocations handed over at [`Self::commit`] and the destinations of the
 /// moves not committed are freed, every planning mark is cleared, and the
 /// committed moves count in [`crate::stats::Statistics::defragmentation`]. As

@@ -205,3 +205,55 @@ fn a_dropped_pass_is_ended_at_the_next_frame() {
     assert!(totals.allocations_moved > 0, "the committed moves count");
     finish(w);
 }
+
+/// A pool whose defragmentation session was dropped mid-pass: once the
+/// caller frees what it holds, the pool is empty and can be destroyed (the
+/// pass's reserved destinations don't keep it alive).
+#[test]
+fn a_pool_outlives_no_dropped_session() {
+    let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+        .expect("allocator");
+    let pool = allocator
+        .create_pool(&vkalloc::PoolDesc {
+            usage: MemoryUsage::GpuOnly,
+            block_size: 1 << 20,
+            ..vkalloc::PoolDesc::new("streamed")
+        })
+        .expect("pool");
+    let mut held = Vec::new();
+    for i in 0..48u64 {
+        let a = allocator
+            .allocate(&AllocationDesc {
+                size: (8 + i % 24) * KIB,
+                alignment: 256,
+                kind: ResourceKind::Buffer,
+                options: AllocationOptions::usage(MemoryUsage::GpuOnly).in_pool(pool),
+                ..AllocationDesc::default()
+            })
+            .expect("allocate");
+        held.push(a);
+    }
+    let mut kept = Vec::new();
+    for (i, a) in held.into_iter().enumerate() {
+        if i % 3 == 0 {
+            allocator.free(a).expect("free");
+        } else {
+            kept.push(a);
+        }
+    }
+    let mut session = allocator
+        .begin_defragmentation(&full().only_pools(vec![pool]))
+        .expect("session");
+    let moves = session.begin_pass(&allocator).expect("pass");
+    assert!(!moves.is_empty(), "the pool has moves to plan");
+    drop(moves);
+    drop(session);
+    for a in kept {
+        allocator.free(a).expect("free");
+    }
+    allocator
+        .destroy_pool(pool)
+        .expect("the pool holds nothing of the dropped session");
+    allocator.validate().expect("valid");
+    assert!(allocator.leaks().is_empty());
+}

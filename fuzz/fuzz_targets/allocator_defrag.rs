@@ -14,7 +14,7 @@
 //! or of another session, through another allocator, `cancel`, dropped
 //! moves, `is_cancelled`, `end_pass`, `end`, sessions dropped with a pass
 //! open (the allocator ends such a pass at its next frame, trim, session,
-//! pass or `leaks`); a move's source freed before its commit is tried, the allocation a
+//! pass, `leaks` or pool destruction); a move's source freed before its commit is tried, the allocation a
 //! commit handed back freed before the pass ends, a source pinned while its
 //! move is out; `trim`, `begin_frame`, statistics, detailed statistics,
 //! `to_json`, `leaks`, `check_corruption`, and a snapshot refreshed in place
@@ -855,10 +855,16 @@ impl State {
                 let Some(p) = self.pool_index(index) else {
                     return;
                 };
+                let result = self.allocator.destroy_pool(self.pools[p].id);
+                // A live pool's destruction first ends the passes of dropped
+                // sessions.
+                if self.pools[p].live {
+                    self.orphans_ended();
+                }
                 let held = self.live.iter().any(|l| l.pool == Some(p))
                     || self.groups.iter().any(|g| g.pool == Some(p))
                     || self.records().any(|r| r.counted && r.pool == Some(p));
-                match self.allocator.destroy_pool(self.pools[p].id) {
+                match result {
                     Ok(()) => {
                         assert!(self.pools[p].live, "a destroyed pool was destroyed again");
                         assert!(!held, "a pool holding allocations was destroyed");

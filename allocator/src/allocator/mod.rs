@@ -270,7 +270,8 @@ pub struct Allocator<D: MemoryDevice> {
     /// Defragmentation totals over every session.
     defrag_totals: parking_lot::Mutex<crate::stats::DefragStats>,
     /// Open passes of dropped defragmentation sessions, ended at the next
-    /// frame, trim, session or pass ([`crate::Defragmentation`]).
+    /// frame, trim, session, pass, `leaks`, pool destruction or teardown
+    /// ([`crate::Defragmentation`]).
     abandoned: crate::defrag::Abandoned,
     #[cfg(feature = "trace")]
     recorder: Mutex<Option<Recorder>>,

@@ -142,10 +142,15 @@ impl<D: MemoryDevice> Allocator<D> {
     /// Destroys an empty pool and frees its blocks.
     ///
     /// # Errors
-    /// [`Error::PoolNotEmpty`] while it holds allocations;
+    /// [`Error::PoolNotEmpty`] while it holds allocations (the destinations
+    /// and old allocations of an open defragmentation pass on it count: end
+    /// the pass, or drop its session);
     /// [`Error::UnknownPool`] for a stale id.
     pub fn destroy_pool(&self, id: PoolId) -> Result<(), Error> {
         let pool = self.pool(id)?;
+        // A dropped defragmentation session's pass may hold reserved
+        // destinations in the pool: ended first, they are not live.
+        self.end_abandoned_passes();
         // Under every shard's lock: the count is exact (no placement half
         // done), and a placement after it sees the pool closed and places
         // nothing (`BlockVector::close`).
