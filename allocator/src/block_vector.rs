@@ -2026,16 +2026,18 @@ impl BlockVector {
             .set_aliases(location.range.id, id, members)
     }
 
-    /// Frees every empty shared block above `min_blocks`.
-    pub fn release_empty(&self, env: Env<'_>) {
+    /// Frees every empty shared block above `min_blocks`; returns how many.
+    pub fn release_empty(&self, env: Env<'_>) -> usize {
         let blocks: Vec<Block> = self
             .lock_all()
             .iter_mut()
             .flat_map(|l| l.take_empty())
             .collect();
+        let released = blocks.len();
         for block in blocks {
             self.destroy_block(env, block);
         }
+        released
     }
 
     /// Calls `visit` with each open shard's list in turn, under its lock.

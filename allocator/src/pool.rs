@@ -67,8 +67,9 @@ pub struct PoolDesc {
     /// A hard cap on the device memory the pool commits (blocks and
     /// dedicated allocations together), in bytes, usable to the byte: where
     /// a whole block would pass it, the pool's next block is what is left
-    /// (a smaller last block). [`crate::PoolPressure::headroom`] says what
-    /// is left.
+    /// (a smaller last block), and a request the budget refuses first frees
+    /// the pool's empty blocks (above `min_blocks`) and tries again.
+    /// [`crate::PoolPressure::headroom`] says what is left.
     pub budget: Option<u64>,
 }
 

@@ -52,9 +52,11 @@ impl PoolPressure {
     /// request (corruption margins, [`crate::AllocatorDesc::debug_margin`],
     /// on host-visible memory; non-coherent memory rounded to whole
     /// `nonCoherentAtomSize`), the request must fit with them. A larger
-    /// request may still fit in the free ranges of the pool's blocks
-    /// (`largest_free_range`), and at `max_blocks`, a request of more than
-    /// half a block (which takes memory of its own) may still succeed.
+    /// request may still fit: in the free ranges of the pool's blocks
+    /// (`largest_free_range`), in the budget of the empty blocks the pool
+    /// keeps (a request the budget refuses first frees them and tries
+    /// again), and at `max_blocks`, a request of more than half a block
+    /// (which takes memory of its own).
     pub fn headroom(&self) -> u64 {
         if self.pool_block_count >= self.pool_max_blocks {
             return 0;

@@ -195,3 +195,32 @@ proptest! {
         a.validate().expect("valid");
     }
 }
+
+/// An empty block the pool keeps counts against its budget: a request that
+/// needs the budget (memory of its own, more than half a block) must not be
+/// refused while an empty kept block could give it back.
+#[test]
+fn empty_kept_blocks_give_their_budget_back() {
+    let a = allocator();
+    let p = pool(&a, 16 * MIB, Some(32 * MIB));
+    let mut first: Vec<Allocation> = (0..3)
+        .map(|_| a.allocate(&texture(p, 5 * MIB)).expect("fits"))
+        .collect();
+    let second_block = a.allocate(&texture(p, 5 * MIB)).expect("a second block");
+    a.free(second_block).expect("free");
+    for x in first.drain(..2) {
+        a.free(x).expect("free");
+    }
+    // 5 MiB live; 32 MiB committed (the second block kept empty).
+    let pressure = a.pool_pressure(p).expect("pressure");
+    assert_eq!(pressure.pool_allocated_bytes, 5 * MIB);
+    let big = a
+        .allocate(&texture(p, 12 * MIB))
+        .expect("the kept empty block gives its budget back");
+    assert!(a.pool_pressure(p).expect("pressure").pool_committed_bytes <= 32 * MIB);
+    a.free(big).expect("free");
+    for x in first {
+        a.free(x).expect("free");
+    }
+    a.validate().expect("valid");
+}

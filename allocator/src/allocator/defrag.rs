@@ -123,7 +123,9 @@ impl<D: MemoryDevice> Allocator<D> {
         }
         let env = self.env();
         for &list in &touched {
-            self.with_vector(list, |v| v.release_empty(env));
+            self.with_vector(list, |v| {
+                v.release_empty(env);
+            });
         }
         let (blocks_after, bytes_after) = held(&touched);
         stats.blocks_freed = blocks_before.saturating_sub(blocks_after);

@@ -84,7 +84,18 @@ impl<D: MemoryDevice> Allocator<D> {
                 required: self.types[memory_type as usize].flags,
             });
         }
-        self.allocate_in(&pool.vector, desc)
+        match self.allocate_in(&pool.vector, desc) {
+            // Empty blocks the pool keeps count against its budget: given
+            // back, the request may fit (a byte budget is usable to the byte).
+            Err(e @ Error::PoolExhausted { .. }) => {
+                if pool.vector.release_empty(self.env()) > 0 {
+                    self.allocate_in(&pool.vector, desc)
+                } else {
+                    Err(e)
+                }
+            }
+            result => result,
+        }
     }
 
     /// Tries the memory types best first, falling back on out-of-memory:
