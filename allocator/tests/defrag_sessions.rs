@@ -257,3 +257,28 @@ fn a_pool_outlives_no_dropped_session() {
     allocator.validate().expect("valid");
     assert!(allocator.leaks().is_empty());
 }
+
+/// `end` through another allocator is refused and consumes the session: its
+/// open pass goes back to its own allocator, which ends it.
+#[test]
+fn a_session_ended_through_another_allocator_loses_nothing() {
+    let mut w = workload();
+    let other = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+        .expect("allocator");
+    let a = &w.allocator;
+    let mut s = a.begin_defragmentation(&full()).expect("session");
+    let moves = s.begin_pass(a).expect("pass");
+    assert!(!moves.is_empty());
+    for mv in moves {
+        let old = w.live.remove(&mv.id()).expect("a live source");
+        let new = s.commit(a, mv, old).expect("commit");
+        w.live.insert(new.id(), new);
+    }
+    assert_eq!(
+        s.end(&other).map(|_| ()),
+        Err(vkalloc::DefragError::ForeignAllocator)
+    );
+    a.begin_frame();
+    assert!(a.statistics().defragmentation.allocations_moved > 0);
+    finish(w);
+}
