@@ -11,7 +11,9 @@
 //! 6. defragmentation, a pass at a time, the copies done by
 //!    [`Allocator::perform_moves`] (the guide's `defragment_a_little`), the
 //!    moved buffers' contents checked;
-//! 7. teardown: the allocator taken out of its `Arc` and destroyed with
+//! 7. transient render targets aliased on one allocation (the guide's
+//!    `transients`);
+//! 8. teardown: the allocator taken out of its `Arc` and destroyed with
 //!    [`Allocator::destroy_all_memory`], which frees all of its memory before
 //!    `vkDestroyDevice` and names every leak.
 //!
@@ -25,10 +27,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ash::vk;
-use vkalloc::vk::{AshDevice, AshDeviceOptions, Movable};
+use vkalloc::vk::{Aliased, AshDevice, AshDeviceOptions, Movable};
 use vkalloc::{
-    AllocationId, AllocationOptions, Allocator, AllocatorDesc, DefragAlgorithm, DefragDesc,
-    Defragmentation, Error, LinearMode, MemoryUsage, Move, PoolAlgorithm, PoolDesc,
+    AliasGroup, AllocationId, AllocationOptions, Allocator, AllocatorDesc, DefragAlgorithm,
+    DefragDesc, Defragmentation, Error, LinearMode, MemoryUsage, Move, PassInterval, PoolAlgorithm,
+    PoolDesc,
 };
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -189,6 +192,33 @@ unsafe fn defragment_a_little(
     let report = defrag.end_pass(allocator)?;
     result?;
     Ok(report.complete)
+}
+
+/// Two transient targets on one allocation (as in the guide).
+///
+/// # Safety
+/// Valid create infos for this device.
+unsafe fn transients(
+    allocator: &Allocator<AshDevice>,
+    gbuffer_info: &vk::ImageCreateInfo<'_>,
+    bloom_info: &vk::ImageCreateInfo<'_>,
+) -> std::result::Result<(AliasGroup, Aliased<vk::Image>, Aliased<vk::Image>), Error> {
+    // SAFETY: valid create infos (the caller's promise).
+    let gbuffer = unsafe {
+        allocator.image_alias_requirement(gbuffer_info, PassInterval::new(0, 2), "gbuffer")
+    }?;
+    // SAFETY: as above.
+    let bloom =
+        unsafe { allocator.image_alias_requirement(bloom_info, PassInterval::new(3, 4), "bloom") }?;
+    let group = allocator.allocate_alias_group(
+        &[gbuffer, bloom],
+        AllocationOptions::usage(MemoryUsage::GpuOnly),
+    )?;
+    // SAFETY: valid create infos; the group outlives the images (destroyed first).
+    let g = unsafe { allocator.create_aliased_image(&group, 0, gbuffer_info) }?;
+    // SAFETY: as above.
+    let b = unsafe { allocator.create_aliased_image(&group, 1, bloom_info) }?;
+    Ok((group, g, b))
 }
 
 fn main() -> Result<()> {
@@ -453,7 +483,50 @@ fn main() -> Result<()> {
         totals.allocations_moved, totals.bytes_moved, totals.blocks_freed
     );
 
-    // 7. Teardown: give everything back, take the allocator out of its
+    // 7. Transient targets aliased: their lifetimes don't overlap, so they
+    // share one allocation.
+    let target = |format| {
+        vk::ImageCreateInfo::default()
+            .image_type(vk::ImageType::TYPE_2D)
+            .format(format)
+            .extent(vk::Extent3D {
+                width: 512,
+                height: 512,
+                depth: 1,
+            })
+            .mip_levels(1)
+            .array_layers(1)
+            .samples(vk::SampleCountFlags::TYPE_1)
+            .tiling(vk::ImageTiling::OPTIMAL)
+            .usage(vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::SAMPLED)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .initial_layout(vk::ImageLayout::UNDEFINED)
+    };
+    let (gbuffer_info, bloom_info) = (
+        target(vk::Format::R8G8B8A8_UNORM),
+        target(vk::Format::R16G16B16A16_SFLOAT),
+    );
+    // SAFETY: valid create infos.
+    let (group, gbuffer, bloom) = unsafe { transients(&allocator, &gbuffer_info, &bloom_info) }?;
+    println!(
+        "7. aliased targets: {} B for both, {} B saved",
+        group.allocation().size(),
+        group.bytes_saved()
+    );
+    // SAFETY: the device never used them.
+    unsafe {
+        allocator
+            .destroy_aliased_image(gbuffer)
+            .map_err(Error::from)?;
+        allocator
+            .destroy_aliased_image(bloom)
+            .map_err(Error::from)?;
+    }
+    allocator
+        .free_alias_group(group)
+        .map_err(|e| e.into_parts().0)?;
+
+    // 8. Teardown: give everything back, take the allocator out of its
     // `Arc`, and free all of its memory before the device goes.
     // SAFETY: the device is idle (every submission was waited for).
     unsafe {
@@ -474,7 +547,7 @@ fn main() -> Result<()> {
     // SAFETY: no mapping of this allocator is used after this point (the
     // device is destroyed next).
     let report = unsafe { allocator.destroy_all_memory() };
-    println!("7. {report}");
+    println!("8. {report}");
     // SAFETY: the allocator is gone; nothing else uses the device or instance.
     unsafe {
         gpu.device.destroy_device(None);
