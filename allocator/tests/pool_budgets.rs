@@ -224,3 +224,59 @@ fn empty_kept_blocks_give_their_budget_back() {
     }
     a.validate().expect("valid");
 }
+
+/// A linear ring whose budget is less than its block: one smaller block, a
+/// ring over it, frames after frames; refusals are `PoolExhausted`.
+#[test]
+fn a_ring_under_a_budget_smaller_than_its_block() {
+    let a = allocator();
+    let ring = a
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::Upload,
+            block_size: MIB,
+            budget: Some(600 * KIB),
+            algorithm: PoolAlgorithm::Linear(vkalloc::LinearMode::Ring),
+            ..PoolDesc::new("ring")
+        })
+        .expect("ring");
+    let desc = AllocationDesc {
+        size: 128 * KIB,
+        options: AllocationOptions::usage(MemoryUsage::Upload).in_pool(ring),
+        ..AllocationDesc::default()
+    };
+    let mut live = std::collections::VecDeque::new();
+    for frame in 0..32 {
+        let m = a.allocate_mapped(&desc).expect("the ring has room");
+        live.push_back(m);
+        if live.len() == 4 {
+            a.free(live.pop_front().expect("oldest"))
+                .expect("free in order");
+        }
+        assert!(
+            a.pool_pressure(ring)
+                .expect("pressure")
+                .pool_committed_bytes
+                <= 600 * KIB,
+            "frame {frame}"
+        );
+    }
+    let mut extra = Vec::new();
+    let refused = loop {
+        match a.allocate_mapped(&desc) {
+            Ok(m) => extra.push(m),
+            Err(e) => break e,
+        }
+        assert!(extra.len() < 8, "the budget never refused");
+    };
+    assert!(
+        matches!(refused, Error::PoolExhausted { .. }),
+        "{refused:?}"
+    );
+    for m in extra {
+        live.push_back(m);
+    }
+    while let Some(m) = live.pop_front() {
+        a.free(m).expect("free in order");
+    }
+    a.validate().expect("valid");
+}
