@@ -277,7 +277,9 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 
     /// Live allocations: what would be reported as leaked if the allocator
-    /// were dropped now.
+    /// were dropped now. Like a drop, it first ends the open passes of
+    /// dropped defragmentation sessions (see [`crate::Defragmentation`]), so
+    /// their moves are not counted.
     pub fn leaks(&self) -> Vec<Leak> {
         self.end_abandoned_passes();
         let mut leaks = Vec::new();
