@@ -30,46 +30,6 @@ pub enum AppError {
     Validation(u32),
 }
 
-/// `--residency auto` resolved to the page atlas where it can run (the
-/// visibility shading's bindless compute pass samples it, and the sampling
-/// emulation, whose level views take the same elements of the bindless
-/// array, is off), before the textures load (the atlas keeps larger tails);
-/// an explicit `--residency atlas` that can't run, refused with what to
-/// change. Nothing to do with streaming off.
-fn resolve_atlas(settings: &mut Settings, bindless: bool) -> Result<(), AppError> {
-    use crate::streaming::ResidencyMode;
-    if settings.streaming != StreamingMode::On {
-        return Ok(());
-    }
-    let emulating = crate::materials::textures::emulation_mode().is_some();
-    let runs = bindless && settings.visibility_buffer();
-    match settings.residency {
-        ResidencyMode::Auto if runs && !emulating => settings.residency = ResidencyMode::Atlas,
-        ResidencyMode::Atlas if emulating => {
-            return Err(AppError::Io(format!(
-                "--residency atlas and {} (a diagnostic of the sampling with every level \
-                 resident) share the bindless array's elements after the textures: unset the \
-                 variable, or use --streaming off or --residency tiles|levels",
-                crate::materials::textures::ATLAS_EMULATION_ENV
-            )));
-        }
-        ResidencyMode::Atlas if !runs => {
-            return Err(AppError::Io(format!(
-                "--residency atlas samples its page atlas in the visibility shading's bindless \
-                 compute pass: {} (use --shading visibility on a device with descriptor indexing, \
-                 or --residency tiles|levels)",
-                if bindless {
-                    "this run shades forward"
-                } else {
-                    "this device has no bindless texture array with non-uniform indexing"
-                }
-            )));
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
 /// Writes tightly packed RGBA8 pixels as a PNG, with the encoder's fast compression:
 /// a 4K frame takes about 0.1 s instead of seconds at the default level (files about
 /// 40% larger), which is what a `--png-every 1` reference run of 240 frames waits for.
@@ -117,7 +77,15 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
         println!("{line}");
     }
-    resolve_atlas(&mut settings, ctx.info.bindless)?;
+    settings.residency = settings
+        .residency
+        .for_run(
+            settings.streaming,
+            ctx.info.bindless,
+            settings.visibility_buffer(),
+            crate::materials::textures::emulation_mode().is_some(),
+        )
+        .map_err(AppError::Io)?;
     if let Some(mode) = crate::materials::textures::emulation_mode() {
         println!(
             "{}={mode}: {}",
@@ -395,13 +363,7 @@ pub fn make_scene(
             let started = Instant::now();
             let residency = match settings.streaming {
                 StreamingMode::On => Residency::Tails {
-                    // The page atlas tiles only levels of whole tiles; the
-                    // levels below stay in the set's own images.
-                    tail_texels: if settings.residency == crate::streaming::ResidencyMode::Atlas {
-                        crate::streaming::tiles::atlas::TAIL_TEXELS
-                    } else {
-                        crate::streaming::TAIL_TEXELS
-                    },
+                    tail_texels: settings.residency.tail_texels(),
                     // Two frames of uploads; a frame never uploads more than the
                     // texture budget can hold (the loader adds room for the largest
                     // level twice over).

@@ -369,7 +369,11 @@ impl GalleryPass {
         }
         // Streaming by tiles on a device with shaderResourceMinLod: the shaders
         // clamp the sampler's LOD in hardware (the `_MINLOD` variants).
-        let min_lod = ctx.info.min_lod && self.streamer.as_ref().is_some_and(Streamer::tiled);
+        let min_lod = ctx.info.min_lod
+            && self
+                .streamer
+                .as_ref()
+                .is_some_and(|s| s.residency().tiled());
         self.layout = create_layout(
             d,
             &[self.frame_set_layout, self.textures.set_layout],
@@ -486,7 +490,11 @@ impl GalleryPass {
         attributes: &[vk::VertexInputAttributeDescription],
     ) -> Result<(), GpuError> {
         let d = &ctx.device;
-        let min_lod = ctx.info.min_lod && self.streamer.as_ref().is_some_and(Streamer::tiled);
+        let min_lod = ctx.info.min_lod
+            && self
+                .streamer
+                .as_ref()
+                .is_some_and(|s| s.residency().tiled());
         let draws = self.gallery.objects.len() as u64;
         let triangles = self
             .meshes
@@ -1102,13 +1110,7 @@ impl ScenePass for GalleryPass {
     }
 
     fn residency(&self) -> Option<&'static str> {
-        self.streamer
-            .as_ref()
-            .map(|s| match (s.tiled(), s.atlas()) {
-                (true, true) => "atlas",
-                (true, false) => "tiles",
-                _ => "levels",
-            })
+        self.streamer.as_ref().map(|s| s.residency().name())
     }
 
     fn texture_bytes(&self) -> u64 {

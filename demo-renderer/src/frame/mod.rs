@@ -60,8 +60,8 @@ pub trait ScenePass {
         Ok(None)
     }
 
-    /// How the pass streams its textures: "tiles" or "levels"
-    /// ([`crate::streaming::Streamer::tiled`]); `None` where nothing streams.
+    /// How the pass streams its textures: "levels", "tiles" or "atlas"
+    /// ([`crate::streaming::Streamer::residency`]); `None` where nothing streams.
     fn residency(&self) -> Option<&'static str> {
         None
     }
