@@ -54,6 +54,7 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         bindless: !flags.no_bindless,
         surface_extensions: vec![],
         upload_queue: flags.upload_queue.unwrap_or_default(),
+        upload_split: flags.tune.upload_split,
     };
     if flags.list_devices {
         let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, instance| {
@@ -83,13 +84,12 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
             settings.streaming,
             ctx.info.bindless,
             settings.visibility_buffer(),
-            crate::materials::textures::emulation_mode().is_some(),
+            settings.tuning.atlas_emulation.is_some(),
         )
         .map_err(AppError::Io)?;
-    if let Some(mode) = crate::materials::textures::emulation_mode() {
+    if let Some(mode) = settings.tuning.atlas_emulation {
         println!(
-            "{}={mode}: {}",
-            crate::materials::textures::ATLAS_EMULATION_ENV,
+            "--tune atlas-emulation={mode}: {}",
             if ctx.info.bindless {
                 "maps sampled as a page atlas would sample them"
             } else {
@@ -114,15 +114,12 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     Ok(())
 }
 
-/// A diagnostic: `VKALLOC_DEMO_IDLE_MS=N` leaves the GPU idle for N
-/// milliseconds after each headless frame (the render thread sleeps once the
-/// frame is done), to find how long an idle GPU keeps its clock: the tile
-/// streamer's binds leave it idle that way at small budgets (BENCHMARKS.md).
-pub const IDLE_ENV: &str = "VKALLOC_DEMO_IDLE_MS";
-
-/// [`IDLE_ENV`]'s sleep, if set to a positive number of milliseconds.
-fn idle_after_frame() -> Option<std::time::Duration> {
-    let ms: f64 = std::env::var(IDLE_ENV).ok()?.trim().parse().ok()?;
+/// A diagnostic (`--tune idle-ms=N`): the GPU left idle for N milliseconds
+/// after each headless frame (the render thread sleeps once the frame is
+/// done), to find how long an idle GPU keeps its clock: the tile streamer's
+/// binds leave it idle that way at small budgets (BENCHMARKS.md).
+fn idle_after_frame(settings: &Settings) -> Option<std::time::Duration> {
+    let ms = settings.tuning.idle_ms?;
     (ms > 0.0 && ms.is_finite()).then(|| std::time::Duration::from_secs_f64(ms.min(1e4) / 1e3))
 }
 
@@ -195,7 +192,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     let mut frames = Vec::new();
     let started = Instant::now();
     let mut result = Ok(());
-    let idle = idle_after_frame();
+    let idle = idle_after_frame(settings);
     for i in 0..settings.frames {
         mem.begin_frame(i as u64);
         if let Err(e) = scene.prepare(ctx, &mem, i, settings.frames) {
@@ -381,6 +378,7 @@ pub fn make_scene(
                 settings.texture_budget,
                 settings.anisotropy,
                 residency,
+                settings.tuning.atlas_emulation,
             )?;
             let load_seconds = started.elapsed().as_secs_f64();
             println!(
@@ -409,6 +407,7 @@ pub fn make_scene(
                 defrag_budget: settings.defrag_budget,
                 lookahead_frames: settings.lookahead,
                 residency: settings.residency,
+                tuning: settings.tuning.clone(),
             };
             let shadows = settings.effects;
             let pass = GalleryPass::new(

@@ -97,6 +97,8 @@ pub struct Flags {
     pub effects: Option<bool>,
     /// `--shading visibility|forward`.
     pub shading: Option<Shading>,
+    /// `--tune KEY=VALUE`, each given (see [`crate::tuning`]).
+    pub tune: crate::tuning::Tuning,
     /// `--help`.
     pub help: bool,
 }
@@ -163,6 +165,9 @@ USAGE: demo-renderer [FLAGS]
                          visibility (default; lavapipe: forward): the draws write which
                          triangle covers each pixel, then compute shades every pixel
                          once; forward: the draws shade in their fragment shaders
+  --tune KEY=VALUE       a measured knob or a diagnostic of the product path (repeatable;
+                         the keys and their defaults: demo-renderer/src/tuning.rs), e.g.
+                         tiles.max-ring=64, tiles.late-spare=all, atlas-emulation=1
   --help                 this text
 ";
 
@@ -328,6 +333,10 @@ impl Flags {
                         }
                     })
                 }
+                "--tune" => f
+                    .tune
+                    .set(&value(&mut it)?)
+                    .map_err(|e| FlagError(e.to_string()))?,
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
@@ -458,6 +467,9 @@ pub struct Settings {
     pub residency: crate::streaming::ResidencyMode,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
+    /// `--tune`'s knobs (not in the report's settings).
+    #[serde(skip)]
+    pub tuning: crate::tuning::Tuning,
     /// Another run's frames to compare with (PSNR).
     pub compare: Option<PathBuf>,
     /// Where to write the allocator's trace of the run (headless).
@@ -558,6 +570,7 @@ impl Settings {
             prefill: f.prefill.unwrap_or(true),
             residency: f.residency.unwrap_or_default(),
             show_mips: f.show_mips,
+            tuning: f.tune.clone(),
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
             overlay: f.overlay,

@@ -103,6 +103,7 @@ impl App {
             bindless: !self.flags.no_bindless,
             surface_extensions: self.surface_extensions.clone(),
             upload_queue: self.flags.upload_queue.unwrap_or_default(),
+            upload_split: self.flags.tune.upload_split,
         };
         let surface = Cell::new(vk::SurfaceKHR::null());
         let display = window

@@ -235,7 +235,7 @@ impl GalleryPass {
             ctx,
             mem,
             &self.textures,
-            self.stream_config,
+            self.stream_config.clone(),
             ctx.info.fragment_stores,
             vk::Extent2D {
                 width: (self.height as f32 * self.aspect) as u32,
@@ -1140,7 +1140,7 @@ impl ScenePass for GalleryPass {
             let cut = self.gallery.path.is_cut(frame + 1, frames);
             if let Some(s) = self.streamer.as_mut() {
                 s.cast_ahead(&self.gallery.objects, &view, cut, &ahead);
-                // And, where asked (`VKALLOC_DEMO_TILES_PLAN_EARLY=1`), plans
+                // And, where asked (`--tune tiles.plan-early=1`), plans
                 // its tiles from that cast: the binds queue behind this frame
                 // instead of after the wait for it.
                 s.plan_ahead(ctx, mem)?;

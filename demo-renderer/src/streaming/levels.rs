@@ -13,7 +13,10 @@ use super::defrag::Compactor;
 use super::mechanism::{Mechanism, TexInfo};
 use super::policy::{self, Change, DefragInput, PolicyConfig, TextureInput};
 use super::residency::{Residency, ResidencyKind};
-use super::{estimate, estimate_wants, prefill_end, Common, PanelRow, Prefill, StreamFrame, Want};
+use super::{
+    estimate, estimate_wants, prefill_end, Common, Mode, PanelRow, Prefill, StreamConfig,
+    StreamFrame, Want,
+};
 use crate::gpu::memory::{Buffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::{Texture, TextureSet};
@@ -75,14 +78,14 @@ pub(super) struct Levels {
 }
 
 impl Levels {
-    /// Residency by levels for `set`, streaming when `streaming`; frees what it
+    /// Residency by levels for `set`, streaming in mode `On`; frees what it
     /// made where it fails.
     pub(super) fn new(
         ctx: &Context,
         mem: &GpuMemory,
         set: &TextureSet,
         infos: Vec<TexInfo>,
-        streaming: bool,
+        cfg: &StreamConfig,
     ) -> Result<Self, GpuError> {
         let n = set.textures.len();
         let placeholder_map = mem.create_buffer(
@@ -100,8 +103,8 @@ impl Levels {
             swap: None,
             placeholder_map: Some(placeholder_map),
         };
-        if streaming {
-            if let Err(e) = s.start_swap(ctx, mem, set) {
+        if cfg.mode == Mode::On {
+            if let Err(e) = s.start_swap(ctx, mem, set, cfg.tuning.fail_reads.clone()) {
                 ctx.wait_idle();
                 s.destroy(ctx, mem, set);
                 return Err(e);
@@ -116,8 +119,9 @@ impl Levels {
         ctx: &Context,
         mem: &GpuMemory,
         set: &TextureSet,
+        fail_reads: Option<String>,
     ) -> Result<(), GpuError> {
-        let mechanism = Mechanism::new(ctx)?;
+        let mechanism = Mechanism::new(ctx, fail_reads)?;
         self.swap = Some(Swap {
             mechanism,
             compactor: Compactor::new(mem),

@@ -139,7 +139,7 @@ pub enum Mode {
 }
 
 /// The streamer's settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct StreamConfig {
     /// On or off.
     pub mode: Mode,
@@ -161,6 +161,8 @@ pub struct StreamConfig {
     pub lookahead_frames: u32,
     /// Tiles or whole levels (`--residency`).
     pub residency: ResidencyMode,
+    /// `--tune`'s knobs ([`crate::tuning`]).
+    pub tuning: crate::tuning::Tuning,
 }
 
 /// `--defrag-budget`'s default: bytes a defragmentation pass may move per frame.
@@ -577,7 +579,7 @@ impl Streamer {
             prev_feedback: None,
             error: None,
         };
-        let mut tiled = residency::start_tiles(ctx, mem, set, &cfg)?;
+        let mut tiled = residency::start_tiles(ctx, mem, set, &c.cfg)?;
         // What follows can fail: free what was made (the sparse images
         // included) before handing the error back.
         let cells = materials * tiled.as_ref().map_or(0, Tiled::feedback_cell_words);
@@ -594,7 +596,7 @@ impl Streamer {
                 c.reset_feedback(mem);
                 match tiled {
                     Some(t) => Ok(Box::new(t) as Box<dyn Residency>),
-                    None => Levels::new(ctx, mem, set, infos, cfg.mode == Mode::On)
+                    None => Levels::new(ctx, mem, set, infos, &c.cfg)
                         .map(|l| Box::new(l) as Box<dyn Residency>),
                 }
             }
@@ -814,7 +816,7 @@ impl Streamer {
     }
 
     /// After a frame's submission and [`Self::cast_ahead`], by tiles where
-    /// [`tiles::PLAN_EARLY_ENV`]`=1`: plans the next frame's tiles from that
+    /// `--tune tiles.plan-early=1`: plans the next frame's tiles from that
     /// cast and the last feedback read (the frame before this one's: this
     /// one is still drawing), and binds them ([`tiles::TileStreamer::plan_ahead`]).
     /// The next [`Self::prepare`] carries the plan out whatever its views

@@ -74,12 +74,11 @@ impl ResidencyMode {
         let runs = bindless && visibility;
         match self {
             Self::Auto if runs && !emulating => Ok(Self::Atlas),
-            Self::Atlas if emulating => Err(format!(
-                "--residency atlas and {} (a diagnostic of the sampling with every level \
-                 resident) share the bindless array's elements after the textures: unset the \
-                 variable, or use --streaming off or --residency tiles|levels",
-                crate::materials::textures::ATLAS_EMULATION_ENV
-            )),
+            Self::Atlas if emulating => Err("--residency atlas and --tune atlas-emulation (a \
+                 diagnostic of the sampling with every level resident) share the bindless \
+                 array's elements after the textures: drop the --tune, or use --streaming off \
+                 or --residency tiles|levels"
+                .to_string()),
             Self::Atlas if !runs => Err(format!(
                 "--residency atlas samples its page atlas in the visibility shading's bindless \
                  compute pass: {} (use --shading visibility on a device with descriptor indexing, \
@@ -266,15 +265,7 @@ pub(super) fn start_tiles(
         return Ok(None);
     }
     let atlas = cfg.residency == ResidencyMode::Atlas;
-    match TileStreamer::new(
-        ctx,
-        mem,
-        set,
-        cfg.upload_budget,
-        cfg.budget,
-        cfg.anisotropy,
-        atlas,
-    )? {
+    match TileStreamer::new(ctx, mem, set, cfg)? {
         Ok(t) => {
             let by = if atlas { "a page atlas" } else { "tiles" };
             println!("streaming: by {by}; {}", t.late_line());

@@ -158,7 +158,7 @@ impl Tiled {
     /// The look-ahead's casts for a frame of `view` (a camera cut's when
     /// `camera_cut`) with the coming views `ahead`: the present view alone on
     /// a cut (the feedback shows the old view), the look-ahead, and the
-    /// present view's own cast within it ([`tiles::CAST_PRESENT_ENV`]: every
+    /// present view's own cast within it (`--tune tiles.cast-present`: every
     /// other frame casts its view too, so that what the last feedback did not
     /// show loads before it is drawn).
     fn cast_views(
@@ -421,7 +421,7 @@ impl Residency for Tiled {
     }
 
     /// After a frame's submission and [`Self::cast_ahead`], by tiles where
-    /// [`tiles::PLAN_EARLY_ENV`]`=1`: plans the next frame's tiles from that
+    /// `--tune tiles.plan-early=1`: plans the next frame's tiles from that
     /// cast and the last feedback read (the frame before this one's: this
     /// one is still drawing), and binds them ([`tiles::TileStreamer::plan_ahead`]).
     /// The next [`super::Streamer::prepare`] carries the plan out whatever its views

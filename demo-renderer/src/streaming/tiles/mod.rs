@@ -20,7 +20,7 @@
 //!
 //! The renderer waits for each frame, so when [`TileStreamer::prepare`] runs the
 //! GPU has only the last frame's spare loads left (below), which it waits
-//! for before touching a page. (With [`PLAN_EARLY_ENV`]`=1` the plan, the
+//! for before touching a page. (With `--tune tiles.plan-early=1` the plan, the
 //! pages and the binds were made already, after the last frame's submission
 //! ([`TileStreamer::plan_ahead`], from the feedback of the frame before it
 //! and the cast of this frame's views): the plan's CPU time overlaps the
@@ -45,7 +45,7 @@
 //! `bind_ms`, `sparse_binds` and `plan_ms` show it.
 //!
 //! The loads only the coming views want ([`policy::LoadKind::Ahead`]; with
-//! [`LATE_SPARE_ENV`]`=all` every spare load) do not go that way: they take
+//! `--tune tiles.late-spare=all` every spare load) do not go that way: they take
 //! their pages in `prepare`, inside the budget, and wait for
 //! [`TileStreamer::after_submit`], which the renderer calls once the frame
 //! is submitted: their bind, reads and copies (on a command buffer of their
@@ -72,7 +72,7 @@
 //! lowest level of detail a conforming sampler may compute, plus 1/8 of a
 //! level (`tile_lift` in `pbr_shading.glsl`): llvmpipe's own computation
 //! falls short of the rule by more than 1/16 (found by drawing a run with
-//! the pages reversed, [`REVERSED_PAGES_ENV`]: with a margin of 1/128, 88 of
+//! the pages reversed, `--tune tiles.reversed-pages`: with a margin of 1/128, 88 of
 //! 240 frames changed; `tests/tiles.rs` now requires none). Either way the page is the streamer's own
 //! allocation: no memory outside it is read. Two things would write or free
 //! a stale tile's memory, and neither happens: a layout
@@ -143,7 +143,7 @@ struct SparseMap {
     /// (positioned reads, shared by the reader threads).
     reader: Reader,
     /// The same file mapped read-only: tile rectangles are copied out of it
-    /// (unless [`mapped::PREAD_ENV`]`=1`, or the file could not be mapped).
+    /// (unless `--tune tiles.pread=1`, or the file could not be mapped).
     mapped: Option<mapped::MappedFile>,
 }
 
@@ -382,7 +382,7 @@ pub struct TileStreamer {
     /// Spare loads whose pages are taken and whose binds, reads and copies
     /// wait for [`Self::after_submit`].
     deferred: Option<Deferred>,
-    /// [`LATE_SPARE_ENV`]: the kinds of spare loads that wait for the
+    /// `--tune tiles.late-spare`: the kinds of spare loads that wait for the
     /// frame's submission.
     late: LateSpare,
     /// Signalled by each `vkQueueBindSparse`, waited on by the copies'
@@ -397,52 +397,45 @@ pub struct TileStreamer {
     /// The next frame's plan, made after this frame's submission
     /// ([`Self::plan_ahead`]); its reads, copies and map wait for `prepare`.
     planned: Option<Planned>,
-    /// [`PLAN_EARLY_ENV`]`=1`: the renderer plans each frame's tiles after
+    /// `--tune tiles.plan-early=1`: the renderer plans each frame's tiles after
     /// the last frame's submission.
     plan_early: bool,
     /// Calls of [`TileStreamer::prepare`] after the pre-fill.
     frames: u64,
-    /// [`FREEZE_ENV`]: after this many frames, residency stays as it is.
+    /// `--tune tiles.freeze-after`: after this many frames, residency stays as it is.
     freeze_after: Option<u64>,
-    /// [`AHEAD_SHARE_ENV`]: the look-ahead's loads per frame are at most
+    /// `--tune tiles.ahead-share`: the look-ahead's loads per frame are at most
     /// `max_loads / ahead_share`.
     ahead_share: usize,
-    /// [`MAX_SPARE_ENV`]: loads per frame of tiles the present view does not
+    /// `--tune tiles.max-spare`: loads per frame of tiles the present view does not
     /// want, at most.
     max_spare: usize,
-    /// [`MAX_RING_ENV`]: loads per frame of the margin and the ring, at most
+    /// `--tune tiles.max-ring`: loads per frame of the margin and the ring, at most
     /// ([`DEFAULT_MAX_RING`]).
     max_ring: usize,
-    /// [`SPARE_HYSTERESIS_ENV`] ([`policy::TileInput::spare_hysteresis`]).
+    /// `--tune tiles.spare-hysteresis` ([`policy::TileInput::spare_hysteresis`]).
     spare_hysteresis: u64,
     /// Per map, per tile: the page key of a resident tile's page
     /// ([`policy::TileInput::page_keys`]; `u64::MAX` for none).
     page_keys: Vec<Vec<u64>>,
     /// Each page memory object's number in the page keys, by raw handle.
     page_objects: HashMap<u64, u64>,
-    /// Not [`EVICT_BY_PAGES_ENV`]`=0`: the plan is given the page keys.
+    /// Not `--tune tiles.evict-by-pages=0`: the plan is given the page keys.
     evict_by_pages: bool,
-    /// [`CAST_PRESENT_ENV`]: the present view is cast into the look-ahead on
+    /// `--tune tiles.cast-present`: the present view is cast into the look-ahead on
     /// every frame.
     cast_present: bool,
-    /// [`REVERSED_PAGES_ENV`]: loads take pages in descending memory order.
+    /// `--tune tiles.reversed-pages`: loads take pages in descending memory order.
     reversed_pages: bool,
+    /// `--tune tiles.pread=1`: tiles are read with `pread`, not from a
+    /// mapping of the file.
+    pread: bool,
+    /// `--tune fail-reads`: reads of files whose path contains this fail.
+    fail_reads: Option<String>,
     /// With `--residency atlas`: tiles are copied into a page atlas instead
     /// of bound to pages of sparse images.
     atlas: Option<AtlasState>,
 }
-
-/// A diagnostic: `VKALLOC_DEMO_TILES_FREEZE_AFTER=N` stops every change of
-/// residency (no plan, bind, read or copy) after `N` frames (at 0, the
-/// pre-fill too: the mip tails alone), so frame times with resident tiles can
-/// be told apart from the cost of changing them.
-pub const FREEZE_ENV: &str = "VKALLOC_DEMO_TILES_FREEZE_AFTER";
-
-/// A diagnostic: `VKALLOC_DEMO_TILES_AHEAD_SHARE=N` caps the tiles loaded
-/// for the coming views alone (not the present view's feedback) at a frame's
-/// loads / `N` (default [`TILES_AHEAD_SHARE`] for sparse tiles,
-/// [`ATLAS_AHEAD_SHARE`] for the page atlas).
-pub const AHEAD_SHARE_ENV: &str = "VKALLOC_DEMO_TILES_AHEAD_SHARE";
 
 /// Sparse tiles' look-ahead loads a frame: a frame's loads / 16 (over a
 /// look-ahead of 16 frames, one frame's worth), since every load is a sparse
@@ -458,63 +451,15 @@ pub const TILES_AHEAD_SHARE: usize = 16;
 /// atlas's look-ahead share*).
 pub const ATLAS_AHEAD_SHARE: usize = 4;
 
-/// A diagnostic: `VKALLOC_DEMO_TILES_CAST_PRESENT=0` stops casting the
-/// present view into the look-ahead on frames other than a camera cut's.
-/// By default every frame casts it (by its pixels, weight 1): the tiles that
-/// the last frame's feedback did not show (surface the camera brings on
-/// screen) load before the frame that draws them, within the look-ahead's
-/// cap. On the H200 (4K, 8K maps) it took the frames below 40 dB from 1 to 0
-/// at 256 MiB and from 2 to 0 with 64 materials at 1 GiB (BENCHMARKS.md).
-pub const CAST_PRESENT_ENV: &str = "VKALLOC_DEMO_TILES_CAST_PRESENT";
-
 /// Loads per frame of the margin and the ring (tiles a present cell scores
-/// but does not want) at most, unless [`MAX_RING_ENV`] says otherwise: a
+/// but does not want) at most, unless `--tune tiles.max-ring` says otherwise: a
 /// per-frame cap on speculative operations (256 pages of 64 KiB: 16 MiB), so
 /// that they do not stretch the frame. On the H200 with 64 materials at 1
 /// GiB it took the GPU frame time's p99 from 1.3-1.5x streaming off's to
 /// 1.08-1.10x, with every frame still at 40 dB or more (BENCHMARKS.md).
 pub const DEFAULT_MAX_RING: usize = 256;
 
-/// A diagnostic: `VKALLOC_DEMO_TILES_MAX_SPARE=N` caps the loads per frame of
-/// tiles the present view does not want (the look-ahead's, the margin of one
-/// level finer, the ring around a wanted region) at `N` (default: no cap
-/// beyond the look-ahead's).
-pub const MAX_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_MAX_SPARE";
-
-/// A diagnostic: `VKALLOC_DEMO_TILES_MAX_RING=N` caps, among those, the loads
-/// per frame of the margin and the ring (tiles a present cell scores but does
-/// not want) at `N`, leaving the look-ahead's to their own cap (default:
-/// [`DEFAULT_MAX_RING`]; a large `N` for none). With 64 materials the cap of
-/// [`MAX_SPARE_ENV`] met the p99 but lost the refill after a cut, which the
-/// look-ahead's prefetch of the cut's view gave; this one keeps that.
-pub const MAX_RING_ENV: &str = "VKALLOC_DEMO_TILES_MAX_RING";
-
-/// `VKALLOC_DEMO_TILES_SPARE_HYSTERESIS=N` (2 to 16): a spare load (a tile no
-/// present cell wants) displaces a resident tile only when it scores more than
-/// `N` times as much ([`policy::TileInput::spare_hysteresis`]; default
-/// [`policy::SPARE_HYSTERESIS`]).
-pub const SPARE_HYSTERESIS_ENV: &str = "VKALLOC_DEMO_TILES_SPARE_HYSTERESIS";
-
-/// `VKALLOC_DEMO_TILES_EVICT_BY_PAGES=0`: the plan picks the evictions among
-/// tiles that score nothing by level and index alone, not by stretches of
-/// adjacent pages ([`policy::choose_evictions`]); for comparison.
-pub const EVICT_BY_PAGES_ENV: &str = "VKALLOC_DEMO_TILES_EVICT_BY_PAGES";
-
-/// `VKALLOC_DEMO_TILES_LATE_SPARE=future|all|0`: which spare loads (tiles no
-/// present cell wants; most of a frame's loads) wait for the frame's
-/// submission: `future` (those only the coming views want: not the present
-/// view's own cast, [`LoadKind::Cast`]), `all` (the margin's, the ring's and
-/// the present cast's too) or none (`0`: every load before the submission).
-/// Those take their pages in [`TileStreamer::prepare`],
-/// inside the budget, and are bound, read and copied in
-/// [`TileStreamer::after_submit`], while the GPU draws the frame: resident
-/// from the next frame on. On the H200 the frame's submission waited on
-/// the queue for every bind before it (about 31-35 us per bind region,
-/// BENCHMARKS.md), and the reads came before it too. The default is
-/// [`LateSpare::DEFAULT`].
-pub const LATE_SPARE_ENV: &str = "VKALLOC_DEMO_TILES_LATE_SPARE";
-
-/// Which spare loads wait for the frame's submission ([`LATE_SPARE_ENV`]).
+/// Which spare loads wait for the frame's submission (`--tune tiles.late-spare`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LateSpare {
     /// None: every load before the submission.
@@ -528,18 +473,8 @@ pub enum LateSpare {
 }
 
 impl LateSpare {
-    /// Without [`LATE_SPARE_ENV`].
+    /// Without `--tune tiles.late-spare`.
     pub const DEFAULT: Self = Self::Future;
-
-    /// From [`LATE_SPARE_ENV`] (unset or not understood: [`Self::DEFAULT`]).
-    fn from_env() -> Self {
-        match std::env::var(LATE_SPARE_ENV).as_deref().map(str::trim) {
-            Ok("0") | Ok("none") => Self::None,
-            Ok("future") => Self::Future,
-            Ok("all") | Ok("1") => Self::All,
-            _ => Self::DEFAULT,
-        }
-    }
 
     /// Whether a load of `kind` waits for the submission.
     fn defers(self, kind: LoadKind) -> bool {
@@ -550,16 +485,6 @@ impl LateSpare {
         }
     }
 }
-
-/// `VKALLOC_DEMO_TILES_PLAN_EARLY=1`: each frame's tile plan (evictions,
-/// pages, binds) is made after the last frame's submission
-/// ([`TileStreamer::plan_ahead`]) instead of in [`TileStreamer::prepare`],
-/// after the renderer waited for the last frame (the default). Measured on
-/// the H200 at 256 MiB (BENCHMARKS.md): the frame period 17.2-18.5 ->
-/// 14.7-16.0 ms, but the plan then reads the feedback of the frame before
-/// the last, and 3 frames fell below 40 dB (minimum 40.8 -> 38.4): off by
-/// default.
-pub const PLAN_EARLY_ENV: &str = "VKALLOC_DEMO_TILES_PLAN_EARLY";
 
 /// What a frame's tile plan goes on: per material, `g * g` cells each (the
 /// layout of [`policy::TileInput`]). [`Default`]: nothing (for a frame
@@ -601,18 +526,6 @@ struct Deferred {
     base: usize,
 }
 
-/// A check: `VKALLOC_DEMO_TILES_REVERSED_PAGES=1` gives the loads their pages
-/// in descending memory order instead of [`pages::assign`]'s, so that tiles
-/// land on other memory and stale bindings show other texels.
-/// The plans stay the same; a frame that changes with it sampled a tile the
-/// residency map calls absent (`tests/tiles.rs` compares the two).
-pub const REVERSED_PAGES_ENV: &str = "VKALLOC_DEMO_TILES_REVERSED_PAGES";
-
-/// The count a diagnostic variable holds (`None` when unset or not a number).
-fn env_count(name: &str) -> Option<usize> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
-
 /// Whether every format of `set` can be a sparse 2D image with one sample.
 fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
     set.textures.iter().all(|t| {
@@ -635,7 +548,7 @@ fn formats_supported(ctx: &Context, set: &TextureSet) -> bool {
 }
 
 /// The map's file mapped read-only for its tile reads, unless `pread`
-/// ([`mapped::PREAD_ENV`]) or the mapping fails (then read row by row).
+/// (`--tune tiles.pread`) or the mapping fails (then read row by row).
 fn open_mapped(reader: &Reader, pread: bool) -> Option<mapped::MappedFile> {
     if pread {
         return None;
@@ -655,17 +568,19 @@ impl TileStreamer {
     /// fills each image's mip tail, and points the descriptors at the sparse
     /// images. `Ok(Err(why))` when the device, a format or the budget can't
     /// (then stream by levels, or stop with `why` if tiles were asked for).
-    /// `anisotropy` is the sampler's largest (0: off): it sets how far past
-    /// a cell its samples may read ([`geometry::filter_margin`]).
+    /// Into a page atlas where `cfg` asks for [`ResidencyMode::Atlas`](crate::streaming::ResidencyMode::Atlas);
+    /// `cfg.anisotropy` is the sampler's largest (0: off): it sets how far
+    /// past a cell its samples may read ([`geometry::filter_margin`]).
     pub fn new(
         ctx: &Context,
         mem: &GpuMemory,
         set: &TextureSet,
-        upload_budget: u64,
-        budget: u64,
-        anisotropy: u32,
-        atlas: bool,
+        cfg: &crate::streaming::StreamConfig,
     ) -> Result<Result<Self, String>, GpuError> {
+        let atlas = cfg.residency == crate::streaming::ResidencyMode::Atlas;
+        let (upload_budget, budget, anisotropy) = (cfg.upload_budget, cfg.budget, cfg.anisotropy);
+        let tuning = &cfg.tuning;
+        let tt = tuning.tiles;
         if atlas && (!ctx.info.bindless || set.textures.is_empty()) {
             return Ok(Err(format!(
                 "{} has no bindless texture array with non-uniform indexing, which the page \
@@ -741,34 +656,31 @@ impl TileStreamer {
             slot: 0,
             max_loads: 0,
             frames: 0,
-            freeze_after: std::env::var(FREEZE_ENV)
-                .ok()
-                .and_then(|v| v.trim().parse().ok()),
-            ahead_share: env_count(AHEAD_SHARE_ENV)
-                .filter(|&n| n > 0)
-                .unwrap_or(if atlas {
-                    ATLAS_AHEAD_SHARE
-                } else {
-                    TILES_AHEAD_SHARE
-                }),
-            max_spare: env_count(MAX_SPARE_ENV).unwrap_or(usize::MAX),
-            max_ring: env_count(MAX_RING_ENV).unwrap_or(DEFAULT_MAX_RING),
-            spare_hysteresis: env_count(SPARE_HYSTERESIS_ENV)
-                .map_or(policy::SPARE_HYSTERESIS, |n| (n as u64).clamp(2, 16)),
+            freeze_after: tt.freeze_after,
+            ahead_share: tt.ahead_share.unwrap_or(if atlas {
+                ATLAS_AHEAD_SHARE
+            } else {
+                TILES_AHEAD_SHARE
+            }),
+            max_spare: tt.max_spare,
+            max_ring: tt.max_ring,
+            spare_hysteresis: tt.spare_hysteresis,
             page_keys: Vec::new(),
             page_objects: HashMap::new(),
-            evict_by_pages: std::env::var(EVICT_BY_PAGES_ENV).map_or(true, |v| v.trim() != "0"),
-            cast_present: std::env::var(CAST_PRESENT_ENV).map_or(true, |v| v.trim() != "0"),
-            reversed_pages: std::env::var(REVERSED_PAGES_ENV).is_ok_and(|v| v.trim() == "1"),
+            evict_by_pages: tt.evict_by_pages,
+            cast_present: tt.cast_present,
+            reversed_pages: tt.reversed_pages,
+            pread: tt.pread,
+            fail_reads: tuning.fail_reads.clone(),
             one_shot,
             late_shot,
             deferred: None,
-            late: LateSpare::from_env(),
+            late: tt.late_spare,
             bound,
             bind_signalled: false,
             gate,
             planned: None,
-            plan_early: std::env::var(PLAN_EARLY_ENV).is_ok_and(|v| v.trim() == "1"),
+            plan_early: tt.plan_early,
             atlas: None,
         };
         let built = if atlas {
@@ -804,7 +716,7 @@ impl TileStreamer {
         let d = &ctx.device;
         let mut tail_binds = Vec::new();
         let mut small_binds = Vec::new();
-        let pread = std::env::var(mapped::PREAD_ENV).is_ok_and(|v| v == "1");
+        let pread = self.pread;
         for t in &set.textures {
             let reader = Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?;
             let levels = reader.levels.len() as u32;
@@ -1123,7 +1035,7 @@ impl TileStreamer {
         anisotropy: u32,
     ) -> Result<Result<(), String>, GpuError> {
         let d = &ctx.device;
-        let pread = std::env::var(mapped::PREAD_ENV).is_ok_and(|v| v == "1");
+        let pread = self.pread;
         let mut readers = Vec::new();
         for t in &set.textures {
             readers.push(Reader::open(&t.path).map_err(|e| GpuError::Other(e.to_string()))?);
@@ -1490,7 +1402,7 @@ impl TileStreamer {
     }
 
     /// Whether every frame casts its own view into the look-ahead
-    /// ([`CAST_PRESENT_ENV`]).
+    /// (`--tune tiles.cast-present`).
     pub fn cast_present(&self) -> bool {
         self.cast_present
     }
@@ -1678,7 +1590,7 @@ impl TileStreamer {
         Ok(())
     }
 
-    /// Which loads wait for the frame's submission ([`LATE_SPARE_ENV`]), for
+    /// Which loads wait for the frame's submission (`--tune tiles.late-spare`), for
     /// the start-up log.
     pub fn late_line(&self) -> &'static str {
         match self.late {
@@ -1750,7 +1662,7 @@ impl TileStreamer {
 
     /// Plans and carries out this frame's tile changes from `inputs`: the
     /// last frame's per-cell feedback and the look-ahead's cells.
-    /// The spare loads [`LATE_SPARE_ENV`] names wait for
+    /// The spare loads `--tune tiles.late-spare` names wait for
     /// [`Self::after_submit`]. Where [`Self::plan_ahead`] planned this frame
     /// after the last one's submission, that plan is carried out and the
     /// inputs here are not used.
@@ -1772,7 +1684,7 @@ impl TileStreamer {
     }
 
     /// Whether the renderer should plan each frame's tiles after the last
-    /// frame's submission ([`Self::plan_ahead`]; [`PLAN_EARLY_ENV`]`=1`).
+    /// frame's submission ([`Self::plan_ahead`]; `--tune tiles.plan-early=1`).
     pub fn plans_early(&self) -> bool {
         self.plan_early
     }
@@ -1825,7 +1737,7 @@ impl TileStreamer {
 
     /// The plan of [`Self::prepare`] (`early`: of [`Self::plan_ahead`], with
     /// the frame before still in flight): evictions, pages and binds.
-    /// `None` when residency is frozen ([`FREEZE_ENV`]).
+    /// `None` when residency is frozen (`--tune tiles.freeze-after`).
     fn plan(
         &mut self,
         ctx: &Context,
@@ -1985,7 +1897,7 @@ impl TileStreamer {
         }
         let got = plan.loads.len().min(candidates.len());
         // The frame's own loads now; the spare ones after its submission
-        // (outside the pre-fill, and unless `LATE_SPARE_ENV` says no).
+        // (outside the pre-fill, and unless `--tune tiles.late-spare` says no).
         let late = if prefill { LateSpare::None } else { self.late };
         let (now, later) = split_late(&self.maps, &plan.loads[..got], &plan.kinds, late);
         let taken = self
@@ -2076,7 +1988,7 @@ impl TileStreamer {
     }
 
     /// After the frame's submission: binds, reads and copies the spare loads
-    /// [`Self::prepare`] kept back ([`LATE_SPARE_ENV`]), on the same queue,
+    /// [`Self::prepare`] kept back (`--tune tiles.late-spare`), on the same queue,
     /// not waited for, and marks them resident: the next frame's residency
     /// map names them, and its submission comes after their copies. Nothing
     /// the frame in flight reads changes: the tiles are absent from its map,
@@ -2167,7 +2079,7 @@ impl TileStreamer {
         let internal = || GpuError::Other("tile streamer: pages::assign broke its contract".into());
         let pick = if self.reversed_pages {
             // The check's order: pages in descending memory order, most of
-            // them others than `assign` would give (see [`REVERSED_PAGES_ENV`]).
+            // them others than `assign` would give (see `--tune tiles.reversed-pages`).
             let mut order: Vec<usize> = (0..at.len()).collect();
             order.sort_unstable_by_key(|&i| std::cmp::Reverse(at[i]));
             order.truncate(loads.len());
@@ -2286,9 +2198,7 @@ impl TileStreamer {
             return Vec::new();
         }
         // Failure injection for the tests, as the level mechanism's.
-        let refuse = std::env::var(crate::streaming::mechanism::FAIL_READS_ENV)
-            .ok()
-            .filter(|v| !v.is_empty());
+        let refuse = self.fail_reads.clone();
         let refuse = refuse.as_deref();
         let slot = self.slot as usize;
         let maps = &self.maps;
@@ -2332,11 +2242,7 @@ impl TileStreamer {
                         if refuse.is_some_and(|r| s.path.to_string_lossy().contains(r)) {
                             failed.push((
                                 k,
-                                format!(
-                                    "{}: read refused ({})",
-                                    s.path.display(),
-                                    crate::streaming::mechanism::FAIL_READS_ENV
-                                ),
+                                format!("{}: read refused (--tune fail-reads)", s.path.display()),
                             ));
                             continue;
                         }
