@@ -528,7 +528,7 @@ impl TextureSet {
                 let t = loop {
                     let coarser = base + 1 < h.2;
                     match set.load_texture(ctx, mem, &one_shot, path, base, coarser) {
-                        Err(GpuError::Alloc { .. }) if coarser => base += 1,
+                        Err(e) if coarser && e.is_no_room() => base += 1,
                         r => break r?,
                     }
                 };

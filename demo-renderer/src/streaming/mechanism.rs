@@ -499,7 +499,7 @@ impl Mechanism {
             }
             let new = match create_main(ctx, mem, set, info, to) {
                 Ok(n) => n,
-                Err(GpuError::Alloc { .. }) => {
+                Err(e) if e.is_no_room() => {
                     if mem
                         .pool_pressure(set.texture_pool)
                         .is_some_and(|p| p.free_in_blocks() + p.headroom() >= size)

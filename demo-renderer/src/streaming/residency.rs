@@ -20,7 +20,7 @@ use ash::vk;
 
 use super::estimate::View;
 use super::tiled::Tiled;
-use super::tiles::TileStreamer;
+use super::tiles::{StartError, TileStreamer};
 use super::{Common, Mode, PanelRow, Prefill, StreamConfig, StreamFrame};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::TextureSet;
@@ -265,17 +265,18 @@ pub(super) fn start_tiles(
         return Ok(None);
     }
     let atlas = cfg.residency == ResidencyMode::Atlas;
-    match TileStreamer::new(ctx, mem, set, cfg)? {
+    match TileStreamer::new(ctx, mem, set, cfg) {
         Ok(t) => {
             let by = if atlas { "a page atlas" } else { "tiles" };
             println!("streaming: by {by}; {}", t.late_line());
             Ok(Some(Tiled::new(t)))
         }
-        Err(why) if cfg.residency != ResidencyMode::Auto => {
+        Err(StartError::Gpu(e)) => Err(e),
+        Err(StartError::Refused(why)) if cfg.residency != ResidencyMode::Auto => {
             let flag = if atlas { "atlas" } else { "tiles" };
             Err(GpuError::Other(format!("--residency {flag}: {why}")))
         }
-        Err(why) => {
+        Err(StartError::Refused(why)) => {
             println!("streaming: by levels ({why})");
             Ok(None)
         }

@@ -486,6 +486,19 @@ impl LateSpare {
     }
 }
 
+/// Why [`TileStreamer::new`] made no tile streamer.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The device, a map format or the budget can't stream these textures by
+    /// tiles (what to use instead is said): levels where `--residency auto`
+    /// asked, else the run stops with it.
+    #[error("{0}")]
+    Refused(String),
+    /// The device or the allocator failed otherwise.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+}
+
 /// What a frame's tile plan goes on: per material, `g * g` cells each (the
 /// layout of [`policy::TileInput`]). [`Default`]: nothing (for a frame
 /// planned already, [`TileStreamer::plan_ahead`]).
@@ -566,8 +579,9 @@ impl TileStreamer {
     /// Makes a sparse image for every texture of `set` (which holds the mip
     /// tails the level streamer would use; they stay as they are), binds and
     /// fills each image's mip tail, and points the descriptors at the sparse
-    /// images. `Ok(Err(why))` when the device, a format or the budget can't
-    /// (then stream by levels, or stop with `why` if tiles were asked for).
+    /// images. [`StartError::Refused`] when the device, a format or the
+    /// budget can't (then stream by levels, or stop with it if tiles were
+    /// asked for).
     /// Into a page atlas where `cfg` asks for [`ResidencyMode::Atlas`](crate::streaming::ResidencyMode::Atlas);
     /// `cfg.anisotropy` is the sampler's largest (0: off): it sets how far
     /// past a cell its samples may read ([`geometry::filter_margin`]).
@@ -576,13 +590,13 @@ impl TileStreamer {
         mem: &GpuMemory,
         set: &TextureSet,
         cfg: &crate::streaming::StreamConfig,
-    ) -> Result<Result<Self, String>, GpuError> {
+    ) -> Result<Self, StartError> {
         let atlas = cfg.residency == crate::streaming::ResidencyMode::Atlas;
         let (upload_budget, budget, anisotropy) = (cfg.upload_budget, cfg.budget, cfg.anisotropy);
         let tuning = &cfg.tuning;
         let tt = tuning.tiles;
         if atlas && (!ctx.info.bindless || set.textures.is_empty()) {
-            return Ok(Err(format!(
+            return Err(StartError::Refused(format!(
                 "{} has no bindless texture array with non-uniform indexing, which the page \
                  atlas's sampling needs; use --residency tiles or levels",
                 ctx.info.name
@@ -591,7 +605,7 @@ impl TileStreamer {
         if !atlas
             && (!ctx.info.sparse_tiles || set.textures.is_empty() || !formats_supported(ctx, set))
         {
-            return Ok(Err(format!(
+            return Err(StartError::Refused(format!(
                 "{} has no sparse residency for these textures (sparseBinding, \
                  sparseResidencyImage2D, a graphics queue with sparse binding, and sparse \
                  support for every texture format); use --residency levels or auto",
@@ -607,7 +621,7 @@ impl TileStreamer {
             Err(e) => {
                 // SAFETY: the semaphore was never used.
                 unsafe { d.destroy_semaphore(bound, None) };
-                return Err(e);
+                return Err(e.into());
             }
         };
         let late_shot = match OneShot::new(ctx) {
@@ -616,7 +630,7 @@ impl TileStreamer {
                 one_shot.destroy(d);
                 // SAFETY: the semaphore was never used.
                 unsafe { d.destroy_semaphore(bound, None) };
-                return Err(e);
+                return Err(e.into());
             }
         };
         // SAFETY: valid create info on a live device.
@@ -629,7 +643,7 @@ impl TileStreamer {
                 one_shot.destroy(d);
                 // SAFETY: the semaphore was never used.
                 unsafe { d.destroy_semaphore(bound, None) };
-                return Err(e);
+                return Err(e.into());
             }
         };
         let mut s = Self {
@@ -690,12 +704,7 @@ impl TileStreamer {
             s.build(ctx, mem, set, upload_budget, budget, anisotropy)
         };
         match built {
-            Ok(Ok(())) => Ok(Ok(s)),
-            Ok(Err(why)) => {
-                ctx.wait_idle();
-                s.destroy(ctx, mem, set);
-                Ok(Err(why))
-            }
+            Ok(()) => Ok(s),
             Err(e) => {
                 ctx.wait_idle();
                 s.destroy(ctx, mem, set);
@@ -712,7 +721,7 @@ impl TileStreamer {
         upload_budget: u64,
         budget: u64,
         anisotropy: u32,
-    ) -> Result<Result<(), String>, GpuError> {
+    ) -> Result<(), StartError> {
         let d = &ctx.device;
         let mut tail_binds = Vec::new();
         let mut small_binds = Vec::new();
@@ -774,7 +783,8 @@ impl TileStreamer {
                         return Err(GpuError::Vk {
                             call: "vkCreateImageView",
                             result: e,
-                        });
+                        }
+                        .into());
                     }
                 }
             };
@@ -792,14 +802,14 @@ impl TileStreamer {
                     .aspect_mask
                     .contains(vk::ImageAspectFlags::COLOR)
             }) else {
-                return Ok(Err(format!(
+                return Err(StartError::Refused(format!(
                     "{}: the driver gives no colour sparse memory requirements",
                     t.path.display()
                 )));
             };
             let gran = sr.format_properties.image_granularity;
             if gran.width == 0 || gran.height == 0 || reqs.alignment == 0 {
-                return Ok(Err(format!(
+                return Err(StartError::Refused(format!(
                     "{}: the driver gives a zero sparse granularity or alignment",
                     t.path.display()
                 )));
@@ -829,8 +839,10 @@ impl TileStreamer {
                             .in_pool(self.pool),
                     ) {
                         Ok(a) => a,
-                        Err(GpuError::Alloc { .. }) => return Ok(Err(self.too_small(set, budget))),
-                        Err(e) => return Err(e),
+                        Err(e) if e.is_no_room() => {
+                            return Err(StartError::Refused(self.too_small(set, budget)))
+                        }
+                        Err(e) => return Err(e.into()),
                     };
                     let side = map.side(level);
                     small_binds.push((
@@ -866,8 +878,10 @@ impl TileStreamer {
                     &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
                 ) {
                     Ok(a) => a,
-                    Err(GpuError::Alloc { .. }) => return Ok(Err(self.too_small(set, budget))),
-                    Err(e) => return Err(e),
+                    Err(e) if e.is_no_room() => {
+                        return Err(StartError::Refused(self.too_small(set, budget)))
+                    }
+                    Err(e) => return Err(e.into()),
                 };
                 self.tail_bytes += tail.size();
                 tail_binds.push((
@@ -884,7 +898,7 @@ impl TileStreamer {
             }
         }
         if self.type_bits == 0 {
-            return Ok(Err(
+            return Err(StartError::Refused(
                 "the sparse images share no memory type with each other".into(),
             ));
         }
@@ -939,7 +953,7 @@ impl TileStreamer {
         if let Err(e) = filled {
             // SAFETY: never used by the GPU.
             unsafe { mem.destroy_buffer(tail_staging) };
-            return Err(e);
+            return Err(e.into());
         }
         mem.flush(tail_staging.allocation());
         let src = tail_staging.raw();
@@ -1005,7 +1019,7 @@ impl TileStreamer {
         for (i, s) in self.sparse.iter().enumerate() {
             set.write_view_in(d, i, s.view, vk::ImageLayout::GENERAL);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// A map's tile layout and its empty per-tile state.
@@ -1033,7 +1047,7 @@ impl TileStreamer {
         upload_budget: u64,
         budget: u64,
         anisotropy: u32,
-    ) -> Result<Result<(), String>, GpuError> {
+    ) -> Result<(), StartError> {
         let d = &ctx.device;
         let pread = self.pread;
         let mut readers = Vec::new();
@@ -1047,7 +1061,7 @@ impl TileStreamer {
         for (t, reader) in set.textures.iter().zip(readers) {
             let levels = reader.levels.len() as u32;
             if reader.width != reader.height {
-                return Ok(Err(format!(
+                return Err(StartError::Refused(format!(
                     "{}: the page atlas takes square maps ({} x {})",
                     t.path.display(),
                     reader.width,
@@ -1066,7 +1080,7 @@ impl TileStreamer {
             if (0..map.tail_first)
                 .any(|l| !map.side(l).is_multiple_of(bs) || map.side(l) < 2 * border)
             {
-                return Ok(Err(format!(
+                return Err(StartError::Refused(format!(
                     "{}: a streamed level is not whole {bs}x{bs} blocks or narrower than its \
                      border; the page atlas needs levels of whole blocks",
                     t.path.display()
@@ -1093,7 +1107,7 @@ impl TileStreamer {
         }
         let n = set.textures.len() as u32;
         if formats.len() + 1 > crate::materials::textures::ATLAS_ELEMENTS as usize {
-            return Ok(Err(format!(
+            return Err(StartError::Refused(format!(
                 "{} map formats: the bindless array has room for {} atlases",
                 formats.len(),
                 crate::materials::textures::ATLAS_ELEMENTS - 1
@@ -1150,11 +1164,11 @@ impl TileStreamer {
                 // The pool refused (alignment, its blocks' granularity): a
                 // fiftieth fewer.
                 Ok(None) => want = u64::from(l.slots()) * 49 / 50,
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         let Some(layout) = layout else {
-            return Ok(Err(format!(
+            return Err(StartError::Refused(format!(
                 "--texture-budget {budget} B leaves no room for a page atlas after the {} maps' \
                  tails ({} B): a slot of every format takes {per_slot} B; raise \
                  --texture-budget or use --residency levels",
@@ -1170,7 +1184,7 @@ impl TileStreamer {
                 // SAFETY: `make_atlases` waited for its one submission; no
                 // descriptor names them yet.
                 unsafe { Self::free_atlases(ctx, mem, images) };
-                return Err(e);
+                return Err(e.into());
             }
         };
         for (k, (_, view)) in images.iter().enumerate() {
@@ -1217,7 +1231,7 @@ impl TileStreamer {
             probe: Some(probe),
         });
         self.build_maps_and_staging(ctx, mem, upload_budget, budget)?;
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// One atlas image of `layout` per format, in the texture pool, each in
@@ -1254,7 +1268,7 @@ impl TileStreamer {
                 .full_is_expected();
             let image = match mem.create_image(&info, &opts) {
                 Ok(i) => i,
-                Err(GpuError::Alloc { .. }) => {
+                Err(e) if e.is_no_room() => {
                     // SAFETY: never used by the GPU, named by no descriptor.
                     unsafe { Self::free_atlases(ctx, mem, made) };
                     return Ok(None);
@@ -1888,7 +1902,8 @@ impl TileStreamer {
             // (gaps between tails): a refusal ends the loads here.
             match mem.try_allocate_memory(self.page, self.page, self.type_bits, &opts) {
                 Ok(Some(a)) => candidates.push(a),
-                Ok(None) | Err(GpuError::Alloc { .. }) => break,
+                Ok(None) => break,
+                Err(e) if e.is_no_room() => break,
                 Err(e) => {
                     self.spare = candidates;
                     return Err(e);
