@@ -1,5 +1,6 @@
-//! The headless loop (and, with `--window`, the windowed one): set-up, frames,
-//! PNGs and the report.
+//! The headless loop: set-up, frames, PNGs and the report; and the pieces the
+//! windowed loop ([`crate::window`], chosen by the binary for `--window`)
+//! shares with it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -46,7 +47,8 @@ pub fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Result<()
     std::io::Write::flush(&mut out).map_err(|e| err(&e))
 }
 
-/// Runs the demo with `flags`.
+/// Runs the demo headless with `flags` (or lists the devices); `--window`
+/// runs [`crate::window::run`] instead (the binary chooses).
 pub fn run(flags: &Flags) -> Result<(), AppError> {
     let desc = ContextDesc {
         device_index: flags.device,
@@ -65,9 +67,6 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         })?;
         drop(ctx);
         return Ok(());
-    }
-    if flags.window {
-        return crate::window::run(flags);
     }
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))?;
     let mut settings = Settings::resolve(flags, ctx.info.is_cpu);

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-pub use crate::frame::Shading;
 pub use crate::gpu::UploadQueue;
 pub use crate::streaming::Mode as StreamingMode;
 
@@ -28,6 +27,19 @@ pub enum TextureChoice {
     Bc,
     /// RGBA8 and RG8.
     Rgba8,
+}
+
+/// How the gallery's scene pass shades (`--shading`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shading {
+    /// A visibility buffer: the draws write only which triangle covers each pixel,
+    /// then one compute dispatch per draw shades its pixels (the default). Every
+    /// pixel is shaded once, and the shading runs on compute, which on GPUs with
+    /// few graphics-capable units (the H200) is most of the chip.
+    Visibility,
+    /// The draws shade in their fragment shader (depth-tested early).
+    Forward,
 }
 
 /// Flags as given.

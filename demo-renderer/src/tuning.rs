@@ -5,7 +5,34 @@
 //! lists the keys); tests and benchmarks pass them the same way. No
 //! environment variable changes what the demo does.
 
-use crate::streaming::tiles::{LateSpare, DEFAULT_MAX_RING};
+/// Loads per frame of the margin and the ring (tiles a present cell scores
+/// but does not want) at most, unless [`TileTuning::max_ring`] says otherwise: a
+/// per-frame cap on speculative operations (256 pages of 64 KiB: 16 MiB), so
+/// that they do not stretch the frame. On the H200 with 64 materials at 1
+/// GiB it took the GPU frame time's p99 from 1.3-1.5x streaming off's to
+/// 1.08-1.10x, with every frame still at 40 dB or more (BENCHMARKS.md).
+pub const DEFAULT_MAX_RING: usize = 256;
+
+/// [`TileTuning::spare_hysteresis`]'s default ([`crate::streaming::tiles::policy::TileInput::spare_hysteresis`]).
+pub const SPARE_HYSTERESIS: u64 = 4;
+
+/// Which spare loads wait for the frame's submission (`--tune tiles.late-spare`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LateSpare {
+    /// None: every load before the submission.
+    None,
+    /// Those only the coming views want ([`LoadKind::Ahead`](crate::streaming::tiles::policy::LoadKind::Ahead)): the frame
+    /// wants none of them (on lavapipe it draws the same; on the H200 a few
+    /// frames above 50 dB differ).
+    Future,
+    /// Every spare load (the look-ahead's, the margin's, the ring's).
+    All,
+}
+
+impl LateSpare {
+    /// Without `--tune tiles.late-spare`.
+    pub const DEFAULT: Self = Self::Future;
+}
 
 /// The tile streamer's knobs (`--tune tiles.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +62,7 @@ pub struct TileTuning {
     /// `--tune tiles.spare-hysteresis=N` (2 to 16): a spare load (a tile no
     /// present cell wants) displaces a resident tile only when it scores more than
     /// `N` times as much ([`policy::TileInput::spare_hysteresis`](crate::streaming::tiles::policy::TileInput::spare_hysteresis); default
-    /// [`policy::SPARE_HYSTERESIS`](crate::streaming::tiles::policy::SPARE_HYSTERESIS)).
+    /// [`SPARE_HYSTERESIS`]).
     pub spare_hysteresis: u64,
     /// `--tune tiles.evict-by-pages=0`: the plan picks the evictions among
     /// tiles that score nothing by level and index alone, not by stretches of
@@ -89,7 +116,7 @@ impl Default for TileTuning {
             ahead_share: None,
             max_spare: usize::MAX,
             max_ring: DEFAULT_MAX_RING,
-            spare_hysteresis: crate::streaming::tiles::policy::SPARE_HYSTERESIS,
+            spare_hysteresis: SPARE_HYSTERESIS,
             evict_by_pages: true,
             cast_present: true,
             reversed_pages: false,

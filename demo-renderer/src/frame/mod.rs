@@ -18,18 +18,7 @@ use crate::shaders;
 use pipelines::{create_layout, create_pipeline, PipelineDesc};
 use targets::{Targets, BLOOM_FORMAT, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
 
-/// How the gallery's scene pass shades (`--shading`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Shading {
-    /// A visibility buffer: the draws write only which triangle covers each pixel,
-    /// then one compute dispatch per draw shades its pixels (the default). Every
-    /// pixel is shaded once, and the shading runs on compute, which on GPUs with
-    /// few graphics-capable units (the H200) is most of the chip.
-    Visibility,
-    /// The draws shade in their fragment shader (depth-tested early).
-    Forward,
-}
+pub use crate::cli::Shading;
 
 /// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
 /// already begun, viewport and scissor set).

@@ -83,7 +83,6 @@ pub mod mechanism;
 pub mod policy;
 pub mod psnr;
 pub mod residency;
-pub mod summary;
 mod tiled;
 pub mod tiles;
 

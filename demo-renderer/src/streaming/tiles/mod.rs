@@ -114,6 +114,7 @@ mod schedule;
 mod start;
 mod uploads;
 
+pub use crate::tuning::{LateSpare, DEFAULT_MAX_RING};
 pub use residency_map::cells_from_feedback;
 
 use std::collections::HashMap;
@@ -338,31 +339,7 @@ pub const TILES_AHEAD_SHARE: usize = 16;
 /// atlas's look-ahead share*).
 pub const ATLAS_AHEAD_SHARE: usize = 4;
 
-/// Loads per frame of the margin and the ring (tiles a present cell scores
-/// but does not want) at most, unless `--tune tiles.max-ring` says otherwise: a
-/// per-frame cap on speculative operations (256 pages of 64 KiB: 16 MiB), so
-/// that they do not stretch the frame. On the H200 with 64 materials at 1
-/// GiB it took the GPU frame time's p99 from 1.3-1.5x streaming off's to
-/// 1.08-1.10x, with every frame still at 40 dB or more (BENCHMARKS.md).
-pub const DEFAULT_MAX_RING: usize = 256;
-
-/// Which spare loads wait for the frame's submission (`--tune tiles.late-spare`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LateSpare {
-    /// None: every load before the submission.
-    None,
-    /// Those only the coming views want ([`LoadKind::Ahead`]): the frame
-    /// wants none of them (on lavapipe it draws the same; on the H200 a few
-    /// frames above 50 dB differ).
-    Future,
-    /// Every spare load (the look-ahead's, the margin's, the ring's).
-    All,
-}
-
 impl LateSpare {
-    /// Without `--tune tiles.late-spare`.
-    pub const DEFAULT: Self = Self::Future;
-
     /// Whether a load of `kind` waits for the submission.
     fn defers(self, kind: LoadKind) -> bool {
         match (self, kind) {
