@@ -216,7 +216,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             }
         };
         // Work that overlaps the GPU's frame; the frame is waited for either way.
-        let late = scene.after_submit(ctx, &mem);
+        let late = scene
+            .streaming_mut()
+            .map_or(Ok(()), |s| s.after_submit(ctx, &mem));
         let t = match (renderer.finish(ctx, submitted), late) {
             (Ok(t), Ok(())) => t,
             (Err(e), _) | (_, Err(e)) => {
@@ -224,7 +226,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
                 break;
             }
         };
-        let stream = scene.frame_done(ctx, &mem);
+        let stream = scene.streaming_mut().and_then(|s| s.frame_done(ctx, &mem));
         if let Some(d) = idle {
             std::thread::sleep(d);
         }
@@ -265,7 +267,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let residency = scene.residency();
+    let residency = scene.streaming().and_then(|s| s.residency());
     let mut report = build_report(
         ctx,
         &mem,
@@ -317,7 +319,10 @@ pub fn prefill(
     if !settings.prefill || settings.streaming != StreamingMode::On {
         return Ok(None);
     }
-    let p = scene.prefill(ctx, mem, frames, crate::streaming::PREFILL_LIMIT)?;
+    let p = match scene.streaming_mut() {
+        Some(s) => s.prefill(ctx, mem, frames, crate::streaming::PREFILL_LIMIT)?,
+        None => None,
+    };
     if let Some(p) = &p {
         println!("{}", p.line(settings.texture_budget));
     }
@@ -425,7 +430,7 @@ pub fn make_scene(
 }
 
 /// Assembles the report from the run's frames; `residency` is the scene's
-/// ([`crate::frame::ScenePass::residency`]).
+/// ([`crate::frame::SceneStreaming::residency`]).
 pub fn build_report(
     ctx: &Context,
     mem: &GpuMemory,

@@ -10,7 +10,7 @@ use super::pipelines::{
     PipelineDesc,
 };
 use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
-use super::{ScenePass, Shading};
+use super::{ScenePass, SceneStreaming, Shading};
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
 };
@@ -784,6 +784,14 @@ fn upload_buffer(
 }
 
 impl ScenePass for GalleryPass {
+    fn streaming(&self) -> Option<&dyn SceneStreaming> {
+        Some(self)
+    }
+
+    fn streaming_mut(&mut self) -> Option<&mut dyn SceneStreaming> {
+        Some(self)
+    }
+
     fn prepare(
         &mut self,
         ctx: &Context,
@@ -869,32 +877,6 @@ impl ScenePass for GalleryPass {
         unsafe { d.update_descriptor_sets(&[write], &[]) };
         self.uniforms = Some(buffer);
         Ok(())
-    }
-
-    fn prefill(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        frames: u32,
-        limit: std::time::Duration,
-    ) -> Result<Option<Prefill>, GpuError> {
-        let Some(lookahead) = self.streamer.as_ref().map(Streamer::lookahead_frames) else {
-            return Ok(None);
-        };
-        // The views `prepare` gives the streamer for frame 0.
-        let (view, ahead) = self.stream_views(0, frames, lookahead);
-        match self.streamer.as_mut() {
-            Some(s) => s.prefill(
-                ctx,
-                mem,
-                &mut self.textures,
-                &self.gallery.objects,
-                &view,
-                &ahead,
-                limit,
-            ),
-            None => Ok(None),
-        }
     }
 
     unsafe fn record(&self, d: &ash::Device, cmd: vk::CommandBuffer, _extent: vk::Extent2D) {
@@ -1109,10 +1091,6 @@ impl ScenePass for GalleryPass {
         }
     }
 
-    fn residency(&self) -> Option<&'static str> {
-        self.streamer.as_ref().map(|s| s.residency().name())
-    }
-
     fn texture_bytes(&self) -> u64 {
         match self.streamer.as_ref() {
             Some(s) => s.resident_bytes(&self.textures),
@@ -1125,6 +1103,38 @@ impl ScenePass for GalleryPass {
             // SAFETY: per the trait's contract.
             unsafe { s.record_after_pass(device, cmd) };
         }
+    }
+}
+
+impl SceneStreaming for GalleryPass {
+    fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frames: u32,
+        limit: std::time::Duration,
+    ) -> Result<Option<Prefill>, GpuError> {
+        let Some(lookahead) = self.streamer.as_ref().map(Streamer::lookahead_frames) else {
+            return Ok(None);
+        };
+        // The views `prepare` gives the streamer for frame 0.
+        let (view, ahead) = self.stream_views(0, frames, lookahead);
+        match self.streamer.as_mut() {
+            Some(s) => s.prefill(
+                ctx,
+                mem,
+                &mut self.textures,
+                &self.gallery.objects,
+                &view,
+                &ahead,
+                limit,
+            ),
+            None => Ok(None),
+        }
+    }
+
+    fn residency(&self) -> Option<&'static str> {
+        self.streamer.as_ref().map(|s| s.residency().name())
     }
 
     fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {

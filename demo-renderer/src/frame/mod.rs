@@ -20,6 +20,43 @@ use targets::{Targets, BLOOM_FORMAT, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
 
 pub use crate::cli::Shading;
 
+/// The texture streaming of a scene pass ([`ScenePass::streaming`]): the
+/// pre-fill, the work after a frame's submission, the frame's figures, the
+/// overlay's panel. The renderer never calls these; the frame loops do.
+pub trait SceneStreaming {
+    /// Start-up work before frame 0 of `frames`: the texture streamer's
+    /// pre-fill of the first view, for at most about `limit`
+    /// ([`crate::streaming::Streamer::prefill`]); `None` where nothing streams.
+    fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frames: u32,
+        limit: std::time::Duration,
+    ) -> Result<Option<crate::streaming::Prefill>, GpuError>;
+
+    /// How the pass streams its textures: "levels", "tiles" or "atlas"
+    /// ([`crate::streaming::Streamer::residency`]); `None` where nothing streams.
+    fn residency(&self) -> Option<&'static str>;
+
+    /// After the frame's submission, before its fence is waited for: work
+    /// that overlaps the GPU's frame (the tile streamer's spare loads,
+    /// [`crate::streaming::Streamer::after_submit`]). An error is the frame's;
+    /// the caller still waits for the frame.
+    fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError>;
+
+    /// After the frame's fence signalled: the texture streamer's figures for it.
+    fn frame_done(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+    ) -> Option<crate::streaming::StreamFrame>;
+
+    /// The overlay's streaming panel (each texture's resident and wanted level and
+    /// bytes, loads waiting, the read rate); `None` for a scene without textures.
+    fn streaming_panel(&self) -> Option<crate::streaming::Panel>;
+}
+
 /// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
 /// already begun, viewport and scissor set).
 pub trait ScenePass {
@@ -35,26 +72,6 @@ pub trait ScenePass {
         Ok(())
     }
 
-    /// Start-up work before frame 0 of `frames`: the texture streamer's
-    /// pre-fill of the first view, for at most about `limit`
-    /// ([`crate::streaming::Streamer::prefill`]); `None` where nothing streams.
-    fn prefill(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        frames: u32,
-        limit: std::time::Duration,
-    ) -> Result<Option<crate::streaming::Prefill>, GpuError> {
-        let _ = (ctx, mem, frames, limit);
-        Ok(None)
-    }
-
-    /// How the pass streams its textures: "levels", "tiles" or "atlas"
-    /// ([`crate::streaming::Streamer::residency`]); `None` where nothing streams.
-    fn residency(&self) -> Option<&'static str> {
-        None
-    }
-
     /// The output size changed (window resize).
     fn resize(&mut self, extent: vk::Extent2D) {
         let _ = extent;
@@ -63,6 +80,16 @@ pub trait ScenePass {
     /// Whether the pass writes every pixel of the colour target (then it is not cleared).
     fn covers_screen(&self) -> bool {
         false
+    }
+
+    /// Its texture streaming; `None` for a pass that streams nothing.
+    fn streaming(&self) -> Option<&dyn SceneStreaming> {
+        None
+    }
+
+    /// [`Self::streaming`], to drive it.
+    fn streaming_mut(&mut self) -> Option<&mut dyn SceneStreaming> {
+        None
     }
 
     /// Bytes of texture memory the pass keeps resident.
@@ -77,31 +104,6 @@ pub trait ScenePass {
     /// `cmd` is recording on a live device, outside a render pass.
     unsafe fn record_after_pass(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let _ = (device, cmd);
-    }
-
-    /// After the frame's submission, before its fence is waited for: work
-    /// that overlaps the GPU's frame (the tile streamer's spare loads,
-    /// [`crate::streaming::Streamer::after_submit`]). An error is the frame's;
-    /// the caller still waits for the frame.
-    fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        let _ = (ctx, mem);
-        Ok(())
-    }
-
-    /// After the frame's fence signalled: the texture streamer's figures for it.
-    fn frame_done(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-    ) -> Option<crate::streaming::StreamFrame> {
-        let _ = (ctx, mem);
-        None
-    }
-
-    /// The overlay's streaming panel (each texture's resident and wanted level and
-    /// bytes, loads waiting, the read rate); `None` for a scene without textures.
-    fn streaming_panel(&self) -> Option<crate::streaming::Panel> {
-        None
     }
 
     /// Records the draws.
@@ -731,7 +733,7 @@ impl Renderer {
 
     /// Records and submits one frame (`scene` draws the scene pass) without
     /// waiting for it: work that can overlap the GPU's frame goes between
-    /// this and [`Self::finish`] ([`ScenePass::after_submit`]). A successful
+    /// this and [`Self::finish`] ([`SceneStreaming::after_submit`]). A successful
     /// call must be followed by `finish` before the next frame is submitted.
     pub fn submit(
         &mut self,

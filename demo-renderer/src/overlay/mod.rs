@@ -394,7 +394,8 @@ pub fn before_frame(
     };
     let streaming = || {
         scene
-            .streaming_panel()
+            .streaming()
+            .and_then(|s| s.streaming_panel())
             .map(|panel| streaming_info(&mem.allocator().statistics(), budget, panel))
     };
     overlay.prepare(ctx, extent, pixels_per_point, streaming, input)

@@ -131,7 +131,7 @@ pub struct Report {
     #[serde(skip)]
     pub upload_queue: &'static str,
     /// How the scene streamed its textures, "tiles" or "levels"
-    /// ([`crate::frame::ScenePass::residency`]), copied into
+    /// ([`crate::frame::SceneStreaming::residency`]), copied into
     /// `streaming.residency` by [`Report::finish`].
     #[serde(skip)]
     pub residency: &'static str,
