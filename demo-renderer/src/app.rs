@@ -1,5 +1,6 @@
-//! The headless loop (and, with `--window`, the windowed one): set-up, frames,
-//! PNGs and the report.
+//! The headless loop: set-up, frames, PNGs and the report; and the pieces the
+//! windowed loop ([`crate::window`], chosen by the binary for `--window`)
+//! shares with it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -30,46 +31,6 @@ pub enum AppError {
     Validation(u32),
 }
 
-/// `--residency auto` resolved to the page atlas where it can run (the
-/// visibility shading's bindless compute pass samples it, and the sampling
-/// emulation, whose level views take the same elements of the bindless
-/// array, is off), before the textures load (the atlas keeps larger tails);
-/// an explicit `--residency atlas` that can't run, refused with what to
-/// change. Nothing to do with streaming off.
-fn resolve_atlas(settings: &mut Settings, bindless: bool) -> Result<(), AppError> {
-    use crate::streaming::ResidencyMode;
-    if settings.streaming != StreamingMode::On {
-        return Ok(());
-    }
-    let emulating = crate::materials::textures::emulation_mode().is_some();
-    let runs = bindless && settings.visibility_buffer();
-    match settings.residency {
-        ResidencyMode::Auto if runs && !emulating => settings.residency = ResidencyMode::Atlas,
-        ResidencyMode::Atlas if emulating => {
-            return Err(AppError::Io(format!(
-                "--residency atlas and {} (a diagnostic of the sampling with every level \
-                 resident) share the bindless array's elements after the textures: unset the \
-                 variable, or use --streaming off or --residency tiles|levels",
-                crate::materials::textures::ATLAS_EMULATION_ENV
-            )));
-        }
-        ResidencyMode::Atlas if !runs => {
-            return Err(AppError::Io(format!(
-                "--residency atlas samples its page atlas in the visibility shading's bindless \
-                 compute pass: {} (use --shading visibility on a device with descriptor indexing, \
-                 or --residency tiles|levels)",
-                if bindless {
-                    "this run shades forward"
-                } else {
-                    "this device has no bindless texture array with non-uniform indexing"
-                }
-            )));
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
 /// Writes tightly packed RGBA8 pixels as a PNG, with the encoder's fast compression:
 /// a 4K frame takes about 0.1 s instead of seconds at the default level (files about
 /// 40% larger), which is what a `--png-every 1` reference run of 240 frames waits for.
@@ -86,7 +47,8 @@ pub fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Result<()
     std::io::Write::flush(&mut out).map_err(|e| err(&e))
 }
 
-/// Runs the demo with `flags`.
+/// Runs the demo headless with `flags` (or lists the devices); `--window`
+/// runs [`crate::window::run`] instead (the binary chooses).
 pub fn run(flags: &Flags) -> Result<(), AppError> {
     let desc = ContextDesc {
         device_index: flags.device,
@@ -94,6 +56,7 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         bindless: !flags.no_bindless,
         surface_extensions: vec![],
         upload_queue: flags.upload_queue.unwrap_or_default(),
+        upload_split: flags.tune.upload_split,
     };
     if flags.list_devices {
         let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, instance| {
@@ -105,9 +68,6 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         drop(ctx);
         return Ok(());
     }
-    if flags.window {
-        return crate::window::run(flags);
-    }
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))?;
     let mut settings = Settings::resolve(flags, ctx.info.is_cpu);
     println!(
@@ -117,11 +77,18 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     if let Some(line) = settings.fit_shading(ctx.info.visibility_shading, ctx.info.is_cpu) {
         println!("{line}");
     }
-    resolve_atlas(&mut settings, ctx.info.bindless)?;
-    if let Some(mode) = crate::materials::textures::emulation_mode() {
+    settings.residency = settings
+        .residency
+        .for_run(
+            settings.streaming,
+            ctx.info.bindless,
+            settings.visibility_buffer(),
+            settings.tuning.atlas_emulation.is_some(),
+        )
+        .map_err(AppError::Io)?;
+    if let Some(mode) = settings.tuning.atlas_emulation {
         println!(
-            "{}={mode}: {}",
-            crate::materials::textures::ATLAS_EMULATION_ENV,
+            "--tune atlas-emulation={mode}: {}",
             if ctx.info.bindless {
                 "maps sampled as a page atlas would sample them"
             } else {
@@ -146,15 +113,12 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
     Ok(())
 }
 
-/// A diagnostic: `VKALLOC_DEMO_IDLE_MS=N` leaves the GPU idle for N
-/// milliseconds after each headless frame (the render thread sleeps once the
-/// frame is done), to find how long an idle GPU keeps its clock: the tile
-/// streamer's binds leave it idle that way at small budgets (BENCHMARKS.md).
-pub const IDLE_ENV: &str = "VKALLOC_DEMO_IDLE_MS";
-
-/// [`IDLE_ENV`]'s sleep, if set to a positive number of milliseconds.
-fn idle_after_frame() -> Option<std::time::Duration> {
-    let ms: f64 = std::env::var(IDLE_ENV).ok()?.trim().parse().ok()?;
+/// A diagnostic (`--tune idle-ms=N`): the GPU left idle for N milliseconds
+/// after each headless frame (the render thread sleeps once the frame is
+/// done), to find how long an idle GPU keeps its clock: the tile streamer's
+/// binds leave it idle that way at small budgets (BENCHMARKS.md).
+fn idle_after_frame(settings: &Settings) -> Option<std::time::Duration> {
+    let ms = settings.tuning.idle_ms?;
     (ms > 0.0 && ms.is_finite()).then(|| std::time::Duration::from_secs_f64(ms.min(1e4) / 1e3))
 }
 
@@ -227,7 +191,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     let mut frames = Vec::new();
     let started = Instant::now();
     let mut result = Ok(());
-    let idle = idle_after_frame();
+    let idle = idle_after_frame(settings);
     for i in 0..settings.frames {
         mem.begin_frame(i as u64);
         if let Err(e) = scene.prepare(ctx, &mem, i, settings.frames) {
@@ -252,7 +216,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             }
         };
         // Work that overlaps the GPU's frame; the frame is waited for either way.
-        let late = scene.after_submit(ctx, &mem);
+        let late = scene
+            .streaming_mut()
+            .map_or(Ok(()), |s| s.after_submit(ctx, &mem));
         let t = match (renderer.finish(ctx, submitted), late) {
             (Ok(t), Ok(())) => t,
             (Err(e), _) | (_, Err(e)) => {
@@ -260,7 +226,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
                 break;
             }
         };
-        let stream = scene.frame_done(ctx, &mem);
+        let stream = scene.streaming_mut().and_then(|s| s.frame_done(ctx, &mem));
         if let Some(d) = idle {
             std::thread::sleep(d);
         }
@@ -301,7 +267,7 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let residency = scene.residency();
+    let residency = scene.streaming().and_then(|s| s.residency());
     let mut report = build_report(
         ctx,
         &mem,
@@ -353,7 +319,10 @@ pub fn prefill(
     if !settings.prefill || settings.streaming != StreamingMode::On {
         return Ok(None);
     }
-    let p = scene.prefill(ctx, mem, frames, crate::streaming::PREFILL_LIMIT)?;
+    let p = match scene.streaming_mut() {
+        Some(s) => s.prefill(ctx, mem, frames, crate::streaming::PREFILL_LIMIT)?,
+        None => None,
+    };
     if let Some(p) = &p {
         println!("{}", p.line(settings.texture_budget));
     }
@@ -395,13 +364,7 @@ pub fn make_scene(
             let started = Instant::now();
             let residency = match settings.streaming {
                 StreamingMode::On => Residency::Tails {
-                    // The page atlas tiles only levels of whole tiles; the
-                    // levels below stay in the set's own images.
-                    tail_texels: if settings.residency == crate::streaming::ResidencyMode::Atlas {
-                        crate::streaming::tiles::atlas::TAIL_TEXELS
-                    } else {
-                        crate::streaming::TAIL_TEXELS
-                    },
+                    tail_texels: settings.residency.tail_texels(),
                     // Two frames of uploads; a frame never uploads more than the
                     // texture budget can hold (the loader adds room for the largest
                     // level twice over).
@@ -419,6 +382,7 @@ pub fn make_scene(
                 settings.texture_budget,
                 settings.anisotropy,
                 residency,
+                settings.tuning.atlas_emulation,
             )?;
             let load_seconds = started.elapsed().as_secs_f64();
             println!(
@@ -447,6 +411,7 @@ pub fn make_scene(
                 defrag_budget: settings.defrag_budget,
                 lookahead_frames: settings.lookahead,
                 residency: settings.residency,
+                tuning: settings.tuning.clone(),
             };
             let shadows = settings.effects;
             let pass = GalleryPass::new(
@@ -465,7 +430,7 @@ pub fn make_scene(
 }
 
 /// Assembles the report from the run's frames; `residency` is the scene's
-/// ([`crate::frame::ScenePass::residency`]).
+/// ([`crate::frame::SceneStreaming::residency`]).
 pub fn build_report(
     ctx: &Context,
     mem: &GpuMemory,

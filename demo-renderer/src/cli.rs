@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-pub use crate::frame::Shading;
 pub use crate::gpu::UploadQueue;
 pub use crate::streaming::Mode as StreamingMode;
 
@@ -28,6 +27,19 @@ pub enum TextureChoice {
     Bc,
     /// RGBA8 and RG8.
     Rgba8,
+}
+
+/// How the gallery's scene pass shades (`--shading`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shading {
+    /// A visibility buffer: the draws write only which triangle covers each pixel,
+    /// then one compute dispatch per draw shades its pixels (the default). Every
+    /// pixel is shaded once, and the shading runs on compute, which on GPUs with
+    /// few graphics-capable units (the H200) is most of the chip.
+    Visibility,
+    /// The draws shade in their fragment shader (depth-tested early).
+    Forward,
 }
 
 /// Flags as given.
@@ -97,6 +109,8 @@ pub struct Flags {
     pub effects: Option<bool>,
     /// `--shading visibility|forward`.
     pub shading: Option<Shading>,
+    /// `--tune KEY=VALUE`, each given (see [`crate::tuning`]).
+    pub tune: crate::tuning::Tuning,
     /// `--help`.
     pub help: bool,
 }
@@ -163,6 +177,9 @@ USAGE: demo-renderer [FLAGS]
                          visibility (default; lavapipe: forward): the draws write which
                          triangle covers each pixel, then compute shades every pixel
                          once; forward: the draws shade in their fragment shaders
+  --tune KEY=VALUE       a measured knob or a diagnostic of the product path (repeatable;
+                         the keys and their defaults: demo-renderer/src/tuning.rs), e.g.
+                         tiles.max-ring=64, tiles.late-spare=all, atlas-emulation=1
   --help                 this text
 ";
 
@@ -328,6 +345,10 @@ impl Flags {
                         }
                     })
                 }
+                "--tune" => f
+                    .tune
+                    .set(&value(&mut it)?)
+                    .map_err(|e| FlagError(e.to_string()))?,
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
@@ -458,6 +479,9 @@ pub struct Settings {
     pub residency: crate::streaming::ResidencyMode,
     /// Tint materials by their resident mip level.
     pub show_mips: bool,
+    /// `--tune`'s knobs (not in the report's settings).
+    #[serde(skip)]
+    pub tuning: crate::tuning::Tuning,
     /// Another run's frames to compare with (PSNR).
     pub compare: Option<PathBuf>,
     /// Where to write the allocator's trace of the run (headless).
@@ -558,6 +582,7 @@ impl Settings {
             prefill: f.prefill.unwrap_or(true),
             residency: f.residency.unwrap_or_default(),
             show_mips: f.show_mips,
+            tuning: f.tune.clone(),
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
             overlay: f.overlay,

@@ -16,4 +16,5 @@ pub mod report;
 pub mod scene;
 pub mod shaders;
 pub mod streaming;
+pub mod tuning;
 pub mod window;

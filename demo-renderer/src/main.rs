@@ -14,7 +14,14 @@ fn main() -> ExitCode {
         print!("{}", demo_renderer::cli::USAGE);
         return ExitCode::SUCCESS;
     }
-    match demo_renderer::app::run(&flags) {
+    // The window's loop and the headless run share the app's pieces; the
+    // binary picks one (a device list is the app's, window or not).
+    let run = if flags.window && !flags.list_devices {
+        demo_renderer::window::run(&flags)
+    } else {
+        demo_renderer::app::run(&flags)
+    };
+    match run {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

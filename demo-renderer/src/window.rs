@@ -103,6 +103,7 @@ impl App {
             bindless: !self.flags.no_bindless,
             surface_extensions: self.surface_extensions.clone(),
             upload_queue: self.flags.upload_queue.unwrap_or_default(),
+            upload_split: self.flags.tune.upload_split,
         };
         let surface = Cell::new(vk::SurfaceKHR::null());
         let display = window
@@ -258,7 +259,10 @@ impl App {
             Some(live.swapchain.rendered(index)),
         )?;
         // Work that overlaps the GPU's frame; the frame is waited for either way.
-        let late = live.scene.after_submit(&live.ctx, &live.mem);
+        let late = match live.scene.streaming_mut() {
+            Some(s) => s.after_submit(&live.ctx, &live.mem),
+            None => Ok(()),
+        };
         let t = live.renderer.finish(&live.ctx, submitted)?;
         late?;
         if screenshot {
@@ -313,7 +317,7 @@ impl App {
             std::mem::take(&mut self.frames),
             live.bake_seconds,
             live.load_seconds,
-            live.scene.residency(),
+            live.scene.streaming().and_then(|s| s.residency()),
         );
         report.set_prefill(live.prefill.as_ref());
         report.set_aliasing(live.renderer.aliasing_report());

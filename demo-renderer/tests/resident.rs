@@ -21,6 +21,7 @@ fn resident_range_changes() {
         bindless: true,
         surface_extensions: vec![],
         upload_queue: Default::default(),
+        upload_split: false,
     };
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))
         .expect("a Vulkan device (lavapipe in CI)");

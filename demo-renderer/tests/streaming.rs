@@ -8,7 +8,7 @@
 //! One test runs the four renders in turn (the machine has two cores): every
 //! level resident (streaming off, 64 MiB), then streaming on and off at 7 MiB,
 //! and streaming on with the transfer queue's two submissions on lavapipe's one
-//! queue (`VKALLOC_DEMO_UPLOAD_SPLIT=1`), each compared frame by frame with the
+//! queue (`--tune upload-split=1`), each compared frame by frame with the
 //! first (`--compare`).
 //!
 //! The pre-fill tests run the path's first 8 frames with a small per-frame
@@ -39,13 +39,14 @@ const MIN_MEAN_GAIN_DB: f64 = 3.0;
 const FLOOR_DB: f64 = 40.0;
 
 fn run(out: &Path, args: &[&str]) -> serde_json::Value {
-    run_env(out, args, &[])
+    run_tuned(out, args, &[])
 }
 
-fn run_env(out: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+/// [`run`] with `--tune` items (`tune`).
+fn run_tuned(out: &Path, args: &[&str], tune: &[&str]) -> serde_json::Value {
     let run = common::run_ok(
         common::demo()
-            .envs(env.iter().copied())
+            .args(tune.iter().flat_map(|t| ["--tune", t]))
             .args([
                 "--size",
                 "192x108",
@@ -185,14 +186,14 @@ fn streams_within_budget_and_beats_the_static_choice() {
     // a graphics submission waiting for it, then the copies from the old images)
     // on lavapipe's one queue: within budget, the validation layer silent
     // (synchronization validation included), and the uploaded levels on screen.
-    let split = run_env(
+    let split = run_tuned(
         &common::scratch("streaming_split"),
         &[
             &["--texture-budget", &budget, "--png-every", "0"][..],
             &compare,
         ]
         .concat(),
-        &[("VKALLOC_DEMO_UPLOAD_SPLIT", "1")],
+        &["upload-split=1"],
     );
     let s = &split["streaming"];
     assert_eq!(s["upload_queue"], "graphics-split");
@@ -356,15 +357,10 @@ fn defrag_budget_zero_turns_it_off_within_budget() {
 const PREFILL_FRAMES: &str = "8";
 const PREFILL_UPLOAD: u64 = 64 << 10;
 
-fn prefill_run(
-    out: &Path,
-    prefill: &str,
-    reference: &Path,
-    env: &[(&str, &str)],
-) -> serde_json::Value {
+fn prefill_run(out: &Path, prefill: &str, reference: &Path, tune: &[&str]) -> serde_json::Value {
     let budget = format!("{BUDGET}");
     let upload = format!("{PREFILL_UPLOAD}");
-    run_env(
+    run_tuned(
         out,
         &[
             "--frames",
@@ -380,7 +376,7 @@ fn prefill_run(
             "--compare",
             reference.to_str().unwrap(),
         ],
-        env,
+        tune,
     )
 }
 
@@ -478,7 +474,7 @@ fn prefill_with_failing_reads_keeps_the_levels_it_has() {
     let budget = format!("{BUDGET}");
     let upload = format!("{PREFILL_UPLOAD}");
     let o = common::demo()
-        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
+        .args(["--tune", "fail-reads=_albedo"])
         .args([
             "--size",
             "192x108",

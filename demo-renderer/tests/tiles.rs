@@ -92,11 +92,11 @@ fn run(out: &Path, args: &[&str]) -> serde_json::Value {
     run_with(out, args, &[])
 }
 
-/// [`run`] with environment variables set.
-fn run_with(out: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+/// [`run`] with `--tune` items (`tune`).
+fn run_with(out: &Path, args: &[&str], tune: &[&str]) -> serde_json::Value {
     let run = common::run_ok(
         demo_sparse()
-            .envs(env.iter().copied())
+            .args(tune.iter().flat_map(|t| ["--tune", t]))
             .args(["--size", "320x180", "--texture-size", "512"])
             .args(["--frames", FRAMES, "--materials", "8"])
             .args(["--textures", "rgba8", "--anisotropy", "0"])
@@ -280,7 +280,7 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
     // (the camera path is known ahead): every frame but the first uses it.
     assert_from_the_second_frame(&tiles, "lookahead_early");
     // Each frame's tiles are planned in its own `prepare` by default; with
-    // `VKALLOC_DEMO_TILES_PLAN_EARLY=1` after the last frame's submission
+    // `--tune tiles.plan-early=1` after the last frame's submission
     // (`plan_ahead`), the binds waiting on a semaphore for the frame in
     // flight: within budget at every frame, the validation layer silent, the
     // frames drawn as well as the streamer's own (the same PSNR floors).
@@ -293,7 +293,7 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
     let early = run_with(
         &common::scratch("tiles_tight_plan_early"),
         &tight,
-        &[("VKALLOC_DEMO_TILES_PLAN_EARLY", "1")],
+        &["tiles.plan-early=1"],
     );
     assert_eq!(early["streaming"]["frames_over_budget"].as_u64(), Some(0));
     for f in frames(&early) {
@@ -372,7 +372,7 @@ fn tiles_stream_within_budget_and_beat_the_static_choice() {
 /// pages may hold another tile's texels (an evicted tile stays bound to its
 /// page until a load takes the page). Where tiles land in memory is then
 /// invisible: the same run with every load given other pages
-/// (`VKALLOC_DEMO_TILES_REVERSED_PAGES=1`: descending memory order, not
+/// (`--tune tiles.reversed-pages=1`: descending memory order, not
 /// `pages::assign`'s) must draw every frame bit for bit the same. A sample
 /// reaching an absent tile reads different texels in the two runs (this
 /// found llvmpipe's LOD falling up to 1/8 of a level short of the rule,
@@ -392,7 +392,7 @@ fn tiles_never_sample_a_tile_the_map_calls_absent() {
     let a_dir = common::scratch("tiles_pages_assigned");
     let b_dir = common::scratch("tiles_pages_reversed");
     let a = run(&a_dir, &args);
-    let b = run_with(&b_dir, &args, &[("VKALLOC_DEMO_TILES_REVERSED_PAGES", "1")]);
+    let b = run_with(&b_dir, &args, &["tiles.reversed-pages=1"]);
     // The same plans (the residency does not depend on the pages)...
     let plans = |r: &serde_json::Value| -> Vec<(u64, u64)> {
         frames(r)
@@ -442,11 +442,11 @@ fn tiles_never_sample_a_tile_the_map_calls_absent() {
     );
 
     // The loads only the coming views want wait for the frame's submission
-    // by default (`VKALLOC_DEMO_TILES_LATE_SPARE=future`): the frame draws
+    // by default (`tiles.late-spare=future`): the frame draws
     // none of them, so the same run with every load before the submission
     // plans the same loads and draws every frame bit for bit the same.
     let c_dir = common::scratch("tiles_no_late_loads");
-    let c = run_with(&c_dir, &args, &[("VKALLOC_DEMO_TILES_LATE_SPARE", "0")]);
+    let c = run_with(&c_dir, &args, &["tiles.late-spare=0"]);
     let late = |r: &serde_json::Value| -> u64 {
         frames(r)
             .iter()
@@ -502,12 +502,12 @@ fn tiles_on_a_driver_without_sparse_residency_fail_cleanly() {
 }
 
 /// A 20-frame run with `args` whose albedo maps' tile reads all fail
-/// (`VKALLOC_DEMO_FAIL_READS`), required to exit cleanly with the refusal
+/// (`--tune fail-reads`), required to exit cleanly with the refusal
 /// printed and the validation layer silent: its stderr and report.
 fn run_failing_albedo_reads(name: &str, args: &[&str]) -> (String, serde_json::Value) {
     let out = common::scratch(name);
     let o = demo_sparse()
-        .env("VKALLOC_DEMO_FAIL_READS", "_albedo")
+        .args(["--tune", "fail-reads=_albedo"])
         .args(["--size", "320x180", "--texture-size", "512"])
         .args(["--frames", "20", "--materials", "8"])
         .args(["--textures", "rgba8", "--anisotropy", "0"])
@@ -550,7 +550,7 @@ fn tiles_whose_file_fails_to_read_leave_the_others_streaming() {
     assert!(loaded > 0, "the other maps' tiles still load");
 }
 
-/// The atlas-filtering emulation (`VKALLOC_DEMO_ATLAS_EMULATION=1`, a
+/// The atlas-filtering emulation (`--tune atlas-emulation=1`, a
 /// diagnostic for a software virtual texture's sampling) runs on a driver
 /// with non-uniform indexing of the bindless array (this Mesa's lavapipe),
 /// the validation layer silent, and changes the frames, but not by much:
@@ -593,7 +593,7 @@ fn atlas_emulation_against(reference: &Path, shading: &str, mode: &str, all: &[&
             &["--png-every", "0", "--compare", reference.to_str().unwrap()],
         ]
         .concat(),
-        &[("VKALLOC_DEMO_ATLAS_EMULATION", mode)],
+        &[format!("atlas-emulation={mode}").as_str()],
     );
     let db: Vec<f64> = frames(&emulated)
         .iter()
@@ -616,8 +616,12 @@ const ATLAS_BUDGET: u64 = 6 << 20;
 
 /// Runs the demo with the page atlas's shading (visibility: the atlas is
 /// sampled in its bindless compute pass; lavapipe has no anisotropy there).
-fn run_atlas(out: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
-    run_with(out, &[&["--shading", "visibility"][..], args].concat(), env)
+fn run_atlas(out: &Path, args: &[&str], tune: &[&str]) -> serde_json::Value {
+    run_with(
+        out,
+        &[&["--shading", "visibility"][..], args].concat(),
+        tune,
+    )
 }
 
 /// `--residency atlas`: tiles copied into slots of a page atlas per map
@@ -772,7 +776,7 @@ fn atlas_streams_within_budget_without_sparse_binds() {
 #[test]
 fn atlas_refuses_what_it_cannot_do() {
     let visibility = ["--shading", "visibility", "--texture-budget", "6MiB"];
-    for (args, env, says) in [
+    for (args, tune, says) in [
         (
             &["--shading", "forward", "--texture-budget", "6MiB"][..],
             None,
@@ -785,13 +789,13 @@ fn atlas_refuses_what_it_cannot_do() {
         ),
         (
             &visibility[..],
-            Some(("VKALLOC_DEMO_ATLAS_EMULATION", "3")),
+            Some("atlas-emulation=3"),
             "share the bindless array",
         ),
     ] {
         let out = common::scratch("atlas_refused");
         let o = demo_sparse()
-            .envs(env)
+            .args(tune.iter().flat_map(|t| ["--tune", *t]))
             .args(["--size", "64x36", "--texture-size", "512", "--frames", "2"])
             .args([
                 "--materials",

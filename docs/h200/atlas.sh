@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 7: what a page atlas's sampling alone costs in PSNR on the H200
-# (VKALLOC_DEMO_ATLAS_EMULATION, BENCHMARKS.md "What a page atlas's sampling
+# (--tune atlas-emulation=MODE, BENCHMARKS.md "What a page atlas's sampling
 # alone would cost"). Every level resident, 4K, 16 materials, 8K BC maps; the
 # emulation against the sampler's own render of the same shading.
 #
@@ -29,7 +29,7 @@ for shading in ${SHADINGS:-visibility}; do
     modes=${MODES:-3 1}
     [[ "$shading" == forward ]] && modes=1
     for m in $modes; do
-        VKALLOC_DEMO_ATLAS_EMULATION=$m "$BIN" "${C[@]}" --shading "$shading" --png-every 0 \
+        "$BIN" "${C[@]}" --tune "atlas-emulation=$m" --shading "$shading" --png-every 0 \
             --compare "$ref" --out "/tmp/atlas-$shading-$m" >"$OUT/${shading}_$m.txt" 2>&1
         echo "$shading mode $m: $(tail -n 1 "$OUT/${shading}_$m.txt" | grep -o 'PSNR[^;]*')"
         cp "/tmp/atlas-$shading-$m/report.json" "$OUT/${shading}_$m.json"

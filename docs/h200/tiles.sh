@@ -9,16 +9,16 @@
 #   OUT=/some/dir PHASE=64 bash docs/h200/tiles.sh        # 64 materials at 1 GiB, about 6 min
 #   OUT=/some/dir PHASE=16,64 bash docs/h200/tiles.sh     # both
 #   OUT=/some/dir PHASE=t64,q64 CAPS="r256" bash docs/h200/tiles.sh   # 64 materials: timing first, then quality
-#   OUT=/some/dir PHASE=m64 CONFIGS="r256,VKALLOC_DEMO_TILES_MAX_RING=256 ..." bash docs/h200/tiles.sh
-#   OUT=/some/dir PHASE=t16 REPEAT=2 CONFIGS16="future,VKALLOC_DEMO_TILES_LATE_SPARE=future none,VKALLOC_DEMO_TILES_LATE_SPARE=0" bash docs/h200/tiles.sh
-#   OUT=/some/dir PHASE=m16 SMALL=512MiB OFF=1 CONFIGS16="all,VKALLOC_DEMO_TILES_LATE_SPARE=all ..." bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=m64 CONFIGS="r256,tiles.max-ring=256 ..." bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=t16 REPEAT=2 CONFIGS16="future,tiles.late-spare=future none,tiles.late-spare=0" bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=m16 SMALL=512MiB OFF=1 CONFIGS16="all,tiles.late-spare=all ..." bash docs/h200/tiles.sh
 #   OUT=/some/dir PHASE=budgets bash docs/h200/tiles.sh   # 512 MiB, unlimited; 256 MiB timing x REPEAT
 #   OUT=/some/dir PHASE=spare bash docs/h200/tiles.sh     # 64 materials, spare loads capped
 #   OUT=/some/dir PHASE=spare SPARE_CAPS="r256 r512" bash docs/h200/tiles.sh   # margin and ring capped
 #   OUT=/some/dir PHASE=atlas ATLAS_BUDGETS="256MiB 1GiB" REPEAT=3 bash docs/h200/tiles.sh   # the page atlas
 #   OUT=/some/dir PHASE=atlas64 REPEAT=2 bash docs/h200/tiles.sh   # the page atlas, 64 materials at 1 GiB
 #   OUT=/some/dir PHASE=atlasall bash docs/h200/tiles.sh   # the atlas at 256 MiB .. 16 GiB: quality, on and off
-#   OUT=/some/dir PHASE=m64 OFF=1 RESIDENCY=atlas CONFIGS="a4,VKALLOC_DEMO_TILES_AHEAD_SHARE=4" bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=m64 OFF=1 RESIDENCY=atlas CONFIGS="a4,tiles.ahead-share=4" bash docs/h200/tiles.sh
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
@@ -80,9 +80,9 @@ run() {
         "$BIN" "${COMMON[@]}" --png-every 0 --out /tmp/tiles-runs/warm-up "${rest[@]:1}" >/dev/null 2>&1
         echo "== warm-up run done"
     fi
-    local envs=()
+    local tunes=()
     while [[ $# -gt 0 && "$1" != "--" ]]; do
-        envs+=("$1")
+        tunes+=(--tune "$1")
         shift
     done
     shift
@@ -90,7 +90,7 @@ run() {
         --format=csv,noheader -lms 100 >"$OUT/r/$name.clk" 2>&1 &
     local smi=$!
     mkdir -p "/tmp/tiles-runs/$name"
-    env "${envs[@]}" "$BIN" "${COMMON[@]}" --png-every 0 --out "/tmp/tiles-runs/$name" "$@" \
+    "$BIN" "${COMMON[@]}" "${tunes[@]}" --png-every 0 --out "/tmp/tiles-runs/$name" "$@" \
         >"$OUT/r/$name.log" 2>&1
     echo "== $name (exit $?)"
     tail -n 1 "$OUT/r/$name.log"
@@ -98,21 +98,21 @@ run() {
     cp "/tmp/tiles-runs/$name/report.json" "$OUT/r/$name.json" 2>/dev/null
 }
 
-# cap_envs CAP: sets `envs` for a SPARE_CAPS / CAPS entry: none; N caps every
-# spare load (VKALLOC_DEMO_TILES_MAX_SPARE=N); rN the margin and ring alone
-# (VKALLOC_DEMO_TILES_MAX_RING=N).
-cap_envs() {
-    envs=()
+# cap_tunes CAP: sets `tunes` (--tune items) for a SPARE_CAPS / CAPS entry:
+# none; N caps every spare load (tiles.max-spare=N); rN the margin and ring
+# alone (tiles.max-ring=N).
+cap_tunes() {
+    tunes=()
     case $1 in
         none) ;;
-        r*) envs=(VKALLOC_DEMO_TILES_MAX_RING=${1#r}) ;;
-        *) envs=(VKALLOC_DEMO_TILES_MAX_SPARE=$1) ;;
+        r*) tunes=(tiles.max-ring=${1#r}) ;;
+        *) tunes=(tiles.max-spare=$1) ;;
     esac
 }
 
 # matrix PREFIX REFDIR "CONFIGS" ARGS...: after the reference in REFDIR (every
 # mip resident, ARGS' materials, 24 GiB), a timing and a quality run with ARGS
-# per CONFIGS entry "name,VAR=value,VAR=value ..." (the diagnostic variables).
+# per CONFIGS entry "name,key=value,key=value ..." (--tune items).
 matrix() {
     local prefix=$1 refdir=$2 configs=$3
     shift 3
@@ -160,14 +160,14 @@ fi
 if [[ ",$PHASE," == *",spare,"* ]]; then
     # 64 materials at 1 GiB with the loads of tiles the present view does not want
     # capped per frame: quality and time. SPARE_CAPS entries: none; N caps them all
-    # (VKALLOC_DEMO_TILES_MAX_SPARE=N); rN caps the margin and ring alone
-    # (VKALLOC_DEMO_TILES_MAX_RING=N), the look-ahead's loads keeping their own cap.
+    # (tiles.max-spare=N); rN caps the margin and ring alone
+    # (tiles.max-ring=N), the look-ahead's loads keeping their own cap.
     reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
     REF=(--compare "$WORK/reference_materials64")
     for cap in ${SPARE_CAPS:-none 256 64}; do
-        cap_envs "$cap"
-        run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
-        run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
+        cap_tunes "$cap"
+        run "q_spare_$cap" "${tunes[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+        run "t_spare_$cap" "${tunes[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
 fi
 if [[ ",$PHASE," == *",t64,"* ]]; then
@@ -176,8 +176,8 @@ if [[ ",$PHASE," == *",t64,"* ]]; then
     run t_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE"
     run t_off_m64 -- --materials 64 --streaming off --texture-budget "$LARGE"
     for cap in ${CAPS:-r256}; do
-        cap_envs "$cap"
-        run "t_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
+        cap_tunes "$cap"
+        run "t_spare_$cap" "${tunes[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
 fi
 if [[ ",$PHASE," == *",q64,"* ]]; then
@@ -186,8 +186,8 @@ if [[ ",$PHASE," == *",q64,"* ]]; then
     REF=(--compare "$WORK/reference_materials64")
     run q_tiles_m64 -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
     for cap in ${CAPS:-r256}; do
-        cap_envs "$cap"
-        run "q_spare_$cap" "${envs[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
+        cap_tunes "$cap"
+        run "q_spare_$cap" "${tunes[@]}" -- --materials 64 --residency tiles --texture-budget "$LARGE" "${REF[@]}"
     done
 fi
 if [[ ",$PHASE," == *",m64,"* ]]; then
@@ -203,7 +203,7 @@ if [[ ",$PHASE," == *",m16,"* ]]; then
 fi
 if [[ ",$PHASE," == *",t16,"* ]]; then
     # Frame time only, 16 materials at SMALL: REPEAT rounds of streaming off
-    # and each CONFIGS16 entry ("name,VAR=value ..."), for the p99 ratio over
+    # and each CONFIGS16 entry ("name,key=value ...", --tune items), for the p99 ratio over
     # more than one run.
     for k in $(seq 1 "${REPEAT:-2}"); do
         run "t16_off_$k" -- --streaming off --texture-budget "$SMALL"

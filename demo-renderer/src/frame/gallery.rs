@@ -10,7 +10,7 @@ use super::pipelines::{
     PipelineDesc,
 };
 use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
-use super::{ScenePass, Shading};
+use super::{ScenePass, SceneStreaming, Shading};
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
 };
@@ -235,7 +235,7 @@ impl GalleryPass {
             ctx,
             mem,
             &self.textures,
-            self.stream_config,
+            self.stream_config.clone(),
             ctx.info.fragment_stores,
             vk::Extent2D {
                 width: (self.height as f32 * self.aspect) as u32,
@@ -369,7 +369,11 @@ impl GalleryPass {
         }
         // Streaming by tiles on a device with shaderResourceMinLod: the shaders
         // clamp the sampler's LOD in hardware (the `_MINLOD` variants).
-        let min_lod = ctx.info.min_lod && self.streamer.as_ref().is_some_and(Streamer::tiled);
+        let min_lod = ctx.info.min_lod
+            && self
+                .streamer
+                .as_ref()
+                .is_some_and(|s| s.residency().tiled());
         self.layout = create_layout(
             d,
             &[self.frame_set_layout, self.textures.set_layout],
@@ -486,7 +490,11 @@ impl GalleryPass {
         attributes: &[vk::VertexInputAttributeDescription],
     ) -> Result<(), GpuError> {
         let d = &ctx.device;
-        let min_lod = ctx.info.min_lod && self.streamer.as_ref().is_some_and(Streamer::tiled);
+        let min_lod = ctx.info.min_lod
+            && self
+                .streamer
+                .as_ref()
+                .is_some_and(|s| s.residency().tiled());
         let draws = self.gallery.objects.len() as u64;
         let triangles = self
             .meshes
@@ -776,6 +784,14 @@ fn upload_buffer(
 }
 
 impl ScenePass for GalleryPass {
+    fn streaming(&self) -> Option<&dyn SceneStreaming> {
+        Some(self)
+    }
+
+    fn streaming_mut(&mut self) -> Option<&mut dyn SceneStreaming> {
+        Some(self)
+    }
+
     fn prepare(
         &mut self,
         ctx: &Context,
@@ -861,32 +877,6 @@ impl ScenePass for GalleryPass {
         unsafe { d.update_descriptor_sets(&[write], &[]) };
         self.uniforms = Some(buffer);
         Ok(())
-    }
-
-    fn prefill(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        frames: u32,
-        limit: std::time::Duration,
-    ) -> Result<Option<Prefill>, GpuError> {
-        let Some(lookahead) = self.streamer.as_ref().map(Streamer::lookahead_frames) else {
-            return Ok(None);
-        };
-        // The views `prepare` gives the streamer for frame 0.
-        let (view, ahead) = self.stream_views(0, frames, lookahead);
-        match self.streamer.as_mut() {
-            Some(s) => s.prefill(
-                ctx,
-                mem,
-                &mut self.textures,
-                &self.gallery.objects,
-                &view,
-                &ahead,
-                limit,
-            ),
-            None => Ok(None),
-        }
     }
 
     unsafe fn record(&self, d: &ash::Device, cmd: vk::CommandBuffer, _extent: vk::Extent2D) {
@@ -1101,16 +1091,6 @@ impl ScenePass for GalleryPass {
         }
     }
 
-    fn residency(&self) -> Option<&'static str> {
-        self.streamer
-            .as_ref()
-            .map(|s| match (s.tiled(), s.atlas()) {
-                (true, true) => "atlas",
-                (true, false) => "tiles",
-                _ => "levels",
-            })
-    }
-
     fn texture_bytes(&self) -> u64 {
         match self.streamer.as_ref() {
             Some(s) => s.resident_bytes(&self.textures),
@@ -1123,6 +1103,38 @@ impl ScenePass for GalleryPass {
             // SAFETY: per the trait's contract.
             unsafe { s.record_after_pass(device, cmd) };
         }
+    }
+}
+
+impl SceneStreaming for GalleryPass {
+    fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frames: u32,
+        limit: std::time::Duration,
+    ) -> Result<Option<Prefill>, GpuError> {
+        let Some(lookahead) = self.streamer.as_ref().map(Streamer::lookahead_frames) else {
+            return Ok(None);
+        };
+        // The views `prepare` gives the streamer for frame 0.
+        let (view, ahead) = self.stream_views(0, frames, lookahead);
+        match self.streamer.as_mut() {
+            Some(s) => s.prefill(
+                ctx,
+                mem,
+                &mut self.textures,
+                &self.gallery.objects,
+                &view,
+                &ahead,
+                limit,
+            ),
+            None => Ok(None),
+        }
+    }
+
+    fn residency(&self) -> Option<&'static str> {
+        self.streamer.as_ref().map(|s| s.residency().name())
     }
 
     fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
@@ -1138,7 +1150,7 @@ impl ScenePass for GalleryPass {
             let cut = self.gallery.path.is_cut(frame + 1, frames);
             if let Some(s) = self.streamer.as_mut() {
                 s.cast_ahead(&self.gallery.objects, &view, cut, &ahead);
-                // And, where asked (`VKALLOC_DEMO_TILES_PLAN_EARLY=1`), plans
+                // And, where asked (`--tune tiles.plan-early=1`), plans
                 // its tiles from that cast: the binds queue behind this frame
                 // instead of after the wait for it.
                 s.plan_ahead(ctx, mem)?;

@@ -18,17 +18,43 @@ use crate::shaders;
 use pipelines::{create_layout, create_pipeline, PipelineDesc};
 use targets::{Targets, BLOOM_FORMAT, DEPTH_FORMAT, HDR_FORMAT, LDR_FORMAT};
 
-/// How the gallery's scene pass shades (`--shading`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Shading {
-    /// A visibility buffer: the draws write only which triangle covers each pixel,
-    /// then one compute dispatch per draw shades its pixels (the default). Every
-    /// pixel is shaded once, and the shading runs on compute, which on GPUs with
-    /// few graphics-capable units (the H200) is most of the chip.
-    Visibility,
-    /// The draws shade in their fragment shader (depth-tested early).
-    Forward,
+pub use crate::cli::Shading;
+
+/// The texture streaming of a scene pass ([`ScenePass::streaming`]): the
+/// pre-fill, the work after a frame's submission, the frame's figures, the
+/// overlay's panel. The renderer never calls these; the frame loops do.
+pub trait SceneStreaming {
+    /// Start-up work before frame 0 of `frames`: the texture streamer's
+    /// pre-fill of the first view, for at most about `limit`
+    /// ([`crate::streaming::Streamer::prefill`]); `None` where nothing streams.
+    fn prefill(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        frames: u32,
+        limit: std::time::Duration,
+    ) -> Result<Option<crate::streaming::Prefill>, GpuError>;
+
+    /// How the pass streams its textures: "levels", "tiles" or "atlas"
+    /// ([`crate::streaming::Streamer::residency`]); `None` where nothing streams.
+    fn residency(&self) -> Option<&'static str>;
+
+    /// After the frame's submission, before its fence is waited for: work
+    /// that overlaps the GPU's frame (the tile streamer's spare loads,
+    /// [`crate::streaming::Streamer::after_submit`]). An error is the frame's;
+    /// the caller still waits for the frame.
+    fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError>;
+
+    /// After the frame's fence signalled: the texture streamer's figures for it.
+    fn frame_done(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+    ) -> Option<crate::streaming::StreamFrame>;
+
+    /// The overlay's streaming panel (each texture's resident and wanted level and
+    /// bytes, loads waiting, the read rate); `None` for a scene without textures.
+    fn streaming_panel(&self) -> Option<crate::streaming::Panel>;
 }
 
 /// Something that draws into the scene pass (HDR colour + depth, dynamic rendering
@@ -46,26 +72,6 @@ pub trait ScenePass {
         Ok(())
     }
 
-    /// Start-up work before frame 0 of `frames`: the texture streamer's
-    /// pre-fill of the first view, for at most about `limit`
-    /// ([`crate::streaming::Streamer::prefill`]); `None` where nothing streams.
-    fn prefill(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        frames: u32,
-        limit: std::time::Duration,
-    ) -> Result<Option<crate::streaming::Prefill>, GpuError> {
-        let _ = (ctx, mem, frames, limit);
-        Ok(None)
-    }
-
-    /// How the pass streams its textures: "tiles" or "levels"
-    /// ([`crate::streaming::Streamer::tiled`]); `None` where nothing streams.
-    fn residency(&self) -> Option<&'static str> {
-        None
-    }
-
     /// The output size changed (window resize).
     fn resize(&mut self, extent: vk::Extent2D) {
         let _ = extent;
@@ -74,6 +80,16 @@ pub trait ScenePass {
     /// Whether the pass writes every pixel of the colour target (then it is not cleared).
     fn covers_screen(&self) -> bool {
         false
+    }
+
+    /// Its texture streaming; `None` for a pass that streams nothing.
+    fn streaming(&self) -> Option<&dyn SceneStreaming> {
+        None
+    }
+
+    /// [`Self::streaming`], to drive it.
+    fn streaming_mut(&mut self) -> Option<&mut dyn SceneStreaming> {
+        None
     }
 
     /// Bytes of texture memory the pass keeps resident.
@@ -88,31 +104,6 @@ pub trait ScenePass {
     /// `cmd` is recording on a live device, outside a render pass.
     unsafe fn record_after_pass(&self, device: &ash::Device, cmd: vk::CommandBuffer) {
         let _ = (device, cmd);
-    }
-
-    /// After the frame's submission, before its fence is waited for: work
-    /// that overlaps the GPU's frame (the tile streamer's spare loads,
-    /// [`crate::streaming::Streamer::after_submit`]). An error is the frame's;
-    /// the caller still waits for the frame.
-    fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        let _ = (ctx, mem);
-        Ok(())
-    }
-
-    /// After the frame's fence signalled: the texture streamer's figures for it.
-    fn frame_done(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-    ) -> Option<crate::streaming::StreamFrame> {
-        let _ = (ctx, mem);
-        None
-    }
-
-    /// The overlay's streaming panel (each texture's resident and wanted level and
-    /// bytes, loads waiting, the read rate); `None` for a scene without textures.
-    fn streaming_panel(&self) -> Option<crate::streaming::Panel> {
-        None
     }
 
     /// Records the draws.
@@ -365,6 +356,25 @@ pub struct Renderer {
     pub exposure: f32,
     /// The debug overlay, drawn over the tone-mapped frame (`--overlay`, F1).
     pub overlay: Option<crate::overlay::Overlay>,
+}
+
+/// What every pass of one frame's recording shares ([`Renderer::submit`]).
+struct Rec<'a> {
+    d: &'a ash::Device,
+    cmd: vk::CommandBuffer,
+    extent: vk::Extent2D,
+    area: vk::Rect2D,
+    queries: Option<vk::QueryPool>,
+}
+
+impl Rec<'_> {
+    /// Writes timestamp `i` after `stage` (with timestamps).
+    fn stamp(&self, i: u32, stage: vk::PipelineStageFlags2) {
+        if let Some(q) = self.queries {
+            // SAFETY: recording; the query was reset at the start of this buffer.
+            unsafe { self.d.cmd_write_timestamp2(self.cmd, stage, q, i) };
+        }
+    }
 }
 
 impl Renderer {
@@ -723,7 +733,7 @@ impl Renderer {
 
     /// Records and submits one frame (`scene` draws the scene pass) without
     /// waiting for it: work that can overlap the GPU's frame goes between
-    /// this and [`Self::finish`] ([`ScenePass::after_submit`]). A successful
+    /// this and [`Self::finish`] ([`SceneStreaming::after_submit`]). A successful
     /// call must be followed by `finish` before the next frame is submitted.
     pub fn submit(
         &mut self,
@@ -764,17 +774,12 @@ impl Renderer {
                     .into(),
             )),
         };
+        let shaded = vis.is_some();
         if let Some(v) = vis {
             // SAFETY: the previous frame is done (each frame waits for its fence);
             // both views are live targets.
             unsafe { scene.write_shade_targets(d, v.view, self.targets.hdr.view) };
         }
-        let stamp = |i: u32, stage: vk::PipelineStageFlags2| {
-            if let Some(q) = self.queries {
-                // SAFETY: recording; the query was reset at the start of this buffer.
-                unsafe { d.cmd_write_timestamp2(cmd, stage, q, i) };
-            }
-        };
 
         // SAFETY: the command buffer is idle (every frame waits for its fence); every
         // handle recorded is live until the fence below signals.
@@ -784,10 +789,70 @@ impl Renderer {
                 d.cmd_reset_query_pool(cmd, q, 0, PASSES.len() as u32 * 2);
             }
 
-            // The sun's shadow map (pass 0 of the transients' lifetimes). Its memory
-            // is the bloom image's too: the barrier waits for the bloom image's last
-            // uses (written in the previous frame's bloom pass, read in its tone map)
-            // and discards the contents (from UNDEFINED).
+            let rec = Rec {
+                d,
+                cmd,
+                extent,
+                area,
+                queries: self.queries,
+            };
+            self.record_shadow(&rec, scene);
+            self.record_scene(&rec, scene, vis);
+            self.record_bloom(&rec);
+            self.record_tonemap(&rec, &output, (out_image, out_view, pipeline_index))?;
+            self.record_readback(&rec, out_image, copy, final_layout);
+            d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
+        }
+        let cpu_record_ms = start.elapsed().as_secs_f64() * 1e3;
+
+        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
+        let waits: Vec<_> = wait
+            .iter()
+            .map(|&s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
+            })
+            .collect();
+        let signals: Vec<_> = signal
+            .iter()
+            .map(|&s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+            })
+            .collect();
+        let submit = vk::SubmitInfo2::default()
+            .command_buffer_infos(&cmds)
+            .wait_semaphore_infos(&waits)
+            .signal_semaphore_infos(&signals);
+        // SAFETY: the buffer was recorded above; the fence is unsignalled
+        // (the last frame's `finish` waited for and reset it).
+        unsafe {
+            d.queue_submit2(ctx.queue, &[submit], self.fence)
+                .check("vkQueueSubmit2")?;
+        }
+        Ok(Submitted {
+            start,
+            cpu_record_ms,
+            shaded,
+        })
+    }
+
+    /// The sun's shadow map (pass 0 of the transients' lifetimes). Its memory
+    /// is the bloom image's too: the barrier waits for the bloom image's last
+    /// uses (written in the previous frame's bloom pass, read in its tone map)
+    /// and discards the contents (from UNDEFINED).
+    ///
+    /// # Safety
+    /// As [`Self::submit`]'s recording: `rec.cmd` is recording on the
+    /// renderer's queue, and every handle recorded lives until the frame's
+    /// fence signals.
+    unsafe fn record_shadow(&self, rec: &Rec<'_>, scene: &dyn ScenePass) {
+        let (d, cmd) = (rec.d, rec.cmd);
+        let stamp = |i: u32, stage: vk::PipelineStageFlags2| rec.stamp(i, stage);
+        // SAFETY: per the contract above.
+        unsafe {
             stamp(0, vk::PipelineStageFlags2::TOP_OF_PIPE);
             let transients = self.targets.transients.as_ref();
             if let (Some(t), Some(e)) = (transients, self.effects.as_ref()) {
@@ -848,10 +913,27 @@ impl Renderer {
                 transition(d, cmd, &[shadow_read]);
             }
             stamp(1, vk::PipelineStageFlags2::ALL_COMMANDS);
+        }
+    }
 
-            // Scene pass: forward shading into the HDR frame, or, with visibility
-            // shading, the draws' ids into the visibility target and then compute
-            // dispatches that shade every pixel of the HDR frame from it.
+    /// Scene pass: forward shading into the HDR frame, or, with visibility
+    /// shading, the draws' ids into the visibility target and then compute
+    /// dispatches that shade every pixel of the HDR frame from it.
+    ///
+    /// # Safety
+    /// As [`Self::submit`]'s recording: `rec.cmd` is recording on the
+    /// renderer's queue, and every handle recorded lives until the frame's
+    /// fence signals.
+    unsafe fn record_scene(
+        &self,
+        rec: &Rec<'_>,
+        scene: &dyn ScenePass,
+        vis: Option<&targets::Target>,
+    ) {
+        let (d, cmd, extent, area) = (rec.d, rec.cmd, rec.extent, rec.area);
+        let stamp = |i: u32, stage: vk::PipelineStageFlags2| rec.stamp(i, stage);
+        // SAFETY: per the contract above.
+        unsafe {
             stamp(2, vk::PipelineStageFlags2::TOP_OF_PIPE);
             let (color_image, color_view) = match vis {
                 Some(v) => (v.image(), v.view),
@@ -977,10 +1059,23 @@ impl Renderer {
                 ImageTransition::attachment_to_sampled(self.targets.hdr.image())
             };
             transition(d, cmd, &[hdr_read]);
+        }
+    }
 
-            // Bloom (pass 2 of the transients' lifetimes), on the shadow map's memory:
-            // the barrier waits for the shadow map's last uses (written in the shadow
-            // pass, read in the scene pass) and discards the contents.
+    /// Bloom (pass 2 of the transients' lifetimes), on the shadow map's memory:
+    /// the barrier waits for the shadow map's last uses (written in the shadow
+    /// pass, read in the scene pass) and discards the contents.
+    ///
+    /// # Safety
+    /// As [`Self::submit`]'s recording: `rec.cmd` is recording on the
+    /// renderer's queue, and every handle recorded lives until the frame's
+    /// fence signals.
+    unsafe fn record_bloom(&self, rec: &Rec<'_>) {
+        let (d, cmd) = (rec.d, rec.cmd);
+        let stamp = |i: u32, stage: vk::PipelineStageFlags2| rec.stamp(i, stage);
+        let transients = self.targets.transients.as_ref();
+        // SAFETY: per the contract above.
+        unsafe {
             stamp(4, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             if let (Some(t), Some(e), Some(p)) =
                 (transients, self.effects.as_ref(), self.post.as_ref())
@@ -1065,10 +1160,27 @@ impl Renderer {
                 transition(d, cmd, &[bloom_read]);
             }
             stamp(5, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
+        }
+    }
 
-            // Tone-map pass: as a compute pass into the display target's storage
-            // view for headless output with visibility shading, else a full-screen
-            // fragment pass; the overlay is drawn over it in a rendering.
+    /// Tone-map pass: as a compute pass into the display target's storage
+    /// view for headless output with visibility shading, else a full-screen
+    /// fragment pass; the overlay is drawn over it in a rendering.
+    ///
+    /// # Safety
+    /// As [`Self::submit`]'s recording: `rec.cmd` is recording on the
+    /// renderer's queue, and every handle recorded lives until the frame's
+    /// fence signals.
+    unsafe fn record_tonemap(
+        &mut self,
+        rec: &Rec<'_>,
+        output: &Output,
+        (out_image, out_view, pipeline_index): (vk::Image, vk::ImageView, usize),
+    ) -> Result<(), GpuError> {
+        let (d, cmd, extent, area) = (rec.d, rec.cmd, rec.extent, rec.area);
+        let stamp = |i: u32, stage: vk::PipelineStageFlags2| rec.stamp(i, stage);
+        // SAFETY: per the contract above.
+        unsafe {
             stamp(6, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let push = TonemapPush {
                 exposure: self.exposure,
@@ -1192,8 +1304,28 @@ impl Renderer {
                     d.cmd_end_rendering(cmd);
                 }
             }
+            Ok(())
+        }
+    }
 
-            // Readback.
+    /// The output image into its final layout, through a copy into the
+    /// readback buffer (and a barrier for the host) where `copy` asks.
+    ///
+    /// # Safety
+    /// As [`Self::submit`]'s recording: `rec.cmd` is recording on the
+    /// renderer's queue, and every handle recorded lives until the frame's
+    /// fence signals.
+    unsafe fn record_readback(
+        &self,
+        rec: &Rec<'_>,
+        out_image: vk::Image,
+        copy: bool,
+        final_layout: vk::ImageLayout,
+    ) {
+        let (d, cmd, extent) = (rec.d, rec.cmd, rec.extent);
+        let stamp = |i: u32, stage: vk::PipelineStageFlags2| rec.stamp(i, stage);
+        // SAFETY: per the contract above.
+        unsafe {
             stamp(10, vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT);
             let after_layout = if copy {
                 vk::ImageLayout::TRANSFER_SRC_OPTIMAL
@@ -1267,42 +1399,7 @@ impl Renderer {
                 }
             }
             stamp(11, vk::PipelineStageFlags2::ALL_COMMANDS);
-            d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
         }
-        let cpu_record_ms = start.elapsed().as_secs_f64() * 1e3;
-
-        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
-        let waits: Vec<_> = wait
-            .iter()
-            .map(|&s| {
-                vk::SemaphoreSubmitInfo::default()
-                    .semaphore(s)
-                    .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
-            })
-            .collect();
-        let signals: Vec<_> = signal
-            .iter()
-            .map(|&s| {
-                vk::SemaphoreSubmitInfo::default()
-                    .semaphore(s)
-                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
-            })
-            .collect();
-        let submit = vk::SubmitInfo2::default()
-            .command_buffer_infos(&cmds)
-            .wait_semaphore_infos(&waits)
-            .signal_semaphore_infos(&signals);
-        // SAFETY: the buffer was recorded above; the fence is unsignalled
-        // (the last frame's `finish` waited for and reset it).
-        unsafe {
-            d.queue_submit2(ctx.queue, &[submit], self.fence)
-                .check("vkQueueSubmit2")?;
-        }
-        Ok(Submitted {
-            start,
-            cpu_record_ms,
-            shaded: vis.is_some(),
-        })
     }
 
     /// Waits for the frame [`Self::submit`] gave back and reads its times.

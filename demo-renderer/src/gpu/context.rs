@@ -23,6 +23,9 @@ pub struct ContextDesc {
     pub surface_extensions: Vec<*const std::ffi::c_char>,
     /// Which queue streaming uploads go on (`--upload-queue`).
     pub upload_queue: UploadQueue,
+    /// A check (`--tune upload-split=1`): where there is no transfer queue,
+    /// the transfer path's two submissions on the graphics queue itself.
+    pub upload_split: bool,
 }
 
 /// `--upload-queue`: which queue streaming uploads go on.
@@ -41,7 +44,7 @@ pub enum UploadQueue {
 /// The queue streaming uploads go on when it is not the graphics queue's one
 /// command buffer: a transfer-only family's queue (with queue-family ownership
 /// transfers), or, for testing that path on one-family devices
-/// (`VKALLOC_DEMO_UPLOAD_SPLIT=1`), the graphics queue itself.
+/// (`--tune upload-split=1`), the graphics queue itself.
 #[derive(Clone, Copy, Debug)]
 pub struct UploadQueueInfo {
     /// Its family (equal to the graphics family in the test mode).
@@ -101,7 +104,7 @@ pub struct DeviceInfo {
     pub memory_budget: bool,
     /// Whether materials use one bindless texture array (descriptor indexing,
     /// with `shaderSampledImageArrayNonUniformIndexing`: the atlas-filtering
-    /// emulation, `textures::ATLAS_EMULATION_ENV`, indexes it non-uniformly).
+    /// emulation, `--tune atlas-emulation`, indexes it non-uniformly).
     pub bindless: bool,
     /// Whether fragment shaders may write storage buffers (the streaming feedback).
     pub fragment_stores: bool,
@@ -417,7 +420,7 @@ impl Context {
             && props.limits.timestamp_period > 0.0;
         // Streaming uploads: a transfer-only family where there is one (auto,
         // transfer); the graphics queue's one command buffer else, or, with
-        // VKALLOC_DEMO_UPLOAD_SPLIT=1, the transfer path's two submissions on the
+        // --tune upload-split=1, the transfer path's two submissions on the
         // graphics queue (for testing that path where there is one family).
         let transfer = transfer_only_family(&families);
         let upload = match (desc.upload_queue, transfer) {
@@ -435,7 +438,7 @@ impl Context {
             (UploadQueue::Transfer | UploadQueue::Auto, Some(f)) => Some(f),
             _ => None,
         };
-        let split_test = std::env::var_os("VKALLOC_DEMO_UPLOAD_SPLIT").is_some_and(|v| v == "1");
+        let split_test = desc.upload_split;
         let upload = match upload {
             Some(f) => Some((
                 f,
@@ -561,7 +564,7 @@ impl Context {
     /// The queue streaming uploads go on, as the report names it: "transfer"
     /// (a transfer-only family, with ownership transfers), "graphics", or
     /// "graphics-split" (the transfer path's two submissions on the graphics
-    /// queue: `VKALLOC_DEMO_UPLOAD_SPLIT=1`, for testing).
+    /// queue: `--tune upload-split=1`, for testing).
     pub fn upload_queue_name(&self) -> &'static str {
         match self.upload {
             Some(u) if u.family != self.queue_family => "transfer",

@@ -120,7 +120,7 @@ fn memory_desc<'a>(
 fn alloc_err(tag: &str, e: vkalloc::Error) -> GpuError {
     GpuError::Alloc {
         what: tag.to_owned(),
-        reason: e.to_string(),
+        source: e,
     }
 }
 

@@ -30,16 +30,55 @@ pub enum GpuError {
         result: ash::vk::Result,
     },
     /// An allocation through the allocator failed.
-    #[error("allocation of {what} failed: {reason}")]
+    #[error("allocation of {what} failed: {source}")]
     Alloc {
         /// The resource.
         what: String,
         /// The allocator's error.
+        #[source]
+        source: vkalloc::Error,
+    },
+    /// The overlay's renderer or its layout thread failed.
+    #[error("allocation of {what} failed: {reason}")]
+    Overlay {
+        /// What it was making.
+        what: String,
+        /// Its error.
         reason: String,
     },
     /// Anything else.
     #[error("{0}")]
     Other(String),
+}
+
+impl GpuError {
+    /// The allocator's error, where an allocation failed.
+    pub fn alloc_error(&self) -> Option<&vkalloc::Error> {
+        match self {
+            Self::Alloc { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// Whether the allocator found no room: a pool at its cap, a heap over
+    /// its budget or out of memory, too many allocations, or a request larger
+    /// than what could ever fit there. A streamer recovers (evicts, waits, or
+    /// takes a coarser level); any other error (a bad request, a lost
+    /// device, a broken invariant) is not room to make and goes up.
+    pub fn is_no_room(&self) -> bool {
+        use vkalloc::Error as E;
+        matches!(
+            self.alloc_error(),
+            Some(
+                E::PoolExhausted { .. }
+                    | E::OverBudget { .. }
+                    | E::NoTypeWithinBudget { .. }
+                    | E::OutOfDeviceMemory { .. }
+                    | E::TooManyAllocations { .. }
+                    | E::TooLarge { .. }
+            )
+        )
+    }
 }
 
 /// Turns an `ash` result into a [`GpuError`] naming the call.

@@ -39,7 +39,7 @@
 //! Without a separate upload queue, one graphics command buffer does it all, as
 //! before: every new image `UNDEFINED -> TRANSFER_DST_OPTIMAL`, both kinds of
 //! copies, `SHADER_READ_ONLY_OPTIMAL`. In the test mode (two submissions on the
-//! graphics queue, `VKALLOC_DEMO_UPLOAD_SPLIT=1`) the families are equal: no
+//! graphics queue, `--tune upload-split=1`) the families are equal: no
 //! release, and the graphics side's barrier is a plain one from the copies'
 //! writes to the copies that follow (the semaphore orders the submissions).
 #![forbid(unsafe_code)]

@@ -90,32 +90,6 @@ impl Texture {
     }
 }
 
-/// A diagnostic: `VKALLOC_DEMO_ATLAS_EMULATION=1` (bindless devices with
-/// non-uniform indexing) samples every map the way a software virtual texture's
-/// page atlas would be: two samples blended by the level of detail's fraction,
-/// each from a view of a single level with the pixel's gradients (the hardware
-/// filters, anisotropy included, within that level alone), instead of the
-/// sampler's own trilinear filtering over the mip chain. The level of detail
-/// is the specification's anisotropic formula in the visibility shading's
-/// compute pass, the sampler's own (`textureQueryLod`) in the forward pass;
-/// `=2` gives the compute pass's coarser sample gradients twice as long; `=3`
-/// takes the compute pass's level of detail from the level probe
-/// ([`PROBE_SIZE`]), the sampler's own. Run
-/// with every level resident (`--streaming off` and a budget the set fits),
-/// against the ordinary render, it measures what that sampling alone costs in
-/// PSNR: the ceiling a page atlas could reach (BENCHMARKS.md).
-pub const ATLAS_EMULATION_ENV: &str = "VKALLOC_DEMO_ATLAS_EMULATION";
-
-/// [`ATLAS_EMULATION_ENV`]'s mode (1, 2 or 3); `None` when unset or anything else.
-pub fn emulation_mode() -> Option<u32> {
-    let mode = std::env::var(ATLAS_EMULATION_ENV)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    (1..=3).contains(&mode).then_some(mode)
-}
-
 /// Elements of the bindless array after the textures, outside the emulation:
 /// the page atlases of `--residency atlas` (one per map format) and their level
 /// probe.
@@ -239,7 +213,7 @@ pub struct TextureSet {
     pub base_level: u32,
     /// The finest first resident level it chose (some textures get one level more).
     pub finest_level: u32,
-    /// [`ATLAS_EMULATION_ENV`]'s mode, on a bindless device: the array holds,
+    /// The atlas-sampling emulation's mode ([`crate::tuning::Tuning::atlas_emulation`]), on a bindless device: the array holds,
     /// after the textures, [`EMULATION_LEVELS`] single-level views of each and
     /// the level probe ([`Self::write_level_views`]).
     emulation: Option<u32>,
@@ -324,10 +298,12 @@ impl TextureSet {
         budget: u64,
         anisotropy: u32,
     ) -> Result<Self, GpuError> {
-        Self::load_with(ctx, mem, files, budget, anisotropy, Residency::Static)
+        Self::load_with(ctx, mem, files, budget, anisotropy, Residency::Static, None)
     }
 
-    /// Loads every material's maps with the residency `mode` asks for.
+    /// Loads every material's maps with the residency `mode` asks for, with
+    /// the atlas-sampling emulation's mode `emulation` where the device is
+    /// bindless ([`crate::tuning::Tuning::atlas_emulation`]; `None`: off).
     pub fn load_with(
         ctx: &Context,
         mem: &GpuMemory,
@@ -335,6 +311,7 @@ impl TextureSet {
         budget: u64,
         anisotropy: u32,
         mode: Residency,
+        emulation: Option<u32>,
     ) -> Result<Self, GpuError> {
         let d = &ctx.device;
         let io = |e: material_baker::ktx2::KtxError| GpuError::Other(e.to_string());
@@ -458,7 +435,7 @@ impl TextureSet {
 
         let n = files.len() as u32;
         let bindless = ctx.info.bindless;
-        let emulation = emulation_mode().filter(|_| bindless);
+        let emulation = emulation.filter(|_| bindless);
         // SAFETY: valid create infos on a live device.
         let (set_layout, descriptor_pool, sets, sampler) = unsafe {
             // Bindless: one set, one array of every texture (3 per material), partially
@@ -551,7 +528,7 @@ impl TextureSet {
                 let t = loop {
                     let coarser = base + 1 < h.2;
                     match set.load_texture(ctx, mem, &one_shot, path, base, coarser) {
-                        Err(GpuError::Alloc { .. }) if coarser => base += 1,
+                        Err(e) if coarser && e.is_no_room() => base += 1,
                         r => break r?,
                     }
                 };
@@ -622,7 +599,7 @@ impl TextureSet {
         unsafe { d.update_descriptor_sets(&[write], &[]) };
     }
 
-    /// With [`ATLAS_EMULATION_ENV`]: a view of each resident level of each
+    /// With `--tune atlas-emulation`: a view of each resident level of each
     /// texture, written after the textures in the bindless array (texture
     /// `i`'s resident level `l` at `textures.len() + i * EMULATION_LEVELS +
     /// l`). Call once the textures are loaded and no pending work uses the set.

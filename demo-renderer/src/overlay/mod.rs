@@ -29,7 +29,7 @@ use memory::OverlayAllocator;
 fn gpu_err(call: &'static str, e: egui_ash_renderer::RendererError) -> GpuError {
     match e {
         egui_ash_renderer::RendererError::Vulkan(result) => GpuError::Vk { call, result },
-        other => GpuError::Alloc {
+        other => GpuError::Overlay {
             what: "overlay".into(),
             reason: other.to_string(),
         },
@@ -115,7 +115,7 @@ impl Overlay {
             Err(e) => {
                 // SAFETY: the pool was just created and holds no command buffers.
                 unsafe { ctx.device.destroy_command_pool(uploads, None) };
-                return Err(GpuError::Alloc {
+                return Err(GpuError::Overlay {
                     what: "overlay layout thread".into(),
                     reason: e.to_string(),
                 });
@@ -229,7 +229,7 @@ impl Overlay {
     /// Takes the finished layout, if one was posted; true if it installed one.
     fn install(&mut self, ctx: &Context) -> Result<bool, GpuError> {
         let worker = self.worker.as_ref().expect("worker lives until destroy");
-        let laid = worker.take().map_err(|reason| GpuError::Alloc {
+        let laid = worker.take().map_err(|reason| GpuError::Overlay {
             what: "overlay".into(),
             reason: reason.into(),
         })?;
@@ -394,7 +394,8 @@ pub fn before_frame(
     };
     let streaming = || {
         scene
-            .streaming_panel()
+            .streaming()
+            .and_then(|s| s.streaming_panel())
             .map(|panel| streaming_info(&mem.allocator().statistics(), budget, panel))
     };
     overlay.prepare(ctx, extent, pixels_per_point, streaming, input)

@@ -195,20 +195,17 @@ pub struct Mechanism {
     /// queries can be reset from the host.
     stamps: Option<Stamps>,
     gpu_uploads: GpuUploads,
-    /// Reads of files whose path contains this fail (`VKALLOC_DEMO_FAIL_READS`,
+    /// Reads of files whose path contains this fail (`--tune fail-reads`,
     /// for testing the fallback of a level that cannot be read).
     fail_reads: Option<String>,
 }
-
-/// The environment variable that makes reads of matching files fail (tests).
-pub const FAIL_READS_ENV: &str = "VKALLOC_DEMO_FAIL_READS";
 
 const SLOTS: usize = 3;
 
 impl Mechanism {
     /// Creates the command pools and the batch slots (with the upload queue's
     /// command buffers and semaphores on the transfer path).
-    pub fn new(ctx: &Context) -> Result<Self, GpuError> {
+    pub fn new(ctx: &Context, fail_reads: Option<String>) -> Result<Self, GpuError> {
         let d = &ctx.device;
         let pool_on = |family: u32| {
             // SAFETY: a valid create info on a live device.
@@ -246,7 +243,7 @@ impl Mechanism {
             handles: Vec::new(),
             stamps: None,
             gpu_uploads: GpuUploads::default(),
-            fail_reads: std::env::var(FAIL_READS_ENV).ok().filter(|v| !v.is_empty()),
+            fail_reads,
         };
         // From here on, a failure destroys what was made (`destroy_objects`).
         let made = (|| {
@@ -502,7 +499,7 @@ impl Mechanism {
             }
             let new = match create_main(ctx, mem, set, info, to) {
                 Ok(n) => n,
-                Err(GpuError::Alloc { .. }) => {
+                Err(e) if e.is_no_room() => {
                     if mem
                         .pool_pressure(set.texture_pool)
                         .is_some_and(|p| p.free_in_blocks() + p.headroom() >= size)
@@ -949,7 +946,7 @@ fn read_bucket(bucket: Vec<Job<'_>>, refuse: Option<&str>) -> Vec<(usize, String
         if refuse.is_some_and(|r| path.to_string_lossy().contains(r)) {
             failures.push((
                 owner,
-                format!("{}: read refused ({FAIL_READS_ENV})", path.display()),
+                format!("{}: read refused (--tune fail-reads)", path.display()),
             ));
             continue;
         }

@@ -78,25 +78,28 @@
 
 pub mod defrag;
 pub mod estimate;
+mod levels;
 pub mod mechanism;
 pub mod policy;
 pub mod psnr;
-pub mod summary;
+pub mod residency;
+mod tiled;
 pub mod tiles;
 
 use std::time::{Duration, Instant};
 
 use ash::vk;
 
-use crate::gpu::memory::{Buffer, MappedBuffer, MemOptions, MemoryUsage};
+use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
-use crate::materials::textures::{Texture, TextureSet};
+use crate::materials::textures::TextureSet;
 use crate::scene::Object;
-use defrag::Compactor;
 use estimate::View;
-use mechanism::{Mechanism, TexInfo};
-use policy::{Change, DefragInput, PolicyConfig, TextureInput};
-use tiles::TileStreamer;
+use levels::Levels;
+use mechanism::TexInfo;
+use residency::Residency;
+pub use residency::{ResidencyKind, ResidencyMode};
+use tiled::Tiled;
 
 /// One texture's row in the overlay's streaming panel ([`Streamer::panel`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -135,7 +138,7 @@ pub enum Mode {
 }
 
 /// The streamer's settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct StreamConfig {
     /// On or off.
     pub mode: Mode,
@@ -157,33 +160,8 @@ pub struct StreamConfig {
     pub lookahead_frames: u32,
     /// Tiles or whole levels (`--residency`).
     pub residency: ResidencyMode,
-}
-
-/// How streaming keeps textures resident.
-///
-/// `Auto` is the default: tiles where the device can. On the H200 (4K, 8K BC
-/// maps; BENCHMARKS.md, "Inner levels") tiles keep all but 1 of 240 frames at
-/// 40 dB PSNR or more at 256 MiB (whole levels: 40 below) and all but 2 with
-/// 64 materials at 1 GiB (levels: 30), at a GPU p99 of 1.11x streaming off's
-/// at 256 MiB and 1.3-1.5x with 64 materials (levels: 1.0x), where the render
-/// thread's streaming work and the sparse binds keep the GPU waiting.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResidencyMode {
-    /// The page atlas where the shading is visibility on a bindless device
-    /// (resolved before the textures load, `app`), else tiles where the device
-    /// has sparse residency (and every texture format can be sparse), else
-    /// whole levels.
-    #[default]
-    Auto,
-    /// Tiles; an error where the device can't.
-    Tiles,
-    /// Whole mip levels (one image per resident range).
-    Levels,
-    /// Tiles copied into a page atlas, no sparse binds
-    /// ([`tiles::atlas`]; bindless visibility shading): an error where the
-    /// device can't.
-    Atlas,
+    /// `--tune`'s knobs ([`crate::tuning`]).
+    pub tuning: crate::tuning::Tuning,
 }
 
 /// `--defrag-budget`'s default: bytes a defragmentation pass may move per frame.
@@ -431,36 +409,6 @@ struct Want {
     hist: Option<[f32; FEEDBACK_LEVELS]>,
 }
 
-/// What [`Streamer::apply`] did this frame.
-#[derive(Default)]
-struct Applied {
-    changes: u32,
-    upload_bytes: u64,
-    read_seconds: f64,
-    /// Textures still short of their target.
-    waiting: u32,
-    fragmentation_failures: u32,
-    fragmentation_deferrals: u32,
-    /// The policy found a wanted grow blocked by fragmentation.
-    range_blocked: bool,
-    /// Bytes of the most wanted grow blocked by fragmentation (the policy's, or
-    /// else the first the mechanism deferred); 0 when none.
-    room_bytes: u64,
-    /// Textures changed this frame (their main image is new or gone).
-    busy: Vec<bool>,
-    /// Changes the policy planned.
-    planned: usize,
-    /// Textures whose file read failed this time.
-    failed: u32,
-}
-
-/// The caps [`Streamer::apply`] runs the policy with.
-#[derive(Clone, Copy, Debug)]
-struct Caps {
-    max_ops: usize,
-    max_upload_bytes: u64,
-}
-
 /// Wants from the CPU estimate (no histogram).
 fn estimate_wants(est: &[Option<estimate::Estimate>]) -> Vec<Option<Want>> {
     est.iter()
@@ -474,14 +422,10 @@ fn estimate_wants(est: &[Option<estimate::Estimate>]) -> Vec<Option<Want>> {
         .collect()
 }
 
-/// The streamer of one texture set.
-pub struct Streamer {
+/// What every residency shares: the settings, the feedback and this frame's
+/// figures.
+struct Common {
     cfg: StreamConfig,
-    infos: Vec<TexInfo>,
-    mains: Vec<Option<Texture>>,
-    failed: Vec<bool>,
-    unseen: Vec<u32>,
-    mechanism: Option<Mechanism>,
     feedback: Option<MappedBuffer>,
     /// Whether the shader writes feedback (the device can).
     feedback_enabled: bool,
@@ -495,398 +439,23 @@ pub struct Streamer {
     frame: StreamFrame,
     /// Resident level of each texture while this frame is drawn.
     drawn_levels: Vec<u32>,
-    /// The wants this frame's decisions used (for the deficit when there is no feedback).
-    used_wants: Vec<Option<Want>>,
     map_sizes: Vec<u32>,
     /// Frames prepared so far.
     frames_prepared: u64,
     /// The feedback before `last_feedback`, for the trend.
     prev_feedback: Option<Vec<[u32; FEEDBACK_WORDS]>>,
-    /// The texture pool's defragmentation passes (mode `On`).
-    compactor: Option<Compactor>,
     /// An error of `frame_done`, returned by the next `prepare`.
     error: Option<GpuError>,
-    /// Streaming by tiles (mode `On` on a device with sparse residency).
-    tiles: Option<TileStreamer>,
-    /// The last feedback's cells (tiles only): wanted level and hits.
-    last_cells: Option<(Vec<u8>, Vec<u32>)>,
-    /// The look-ahead cast for a coming frame, made after the last frame's
-    /// submission ([`Self::cast_ahead`]), with the inputs it was cast from.
-    pending_cast: Option<PendingCast>,
-    /// By tiles: the next frame was planned after this one's submission
-    /// ([`Self::plan_ahead`]); where its wanted levels came from.
-    early_plan: Option<&'static str>,
-    /// The residency map the frame being drawn samples with (tiles only).
-    drawn_map: Vec<u32>,
-    /// Set 0, binding 3 when not streaming by tiles: a small buffer nothing reads.
-    dummy_map: Option<Buffer>,
 }
 
-/// What [`Streamer::cast_views`] gives: the present view's cast on a cut, the
-/// look-ahead, and the present view's own cast within it.
-type AheadCasts = (
-    Option<tiles::lookahead::AheadCells>,
-    tiles::lookahead::AheadCells,
-    Option<tiles::lookahead::AheadCells>,
-);
-
-/// [`AheadCasts`] borrowed.
-type Views<'a> = (
-    Option<&'a tiles::lookahead::AheadCells>,
-    &'a tiles::lookahead::AheadCells,
-    Option<&'a tiles::lookahead::AheadCells>,
-);
-
-/// Per cell of every material: the tile policy's wanted levels and hits.
-type TileWants = (Vec<u8>, Vec<u32>);
-
-/// [`Streamer::tile_inputs`]'s cells as the tile streamer takes them.
-fn plan_inputs<'a>(
-    (wants, hits): &'a TileWants,
-    ahead: &'a TileWants,
-    cast: &'a TileWants,
-) -> tiles::PlanInputs<'a> {
-    tiles::PlanInputs {
-        wants,
-        hits,
-        ahead: (&ahead.0, &ahead.1),
-        cast: (&cast.0, &cast.1),
-    }
+/// The streamer of one texture set: the frame loop's hooks, dispatched to
+/// its residency (the seam: [`residency`]).
+pub struct Streamer {
+    c: Common,
+    residency: Box<dyn Residency>,
 }
 
-/// A look-ahead cast made before the frame that uses it
-/// ([`Streamer::cast_ahead`]), with the inputs it was cast from.
-struct PendingCast {
-    view: View,
-    cut: bool,
-    ahead: Vec<View>,
-    cells: AheadCasts,
-}
-
-impl Streamer {
-    /// Sets up streaming for `set` (in mode `On`, `set` holds only the tails).
-    pub fn new(
-        ctx: &Context,
-        mem: &GpuMemory,
-        set: &TextureSet,
-        cfg: StreamConfig,
-        feedback_enabled: bool,
-        extent: vk::Extent2D,
-    ) -> Result<Self, GpuError> {
-        let d = &ctx.device;
-        let mut infos = Vec::new();
-        for t in &set.textures {
-            let tail = match cfg.mode {
-                Mode::On => t.base_level,
-                Mode::Off => {
-                    crate::materials::textures::tail_level(t.file_size, t.file_levels, TAIL_TEXELS)
-                }
-            };
-            infos.push(TexInfo::new(d, t, tail)?);
-        }
-        let materials = set.textures.len() / 3;
-        let map_sizes = (0..materials).map(|m| infos[m * 3].size).collect();
-        let n = set.textures.len();
-        let mut s = Self {
-            cfg,
-            infos,
-            mains: (0..n).map(|_| None).collect(),
-            failed: vec![false; n],
-            unseen: vec![u32::MAX / 2; n],
-            mechanism: None,
-            feedback: None,
-            feedback_enabled,
-            last_feedback: None,
-            unread: false,
-            pixels: extent.width as f32 * extent.height as f32,
-            started: Instant::now(),
-            frame: StreamFrame::default(),
-            drawn_levels: Vec::new(),
-            used_wants: vec![None; materials],
-            map_sizes,
-            frames_prepared: 0,
-            prev_feedback: None,
-            compactor: None,
-            error: None,
-            tiles: None,
-            last_cells: None,
-            pending_cast: None,
-            early_plan: None,
-            drawn_map: Vec::new(),
-            dummy_map: None,
-        };
-        if cfg.mode == Mode::On && cfg.residency != ResidencyMode::Levels {
-            let atlas = cfg.residency == ResidencyMode::Atlas;
-            match TileStreamer::new(
-                ctx,
-                mem,
-                set,
-                cfg.upload_budget,
-                cfg.budget,
-                cfg.anisotropy,
-                atlas,
-            )? {
-                Ok(t) => {
-                    let by = if atlas { "a page atlas" } else { "tiles" };
-                    println!("streaming: by {by}; {}", t.late_line());
-                    s.tiles = Some(t);
-                }
-                Err(why)
-                    if matches!(cfg.residency, ResidencyMode::Tiles | ResidencyMode::Atlas) =>
-                {
-                    let flag = if atlas { "atlas" } else { "tiles" };
-                    return Err(GpuError::Other(format!("--residency {flag}: {why}")));
-                }
-                Err(why) => println!("streaming: by levels ({why})"),
-            }
-        }
-        // What follows can fail: free what was made (the sparse images
-        // included) before handing the error back.
-        if let Err(e) = s.finish_new(ctx, mem, set, materials) {
-            ctx.wait_idle();
-            s.destroy(ctx, mem, set);
-            return Err(e);
-        }
-        s.drawn_levels = s.levels(set);
-        Ok(s)
-    }
-
-    /// The buffers and the level mechanism of [`Self::new`], after the tiles.
-    fn finish_new(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        set: &TextureSet,
-        materials: usize,
-    ) -> Result<(), GpuError> {
-        let cells = self.tiles.as_ref().map_or(0, |t| {
-            let g = t.cells_per_side() as usize;
-            materials * g * g * 2
-        });
-        let size = ((materials.max(1) * FEEDBACK_WORDS + cells) * 4) as u64;
-        let fb = mem.create_buffer_mapped(
-            &vk::BufferCreateInfo::default()
-                .size(size)
-                .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
-            &MemOptions::new(MemoryUsage::Readback, "streaming feedback"),
-        )?;
-        self.feedback = Some(fb);
-        self.reset_feedback(mem);
-        if self.tiles.is_none() {
-            self.dummy_map = Some(
-                mem.create_buffer(
-                    &vk::BufferCreateInfo::default()
-                        .size(16)
-                        .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
-                    &MemOptions::new(MemoryUsage::GpuOnly, "tile residency map (unused)"),
-                )?,
-            );
-        }
-        if let Some(t) = self.tiles.as_ref() {
-            self.drawn_map = t.map().to_vec();
-        }
-        if self.cfg.mode == Mode::On && self.tiles.is_none() {
-            self.mechanism = Some(Mechanism::new(ctx)?);
-            // The tails are always resident and sampled: never moved.
-            for t in &set.textures {
-                mem.allocator()
-                    .set_movable(t.image.allocation(), false)
-                    .map_err(|e| GpuError::Other(format!("pinning a mip tail: {e}")))?;
-            }
-            self.compactor = Some(Compactor::new(mem));
-        }
-        Ok(())
-    }
-
-    /// The feedback buffer (set 0, binding 1 of the PBR pass).
-    pub fn feedback_buffer(&self) -> (vk::Buffer, u64) {
-        self.feedback.as_ref().map_or((vk::Buffer::null(), 0), |b| {
-            (b.raw(), b.allocation().size())
-        })
-    }
-
-    /// The tile residency map (set 0, binding 3 of the PBR pass; a placeholder
-    /// when not streaming by tiles).
-    pub fn residency_buffer(&self) -> (vk::Buffer, u64) {
-        match (self.tiles.as_ref(), self.dummy_map.as_ref()) {
-            (Some(t), _) => t.map_buffer(),
-            (None, Some(b)) => (b.raw(), b.size()),
-            (None, None) => (vk::Buffer::null(), 0),
-        }
-    }
-
-    /// The frame uniform's `tiles` vector: cells per side of the residency map
-    /// (0: whole levels), the feedback's first word of cells, the filter's
-    /// margin, and 1 with the page atlas.
-    pub fn tiles_uniform(&self) -> [u32; 4] {
-        match self.tiles.as_ref() {
-            Some(t) => [
-                t.cells_per_side(),
-                (self.map_sizes.len() * FEEDBACK_WORDS) as u32,
-                t.margin(),
-                u32::from(t.is_atlas()),
-            ],
-            None => [0; 4],
-        }
-    }
-
-    /// Whether tiles go to a page atlas ([`ResidencyMode::Atlas`]).
-    pub fn atlas(&self) -> bool {
-        self.tiles.as_ref().is_some_and(TileStreamer::is_atlas)
-    }
-
-    /// Whether textures stream by tiles (sparse or into a page atlas).
-    pub fn tiled(&self) -> bool {
-        self.tiles.is_some()
-    }
-
-    /// Whether the shader should write feedback.
-    pub fn feedback_enabled(&self) -> bool {
-        self.feedback_enabled
-    }
-
-    /// The frame uniform's `stream` vector: anisotropy, show-mips, feedback.
-    pub fn uniform(&self) -> [u32; 4] {
-        [
-            self.cfg.anisotropy.max(1),
-            self.cfg.show_mips as u32,
-            self.feedback_enabled as u32,
-            0,
-        ]
-    }
-
-    /// Frames of the camera path ahead the caller should pass to [`Self::prepare`]
-    /// (`--lookahead`; 0 in mode `Off`, where nothing streams).
-    pub fn lookahead_frames(&self) -> u32 {
-        match self.cfg.mode {
-            Mode::On => self.cfg.lookahead_frames,
-            Mode::Off => 0,
-        }
-    }
-
-    /// The overlay's streaming panel: per texture, what is resident (the main
-    /// image, or the tail where there is none) and what the last decisions
-    /// wanted (`None` where the texture was not in view); and the loads waiting
-    /// and the last frame's read rate (bytes per second of reading).
-    pub fn panel(&self, set: &TextureSet) -> Panel {
-        let rows = set
-            .textures
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let info = &self.infos[i];
-                let name = t
-                    .path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                if let Some(tiles) = self.tiles.as_ref() {
-                    // By tiles: the finest level with a tile resident, the
-                    // pages' bytes, and the finest level a cell wanted.
-                    let (resident_mip, resident_bytes) = tiles.map_residency(i);
-                    let cells = (tiles.cells_per_side() as usize).pow(2);
-                    let m = i / 3;
-                    let wanted_mip = self.last_cells.as_ref().and_then(|(w, _)| {
-                        w.get(m * cells..(m + 1) * cells)?
-                            .iter()
-                            .filter(|&&l| l != tiles::policy::UNSEEN)
-                            .min()
-                            .map(|&l| u32::from(l))
-                    });
-                    return PanelRow {
-                        name,
-                        resident_mip,
-                        resident_bytes,
-                        wanted_mip,
-                        wanted_bytes: None,
-                    };
-                }
-                let (resident_mip, resident_bytes) = self
-                    .main_of(i)
-                    .unwrap_or((t.base_level, t.allocation_bytes()));
-                let wanted_mip = match self.cfg.mode {
-                    Mode::On => self
-                        .used_wants
-                        .get(i / 3)
-                        .copied()
-                        .flatten()
-                        .map(|w| estimate::level_of(w.level_lod, info.levels)),
-                    Mode::Off => None,
-                };
-                PanelRow {
-                    name,
-                    resident_mip,
-                    resident_bytes,
-                    wanted_mip,
-                    wanted_bytes: wanted_mip.map(|l| {
-                        info.main_bytes
-                            .get(l as usize)
-                            .copied()
-                            .unwrap_or_else(|| t.allocation_bytes())
-                    }),
-                }
-            })
-            .collect();
-        let f = &self.frame;
-        Panel {
-            rows,
-            pending_loads: f.pending_loads,
-            read_bytes_per_s: if f.upload_ms > 0.0 {
-                f.upload_bytes as f64 / (f.upload_ms / 1e3)
-            } else {
-                0.0
-            },
-        }
-    }
-
-    /// Level-0 side of material `m`'s maps.
-    pub fn map_size(&self, m: usize) -> u32 {
-        self.map_sizes.get(m).copied().unwrap_or(1)
-    }
-
-    /// The level material `m`'s albedo samples from now (for `--show-mips`).
-    pub fn drawn_level(&self, m: usize) -> u32 {
-        self.drawn_levels.get(m * 3).copied().unwrap_or(0)
-    }
-
-    /// Texture `i`'s main image: its base level and allocation bytes (also while
-    /// it is inside a defragmentation move).
-    fn main_of(&self, i: usize) -> Option<(u32, u64)> {
-        match &self.mains[i] {
-            Some(m) => Some((m.base_level, m.allocation_bytes())),
-            None => self.compactor.as_ref().and_then(|c| c.parked(i)),
-        }
-    }
-
-    /// Each texture's first resident level.
-    fn levels(&self, set: &TextureSet) -> Vec<u32> {
-        (0..set.textures.len())
-            .map(|i| match self.main_of(i) {
-                Some((base, _)) => base,
-                None => set.textures[i].base_level,
-            })
-            .collect()
-    }
-
-    /// Bytes of texture images alive now (old images waiting to be freed, and
-    /// both images of each defragmentation move in flight, included).
-    pub fn resident_bytes(&self, set: &TextureSet) -> u64 {
-        set.allocated_bytes()
-            + self.tiles.as_ref().map_or(0, TileStreamer::bytes)
-            + self
-                .mains
-                .iter()
-                .flatten()
-                .map(Texture::allocation_bytes)
-                .sum::<u64>()
-            + self.retiring_bytes()
-            + self.compactor.as_ref().map_or(0, Compactor::moving_bytes)
-    }
-
-    fn retiring_bytes(&self) -> u64 {
-        self.mechanism.as_ref().map_or(0, Mechanism::retiring_bytes)
-    }
-
+impl Common {
     fn reset_feedback(&mut self, mem: &GpuMemory) {
         if let Some(b) = self.feedback.as_mut() {
             let m = b.mapped_mut();
@@ -907,53 +476,6 @@ impl Streamer {
         }
     }
 
-    /// Reads the feedback of the frame just finished (if not read yet) and clears
-    /// the buffer for the next one.
-    fn read_feedback(&mut self, mem: &GpuMemory) {
-        if !self.unread {
-            return;
-        }
-        self.unread = false;
-        if !self.feedback_enabled {
-            self.last_feedback = None;
-            return;
-        }
-        if let Some(b) = self.feedback.as_ref() {
-            let m = b.allocation();
-            mem.invalidate(m);
-            let materials = self.map_sizes.len();
-            let mut bytes = vec![0u8; materials * FEEDBACK_WORDS * 4];
-            m.read(0, &mut bytes).expect("read inside the allocation");
-            if let Some(t) = self.tiles.as_ref() {
-                let g = t.cells_per_side() as usize;
-                let mut cells = vec![0u8; materials * g * g * 2 * 4];
-                m.read(bytes.len() as u64, &mut cells)
-                    .expect("read inside the allocation");
-                let words: Vec<u32> = cells
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                self.last_cells = Some(tiles::cells_from_feedback(&words));
-            }
-            let words: Vec<u32> = bytes
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            self.prev_feedback = self.last_feedback.take();
-            self.last_feedback = Some(
-                words
-                    .chunks_exact(FEEDBACK_WORDS)
-                    .map(|w| {
-                        let mut a = [0u32; FEEDBACK_WORDS];
-                        a.copy_from_slice(w);
-                        a
-                    })
-                    .collect(),
-            );
-        }
-        self.reset_feedback(mem);
-    }
-
     fn feedback_wants(&self, fb: &[[u32; FEEDBACK_WORDS]]) -> Vec<Option<Want>> {
         let per_sample = 64.0 / self.pixels;
         fb.iter()
@@ -970,63 +492,6 @@ impl Streamer {
                         hist: Some(hist),
                     }
                 })
-            })
-            .collect()
-    }
-
-    /// Per-texture policy inputs from per-material wants and look-ahead wants
-    /// (`prefetch`, empty for none).
-    fn inputs(
-        &self,
-        set: &TextureSet,
-        wants: &[Option<Want>],
-        prefetch: &[Option<Want>],
-    ) -> Vec<TextureInput> {
-        self.infos
-            .iter()
-            .enumerate()
-            .map(|(i, info)| {
-                let (want, ahead) = if self.failed[i] {
-                    (None, None)
-                } else {
-                    (wants[i / 3], prefetch.get(i / 3).copied().flatten())
-                };
-                let (resident, main_alloc) =
-                    self.main_of(i).unwrap_or((set.textures[i].base_level, 0));
-                let mut main_bytes = info.main_bytes.clone();
-                // The allocator's figure for the image that exists, in case it differs.
-                if let Some(b) = main_bytes.get_mut(resident as usize) {
-                    if main_alloc > 0 {
-                        *b = main_alloc;
-                    }
-                }
-                TextureInput {
-                    main_bytes,
-                    level_bytes: info.level_bytes.clone(),
-                    tail_bytes: match self.cfg.mode {
-                        Mode::On => set.textures[i].allocation_bytes(),
-                        Mode::Off => 0,
-                    },
-                    resident,
-                    // Replacements swap at once (see `mechanism`): none is pending.
-                    pending: None,
-                    wanted: want.map(|w| estimate::level_of(w.level_lod, info.levels)),
-                    coverage: want.map_or(0.0, |w| w.coverage),
-                    level_coverage: match want.and_then(|w| w.hist) {
-                        Some(h) => {
-                            let n = info.levels as usize;
-                            let mut v: Vec<f32> = h.iter().take(n).copied().collect();
-                            if let Some(last) = v.last_mut() {
-                                *last += h.iter().skip(n).sum::<f32>();
-                            }
-                            v
-                        }
-                        None => Vec::new(),
-                    },
-                    unseen_frames: self.unseen[i],
-                    prefetch: ahead.map(|w| estimate::level_of(w.level_lod, info.levels)),
-                    prefetch_coverage: ahead.map_or(0.0, |w| w.coverage),
-                }
             })
             .collect()
     }
@@ -1065,6 +530,239 @@ impl Streamer {
         out
     }
 
+    /// Frees the feedback buffer; the device must be idle.
+    fn destroy(&mut self, mem: &GpuMemory) {
+        if let Some(b) = self.feedback.take() {
+            // SAFETY: the device is idle.
+            unsafe { mem.destroy_buffer(b) };
+        }
+    }
+}
+
+impl Streamer {
+    /// Sets up streaming for `set` (in mode `On`, `set` holds only the tails).
+    pub fn new(
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        cfg: StreamConfig,
+        feedback_enabled: bool,
+        extent: vk::Extent2D,
+    ) -> Result<Self, GpuError> {
+        let d = &ctx.device;
+        let mut infos = Vec::new();
+        for t in &set.textures {
+            let tail = match cfg.mode {
+                Mode::On => t.base_level,
+                Mode::Off => {
+                    crate::materials::textures::tail_level(t.file_size, t.file_levels, TAIL_TEXELS)
+                }
+            };
+            infos.push(TexInfo::new(d, t, tail)?);
+        }
+        let materials = set.textures.len() / 3;
+        let map_sizes = (0..materials).map(|m| infos[m * 3].size).collect();
+        let mut c = Common {
+            cfg,
+            feedback: None,
+            feedback_enabled,
+            last_feedback: None,
+            unread: false,
+            pixels: extent.width as f32 * extent.height as f32,
+            started: Instant::now(),
+            frame: StreamFrame::default(),
+            // Nothing streamed yet: the levels the set loaded.
+            drawn_levels: set.textures.iter().map(|t| t.base_level).collect(),
+            map_sizes,
+            frames_prepared: 0,
+            prev_feedback: None,
+            error: None,
+        };
+        let mut tiled = residency::start_tiles(ctx, mem, set, &c.cfg)?;
+        // What follows can fail: free what was made (the sparse images
+        // included) before handing the error back.
+        let cells = materials * tiled.as_ref().map_or(0, Tiled::feedback_cell_words);
+        let size = ((materials.max(1) * FEEDBACK_WORDS + cells) * 4) as u64;
+        let fb = mem.create_buffer_mapped(
+            &vk::BufferCreateInfo::default()
+                .size(size)
+                .usage(vk::BufferUsageFlags::STORAGE_BUFFER),
+            &MemOptions::new(MemoryUsage::Readback, "streaming feedback"),
+        );
+        let residency = match (fb, tiled.take()) {
+            (Ok(fb), tiled) => {
+                c.feedback = Some(fb);
+                c.reset_feedback(mem);
+                match tiled {
+                    Some(t) => Ok(Box::new(t) as Box<dyn Residency>),
+                    None => Levels::new(ctx, mem, set, infos, &c.cfg)
+                        .map(|l| Box::new(l) as Box<dyn Residency>),
+                }
+            }
+            (Err(e), Some(mut t)) => {
+                ctx.wait_idle();
+                t.destroy(ctx, mem, set);
+                Err(e)
+            }
+            (Err(e), None) => Err(e),
+        };
+        match residency {
+            Ok(residency) => Ok(Self { c, residency }),
+            Err(e) => {
+                ctx.wait_idle();
+                c.destroy(mem);
+                Err(e)
+            }
+        }
+    }
+
+    /// The feedback buffer (set 0, binding 1 of the PBR pass).
+    pub fn feedback_buffer(&self) -> (vk::Buffer, u64) {
+        self.c
+            .feedback
+            .as_ref()
+            .map_or((vk::Buffer::null(), 0), |b| {
+                (b.raw(), b.allocation().size())
+            })
+    }
+
+    /// The tile residency map (set 0, binding 3 of the PBR pass; a placeholder
+    /// when not streaming by tiles).
+    pub fn residency_buffer(&self) -> (vk::Buffer, u64) {
+        self.residency.map_buffer()
+    }
+
+    /// The frame uniform's `tiles` vector: cells per side of the residency map
+    /// (0: whole levels), the feedback's first word of cells, the filter's
+    /// margin, and 1 with the page atlas.
+    pub fn tiles_uniform(&self) -> [u32; 4] {
+        self.residency.tiles_uniform(self.c.map_sizes.len())
+    }
+
+    /// The residency that runs (resolved when the streamer was made).
+    pub fn residency(&self) -> ResidencyKind {
+        self.residency.kind()
+    }
+
+    /// Whether the shader should write feedback.
+    pub fn feedback_enabled(&self) -> bool {
+        self.c.feedback_enabled
+    }
+
+    /// The frame uniform's `stream` vector: anisotropy, show-mips, feedback.
+    pub fn uniform(&self) -> [u32; 4] {
+        let cfg = &self.c.cfg;
+        [
+            cfg.anisotropy.max(1),
+            cfg.show_mips as u32,
+            self.c.feedback_enabled as u32,
+            0,
+        ]
+    }
+
+    /// Frames of the camera path ahead the caller should pass to [`Self::prepare`]
+    /// (`--lookahead`; 0 in mode `Off`, where nothing streams).
+    pub fn lookahead_frames(&self) -> u32 {
+        match self.c.cfg.mode {
+            Mode::On => self.c.cfg.lookahead_frames,
+            Mode::Off => 0,
+        }
+    }
+
+    /// The overlay's streaming panel: per texture, what is resident (the main
+    /// image, or the tail where there is none) and what the last decisions
+    /// wanted (`None` where the texture was not in view); and the loads waiting
+    /// and the last frame's read rate (bytes per second of reading).
+    pub fn panel(&self, set: &TextureSet) -> Panel {
+        let rows = set
+            .textures
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let name = t
+                    .path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                self.residency.panel_row(set, i, name)
+            })
+            .collect();
+        let f = &self.c.frame;
+        Panel {
+            rows,
+            pending_loads: f.pending_loads,
+            read_bytes_per_s: if f.upload_ms > 0.0 {
+                f.upload_bytes as f64 / (f.upload_ms / 1e3)
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Level-0 side of material `m`'s maps.
+    pub fn map_size(&self, m: usize) -> u32 {
+        self.c.map_sizes.get(m).copied().unwrap_or(1)
+    }
+
+    /// The level material `m`'s albedo samples from now (for `--show-mips`).
+    pub fn drawn_level(&self, m: usize) -> u32 {
+        self.c.drawn_levels.get(m * 3).copied().unwrap_or(0)
+    }
+
+    /// Bytes of texture images alive now (old images waiting to be freed, and
+    /// both images of each defragmentation move in flight, included).
+    pub fn resident_bytes(&self, set: &TextureSet) -> u64 {
+        self.residency.resident_bytes(set)
+    }
+
+    /// Reads the feedback of the frame just finished (if not read yet) and clears
+    /// the buffer for the next one.
+    fn read_feedback(&mut self, mem: &GpuMemory) {
+        let c = &mut self.c;
+        if !c.unread {
+            return;
+        }
+        c.unread = false;
+        if !c.feedback_enabled {
+            c.last_feedback = None;
+            return;
+        }
+        if let Some(b) = c.feedback.as_ref() {
+            let m = b.allocation();
+            mem.invalidate(m);
+            let materials = c.map_sizes.len();
+            let mut bytes = vec![0u8; materials * FEEDBACK_WORDS * 4];
+            m.read(0, &mut bytes).expect("read inside the allocation");
+            let cell_words = self.residency.feedback_cell_words();
+            if cell_words > 0 {
+                let mut cells = vec![0u8; materials * cell_words * 4];
+                m.read(bytes.len() as u64, &mut cells)
+                    .expect("read inside the allocation");
+                let words: Vec<u32> = cells
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                self.residency.read_cells(&words);
+            }
+            let words: Vec<u32> = bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            c.prev_feedback = c.last_feedback.take();
+            c.last_feedback = Some(
+                words
+                    .chunks_exact(FEEDBACK_WORDS)
+                    .map(|w| {
+                        let mut a = [0u32; FEEDBACK_WORDS];
+                        a.copy_from_slice(w);
+                        a
+                    })
+                    .collect(),
+            );
+        }
+        c.reset_feedback(mem);
+    }
+
     /// Before frame `frame` is recorded (the previous one is done): takes finished
     /// replacements, decides, and starts this frame's changes. `ahead` holds the
     /// views of the camera path's coming frames, nearest first (see the module's
@@ -1081,10 +779,10 @@ impl Streamer {
         ahead: &[View],
     ) -> Result<(), GpuError> {
         let cpu_start = Instant::now();
-        self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        let time_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        self.c.pixels = view.height as f32 * view.height as f32 * view.aspect;
+        let time_ms = self.c.started.elapsed().as_secs_f64() * 1e3;
         self.read_feedback(mem);
-        let mut frame = StreamFrame {
+        let frame = StreamFrame {
             camera_cut,
             time_ms,
             feedback_ms: cpu_start.elapsed().as_secs_f64() * 1e3,
@@ -1092,273 +790,39 @@ impl Streamer {
         };
         // Every frame prepared so far is done (the renderer waits for each
         // frame's fence): a defragmentation pass still open (its frame was not
-        // rendered) ends now.
-        if let Some(e) = self.error.take() {
+        // rendered) ends now (by levels).
+        if let Some(e) = self.c.error.take() {
             return Err(e);
         }
-        self.finish_defrag(ctx, mem, set)?;
-        if let Some(wanted_from) = self.early_plan.take() {
-            // Planned after the last frame's submission, for this frame's
-            // views (the camera path is known ahead): carried out now.
-            frame.lookahead_early = true;
-            frame.plan_early = true;
-            frame.wanted_from = wanted_from;
-            self.prepare_tiles(ctx, mem, set, frame, None)?;
-            self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
-            return Ok(());
-        }
-        if self.tiles.is_some() {
-            // On a cut the feedback shows the old view: the present one is
-            // cast instead.
-            let cast = Instant::now();
-            // Cast after the last frame's submission for these very inputs
-            // (the camera path is known ahead), else now.
-            let cells = match self.pending_cast.take() {
-                Some(p) if p.view == *view && p.cut == camera_cut && p.ahead == ahead => {
-                    frame.lookahead_early = true;
-                    p.cells
-                }
-                _ => self.cast_views(objects, view, camera_cut, ahead),
-            };
-            frame.lookahead_ms = cast.elapsed().as_secs_f64() * 1e3;
-            let (present, ahead, cast_cells) = cells;
-            let views = (present.as_ref(), &ahead, cast_cells.as_ref());
-            self.prepare_tiles(ctx, mem, set, frame, Some(views))?;
-            self.frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
-            return Ok(());
-        }
-        // Finished batches free their staging; old images retired up to the
-        // last frame done are freed.
-        let done = self.frames_prepared;
-        if let Some(mech) = self.mechanism.as_mut() {
-            mech.poll(ctx, mem)?;
-            mech.collect_retired(&ctx.device, mem, done);
-            let gpu = mech.take_gpu_uploads();
-            frame.upload_gpu_bytes = gpu.bytes;
-            frame.upload_gpu_ms = gpu.ms;
-        }
-        // Wanted levels: the last frame's feedback, else the CPU estimate.
-        let est = estimate::estimate(objects, view, &self.map_sizes);
-        let small = 256.0 / self.pixels;
-        let wants: Vec<Option<Want>> = match self.last_feedback.as_ref() {
-            Some(fb) if !camera_cut => {
-                frame.wanted_from = "feedback";
-                let mut fw = self.feedback_wants(fb);
-                // The camera moves on: extrapolate each material's trend one frame
-                // (a level getting finer is wanted a frame early), by half a level
-                // at most (an object entering the view is no trend).
-                if let Some(prev) = self.prev_feedback.as_ref() {
-                    for (w, p) in fw.iter_mut().zip(self.feedback_wants(prev)) {
-                        if let (Some(w), Some(p)) = (w.as_mut(), p) {
-                            let trend = (w.level_lod - p.level_lod).clamp(-0.5, 0.0);
-                            w.level_lod += trend;
-                        }
-                    }
-                }
-                fw.into_iter()
-                    .zip(&est)
-                    .map(|(f, e)| match (f, e) {
-                        (Some(f), _) => Some(f),
-                        (None, Some(e)) if e.coverage < small => Some(Want {
-                            level_lod: e.lod,
-                            coverage: e.coverage,
-                            hist: None,
-                        }),
-                        _ => None,
-                    })
-                    .collect()
-            }
-            _ => {
-                frame.wanted_from = "estimate";
-                estimate_wants(&est)
-            }
-        };
-        // What the coming frames want: prefetched below the present view.
-        let prefetch = self.lookahead_wants(objects, view, ahead);
-        for (i, u) in self.unseen.iter_mut().enumerate() {
-            *u = if wants[i / 3].is_some() {
-                0
-            } else {
-                u.saturating_add(1)
-            };
-        }
-        let inputs = self.inputs(set, &wants, &prefetch);
-        frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
-        if self.cfg.mode == Mode::On {
-            let caps = Caps {
-                // The first frame is the initial load: no cap on operations.
-                max_ops: if self.frames_prepared == 0 {
-                    usize::MAX
-                } else {
-                    self.cfg.max_ops
-                },
-                max_upload_bytes: self.cfg.upload_budget,
-            };
-            let applied = self.apply(ctx, mem, set, &inputs, caps)?;
-            frame.residency_changes = applied.changes;
-            frame.upload_bytes = applied.upload_bytes;
-            frame.upload_ms = applied.read_seconds * 1e3;
-            frame.pending_loads = applied.waiting;
-            frame.fragmentation_failures = applied.fragmentation_failures;
-            frame.fragmentation_deferrals = applied.fragmentation_deferrals;
-            frame.texture_pool_fragmentation = self.begin_defrag(mem, set, &applied)?;
-        }
-        frame.texture_resident_bytes = self.resident_bytes(set);
-        frame.texture_pool_committed_bytes = mem
-            .pool_pressure(set.texture_pool)
-            .map_or(0, |p| p.pool_committed_bytes);
-        self.used_wants = wants;
-        self.drawn_levels = self.levels(set);
+        let c = &mut self.c;
+        let views = (view, camera_cut, ahead);
+        let mut frame = self
+            .residency
+            .prepare(c, ctx, mem, set, objects, views, frame)?;
         frame.stream_cpu_ms = cpu_start.elapsed().as_secs_f64() * 1e3;
-        self.frame = frame;
-        self.unread = true;
-        self.frames_prepared += 1;
-        Ok(())
-    }
-
-    /// The tile policy's inputs from a frame's casts: the wanted levels and
-    /// hits (the present view's cast on a cut, else the last feedback's
-    /// cells, else nothing: the tails alone) and where they came from, the
-    /// look-ahead's, and the present view's own cast within it (which of its
-    /// loads the frame may draw: not kept back for after the submission).
-    fn tile_inputs(
-        &self,
-        g: usize,
-        (present, ahead, cast): Views<'_>,
-    ) -> (TileWants, &'static str, TileWants, TileWants) {
-        let n = self.map_sizes.len() * g * g;
-        let (wants, from) = match (present, self.last_cells.as_ref()) {
-            (Some(p), _) => (p.for_policy(), "estimate"),
-            (None, Some(c)) => ((c.0.clone(), c.1.clone()), "feedback"),
-            (None, None) => ((vec![tiles::policy::UNSEEN; n], vec![0; n]), "none"),
-        };
-        let cast = cast.map(|c| c.for_policy()).unwrap_or_default();
-        (wants, from, ahead.for_policy(), cast)
-    }
-
-    /// [`Self::prepare`] when streaming by tiles: the last frame's cells drive
-    /// the tile policy (no feedback yet: nothing but the tails); `views`
-    /// `None` where [`Self::plan_ahead`] planned the frame.
-    fn prepare_tiles(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        set: &TextureSet,
-        mut frame: StreamFrame,
-        views: Option<Views<'_>>,
-    ) -> Result<(), GpuError> {
-        let Some(g) = self.tiles.as_ref().map(|t| t.cells_per_side() as usize) else {
-            return Ok(());
-        };
-        let inputs = views.map(|v| self.tile_inputs(g, v));
-        let Some(t) = self.tiles.as_mut() else {
-            return Ok(());
-        };
-        let tf = match inputs {
-            Some((wants, from, ahead, cast)) => {
-                frame.wanted_from = from;
-                t.prepare(ctx, mem, plan_inputs(&wants, &ahead, &cast), false)?
-            }
-            None => t.prepare(ctx, mem, tiles::PlanInputs::default(), false)?,
-        };
-        frame.residency_changes = tf.loads + tf.evictions;
-        frame.upload_bytes = tf.upload_bytes;
-        frame.upload_ms = tf.read_seconds * 1e3;
-        frame.plan_ms = tf.plan_seconds * 1e3;
-        frame.bind_ms = tf.bind_seconds * 1e3;
-        frame.sparse_binds = tf.binds;
-        frame.tile_loads = tf.loads;
-        frame.tile_wanted_loads = tf.wanted_loads;
-        frame.tile_runs = tf.runs;
-        frame.stream_wait_ms = tf.wait_seconds * 1e3;
-        frame.copy_ms = tf.copy_seconds * 1e3;
-        frame.page_ms = tf.page_seconds * 1e3;
-        frame.map_ms = tf.map_seconds * 1e3;
-        frame.pending_loads = tf.missing.min(u64::from(u32::MAX)) as u32;
-        frame.texture_wanted_bytes = tf.wanted_bytes + set.allocated_bytes();
-        frame.texture_pool_committed_bytes = mem
-            .pool_pressure(set.texture_pool)
-            .map_or(0, |p| p.pool_committed_bytes);
-        self.drawn_map = t.map().to_vec();
-        frame.texture_resident_bytes = self.resident_bytes(set);
-        self.frame = frame;
-        self.unread = true;
-        self.frames_prepared += 1;
+        c.frame = frame;
+        c.unread = true;
+        c.frames_prepared += 1;
         Ok(())
     }
 
     /// After the frame's submission, before it is waited for: by tiles, the
     /// spare loads [`Self::prepare`] kept back are bound, read and copied
     /// ([`tiles::TileStreamer::after_submit`]), so the frame never waits for
-    /// them; their figures join the frame's.
+    /// them; their figures join the frame's. Nothing by levels.
     pub fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        let Some(t) = self.tiles.as_mut() else {
-            return Ok(());
-        };
-        let started = Instant::now();
-        let tf = t.after_submit(ctx, mem)?;
-        let f = &mut self.frame;
-        f.residency_changes += tf.loads;
-        f.upload_bytes += tf.upload_bytes;
-        f.upload_ms += tf.read_seconds * 1e3;
-        f.bind_ms += tf.bind_seconds * 1e3;
-        f.sparse_binds += tf.binds;
-        f.tile_loads += tf.loads;
-        f.tile_late_loads += tf.loads;
-        f.copy_ms += tf.copy_seconds * 1e3;
-        f.late_ms += started.elapsed().as_secs_f64() * 1e3;
-        Ok(())
+        self.residency.after_submit(ctx, mem, &mut self.c.frame)
     }
 
     /// After a frame's submission and [`Self::cast_ahead`], by tiles where
-    /// [`tiles::PLAN_EARLY_ENV`]`=1`: plans the next frame's tiles from that
+    /// `--tune tiles.plan-early=1`: plans the next frame's tiles from that
     /// cast and the last feedback read (the frame before this one's: this
     /// one is still drawing), and binds them ([`tiles::TileStreamer::plan_ahead`]).
     /// The next [`Self::prepare`] carries the plan out whatever its views
-    /// (the renderer gives it those of the cast). Does nothing without a cast.
+    /// (the renderer gives it those of the cast). Does nothing without a cast
+    /// or by levels.
     pub fn plan_ahead(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<(), GpuError> {
-        let Some(g) = self.tiles.as_ref().map(|t| t.cells_per_side() as usize) else {
-            return Ok(());
-        };
-        if self.early_plan.is_some() || !self.tiles.as_ref().is_some_and(|t| t.plans_early()) {
-            return Ok(());
-        }
-        let Some(p) = self.pending_cast.take() else {
-            return Ok(());
-        };
-        let started = Instant::now();
-        let (present, ahead, cast) = &p.cells;
-        let (wants, from, ahead, cast) =
-            self.tile_inputs(g, (present.as_ref(), ahead, cast.as_ref()));
-        if let Some(t) = self.tiles.as_mut() {
-            t.plan_ahead(ctx, mem, plan_inputs(&wants, &ahead, &cast))?;
-            if t.has_plan() {
-                self.early_plan = Some(from);
-            }
-        }
-        self.frame.late_ms += started.elapsed().as_secs_f64() * 1e3;
-        Ok(())
-    }
-
-    /// The look-ahead's casts for a frame of `view` (a camera cut's when
-    /// `camera_cut`) with the coming views `ahead`: the present view alone on
-    /// a cut (the feedback shows the old view), the look-ahead, and the
-    /// present view's own cast within it ([`tiles::CAST_PRESENT_ENV`]: every
-    /// other frame casts its view too, so that what the last feedback did not
-    /// show loads before it is drawn).
-    fn cast_views(
-        &self,
-        objects: &[Object],
-        view: &View,
-        camera_cut: bool,
-        ahead: &[View],
-    ) -> AheadCasts {
-        let present = camera_cut.then(|| self.tile_ahead(objects, view, &[], true, 0.0).0);
-        let next = if camera_cut { 0.0 } else { NEXT_VIEW_WEIGHT };
-        let cast_present = self.tiles.as_ref().is_some_and(|t| t.cast_present());
-        let (ahead, cast_cells) =
-            self.tile_ahead(objects, view, ahead, cast_present && !camera_cut, next);
-        (present, ahead, cast_cells)
+        self.residency.plan_ahead(&mut self.c, ctx, mem)
     }
 
     /// By tiles, after a frame's submission: casts the look-ahead of the next
@@ -1366,6 +830,7 @@ impl Streamer {
     /// be given), which depends on the camera path alone, so that the CPU ray
     /// cast overlaps the GPU's frame instead of delaying the next one. The
     /// next `prepare` uses it where its inputs are these, else casts anew.
+    /// Nothing by levels.
     pub fn cast_ahead(
         &mut self,
         objects: &[Object],
@@ -1373,18 +838,8 @@ impl Streamer {
         camera_cut: bool,
         ahead: &[View],
     ) {
-        if self.tiles.is_none() {
-            return;
-        }
-        let started = Instant::now();
-        let cells = self.cast_views(objects, view, camera_cut, ahead);
-        self.pending_cast = Some(PendingCast {
-            view: *view,
-            cut: camera_cut,
-            ahead: ahead.to_vec(),
-            cells,
-        });
-        self.frame.late_ms += started.elapsed().as_secs_f64() * 1e3;
+        self.residency
+            .cast_ahead(&mut self.c, objects, (view, camera_cut, ahead));
     }
 
     /// Before the first frame, with the views [`Self::prepare`] gets for it:
@@ -1402,353 +857,9 @@ impl Streamer {
         ahead: &[View],
         limit: Duration,
     ) -> Result<Option<Prefill>, GpuError> {
-        if self.tiles.is_some() {
-            return self.prefill_tiles(ctx, mem, set, objects, view, ahead, limit);
-        }
-        if self.cfg.mode != Mode::On || self.mechanism.is_none() {
-            return Ok(None);
-        }
-        let started = Instant::now();
-        self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        // The first frame's inputs: no feedback yet, so the CPU estimate, and
-        // the look-ahead.
-        let wants = estimate_wants(&estimate::estimate(objects, view, &self.map_sizes));
-        let prefetch = self.lookahead_wants(objects, view, ahead);
-        for (i, u) in self.unseen.iter_mut().enumerate() {
-            if wants[i / 3].is_some() {
-                *u = 0;
-            }
-        }
-        // Not a frame: no cap on operations or upload bytes (the staging ring
-        // still bounds a round; what it cannot hold waits for the next).
-        let caps = Caps {
-            max_ops: usize::MAX,
-            max_upload_bytes: u64::MAX,
-        };
-        let committed = |mem: &GpuMemory, set: &TextureSet| {
-            mem.pool_pressure(set.texture_pool)
-                .map_or(0, |p| p.pool_committed_bytes)
-        };
-        let mut out = Prefill::start(self.resident_bytes(set).max(committed(mem, set)));
-        loop {
-            let inputs = self.inputs(set, &wants, &prefetch);
-            let applied = self.apply(ctx, mem, set, &inputs, caps)?;
-            out.rounds += 1;
-            out.changes += applied.changes;
-            out.bytes += applied.upload_bytes;
-            // The round's peak: its new images made, the old ones not yet freed.
-            out.peak_bytes = out
-                .peak_bytes
-                .max(self.resident_bytes(set))
-                .max(committed(mem, set));
-            // Wait for the batch's copies, then free the images it replaced (no
-            // frame has read them) and its staging.
-            if let Some(m) = self.mechanism.as_mut() {
-                m.finish(ctx, mem)?;
-                m.take_gpu_uploads();
-            }
-            // As a frame would: a defragmentation pass when fragmentation
-            // blocked this round or passes the threshold (the same decision and
-            // limits; nothing is busy now). With no frame to record them, its
-            // copies run at once, waited for.
-            let idle = Applied {
-                range_blocked: applied.range_blocked,
-                fragmentation_failures: applied.fragmentation_failures,
-                busy: vec![false; self.infos.len()],
-                ..Applied::default()
-            };
-            self.begin_defrag(mem, set, &idle)?;
-            out.peak_bytes = out
-                .peak_bytes
-                .max(self.resident_bytes(set))
-                .max(committed(mem, set));
-            let moved = match self.compactor.as_mut() {
-                Some(c) => c
-                    .finish(ctx, mem, set, &mut self.mains)?
-                    .map_or(0, |d| d.bytes_moved),
-                None => 0,
-            };
-            out.defrag_bytes += moved;
-            let progressed = applied.changes > 0 || applied.failed > 0;
-            if let Some(end) = prefill_end(
-                applied.planned,
-                progressed,
-                moved > 0,
-                started.elapsed(),
-                limit,
-            ) {
-                out.end = end;
-                break;
-            }
-        }
-        out.resident_bytes = self.resident_bytes(set);
-        out.ms = started.elapsed().as_secs_f64() * 1e3;
-        self.drawn_levels = self.levels(set);
-        Ok(Some(out))
-    }
-
-    /// The tile policy's look-ahead: the cells the coming views (`ahead`,
-    /// nearest first) will sample, by a CPU ray cast ([`tiles::lookahead`]).
-    /// The next frame's view weighs by its pixels times `next` (unless it is
-    /// a cut's: a cut loads its own view on its frame); the views 2, 4, 8,
-    /// 16... frames ahead, the last, and the first after a camera cut are
-    /// kept warm (levels without hits: spare pages only). A pose
-    /// equal to the last one cast is not cast again. With `present`, the
-    /// present view is cast first with weight 1 (the pre-fill's first view,
-    /// and a cut's own frame, where the feedback shows the old view and this
-    /// cast takes its place, so the cut's tiles load before it is drawn).
-    ///
-    /// Measured on lavapipe (BENCHMARKS.md, "The look-ahead by tiles"):
-    /// weighting the views after a cut by their pixels, so that the cut's
-    /// view is loaded in the frames before it, took pages the present frames
-    /// needed (15-25 dB lost on the frames before each cut) for nothing the
-    /// cut frame's own loads did not already give; the next frame's view by
-    /// its pixels lifts the frames where the camera brings new surface on
-    /// screen (28 -> 42-50 dB) once the cast's levels match the feedback's.
-    fn tile_ahead(
-        &self,
-        objects: &[Object],
-        view: &View,
-        ahead: &[View],
-        present: bool,
-        next: f32,
-    ) -> (
-        tiles::lookahead::AheadCells,
-        Option<tiles::lookahead::AheadCells>,
-    ) {
-        let g = self.tiles.as_ref().map_or(1, |t| t.cells_per_side());
-        let mut cells = tiles::lookahead::AheadCells::new(self.map_sizes.len(), g);
-        let mut present_cells = None;
-        let views: Vec<View> = std::iter::once(view).chain(ahead).copied().collect();
-        for c in tiles::lookahead::plan_casts(&views, present, next) {
-            cells.cast(
-                objects,
-                &views[c.k],
-                &self.map_sizes,
-                self.cfg.anisotropy.max(1) as f32,
-                c.weight,
-                c.rays,
-            );
-            // The present view's cast comes first (`plan_casts`): the cells
-            // hold it alone until the next cast.
-            if c.k == 0 {
-                present_cells = Some(cells.clone());
-            }
-        }
-        (cells, present_cells)
-    }
-
-    /// [`Self::prefill`] by tiles: no feedback yet, so the ray cast of the
-    /// first view (by its pixels) and of the look-ahead's (kept warm) loads,
-    /// coarse tiles of what is in view first, round after round (each waited
-    /// for) until a round loads nothing or `limit` passes.
-    #[allow(clippy::too_many_arguments)]
-    fn prefill_tiles(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        set: &TextureSet,
-        objects: &[Object],
-        view: &View,
-        ahead: &[View],
-        limit: Duration,
-    ) -> Result<Option<Prefill>, GpuError> {
-        let started = Instant::now();
-        self.pixels = view.height as f32 * view.height as f32 * view.aspect;
-        let (ahead, _) = self.tile_ahead(objects, view, ahead, true, NEXT_VIEW_WEIGHT);
-        let ahead = ahead.for_policy();
-        let mut out = Prefill::start(self.resident_bytes(set));
-        let Some(t) = self.tiles.as_mut() else {
-            return Ok(None);
-        };
-        let n = ahead.0.len();
-        let unseen: TileWants = (vec![tiles::policy::UNSEEN; n], vec![0; n]);
-        let none: TileWants = Default::default();
-        loop {
-            let tf = t.prepare(ctx, mem, plan_inputs(&unseen, &ahead, &none), true)?;
-            out.rounds += 1;
-            out.changes += tf.loads + tf.evictions;
-            out.bytes += tf.upload_bytes;
-            if tf.loads == 0 {
-                break;
-            }
-            if started.elapsed() >= limit {
-                out.end = PrefillEnd::TimeLimit;
-                break;
-            }
-        }
-        self.drawn_map = t.map().to_vec();
-        out.resident_bytes = self.resident_bytes(set);
-        out.peak_bytes = out.peak_bytes.max(out.resident_bytes);
-        out.ms = started.elapsed().as_secs_f64() * 1e3;
-        Ok(Some(out))
-    }
-
-    /// Runs the policy and starts its changes.
-    fn apply(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        set: &mut TextureSet,
-        inputs: &[TextureInput],
-        caps: Caps,
-    ) -> Result<Applied, GpuError> {
-        let d = &ctx.device;
-        let pressure = mem.pool_pressure(set.texture_pool);
-        let max_alloc = pressure.map_or(u64::MAX, |p| p.largest_free_range.max(p.headroom()));
-        let mut cfg = PolicyConfig {
-            budget: self.cfg.budget,
-            reserve: 0,
-            max_ops: caps.max_ops,
-            max_upload_bytes: caps.max_upload_bytes,
-            keep_bonus: 0.5,
-            // Drops happen after the poll: with no batch in flight (the usual
-            // case: the frame before, submitted after them, is done) nothing reads
-            // the old image, and it is freed at once.
-            drop_frees_at_once: self.mechanism.as_ref().is_none_or(|m| m.in_flight() == 0),
-        };
-        cfg.reserve = policy::default_reserve(inputs, cfg.budget);
-        let plan = policy::plan(&cfg, inputs, self.retiring_bytes(), max_alloc);
-        let mut waiting: Vec<bool> = inputs
-            .iter()
-            .zip(&plan.targets)
-            .map(|(t, &target)| target < t.resident)
-            .collect();
-        let mut out = Applied {
-            range_blocked: plan.range_blocked,
-            room_bytes: plan.range_blocked_bytes,
-            busy: vec![false; inputs.len()],
-            planned: plan.changes.len(),
-            ..Applied::default()
-        };
-        // Frames are numbered from 1 for the free queue: this one is
-        // `frames_prepared + 1`, and every frame up to `frames_prepared` is done.
-        let (done, this_frame) = (self.frames_prepared, self.frames_prepared + 1);
-        let mut replaces = Vec::new();
-        for c in &plan.changes {
-            match *c {
-                Change::Drop { texture, .. } => {
-                    // Back to the tail at once; the old image is unused by any
-                    // pending work when no batch is in flight (the frame before is
-                    // done, and a texture with a replacement in flight gets no
-                    // other change), so it is freed at once; else after this frame.
-                    set.write_view(d, texture, set.textures[texture].view);
-                    if let Some(old) = self.mains[texture].take() {
-                        match self.mechanism.as_mut() {
-                            Some(m) => {
-                                let last = if cfg.drop_frees_at_once {
-                                    done
-                                } else {
-                                    this_frame
-                                };
-                                m.retire(mem, old, last);
-                            }
-                            None => TextureSet::free_texture(d, mem, old),
-                        }
-                    }
-                    out.busy[texture] = true;
-                    out.changes += 1;
-                }
-                Change::Replace { texture, from, to } => replaces.push((texture, from, to)),
-            }
-        }
-        if let Some(m) = self.mechanism.as_mut() {
-            m.collect_retired(d, mem, done);
-        }
-        let count = |w: &[bool]| w.iter().filter(|&&x| x).count() as u32;
-        if replaces.is_empty() {
-            out.waiting = count(&waiting);
-            return Ok(out);
-        }
-        let Some(mech) = self.mechanism.as_mut() else {
-            out.waiting = count(&waiting);
-            return Ok(out);
-        };
-        let started = mech.start(ctx, mem, set, &self.infos, &self.mains, &replaces)?;
-        out.fragmentation_failures = started.fragmentation_failures;
-        out.fragmentation_deferrals = started.fragmentation_deferrals;
-        out.range_blocked |= started.fragmentation_deferrals > 0;
-        if out.room_bytes == 0 {
-            out.room_bytes = started.first_deferred_bytes;
-        }
-        // Swap at once: the batch's barrier orders its copies before this frame's
-        // reads. The old image is freed once this frame (after the batch) is done.
-        for op in started.ops {
-            set.write_view(d, op.texture, op.new.view);
-            if op.to <= plan.targets[op.texture] {
-                waiting[op.texture] = false;
-            }
-            out.busy[op.texture] = true;
-            if let Some(old) = self.mains[op.texture].replace(op.new) {
-                mech.retire(mem, old, this_frame);
-            }
-            out.changes += 1;
-        }
-        out.failed = started.failed.len() as u32;
-        for (t, message) in &started.failed {
-            if !self.failed[*t] {
-                eprintln!(
-                    "streaming: {message}; texture {} keeps the levels it has",
-                    self.infos[*t].path.display()
-                );
-                self.failed[*t] = true;
-            }
-        }
-        out.upload_bytes = started.upload_bytes;
-        out.read_seconds = started.read_seconds;
-        out.waiting = count(&waiting);
-        Ok(out)
-    }
-
-    /// Decides this frame's defragmentation pass and begins it; returns the
-    /// texture pool's fragmentation it read.
-    fn begin_defrag(
-        &mut self,
-        mem: &GpuMemory,
-        set: &TextureSet,
-        applied: &Applied,
-    ) -> Result<f64, GpuError> {
-        let Some(p) = mem.pool_pressure(set.texture_pool) else {
-            return Ok(0.0);
-        };
-        let fragmentation = policy::fragmentation(p.largest_free_range, p.free_in_blocks());
-        let pass_bytes = policy::defrag_pass_bytes(&DefragInput {
-            cap: self.cfg.defrag_budget,
-            budget: self.cfg.budget,
-            resident: self.resident_bytes(set),
-            free_in_blocks: p.free_in_blocks(),
-            largest_free_range: p.largest_free_range,
-            blocked: applied.range_blocked,
-            failures: applied.fragmentation_failures,
-            threshold: policy::DEFRAG_THRESHOLD,
-            min_free: self.cfg.budget / 64,
-        });
-        if let Some(c) = self.compactor.as_mut() {
-            let room =
-                (applied.range_blocked && applied.room_bytes > 0).then_some(applied.room_bytes);
-            c.begin(set, &mut self.mains, &applied.busy, pass_bytes, room)?;
-        }
-        Ok(fragmentation)
-    }
-
-    /// Ends the open defragmentation pass, if any (its frame is done), and
-    /// counts what it moved into the frame's figures.
-    fn finish_defrag(
-        &mut self,
-        ctx: &Context,
-        mem: &GpuMemory,
-        set: &TextureSet,
-    ) -> Result<(), GpuError> {
-        let Some(c) = self.compactor.as_mut() else {
-            return Ok(());
-        };
-        if let Some(done) = c.finish(ctx, mem, set, &mut self.mains)? {
-            if done.moved > 0 {
-                self.frame.defrag_passes += 1;
-                self.frame.defrag_bytes_moved += done.bytes_moved;
-            }
-        }
-        Ok(())
+        let c = &mut self.c;
+        self.residency
+            .prefill(c, ctx, mem, set, objects, (view, ahead), limit)
     }
 
     /// Records after the scene pass: makes the feedback writes visible to the host
@@ -1775,76 +886,28 @@ impl Streamer {
                 &vk::DependencyInfo::default().memory_barriers(&barrier),
             )
         };
-        if let Some(c) = self.compactor.as_ref() {
-            // SAFETY: per the contract above.
-            unsafe { c.record(cmd) };
-        }
+        // SAFETY: per the contract above.
+        unsafe { self.residency.record(cmd) };
     }
 
     /// After the frame's fence: ends its defragmentation pass, reads its feedback
     /// and returns its figures. An error ending the pass is returned by the next
     /// [`Self::prepare`].
     pub fn frame_done(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet) -> StreamFrame {
-        if let Err(e) = self.finish_defrag(ctx, mem, set) {
-            self.error.get_or_insert(e);
+        if let Err(e) = self.residency.frame_done(ctx, mem, set, &mut self.c.frame) {
+            self.c.error.get_or_insert(e);
         }
         self.read_feedback(mem);
-        if let (Some(t), Some((wants, hits))) = (self.tiles.as_ref(), self.last_cells.as_ref()) {
-            let g = t.cells_per_side() as usize;
-            let cells = g * g;
-            let (mut sum, mut n) = (0.0, 0.0);
-            for m in 0..self.map_sizes.len() {
-                let r = m * cells..(m + 1) * cells;
-                // The inner level: what a cell's samples use away from
-                // the edges of the region resident around them.
-                let map: Vec<u8> = self.drawn_map[r.clone()]
-                    .iter()
-                    .map(|&w| tiles::sample::CellLevels::from_word(w).inner)
-                    .collect();
-                let (s, h) = tiles::policy::deficit(&wants[r.clone()], &hits[r], &map);
-                sum += s;
-                n += h;
-            }
-            let mut f = self.frame.clone();
-            f.mip_deficit = if n > 0.0 { sum / n } else { 0.0 };
-            return f;
-        }
-        let wants = match self.last_feedback.as_ref() {
-            Some(fb) => self.feedback_wants(fb),
-            None => self.used_wants.clone(),
-        };
-        let mut inputs = self.inputs(set, &wants, &[]);
-        for (t, l) in inputs.iter_mut().zip(&self.drawn_levels) {
-            t.resident = *l;
-        }
-        let mut f = self.frame.clone();
-        f.mip_deficit = policy::mip_deficit(&inputs);
+        let mut f = self.c.frame.clone();
+        f.mip_deficit = self.residency.deficit(&self.c, set);
         f
     }
 
     /// Frees the main images, the batches in flight and the feedback buffer; the
     /// device must be idle.
     pub fn destroy(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet) {
-        if let Err(e) = self.finish_defrag(ctx, mem, set) {
-            log::error!("streaming teardown: {e}");
-        }
-        if let Some(mut m) = self.mechanism.take() {
-            m.destroy(ctx, mem);
-        }
-        if let Some(mut t) = self.tiles.take() {
-            t.destroy(ctx, mem, set);
-        }
-        if let Some(b) = self.dummy_map.take() {
-            // SAFETY: the device is idle.
-            unsafe { mem.destroy_buffer(b) };
-        }
-        for t in self.mains.iter_mut().filter_map(Option::take) {
-            TextureSet::free_texture(&ctx.device, mem, t);
-        }
-        if let Some(b) = self.feedback.take() {
-            // SAFETY: the device is idle.
-            unsafe { mem.destroy_buffer(b) };
-        }
+        self.residency.destroy(ctx, mem, set);
+        self.c.destroy(mem);
     }
 }
 

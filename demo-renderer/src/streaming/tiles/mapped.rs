@@ -15,11 +15,6 @@ use std::fs::File;
 use material_baker::ktx2::RectRows;
 use material_baker::ktx2::{KtxError, Reader};
 
-/// Environment variable: set to `1` to read tiles with one positioned read per
-/// row instead of from a mapping (the comparison; also what a map that could
-/// not be mapped falls back to).
-pub const PREAD_ENV: &str = "VKALLOC_DEMO_TILES_PREAD";
-
 /// One KTX2 file mapped read-only.
 pub struct MappedFile {
     map: memmap2::Mmap,

@@ -134,8 +134,7 @@ pub struct TileInput<'a> {
     pub free_by_class: &'a [u64],
 }
 
-/// [`TileInput::spare_hysteresis`]'s default.
-pub const SPARE_HYSTERESIS: u64 = 4;
+pub use crate::tuning::SPARE_HYSTERESIS;
 
 /// A tile's rank is its score times this: resident tiles rank with twice a
 /// wanted load's factor (the hysteresis of the module's "The budget and

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use super::{Mode, Prefill, PrefillEnd};
-use crate::report::{percentiles, FrameRecord};
+use super::{percentiles, FrameRecord};
+use crate::streaming::{Mode, Prefill, PrefillEnd};
 
 /// The mip deficit below which a view counts as refilled after a camera cut.
 pub const REFILLED_DEFICIT: f64 = 0.1;
@@ -77,7 +77,7 @@ pub const PSNR_FLOOR_DB: f64 = 40.0;
 impl StreamingSummary {
     /// Summarizes `frames`; `None` when they carry no streaming figures.
     pub fn from_frames(mode: Mode, lookahead_frames: u32, frames: &[FrameRecord]) -> Option<Self> {
-        let s: Vec<(&FrameRecord, &super::StreamFrame)> = frames
+        let s: Vec<(&FrameRecord, &crate::streaming::StreamFrame)> = frames
             .iter()
             .filter_map(|f| f.streaming.as_ref().map(|s| (f, s)))
             .collect();

@@ -1,5 +1,7 @@
 //! `report.json`: settings, device, per-frame times, texture memory, allocator statistics.
 
+pub mod summary;
+
 use serde::Serialize;
 
 use crate::cli::Settings;
@@ -118,10 +120,10 @@ pub struct Report {
     pub aliasing: crate::frame::targets::AliasingReport,
     /// Texture streaming over the run (gallery scene).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub streaming: Option<crate::streaming::summary::StreamingSummary>,
+    pub streaming: Option<summary::StreamingSummary>,
     /// The texture pool's defragmentation over the run (gallery scene).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub defrag: Option<crate::streaming::summary::DefragSummary>,
+    pub defrag: Option<summary::DefragSummary>,
     /// One line for humans.
     pub summary: String,
     /// The queue streaming uploads went on ([`crate::gpu::Context::upload_queue_name`]),
@@ -129,7 +131,7 @@ pub struct Report {
     #[serde(skip)]
     pub upload_queue: &'static str,
     /// How the scene streamed its textures, "tiles" or "levels"
-    /// ([`crate::frame::ScenePass::residency`]), copied into
+    /// ([`crate::frame::SceneStreaming::residency`]), copied into
     /// `streaming.residency` by [`Report::finish`].
     #[serde(skip)]
     pub residency: &'static str,
@@ -161,7 +163,7 @@ impl Report {
             self.settings.texture_budget as f64 / (1 << 20) as f64,
             self.validation_errors
         );
-        self.streaming = crate::streaming::summary::StreamingSummary::from_frames(
+        self.streaming = summary::StreamingSummary::from_frames(
             self.settings.streaming,
             self.settings.lookahead,
             &self.frames,
@@ -173,7 +175,7 @@ impl Report {
         if let Some(s) = &self.streaming {
             self.summary.push_str(&format!("; {}", s.line()));
         }
-        self.defrag = crate::streaming::summary::DefragSummary::from_frames(&self.frames);
+        self.defrag = summary::DefragSummary::from_frames(&self.frames);
         if let Some(d) = &self.defrag {
             self.summary.push_str(&format!("; {}", d.line()));
         }

@@ -1,0 +1,342 @@
+//! A frame's loads read on worker threads into the staging ring, and their
+//! copies into the sparse images or the atlas slots (with the residency map's).
+
+use super::*;
+
+/// `count` levels from `level`, one layer, colour.
+pub(super) fn color_levels(level: u32, count: u32) -> vk::ImageSubresourceRange {
+    vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: level,
+        level_count: count,
+        base_array_layer: 0,
+        layer_count: 1,
+    }
+}
+
+impl TileStreamer {
+    /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
+    /// slot `base + runs[r].start`, its rows spanning the run's tiles (one
+    /// copy out of the file's mapping, or one positioned read, per block row
+    /// of a run, not per tile), runs shared
+    /// over up to [`READERS`] groups on rayon's pool. `runs` cover `loads` in order.
+    pub(super) fn read(
+        &mut self,
+        loads: &[TileRef],
+        runs: &[Run],
+        base: usize,
+    ) -> Vec<(usize, String)> {
+        if loads.is_empty() {
+            return Vec::new();
+        }
+        // Failure injection for the tests, as the level mechanism's.
+        let refuse = self.fail_reads.clone();
+        let refuse = refuse.as_deref();
+        let slot = self.slot as usize;
+        let maps = &self.maps;
+        let sparse = &self.sparse;
+        let atlas_layout = self.atlas.as_ref().map(|a| a.layout);
+        let staging = self.staging.as_mut().expect("built");
+        let mut rest =
+            &mut staging.mapped_mut().as_mut_slice()[base * slot..(base + loads.len()) * slot];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, READERS)
+            .min(runs.len());
+        // Cut the runs into `threads` groups of about equal tiles.
+        let per = loads.len().div_ceil(threads.max(1));
+        let mut groups: Vec<(&[Run], &mut [u8])> = Vec::new();
+        let mut first = 0;
+        let mut tiles = 0;
+        for (k, r) in runs.iter().enumerate() {
+            tiles += r.len as usize;
+            if tiles >= per || k + 1 == runs.len() {
+                let bytes = (r.start + r.len as usize - runs[first].start) * slot;
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+                groups.push((&runs[first..=k], head));
+                rest = tail;
+                first = k + 1;
+                tiles = 0;
+            }
+        }
+        let group_lens: Vec<usize> = groups.iter().map(|g| g.0.len()).collect();
+        // On rayon's pool (its threads are already running: no thread is
+        // started per frame); a reader that panics fails its group's runs.
+        let results: Vec<std::thread::Result<Vec<(usize, String)>>> = groups
+            .into_par_iter()
+            .map(|(group, dst)| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let base = group.first().map_or(0, |r| r.start);
+                    let mut failed = Vec::new();
+                    for (k, run) in group.iter().enumerate() {
+                        let t = loads[run.start];
+                        let s = &sparse[t.map as usize];
+                        if refuse.is_some_and(|r| s.path.to_string_lossy().contains(r)) {
+                            failed.push((
+                                k,
+                                format!("{}: read refused (--tune fail-reads)", s.path.display()),
+                            ));
+                            continue;
+                        }
+                        let m = &maps[t.map as usize];
+                        let r = &s.reader;
+                        let bs = s.format.block_side();
+                        let side = m.side(t.level);
+                        let level = t.level as usize;
+                        if let Some(layout) = atlas_layout.as_ref() {
+                            // One tile a run: its slot, border included,
+                            // from the level's wrapped blocks.
+                            let bytes = s.format.level_bytes(layout.side(), layout.side()) as usize;
+                            let at = (run.start - base) * slot;
+                            let read = atlas::assemble_slot(
+                                layout,
+                                bs,
+                                s.format.block_bytes() as usize,
+                                side,
+                                (t.x, t.y),
+                                &mut dst[at..at + bytes],
+                                |xy, wh, out| match &s.mapped {
+                                    Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
+                                    None => r.read_level_rect_into(level, xy, wh, out),
+                                },
+                            );
+                            if let Err(e) = read {
+                                failed.push((k, e.to_string()));
+                            }
+                            continue;
+                        }
+                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                        let w = (m.tile_w * run.len).min(side - x);
+                        let h = m.tile_h.min(side - y);
+                        let bytes = s.format.level_bytes(w, h) as usize;
+                        let at = (run.start - base) * slot;
+                        let (xy, wh) = ((x / bs, y / bs), (w.div_ceil(bs), h.div_ceil(bs)));
+                        let out = &mut dst[at..at + bytes];
+                        let read = match &s.mapped {
+                            Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
+                            None => r.read_level_rect_into(level, xy, wh, out),
+                        };
+                        if let Err(e) = read {
+                            failed.push((k, e.to_string()));
+                        }
+                    }
+                    failed
+                }))
+            })
+            .collect();
+        // Failures as indices into `runs`.
+        let mut out = Vec::new();
+        let mut first = 0;
+        for (result, len) in results.into_iter().zip(group_lens) {
+            match result {
+                Ok(f) => out.extend(f.into_iter().map(|(k, e)| (first + k, e))),
+                Err(_) => out.extend(
+                    (first..first + len).map(|k| (k, "a reader thread panicked".to_string())),
+                ),
+            }
+            first += len;
+        }
+        out
+    }
+
+    /// Copies the staged `loads` (from slot `base` on) into their tiles and,
+    /// when it changed and this is not the `late` submission, the residency
+    /// map to the GPU, in one submission that waits on the bind before it
+    /// and is not waited for (the module's "A frame"). The `late` one (the
+    /// spare loads after the frame's submission) goes on its own command
+    /// buffer: the frame's copies may still be running.
+    pub(super) fn upload(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        loads: &[TileRef],
+        runs: &[Run],
+        base: usize,
+        late: bool,
+    ) -> Result<(), GpuError> {
+        let map_dirty = self.map_dirty && !late;
+        if loads.is_empty() && !map_dirty && !self.bind_signalled {
+            return Ok(());
+        }
+        let after = self.take_bind_signal();
+        let d = &ctx.device;
+        if let Some(s) = self.staging.as_ref() {
+            mem.flush(s.allocation());
+        }
+        // With a page atlas the shaders read the page table in the map's place.
+        let words: &[u32] = match self.atlas.as_ref() {
+            Some(a) => a.slots.table(),
+            None => &self.map_words,
+        };
+        let map_bytes = (words.len() * 4) as u64;
+        if map_dirty {
+            let host = self.map_host.as_mut().expect("built");
+            host.mapped_mut()
+                .write(0, bytemuck::cast_slice(words))
+                .map_err(|e| GpuError::Other(format!("tile residency map: {e}")))?;
+            mem.flush(host.allocation());
+        }
+        // Each staged tile's atlas image and slot origin, with a page atlas.
+        // (A tile without a slot, which `take_slots` never leaves among the
+        // loads, is not copied: its entry stays 0, so nothing samples it.)
+        let slots: Vec<(usize, vk::Image, (u32, u32))> = match self.atlas.as_ref() {
+            Some(a) => runs
+                .iter()
+                .enumerate()
+                .filter_map(|(r, run)| {
+                    let t = loads[run.start];
+                    let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
+                    let k = a.slots.atlas_of(t.map as usize);
+                    let slot = a.slots.slot(t.map as usize, idx)?;
+                    Some((r, a.images[k].0.raw(), a.layout.origin(slot)))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let atlas_side = self.atlas.as_ref().map(|a| a.layout.side());
+        let dirty = map_dirty && map_bytes > 0;
+        let staging = self.staging.as_ref().map(|b| b.raw());
+        let map_src = self.map_host.as_ref().map(|b| b.raw());
+        let map_dst = self.map_gpu.as_ref().map(|b| b.raw());
+        let maps = &self.maps;
+        let sparse = &self.sparse;
+        let slot = self.slot;
+        let record = |cmd| {
+            // SAFETY: recording; every buffer and image is live, the tiles are
+            // bound (the submission waits for the bind), no earlier work is
+            // pending (the last frame was waited for).
+            unsafe {
+                // The last frame's sampling and map reads come before these
+                // writes (the images stay in GENERAL: no layout transition,
+                // which could touch stale tiles' pages).
+                let before = [vk::MemoryBarrier2::default()
+                    .src_stage_mask(
+                        vk::PipelineStageFlags2::FRAGMENT_SHADER
+                            | vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    )
+                    .dst_stage_mask(vk::PipelineStageFlags2::COPY)];
+                d.cmd_pipeline_barrier2(
+                    cmd,
+                    &vk::DependencyInfo::default().memory_barriers(&before),
+                );
+                if let (Some(src), Some(span)) = (staging, atlas_side) {
+                    // A page atlas: one tile a run, its slot whole; in waves
+                    // of slot columns ([`atlas::copy_wave`]), a barrier
+                    // between waves.
+                    let mut order: Vec<usize> = (0..slots.len()).collect();
+                    order.sort_by_key(|&k| atlas::copy_wave(slots[k].2 .0 / span.max(1)));
+                    let mut wave = None;
+                    for k in order {
+                        let (r, image, (x, y)) = slots[k];
+                        let run = &runs[r];
+                        let w = atlas::copy_wave(x / span.max(1));
+                        if wave.is_some_and(|last| last != w) {
+                            let between = [vk::MemoryBarrier2::default()
+                                .src_stage_mask(vk::PipelineStageFlags2::COPY)
+                                .src_access_mask(vk::AccessFlags2::TRANSFER_WRITE)
+                                .dst_stage_mask(vk::PipelineStageFlags2::COPY)
+                                .dst_access_mask(vk::AccessFlags2::TRANSFER_WRITE)];
+                            d.cmd_pipeline_barrier2(
+                                cmd,
+                                &vk::DependencyInfo::default().memory_barriers(&between),
+                            );
+                        }
+                        wave = Some(w);
+                        let region = [vk::BufferImageCopy::default()
+                            .buffer_offset((base + run.start) as u64 * slot)
+                            .buffer_row_length(span)
+                            .buffer_image_height(span)
+                            .image_subresource(vk::ImageSubresourceLayers {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: 0,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            })
+                            .image_offset(vk::Offset3D {
+                                x: x as i32,
+                                y: y as i32,
+                                z: 0,
+                            })
+                            .image_extent(vk::Extent3D {
+                                width: span,
+                                height: span,
+                                depth: 1,
+                            })];
+                        d.cmd_copy_buffer_to_image(
+                            cmd,
+                            src,
+                            image,
+                            vk::ImageLayout::GENERAL,
+                            &region,
+                        );
+                    }
+                } else if let Some(src) = staging {
+                    // One region per run: its rows span the run's tiles in
+                    // staging, as they span them in the image.
+                    for run in runs {
+                        let t = loads[run.start];
+                        let m = &maps[t.map as usize];
+                        let side = m.side(t.level);
+                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+                        let region = [vk::BufferImageCopy::default()
+                            .buffer_offset((base + run.start) as u64 * slot)
+                            .buffer_row_length(m.tile_w * run.len)
+                            .buffer_image_height(m.tile_h)
+                            .image_subresource(vk::ImageSubresourceLayers {
+                                aspect_mask: vk::ImageAspectFlags::COLOR,
+                                mip_level: t.level,
+                                base_array_layer: 0,
+                                layer_count: 1,
+                            })
+                            .image_offset(vk::Offset3D {
+                                x: x as i32,
+                                y: y as i32,
+                                z: 0,
+                            })
+                            .image_extent(vk::Extent3D {
+                                width: (m.tile_w * run.len).min(side - x),
+                                height: m.tile_h.min(side - y),
+                                depth: 1,
+                            })];
+                        d.cmd_copy_buffer_to_image(
+                            cmd,
+                            src,
+                            sparse[t.map as usize].image,
+                            vk::ImageLayout::GENERAL,
+                            &region,
+                        );
+                    }
+                }
+                if let (true, Some(src), Some(dst)) = (dirty, map_src, map_dst) {
+                    d.cmd_copy_buffer(
+                        cmd,
+                        src,
+                        dst,
+                        &[vk::BufferCopy {
+                            src_offset: 0,
+                            dst_offset: 0,
+                            size: map_bytes,
+                        }],
+                    );
+                }
+                copies_to_shaders(d, cmd);
+            }
+        };
+        let shot = if late {
+            &self.late_shot
+        } else {
+            &self.one_shot
+        };
+        // SAFETY: `after` is the signal of the bind just before (this
+        // frame's, or its late loads'), consumed here alone.
+        if let Err(e) = unsafe { shot.submit(ctx, after, record) } {
+            // Nothing waited on the bind's signal: it is still pending.
+            self.bind_signalled = after.is_some();
+            return Err(e);
+        }
+        if !late {
+            self.map_dirty = false;
+        }
+        Ok(())
+    }
+}
