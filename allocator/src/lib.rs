@@ -14,7 +14,10 @@
 //! [`vk::AshDevice`] on a real device, `sim::SimDevice` (feature `sim`) in tests.
 //!
 //! ## Quick start
-//! ```
+//!
+//! (Runs on the simulated device, feature `sim`.)
+#![cfg_attr(feature = "sim", doc = "```")]
+#![cfg_attr(not(feature = "sim"), doc = "```ignore")]
 //! use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, MemoryUsage, ResourceKind};
 //! use vkalloc::sim::{SimDevice, tables};
 //!
@@ -78,7 +81,8 @@ pub mod range;
 mod recycle;
 pub mod report;
 pub mod select;
-#[cfg(feature = "sim")]
+// The crate's own unit tests run on the simulated device whatever the features.
+#[cfg(any(feature = "sim", test))]
 pub mod sim;
 pub mod snapshot;
 pub mod stats;
