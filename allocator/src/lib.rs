@@ -92,6 +92,11 @@ mod type_cache;
 #[cfg(feature = "ash")]
 pub mod vk;
 
+/// The README's code (the crates.io front page), compiled by `cargo test`.
+#[cfg(all(doctest, feature = "ash"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use alias::{AliasGroup, AliasRequirement, PassInterval};
 pub use allocation::{Allocation, AllocationId, MappedAllocation};
 pub use allocator::{Allocator, AllocatorDesc, Leak, LeakReport};
