@@ -54,7 +54,9 @@
 //!   resource and its memory as one typed value).
 //!
 //! ## Cargo features
-//! - `ash` (default): the device seam on `ash` and the resource helpers.
+//! - `ash` (default): the device seam on `ash` and the resource helpers. It
+//!   takes `ash` without its `loaded` feature: enable `loaded` (or `linked`)
+//!   in your own `ash` dependency.
 //! - `sim`: the simulated device with real GPUs' memory tables.
 //! - `trace`: recording allocation traces.
 #![warn(missing_docs)]
