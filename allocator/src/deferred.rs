@@ -5,7 +5,8 @@
 //! touches it, and calls [`FreeQueue::collect`] with the value the GPU has
 //! reached. Built only on [`Allocator::free`].
 //!
-//! ```
+#![cfg_attr(feature = "sim", doc = "```")]
+#![cfg_attr(not(feature = "sim"), doc = "```ignore")]
 //! use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, FreeQueue, MemoryUsage, ResourceKind};
 //! use vkalloc::sim::{SimDevice, tables};
 //!

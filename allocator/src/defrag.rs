@@ -12,7 +12,8 @@
 //! that became empty, and frees the destinations of moves not committed.
 //! Repeat until a pass reports [`PassReport::complete`].
 //!
-//! ```
+#![cfg_attr(feature = "sim", doc = "```")]
+#![cfg_attr(not(feature = "sim"), doc = "```ignore")]
 //! use vkalloc::sim::{tables, SimDevice};
 //! use vkalloc::{
 //!     AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DefragAlgorithm, DefragDesc,

@@ -293,7 +293,8 @@ impl Error {
 /// `?` turns it into an [`Error`], dropping the allocation (which then shows
 /// in the leak report); keep the allocation with [`Self::into_allocation`].
 ///
-/// ```
+#[cfg_attr(feature = "sim", doc = "```")]
+#[cfg_attr(not(feature = "sim"), doc = "```ignore")]
 /// use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, Error};
 /// use vkalloc::sim::{tables, SimDevice};
 /// let a = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;

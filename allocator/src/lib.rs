@@ -14,7 +14,10 @@
 //! [`vk::AshDevice`] on a real device, `sim::SimDevice` (feature `sim`) in tests.
 //!
 //! ## Quick start
-//! ```
+//!
+//! (Runs on the simulated device, feature `sim`.)
+#![cfg_attr(feature = "sim", doc = "```")]
+#![cfg_attr(not(feature = "sim"), doc = "```ignore")]
 //! use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, MemoryUsage, ResourceKind};
 //! use vkalloc::sim::{SimDevice, tables};
 //!
@@ -52,7 +55,9 @@
 //!   resource and its memory as one typed value).
 //!
 //! ## Cargo features
-//! - `ash` (default): the device seam on `ash` and the resource helpers.
+//! - `ash` (default): the device seam on `ash` and the resource helpers. It
+//!   takes `ash` without its `loaded` feature: enable `loaded` (or `linked`)
+//!   in your own `ash` dependency.
 //! - `sim`: the simulated device with real GPUs' memory tables.
 //! - `trace`: recording allocation traces.
 #![warn(missing_docs)]
@@ -79,7 +84,8 @@ pub mod range;
 mod recycle;
 pub mod report;
 pub mod select;
-#[cfg(feature = "sim")]
+// The crate's own unit tests run on the simulated device whatever the features.
+#[cfg(any(feature = "sim", test))]
 pub mod sim;
 pub mod snapshot;
 pub mod stats;
@@ -88,6 +94,11 @@ pub mod trace;
 mod type_cache;
 #[cfg(feature = "ash")]
 pub mod vk;
+
+/// The README's code (the crates.io front page), compiled by `cargo test`.
+#[cfg(all(doctest, feature = "ash"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// The embedding guide (`docs/embedding.md`), so that each of its snippets
 /// is a doctest.

@@ -136,7 +136,7 @@ fn fragment(allocator: &Alloc, rng: &mut ChaCha8Rng, n: usize, max: u64) -> Vec<
         .collect();
     let mut kept = Vec::new();
     for (i, a) in all.into_iter().enumerate() {
-        if i.is_multiple_of(2) {
+        if i % 2 == 0 {
             allocator.free(a).unwrap();
         } else {
             kept.push(a);
@@ -375,7 +375,7 @@ fn two_sessions_commit_while_workers_free_pin_and_housekeep() {
         }
         let mut live = live.lock().unwrap();
         for (i, (byte, m)) in all.into_iter().enumerate() {
-            if i.is_multiple_of(2) {
+            if i % 2 == 0 {
                 allocator.free(m).unwrap();
             } else {
                 live.insert(m.allocation().id(), (byte, m));
@@ -441,10 +441,10 @@ fn two_sessions_commit_while_workers_free_pin_and_housekeep() {
                         r += 1;
                         allocator.begin_frame();
                         let _ = allocator.statistics();
-                        if r.is_multiple_of(4) {
+                        if r % 4 == 0 {
                             allocator.trim();
                         }
-                        if r.is_multiple_of(8) {
+                        if r % 8 == 0 {
                             let d = allocator.detailed_statistics();
                             for b in d.lists.iter().flat_map(|l| &l.blocks) {
                                 let mut spans: Vec<(u64, u64)> = b
@@ -645,7 +645,7 @@ fn pools_come_and_go_while_others_allocate_and_diagnostics_run() {
                                 assert!(pr.pool_committed_bytes <= 3 * MIB, "{pr:?}");
                             }
                         }
-                        if r.is_multiple_of(4) {
+                        if r % 4 == 0 {
                             let d = allocator.detailed_statistics();
                             for b in d.lists.iter().flat_map(|l| &l.blocks) {
                                 let mut spans: Vec<(u64, u64)> = b
@@ -663,7 +663,7 @@ fn pools_come_and_go_while_others_allocate_and_diagnostics_run() {
                             let _ = allocator.leaks();
                             assert_eq!(allocator.check_corruption(), 0);
                         }
-                        if r.is_multiple_of(16) {
+                        if r % 16 == 0 {
                             allocator.trim();
                             allocator.begin_frame();
                         }
@@ -729,7 +729,7 @@ fn linear_pools_shared_by_threads_keep_every_buffer() {
                             } else if !own.is_empty() {
                                 // Ring threads free their oldest, stack threads their newest:
                                 // across threads the order is arbitrary.
-                                let (byte, m) = if t.is_multiple_of(2) {
+                                let (byte, m) = if t % 2 == 0 {
                                     own.remove(0)
                                 } else {
                                     own.pop().unwrap()
@@ -868,7 +868,7 @@ fn two_sessions_never_hand_out_a_source_another_session_committed_away() {
             let mut m = upload(&allocator, &mut rng);
             let byte = (n % 251) as u8 + 1;
             m.as_mut_slice().fill(byte);
-            if n.is_multiple_of(2) {
+            if n % 2 == 0 {
                 allocator.free(m).unwrap();
             } else {
                 l.insert(m.allocation().id(), (byte, m));
@@ -1039,7 +1039,7 @@ fn recycled_dedicated_memory_races_shared_blocks_frames_and_trims() {
                     while !stop.load(Ordering::Relaxed) {
                         r += 1;
                         allocator.begin_frame();
-                        if r.is_multiple_of(3) {
+                        if r % 3 == 0 {
                             allocator.trim();
                         }
                         let _ = allocator.statistics();

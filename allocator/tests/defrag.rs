@@ -733,6 +733,7 @@ fn alias_groups_show_in_statistics_and_the_dump() {
 
 /// A trace recorded across passes stays consistent: each destination is
 /// recorded as an allocation, and every free names a recorded one.
+#[cfg(feature = "trace")]
 #[test]
 fn a_trace_recorded_across_passes_is_consistent() {
     #[derive(Clone, Default)]

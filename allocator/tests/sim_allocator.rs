@@ -844,6 +844,7 @@ fn non_coherent_memory_is_flushed_in_whole_atoms() {
     finish(&sim, allocator);
 }
 
+#[cfg(feature = "trace")]
 #[test]
 fn a_recorded_trace_reads_back() {
     use std::io::Write;

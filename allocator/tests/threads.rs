@@ -251,7 +251,7 @@ fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
                 // Read while the workers run (their sums are of moments
                 // apart: checked per block in the snapshot below instead).
                 let _ = allocator.statistics();
-                if rounds.is_multiple_of(8) {
+                if rounds % 8 == 0 {
                     // Each block taken under its shard's lock: its
                     // allocations lie inside it, apart, and add up to its
                     // count and bytes.
@@ -278,7 +278,7 @@ fn threads_free_each_others_buffers_while_frames_trims_and_dumps_run() {
                         serde_json::from_str(&allocator.to_json()).expect("the dump is JSON");
                     assert!(dump.is_object());
                 }
-                if rounds.is_multiple_of(4) {
+                if rounds % 4 == 0 {
                     allocator.trim();
                 }
                 rounds += 1;

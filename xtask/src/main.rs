@@ -23,6 +23,8 @@
 
 #![forbid(unsafe_code)]
 
+mod package;
+
 use std::env;
 use std::ffi::OsString;
 use std::fmt;
@@ -121,6 +123,13 @@ commands:
             cargo xtask heapmap DUMP.json --out heap.png [--width PIXELS]
             cargo xtask heapmap --diff OLD.json NEW.json --out diff.png
   fuzz    only the test command's fuzz step (installs cargo-fuzz if missing)
+  package only the test command's package step: vkalloc packaged as for
+          crates.io, unpacked under target/xtask/package/ and tested there on
+          its own, with the default features and with all features
+  msrv    only the test command's MSRV step: the packaged vkalloc built and
+          its unit tests run with Rust 1.85 (Debian bookworm's rustc-web and
+          cargo-web, fetched once with apt-get download and unpacked under
+          target/xtask/rust-1.85/, not installed)
 
 --driver lavapipe   (default) use Mesa's CPU driver, whatever GPUs the machine has
 --driver system     use whatever drivers the Vulkan loader finds (real GPUs)
@@ -228,6 +237,8 @@ fn run(args: Vec<String>) -> Result<()> {
             test(&invocation.driver, &options)
         }
         "fuzz" => fuzz_step(),
+        "package" => package::package_step(),
+        "msrv" => package::msrv_step(),
         "demo" => {
             let env = prepare(&invocation.driver)?;
             env.print();
@@ -421,7 +432,7 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
         example.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
     }
 
-    let steps: [(&str, Command, &str); 5] = [
+    let steps: [(&str, Command, &str); 7] = [
         ("fmt", fmt, "run `cargo fmt --all` to fix the formatting"),
         ("clippy", clippy, "fix the lints above"),
         ("doc", doc, "fix the documentation warnings above"),
@@ -430,6 +441,16 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
             "example",
             example,
             "the embedding example failed: see its output above",
+        ),
+        (
+            "package",
+            package::self_command("package"),
+            "the published vkalloc fails on its own (run `cargo xtask package`)",
+        ),
+        (
+            "msrv",
+            package::self_command("msrv"),
+            "vkalloc fails on its rust-version, 1.85 (run `cargo xtask msrv`)",
         ),
     ];
     let mut timings = Vec::new();

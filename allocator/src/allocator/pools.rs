@@ -189,7 +189,7 @@ impl<D: MemoryDevice> Allocator<D> {
     /// Safe code can't call it, so it can't leave aliasing handles behind:
     ///
     /// ```compile_fail
-    /// # fn f(a: &vkalloc::Allocator<vkalloc::sim::SimDevice>, pool: vkalloc::PoolId) {
+    /// # fn f<D: vkalloc::device::MemoryDevice>(a: &vkalloc::Allocator<D>, pool: vkalloc::PoolId) {
     /// a.reset_pool(pool).unwrap(); // error: call to unsafe function
     /// # }
     /// ```

@@ -39,7 +39,8 @@ impl<D: MemoryDevice> Allocator<D> {
     /// memory object freed). Behind an `Arc`, take the allocator out first
     /// (`Arc::into_inner`), once every other holder is gone.
     ///
-    /// ```
+    #[cfg_attr(feature = "sim", doc = "```")]
+    #[cfg_attr(not(feature = "sim"), doc = "```ignore")]
     /// # use vkalloc::sim::{tables, SimDevice};
     /// # use vkalloc::{AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, MemoryUsage};
     /// let allocator = std::sync::Arc::new(Allocator::new(

@@ -563,7 +563,7 @@ impl TlsfAllocator {
         // a cache line the allocation would not otherwise touch.)
         let check = self.granularity > 1 && self.may_conflict(kind);
         let neighbour = |other: u32, boundary: u64| {
-            if !check || boundary.is_multiple_of(self.granularity) {
+            if !check || boundary % self.granularity == 0 {
                 return None;
             }
             match self.nodes.get(other as usize).map(|n| n.state) {
@@ -1201,7 +1201,7 @@ impl TlsfAllocator {
             || run.offset != node.offset
             || run.bytes() != node.size
             || run.kind != kind
-            || !run.offset.is_multiple_of(1 << stride.trailing_zeros())
+            || run.offset % (1 << stride.trailing_zeros()) != 0
         {
             return broken(format!("run node {index} {node:?} holds {run:?}"));
         }
@@ -1775,11 +1775,8 @@ mod tests {
         assert_eq!(a.offset, 0);
         // A run per class and kind; the optimal run starts on a page of its
         // own, the 256-aligned one is a run of 256-byte slots.
-        assert!(b.offset >= 64 * 48 && b.offset.is_multiple_of(g), "{b:?}");
-        assert!(
-            c.offset.is_multiple_of(256) && c.offset != b.offset,
-            "{c:?}"
-        );
+        assert!(b.offset >= 64 * 48 && b.offset % g == 0, "{b:?}");
+        assert!(c.offset % 256 == 0 && c.offset != b.offset, "{c:?}");
         let mut allocations = Vec::new();
         tlsf.for_each_allocation(&mut |offset, size, kind| allocations.push((offset, size, kind)));
         assert_eq!(allocations.len(), 4);

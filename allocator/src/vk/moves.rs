@@ -934,7 +934,7 @@ fn alias_place(
             "the resource is larger than its member",
         ));
     }
-    if r.alignment > 1 && !offset.is_multiple_of(r.alignment) {
+    if r.alignment > 1 && offset % r.alignment != 0 {
         return Err(Error::InvalidAlias(
             "the member's offset is not aligned as the resource requires",
         ));
