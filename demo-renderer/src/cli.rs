@@ -142,7 +142,10 @@ USAGE: demo-renderer [FLAGS]
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
   --record-trace FILE    write every allocation and free of the run as a trace (JSON lines,
                          the bench's format: `bench --trace FILE` replays it)
-  --window               show the frames in a window (winit) instead of writing PNGs
+  --window               show the frames in a window (winit) instead of writing PNGs,
+                         flown with the fly camera (P: the scripted path; right mouse
+                         button to look, WASD, E/Space up, Q/C down, Shift faster,
+                         wheel: speed)
   --screenshot FILE      with --window: save the last frame as a PNG
   --device INDEX         Vulkan device to use (see --list-devices)
   --list-devices         print the Vulkan devices and exit

@@ -9,11 +9,13 @@ use ash::vk;
 use raw_window_handle::{HasDisplayHandle, HasWindowHandle};
 use winit::application::ApplicationHandler;
 use winit::dpi::PhysicalSize;
-use winit::event::WindowEvent;
+use winit::event::{DeviceEvent, DeviceId, WindowEvent};
 use winit::event_loop::{ActiveEventLoop, EventLoop};
 use winit::window::{Window, WindowId};
 
 use crate::app::{build_report, make_scene, write_png, write_report, AppError};
+use crate::camera::fly::FlyControls;
+use crate::camera::{Camera, CameraPose};
 use crate::cli::{Flags, Settings};
 use crate::frame::{Output, Renderer, ScenePass};
 use crate::gpu::swapchain::{Acquired, Swapchain};
@@ -40,6 +42,14 @@ struct Live {
     prefill: Option<crate::streaming::Prefill>,
     resize: bool,
     egui_input: egui_winit::State,
+    /// The fly camera and its keys (`None`: the scene has no camera).
+    fly: Option<FlyControls>,
+    /// Frames the script has shown: it resumes there after flying.
+    script_frame: u32,
+    /// When the last frame was prepared (the fly camera's time step).
+    last_frame: std::time::Instant,
+    /// The pose the last frame showed.
+    shown: Option<CameraPose>,
 }
 
 struct App {
@@ -86,6 +96,48 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         return Err(AppError::Validation(app.validation_errors));
     }
     Ok(())
+}
+
+impl Live {
+    /// The fly camera's share of a window event: its keys, mouse and wheel
+    /// (those the overlay's widgets take excepted), `P`, the cursor held
+    /// while looking.
+    fn fly_event(&mut self, event: &WindowEvent) {
+        let Some(fly) = self.fly.as_mut() else {
+            return;
+        };
+        let (x, y) = fly.cursor();
+        let (pointer, keyboard) = match self.renderer.overlay.as_ref() {
+            Some(o) if o.visible => (o.covers(x, y), o.egui().egui_wants_keyboard_input()),
+            _ => (false, false),
+        };
+        let r = fly.on_window_event(event, pointer, keyboard);
+        if r.toggle {
+            if let Some(shown) = self.shown {
+                fly.toggle(shown);
+            }
+            let title = if fly.flying {
+                "vkalloc demo: fly camera (P: scripted path)"
+            } else {
+                "vkalloc demo: scripted path (P: fly camera)"
+            };
+            self.window.set_title(title);
+            println!("camera: {title}");
+        }
+        if let Some(grab) = r.grab {
+            use winit::window::CursorGrabMode;
+            // Locked where the platform has it (Wayland), else confined (X11);
+            // where neither works the cursor stays free and looking still turns.
+            let _ = if grab {
+                self.window
+                    .set_cursor_grab(CursorGrabMode::Locked)
+                    .or_else(|_| self.window.set_cursor_grab(CursorGrabMode::Confined))
+            } else {
+                self.window.set_cursor_grab(CursorGrabMode::None)
+            };
+            self.window.set_cursor_visible(!grab);
+        }
+    }
 }
 
 impl App {
@@ -166,12 +218,23 @@ impl App {
         );
         renderer.overlay = Some(overlay);
         if self.flags.out.is_some() {
+            // As headless runs do: `heap.json` and `report.json` go there.
+            std::fs::create_dir_all(&settings.out).map_err(|e| {
+                AppError::Io(format!("cannot create {}: {e}", settings.out.display()))
+            })?;
             mem.dump_on_failure(settings.out.clone());
         }
         let (mut scene, bake_seconds, load_seconds) =
             make_scene(&ctx, &mem, &settings, swapchain.extent)?;
         // Before the first frame (`frame` prepares frame 0 of this period).
         let period = self.flags.frames.unwrap_or(PATH_FRAMES);
+        // The fly camera starts at the script's first pose.
+        let fly = scene.camera_rig().map(|rig| {
+            let start = rig.script_pose(0, period);
+            rig.set_camera(Camera::Free(start));
+            println!("{}", crate::camera::fly::KEYS_HELP);
+            FlyControls::new(start)
+        });
         let prefill = match crate::app::prefill(&ctx, &mem, scene.as_mut(), &settings, period) {
             Ok(p) => p,
             Err(e) => {
@@ -195,6 +258,10 @@ impl App {
             prefill,
             resize: false,
             egui_input,
+            fly,
+            script_frame: 0,
+            last_frame: std::time::Instant::now(),
+            shown: None,
         });
         Ok(())
     }
@@ -223,8 +290,22 @@ impl App {
         let total = self.flags.frames;
         let period = total.unwrap_or(PATH_FRAMES);
         live.mem.begin_frame(done as u64);
-        live.scene
-            .prepare(&live.ctx, &live.mem, done % period, period)?;
+        let now = std::time::Instant::now();
+        let seconds = (now - std::mem::replace(&mut live.last_frame, now)).as_secs_f32();
+        // The script's frame: it advances while the script drives.
+        let mut frame = done % period;
+        if let (Some(fly), Some(rig)) = (live.fly.as_mut(), live.scene.camera_rig()) {
+            frame = live.script_frame % period;
+            match fly.advance(seconds) {
+                Some(pose) => rig.set_camera(Camera::Free(pose)),
+                None => {
+                    rig.set_camera(Camera::Script);
+                    live.script_frame += 1;
+                }
+            }
+            live.shown = Some(rig.shot(frame, period).pose);
+        }
+        live.scene.prepare(&live.ctx, &live.mem, frame, period)?;
         let (index, acquired) = match live.swapchain.acquire()? {
             Acquired::Image(i, s) => (i, s),
             Acquired::OutOfDate => {
@@ -369,6 +450,7 @@ impl ApplicationHandler for App {
             } else {
                 let _ = l.egui_input.on_window_event(&l.window, &event);
             }
+            l.fly_event(&event);
         }
         match event {
             WindowEvent::CloseRequested => event_loop.exit(),
@@ -383,6 +465,14 @@ impl ApplicationHandler for App {
                 }
             }
             _ => {}
+        }
+    }
+
+    fn device_event(&mut self, _: &ActiveEventLoop, _: DeviceId, event: DeviceEvent) {
+        if let (Some(l), DeviceEvent::MouseMotion { delta }) = (self.live.as_mut(), event) {
+            if let Some(fly) = l.fly.as_mut() {
+                fly.on_mouse_motion(delta.0, delta.1);
+            }
         }
     }
 

@@ -1,6 +1,8 @@
 //! `--window` under Xvfb: the window opens, renders three frames, closes cleanly
 //! (exit 0, validation clean), and the screenshot read back from the swapchain
-//! shows the gallery (compared with the headless reference, which is the same view);
+//! shows the gallery (compared with the headless reference, which is the same view:
+//! the fly camera starts at the script's first pose, the overview), `--out` is
+//! created for `heap.json` and `report.json`;
 //! with `--overlay`, the overlay covers its panels and the rest is the gallery; the
 //! same with `--shading visibility`.
 
@@ -60,6 +62,7 @@ fn window_renders_and_closes() {
     let (_xvfb, display) = start_xvfb();
     let out = common::scratch("window");
     let shot = out.join("screenshot.png");
+    let reports = out.join("not").join("yet");
     let run = common::run_ok(
         common::demo()
             .env("DISPLAY", &display)
@@ -74,10 +77,19 @@ fn window_renders_and_closes() {
                 "256",
             ])
             .args(["--cache".as_ref(), common::cache().as_os_str()])
+            .args(["--out".as_ref(), reports.as_os_str()])
             .args(["--screenshot".as_ref(), shot.as_os_str()]),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("3 frames"), "{stdout}");
+    assert!(stdout.contains("P switches fly camera"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.contains("cannot write"), "{stderr}");
+    assert!(reports.join("heap.json").is_file(), "{stderr}");
+    assert_eq!(
+        common::report(&reports)["frames"].as_array().unwrap().len(),
+        3
+    );
     let actual = image::open(&shot).expect("screenshot written").to_rgba8();
     assert_eq!(
         actual.dimensions(),
