@@ -50,6 +50,8 @@ struct Live {
     last_frame: std::time::Instant,
     /// The pose the last frame showed.
     shown: Option<CameraPose>,
+    /// `--record-path`: the poses shown, frame by frame.
+    recorder: Option<crate::camera::path::PathRecorder>,
 }
 
 struct App {
@@ -224,6 +226,11 @@ impl App {
             })?;
             mem.dump_on_failure(settings.out.clone());
         }
+        let recorder = settings
+            .record_path
+            .as_deref()
+            .map(crate::camera::path::PathRecorder::create)
+            .transpose()?;
         let (mut scene, bake_seconds, load_seconds) =
             make_scene(&ctx, &mem, &settings, swapchain.extent)?;
         // Before the first frame (`frame` prepares frame 0 of this period).
@@ -262,6 +269,7 @@ impl App {
             script_frame: 0,
             last_frame: std::time::Instant::now(),
             shown: None,
+            recorder,
         });
         Ok(())
     }
@@ -306,6 +314,9 @@ impl App {
             live.shown = Some(rig.shot(frame, period).pose);
         }
         live.scene.prepare(&live.ctx, &live.mem, frame, period)?;
+        if let (Some(rec), Some(pose)) = (live.recorder.as_mut(), live.shown) {
+            rec.record(&pose)?;
+        }
         let (index, acquired) = match live.swapchain.acquire()? {
             Acquired::Image(i, s) => (i, s),
             Acquired::OutOfDate => {
@@ -403,6 +414,9 @@ impl App {
             if let Err(e) = live.mem.write_dump(&heap) {
                 eprintln!("cannot write {}: {e}", heap.display());
             }
+        }
+        if let Some(Err(e)) = live.recorder.take().map(|r| r.finish()) {
+            self.error.get_or_insert(e.into());
         }
         live.scene.destroy(&live.ctx, &live.mem);
         live.renderer.destroy(&live.ctx, &live.mem);

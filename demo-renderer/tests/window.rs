@@ -1,8 +1,9 @@
 //! `--window` under Xvfb: the window opens, renders three frames, closes cleanly
 //! (exit 0, validation clean), and the screenshot read back from the swapchain
 //! shows the gallery (compared with the headless reference, which is the same view:
-//! the fly camera starts at the script's first pose, the overview), `--out` is
-//! created for `heap.json` and `report.json`;
+//! the fly camera starts at the script's first pose, the overview, and
+//! `--record-path` writes it), `--out` is created for `heap.json` and
+//! `report.json`;
 //! with `--overlay`, the overlay covers its panels and the rest is the gallery; the
 //! same with `--shading visibility`.
 
@@ -78,6 +79,10 @@ fn window_renders_and_closes() {
             ])
             .args(["--cache".as_ref(), common::cache().as_os_str()])
             .args(["--out".as_ref(), reports.as_os_str()])
+            .args([
+                "--record-path".as_ref(),
+                out.join("flown.jsonl").as_os_str(),
+            ])
             .args(["--screenshot".as_ref(), shot.as_os_str()]),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -90,6 +95,23 @@ fn window_renders_and_closes() {
         common::report(&reports)["frames"].as_array().unwrap().len(),
         3
     );
+    // Nobody touched the fly camera: three frames of its start, the script's
+    // first pose.
+    let flown = std::fs::read_to_string(out.join("flown.jsonl")).unwrap();
+    let poses: Vec<_> = flown
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["eye"].clone(),
+                v["target"].clone(),
+                v["fov_y_deg"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(poses.len(), 3, "{flown}");
+    assert!(poses.iter().all(|p| *p == poses[0]), "{flown}");
+    assert!(flown.starts_with("{\"frame\": 0, "), "{flown}");
     let actual = image::open(&shot).expect("screenshot written").to_rgba8();
     assert_eq!(
         actual.dimensions(),

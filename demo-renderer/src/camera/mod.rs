@@ -1,11 +1,15 @@
 //! The camera that drives the gallery's frames, and where its poses come
-//! from: the scripted path ([`crate::scene::camera`]) or a pose set from
+//! from: the scripted path ([`crate::scene::camera`]), a recorded path
+//! replayed frame by frame ([`path`], `--camera-path`), or a pose set from
 //! outside before each frame (the window's fly camera, [`fly`]). Which of
 //! them it is decides what the texture streamer may know ahead: only the
 //! script has a future ([`Camera::knows_future`]).
 #![forbid(unsafe_code)]
 
 pub mod fly;
+pub mod path;
+
+use std::sync::Arc;
 
 use glam::Vec3;
 
@@ -15,7 +19,7 @@ use crate::scene::camera::{CameraPath, Pose};
 pub const SCRIPT_FOV_Y_DEGREES: f32 = 50.0;
 
 /// Where the camera is and how wide it sees, in the gallery's world
-/// coordinates (y up, the floor at y = 0): what one frame shows.
+/// coordinates (y up, the floor at y = 0): one line of a recorded path.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CameraPose {
     /// Eye position.
@@ -66,6 +70,8 @@ pub enum Camera {
     /// The gallery's scripted path (the default): known ahead, cuts announced.
     #[default]
     Script,
+    /// A recorded path, frame `i` showing its line `i` (`--camera-path`).
+    Recorded(Arc<path::RecordedPath>),
     /// A pose set before each frame (the window's fly camera).
     Free(CameraPose),
 }
@@ -78,6 +84,10 @@ impl Camera {
                 pose: CameraPose::scripted(script.pose(frame, frames)),
                 cut: script.is_cut(frame, frames),
             },
+            Camera::Recorded(path) => Shot {
+                pose: path.pose(frame),
+                cut: false,
+            },
             Camera::Free(pose) => Shot {
                 pose: *pose,
                 cut: false,
@@ -86,7 +96,8 @@ impl Camera {
     }
 
     /// Whether the poses of coming frames are known (the script's look-ahead
-    /// may read them): the script alone.
+    /// may read them): the script alone. A recorded path stands for a camera
+    /// someone flew, which a game could not read ahead either.
     pub fn knows_future(&self) -> bool {
         matches!(self, Camera::Script)
     }
