@@ -344,6 +344,9 @@ fn run_headless(
     );
     report.set_prefill(prefill.as_ref());
     report.set_aliasing(renderer.aliasing_report());
+    if let Some(rig) = scene.camera_rig() {
+        report.set_lookahead(rig.lookahead());
+    }
     ctx.wait_idle();
     let heap = settings.out.join("heap.json");
     if let Err(e) = mem.write_dump(&heap) {

@@ -409,6 +409,10 @@ impl App {
         );
         report.set_prefill(live.prefill.as_ref());
         report.set_aliasing(live.renderer.aliasing_report());
+        if let Some(rig) = live.scene.camera_rig() {
+            // The camera of the last frame (P switches during the run).
+            report.set_lookahead(rig.lookahead());
+        }
         if self.flags.out.is_some() {
             let heap = live.settings.out.join("heap.json");
             if let Err(e) = live.mem.write_dump(&heap) {

@@ -3,7 +3,8 @@
 //! and replay to their own poses; the script recorded and replayed is the
 //! same file and, with streaming off, the same frames (`--compare` finds
 //! them identical); a path shorter than `--frames` and a malformed line are
-//! errors that say so.
+//! errors that say so; a replay's streamer predicts (`streaming.lookahead`).
+//! (`tests/streaming.rs` checks that the script's is "script".)
 
 mod common;
 
@@ -60,6 +61,8 @@ fn shipped_paths_read_and_replay_to_their_poses() {
     assert_eq!(recorded.lines().collect::<Vec<_>>(), first);
     let report = common::report(&out);
     assert_eq!(report["frames"].as_array().unwrap().len(), 3);
+    // No future for a replayed path: the streamer predicts from its motion.
+    assert_eq!(report["streaming"]["lookahead"], "prediction", "{report}");
     assert!(report["settings"]["camera_path"]
         .as_str()
         .unwrap()
@@ -93,6 +96,8 @@ fn record_then_replay_round_trips_exactly() {
     assert_eq!(a_text, b_text);
     // --frames left out: the whole path; the same poses draw the same frames.
     let report = common::report(&replay);
+    assert_eq!(report["streaming"]["lookahead"], "off");
+    assert_eq!(common::report(&script)["streaming"]["lookahead"], "off");
     let frames = report["frames"].as_array().unwrap();
     assert_eq!(frames.len(), 3);
     for f in frames {

@@ -8,6 +8,7 @@
 
 pub mod fly;
 pub mod path;
+pub mod predict;
 
 use std::sync::Arc;
 
@@ -113,6 +114,12 @@ pub trait CameraRig {
 
     /// The scripted path's pose at frame `frame` of `frames`.
     fn script_pose(&self, frame: u32, frames: u32) -> CameraPose;
+
+    /// What the streamer prefetches beside the present view
+    /// (`streaming.lookahead` in the report): "script" (the script's coming
+    /// frames), "prediction" (a camera without a future: its motion
+    /// extrapolated, [`predict`]) or "off" (`--lookahead 0`, or nothing streams).
+    fn lookahead(&self) -> &'static str;
 }
 
 #[cfg(test)]

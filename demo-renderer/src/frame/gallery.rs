@@ -11,6 +11,7 @@ use super::pipelines::{
 };
 use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
 use super::{ScenePass, Shading};
+use crate::camera::predict::MotionPredictor;
 use crate::camera::{Camera, CameraPose, CameraRig, Shot};
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
@@ -169,6 +170,8 @@ pub struct GalleryPass {
     prepared: Option<(u32, u32)>,
     /// Where the camera's poses come from (the script unless set).
     camera: Camera,
+    /// The poses shown lately: the prediction of a camera without a future.
+    motion: MotionPredictor,
 }
 
 impl GalleryPass {
@@ -219,6 +222,7 @@ impl GalleryPass {
             streamer: None,
             prepared: None,
             camera: Camera::Script,
+            motion: MotionPredictor::default(),
         };
         match pass.build(ctx, mem) {
             Ok(()) => Ok(pass),
@@ -457,7 +461,8 @@ impl GalleryPass {
 
     /// The streamer's view of frame `frame` of `frames` and the views of the
     /// camera path's next `lookahead` frames (a cut among them included): the
-    /// look-ahead, where the camera knows its future (the script's).
+    /// look-ahead, where the camera knows its future (the script's); else
+    /// the poses its recent motion predicts (the frames observed so far).
     fn stream_views(&self, frame: u32, frames: u32, lookahead: u32) -> (View, Vec<View>) {
         let shot = self.shot(frame, frames);
         let view = View {
@@ -467,11 +472,16 @@ impl GalleryPass {
             height: self.height,
             cut: shot.cut,
         };
-        let lookahead = if self.camera.knows_future() {
-            lookahead
-        } else {
-            0
-        };
+        if !self.camera.knows_future() {
+            let ahead = self.motion.predict(lookahead);
+            let ahead = ahead.iter().map(|p| View {
+                pose: p.pose(),
+                fov_y: p.fov_y(),
+                cut: false,
+                ..view
+            });
+            return (view, ahead.collect());
+        }
         let ahead = (1..=lookahead)
             .map(|k| frame + k)
             .take_while(|&f| f < frames)
@@ -805,6 +815,7 @@ impl ScenePass for GalleryPass {
         let mut stream = [0; 4];
         let mut tiles = [0; 4];
         let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
+        self.motion.observe(shot.pose);
         let (view, ahead) = self.stream_views(frame, frames, lookahead);
         self.prepared = Some((frame, frames));
         if let Some(s) = self.streamer.as_mut() {
@@ -1185,5 +1196,13 @@ impl CameraRig for GalleryPass {
 
     fn script_pose(&self, frame: u32, frames: u32) -> CameraPose {
         CameraPose::scripted(self.gallery.path.pose(frame, frames))
+    }
+
+    fn lookahead(&self) -> &'static str {
+        match self.streamer.as_ref().map_or(0, Streamer::lookahead_frames) {
+            0 => "off",
+            _ if self.camera.knows_future() => "script",
+            _ => "prediction",
+        }
     }
 }
