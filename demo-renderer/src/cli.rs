@@ -131,7 +131,7 @@ USAGE: demo-renderer [FLAGS]
   --lookahead FRAMES     prefetch what the camera path's next FRAMES frames want (and the
                          view after a cut among them), below what the present view needs
                          (default 16; 0: off); a recorded path or the fly camera has no
-                         future: its motion extrapolated instead (at most 8 frames)
+                         future: its motion extrapolated instead (at most 4 frames)
   --prefill on|off       before the first frame, load what the first view and the
                          look-ahead want under the budget, as a loading screen would
                          (on, the default), or start from the mip tails (off)

@@ -3,7 +3,8 @@
 //! frame's step in position and turn of the view direction, continued at the
 //! same rate). A jump is not a motion: after a step or turn too large for a
 //! frame of flying (a cut, a teleport, a flick), nothing is predicted until
-//! the camera moves smoothly again.
+//! the camera has moved smoothly for two frames again (the frame after a jump
+//! belongs to the present view, whose levels the feedback is still finding).
 #![forbid(unsafe_code)]
 
 use glam::{Quat, Vec3};
@@ -11,43 +12,55 @@ use glam::{Quat, Vec3};
 use super::CameraPose;
 
 /// Frames ahead a prediction reaches, at most (`--lookahead` bounds it too).
-pub const PREDICTION_FRAMES: u32 = 8;
+pub const PREDICTION_FRAMES: u32 = 4;
 /// A step of the eye longer than this (gallery units) in one frame is a jump.
 pub const JUMP_STEP: f32 = 1.5;
 /// A turn of the view direction wider than this (degrees) in one frame is a
 /// jump.
 pub const JUMP_TURN_DEG: f32 = 25.0;
 
-/// The last two poses shown.
+/// The last three poses shown.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MotionPredictor {
     last: Option<CameraPose>,
     before: Option<CameraPose>,
+    earlier: Option<CameraPose>,
 }
 
 fn direction(p: &CameraPose) -> Vec3 {
     (p.target - p.eye).normalize_or(Vec3::NEG_Z)
 }
 
+/// Whether going from `a` to `b` in one frame is a jump, not a motion.
+fn is_jump(a: &CameraPose, b: &CameraPose) -> bool {
+    let turn = direction(a).angle_between(direction(b));
+    (b.eye - a.eye).length() > JUMP_STEP || turn > JUMP_TURN_DEG.to_radians()
+}
+
 impl MotionPredictor {
     /// Records the pose of the frame being prepared.
     pub fn observe(&mut self, pose: CameraPose) {
+        self.earlier = self.before;
         self.before = self.last.replace(pose);
     }
 
     /// The poses of the next `frames` frames (at most [`PREDICTION_FRAMES`]),
-    /// continuing the last observed step; none before two poses are known,
-    /// while the camera stands still, or after a jump.
+    /// continuing the last observed step; none before three poses are known,
+    /// while the camera stands still, or when either of the last two steps
+    /// was a jump.
     pub fn predict(&self, frames: u32) -> Vec<CameraPose> {
-        let (Some(last), Some(before)) = (self.last, self.before) else {
+        let (Some(last), Some(before), Some(earlier)) = (self.last, self.before, self.earlier)
+        else {
             return Vec::new();
         };
+        if is_jump(&earlier, &before) {
+            return Vec::new();
+        }
         let step = last.eye - before.eye;
         let (d0, d1) = (direction(&before), direction(&last));
-        let turn = Quat::from_rotation_arc(d0, d1);
-        let (axis, angle) = turn.to_axis_angle();
+        let (axis, angle) = Quat::from_rotation_arc(d0, d1).to_axis_angle();
         let still = step.length() < 1e-4 && angle < 1e-4;
-        if still || step.length() > JUMP_STEP || angle > JUMP_TURN_DEG.to_radians() {
+        if still || is_jump(&before, &last) {
             return Vec::new();
         }
         let focus = (last.target - last.eye).length().max(0.1);
@@ -89,9 +102,14 @@ mod tests {
     fn continues_a_step_and_a_turn() {
         let mut m = MotionPredictor::default();
         assert!(m.predict(8).is_empty());
-        m.observe(pose(Vec3::ZERO, Vec3::NEG_Z));
-        assert!(m.predict(8).is_empty());
         let turn = 2f32.to_radians();
+        let d0 = Vec3::new((-turn).sin(), 0.0, -(-turn).cos());
+        m.observe(pose(Vec3::new(-0.1, 0.0, 0.0), d0));
+        m.observe(pose(Vec3::ZERO, Vec3::NEG_Z));
+        assert!(
+            m.predict(8).is_empty(),
+            "two poses: one step, not yet a motion"
+        );
         let d1 = Vec3::new(turn.sin(), 0.0, -turn.cos());
         m.observe(pose(Vec3::new(0.1, 0.0, 0.0), d1));
         let p = m.predict(16);
@@ -117,6 +135,12 @@ mod tests {
         m.observe(pose(Vec3::new(5.0, 0.0, 0.0), Vec3::X));
         assert!(m.predict(8).is_empty(), "still");
         m.observe(pose(Vec3::new(5.0, 0.2, 0.0), Vec3::X));
+        assert_eq!(m.predict(8).len() as u32, PREDICTION_FRAMES);
+        // The first smooth step after a jump predicts nothing yet.
+        m.observe(pose(Vec3::new(9.0, 0.2, 0.0), Vec3::X));
+        m.observe(pose(Vec3::new(9.1, 0.2, 0.0), Vec3::X));
+        assert!(m.predict(8).is_empty());
+        m.observe(pose(Vec3::new(9.2, 0.2, 0.0), Vec3::X));
         assert_eq!(m.predict(8).len() as u32, PREDICTION_FRAMES);
     }
 }
