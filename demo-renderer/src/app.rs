@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use ash::vk;
 
+use crate::camera::path::{PathRecorder, RecordedPath};
+use crate::camera::Camera;
 use crate::cli::{Flags, SceneKind, Settings, StreamingMode, TextureChoice};
 use crate::frame::gallery::GalleryPass;
 use crate::frame::{Output, Renderer, ScenePass, TrianglePass};
@@ -26,6 +28,9 @@ pub enum AppError {
     /// Files.
     #[error("{0}")]
     Io(String),
+    /// A recorded camera path (`--camera-path`, `--record-path`).
+    #[error(transparent)]
+    CameraPath(#[from] crate::camera::path::PathError),
     /// Validation errors appeared.
     #[error("the validation layer reported {0} error(s); see the messages above")]
     Validation(u32),
@@ -68,8 +73,16 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         drop(ctx);
         return Ok(());
     }
+    // A bad path fails before the device starts.
+    let replay = match &flags.camera_path {
+        Some(file) => Some(std::sync::Arc::new(RecordedPath::load(file)?)),
+        None => None,
+    };
     let ctx = Context::new(&desc, &|_, _, _, _| true, &mut |_, _| Ok(()))?;
     let mut settings = Settings::resolve(flags, ctx.info.is_cpu);
+    if let Some(path) = &replay {
+        settings.frames = path.frames_for(flags.frames)?;
+    }
     println!(
         "device: {} ({}, Vulkan {})",
         ctx.info.name, ctx.info.device_type, ctx.info.api_version
@@ -102,7 +115,7 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
             settings.width, settings.height, settings.texture_size, settings.frames
         );
     }
-    let result = run_headless(&ctx, &settings);
+    let result = run_headless(&ctx, &settings, replay);
     let messages = ctx.messages.clone();
     drop(ctx);
     let errors = messages.errors.load(std::sync::atomic::Ordering::Relaxed);
@@ -122,9 +135,18 @@ fn idle_after_frame(settings: &Settings) -> Option<std::time::Duration> {
     (ms > 0.0 && ms.is_finite()).then(|| std::time::Duration::from_secs_f64(ms.min(1e4) / 1e3))
 }
 
-fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
+fn run_headless(
+    ctx: &Context,
+    settings: &Settings,
+    replay: Option<std::sync::Arc<RecordedPath>>,
+) -> Result<(), AppError> {
     std::fs::create_dir_all(&settings.out)
         .map_err(|e| AppError::Io(format!("cannot create {}: {e}", settings.out.display())))?;
+    let mut recorder = settings
+        .record_path
+        .as_deref()
+        .map(PathRecorder::create)
+        .transpose()?;
     let mem = GpuMemory::new(ctx)?;
     let extent = vk::Extent2D {
         width: settings.width,
@@ -159,6 +181,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
             return Err(e);
         }
     };
+    if let (Some(path), Some(rig)) = (replay, scene.camera_rig()) {
+        rig.set_camera(Camera::Recorded(path));
+    }
     let mut extra = crate::overlay::ExtraAllocations::default();
     if let Err(e) = crate::overlay::setup(&mut renderer, ctx, &mem, settings, &mut extra) {
         extra.destroy(&mem);
@@ -197,6 +222,12 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
         if let Err(e) = scene.prepare(ctx, &mem, i, settings.frames) {
             result = Err(e.into());
             break;
+        }
+        if let (Some(rec), Some(rig)) = (recorder.as_mut(), scene.camera_rig()) {
+            if let Err(e) = rec.record(&rig.shot(i, settings.frames).pose) {
+                result = Err(e.into());
+                break;
+            }
         }
         let png = settings.png_every > 0 && i % settings.png_every == 0;
         let output = Output::Headless {
@@ -279,6 +310,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
     );
     report.set_prefill(prefill.as_ref());
     report.set_aliasing(renderer.aliasing_report());
+    if let Some(rig) = scene.camera_rig() {
+        report.set_lookahead(rig.lookahead());
+    }
     ctx.wait_idle();
     let heap = settings.out.join("heap.json");
     if let Err(e) = mem.write_dump(&heap) {
@@ -295,6 +329,9 @@ fn run_headless(ctx: &Context, settings: &Settings) -> Result<(), AppError> {
                 path.display()
             ))));
         }
+    }
+    if let Some(rec) = recorder {
+        result = result.and(rec.finish().map(drop).map_err(AppError::from));
     }
     result?;
     write_report(&settings.out, &report)?;

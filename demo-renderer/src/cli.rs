@@ -101,6 +101,10 @@ pub struct Flags {
     pub compare: Option<PathBuf>,
     /// `--record-trace FILE`: every allocation and free as a trace.
     pub record_trace: Option<PathBuf>,
+    /// `--camera-path FILE`: replay a recorded camera path (headless).
+    pub camera_path: Option<PathBuf>,
+    /// `--record-path FILE`: write the camera's pose per frame.
+    pub record_path: Option<PathBuf>,
     /// `--overlay`.
     pub overlay: bool,
     /// `--extra-allocations N`.
@@ -140,7 +144,8 @@ USAGE: demo-renderer [FLAGS]
                          queue, or the first where the device has one (auto, the default)
   --lookahead FRAMES     prefetch what the camera path's next FRAMES frames want (and the
                          view after a cut among them), below what the present view needs
-                         (default 16; 0: off)
+                         (default 16; 0: off); a recorded path or the fly camera has no
+                         future: its motion extrapolated instead (at most 4 frames)
   --prefill on|off       before the first frame, load what the first view and the
                          look-ahead want under the budget, as a loading screen would
                          (on, the default), or start from the mip tails (off)
@@ -156,7 +161,15 @@ USAGE: demo-renderer [FLAGS]
   --compare DIR          per-frame PSNR against DIR/frame_NNNN.png (another run's frames)
   --record-trace FILE    write every allocation and free of the run as a trace (JSON lines,
                          the bench's format: `bench --trace FILE` replays it)
-  --window               show the frames in a window (winit) instead of writing PNGs
+  --camera-path FILE     headless: replay a recorded camera path frame by frame (one JSON
+                         object a line: {\"frame\": 0, \"eye\": [x, y, z], \"target\": [x, y, z],
+                         \"fov_y_deg\": 50.0}); --frames defaults to the path's length
+  --record-path FILE     write the camera's pose per frame in that format (any run: the
+                         script, a replayed path, the window's fly camera)
+  --window               show the frames in a window (winit) instead of writing PNGs,
+                         flown with the fly camera (P: the scripted path; right mouse
+                         button to look, WASD, E/Space up, Q/C down, Shift faster,
+                         wheel: speed)
   --screenshot FILE      with --window: save the last frame as a PNG
   --device INDEX         Vulkan device to use (see --list-devices)
   --list-devices         print the Vulkan devices and exit
@@ -352,6 +365,8 @@ impl Flags {
                 "--show-mips" => f.show_mips = true,
                 "--compare" => f.compare = Some(PathBuf::from(value(&mut it)?)),
                 "--record-trace" => f.record_trace = Some(PathBuf::from(value(&mut it)?)),
+                "--camera-path" => f.camera_path = Some(PathBuf::from(value(&mut it)?)),
+                "--record-path" => f.record_path = Some(PathBuf::from(value(&mut it)?)),
                 "--device" => f.device = Some(parse_num(&name, &value(&mut it)?)?),
                 "--png-every" => f.png_every = Some(parse_num(&name, &value(&mut it)?)?),
                 "--anisotropy" => {
@@ -425,6 +440,29 @@ impl Flags {
                 "--record-trace: headless runs only (leave out --window)".into(),
             ));
         }
+        if f.camera_path.is_some() && f.window {
+            return Err(FlagError(
+                "--camera-path: headless runs only (leave out --window; the window flies its own camera)".into(),
+            ));
+        }
+        if f.scene == Some(SceneKind::Triangle) {
+            if let Some(flag) = [
+                ("--camera-path", &f.camera_path),
+                ("--record-path", &f.record_path),
+            ]
+            .into_iter()
+            .find_map(|(flag, v)| v.is_some().then_some(flag))
+            {
+                return Err(FlagError(format!(
+                    "{flag}: the triangle scene has no camera (leave out --scene triangle)"
+                )));
+            }
+        }
+        if f.camera_path.is_some() && f.camera_path == f.record_path {
+            return Err(FlagError(
+                "--record-path names the --camera-path file: the recording would overwrite the path it replays (record into another file)".into(),
+            ));
+        }
         Ok(f)
     }
 }
@@ -486,6 +524,12 @@ pub struct Settings {
     pub compare: Option<PathBuf>,
     /// Where to write the allocator's trace of the run (headless).
     pub record_trace: Option<PathBuf>,
+    /// The recorded camera path replayed (headless; else the script).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub camera_path: Option<PathBuf>,
+    /// Where the camera's pose per frame is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_path: Option<PathBuf>,
     /// Whether the heap overlay is drawn.
     pub overlay: bool,
     /// Extra small buffers made to load the overlay.
@@ -585,6 +629,8 @@ impl Settings {
             tuning: f.tune.clone(),
             compare: f.compare.clone(),
             record_trace: f.record_trace.clone(),
+            camera_path: f.camera_path.clone(),
+            record_path: f.record_path.clone(),
             overlay: f.overlay,
             extra_allocations: f.extra_allocations.unwrap_or(0),
             effects: f.effects.unwrap_or(true),
@@ -699,5 +745,14 @@ mod tests {
         assert_eq!(parse("--residency auto").unwrap().residency, Some(R::Auto));
         assert!(parse("--residency pages").is_err());
         assert!(parse("--prefill").is_err());
+        let f = parse("--camera-path a.jsonl --record-path b.jsonl").unwrap();
+        assert_eq!(f.camera_path, Some(PathBuf::from("a.jsonl")));
+        assert_eq!(f.record_path, Some(PathBuf::from("b.jsonl")));
+        assert!(parse("--record-path b.jsonl --window").is_ok());
+        assert!(parse("--camera-path a.jsonl --window").is_err());
+        assert!(parse("--camera-path a.jsonl --scene triangle").is_err());
+        assert!(parse("--record-path a.jsonl --scene triangle").is_err());
+        assert!(parse("--camera-path a.jsonl --record-path a.jsonl").is_err());
+        assert!(parse("--camera-path").is_err());
     }
 }

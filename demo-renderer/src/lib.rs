@@ -3,10 +3,12 @@
 //!
 //! Layers, each looking only down: [`gpu`] (instance, device, memory, swapchain),
 //! [`frame`] (passes, targets, timestamps), [`scene`] (meshes, camera path,
-//! gallery), [`materials`] (the baked KTX2 files and their upload), and [`app`]
+//! gallery), [`camera`] (where the frames' poses come from: the script, a
+//! recorded path, the window's fly camera), [`materials`] (the baked KTX2 files and their upload), and [`app`]
 //! (the headless and windowed loops, the report).
 
 pub mod app;
+pub mod camera;
 pub mod cli;
 pub mod frame;
 pub mod gpu;

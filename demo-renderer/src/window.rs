@@ -9,11 +9,13 @@ use ash::vk;
 use raw_window_handle::{HasDisplayHandle, HasWindowHandle};
 use winit::application::ApplicationHandler;
 use winit::dpi::PhysicalSize;
-use winit::event::WindowEvent;
+use winit::event::{DeviceEvent, DeviceId, WindowEvent};
 use winit::event_loop::{ActiveEventLoop, EventLoop};
 use winit::window::{Window, WindowId};
 
 use crate::app::{build_report, make_scene, write_png, write_report, AppError};
+use crate::camera::fly::FlyControls;
+use crate::camera::{Camera, CameraPose};
 use crate::cli::{Flags, Settings};
 use crate::frame::{Output, Renderer, ScenePass};
 use crate::gpu::swapchain::{Acquired, Swapchain};
@@ -40,6 +42,16 @@ struct Live {
     prefill: Option<crate::streaming::Prefill>,
     resize: bool,
     egui_input: egui_winit::State,
+    /// The fly camera and its keys (`None`: the scene has no camera).
+    fly: Option<FlyControls>,
+    /// Frames the script has shown: it resumes there after flying.
+    script_frame: u32,
+    /// When the last frame was prepared (the fly camera's time step).
+    last_frame: std::time::Instant,
+    /// The pose the last frame showed.
+    shown: Option<CameraPose>,
+    /// `--record-path`: the poses shown, frame by frame.
+    recorder: Option<crate::camera::path::PathRecorder>,
 }
 
 struct App {
@@ -86,6 +98,48 @@ pub fn run(flags: &Flags) -> Result<(), AppError> {
         return Err(AppError::Validation(app.validation_errors));
     }
     Ok(())
+}
+
+impl Live {
+    /// The fly camera's share of a window event: its keys, mouse and wheel
+    /// (those the overlay's widgets take excepted), `P`, the cursor held
+    /// while looking.
+    fn fly_event(&mut self, event: &WindowEvent) {
+        let Some(fly) = self.fly.as_mut() else {
+            return;
+        };
+        let (x, y) = fly.cursor();
+        let (pointer, keyboard) = match self.renderer.overlay.as_ref() {
+            Some(o) if o.visible => (o.covers(x, y), o.egui().egui_wants_keyboard_input()),
+            _ => (false, false),
+        };
+        let r = fly.on_window_event(event, pointer, keyboard);
+        if r.toggle {
+            if let Some(shown) = self.shown {
+                fly.toggle(shown);
+            }
+            let title = if fly.flying {
+                "vkalloc demo: fly camera (P: scripted path)"
+            } else {
+                "vkalloc demo: scripted path (P: fly camera)"
+            };
+            self.window.set_title(title);
+            println!("camera: {title}");
+        }
+        if let Some(grab) = r.grab {
+            use winit::window::CursorGrabMode;
+            // Locked where the platform has it (Wayland), else confined (X11);
+            // where neither works the cursor stays free and looking still turns.
+            let _ = if grab {
+                self.window
+                    .set_cursor_grab(CursorGrabMode::Locked)
+                    .or_else(|_| self.window.set_cursor_grab(CursorGrabMode::Confined))
+            } else {
+                self.window.set_cursor_grab(CursorGrabMode::None)
+            };
+            self.window.set_cursor_visible(!grab);
+        }
+    }
 }
 
 impl App {
@@ -167,12 +221,28 @@ impl App {
         );
         renderer.overlay = Some(overlay);
         if self.flags.out.is_some() {
+            // As headless runs do: `heap.json` and `report.json` go there.
+            std::fs::create_dir_all(&settings.out).map_err(|e| {
+                AppError::Io(format!("cannot create {}: {e}", settings.out.display()))
+            })?;
             mem.dump_on_failure(settings.out.clone());
         }
+        let recorder = settings
+            .record_path
+            .as_deref()
+            .map(crate::camera::path::PathRecorder::create)
+            .transpose()?;
         let (mut scene, bake_seconds, load_seconds) =
             make_scene(&ctx, &mem, &settings, swapchain.extent)?;
         // Before the first frame (`frame` prepares frame 0 of this period).
         let period = self.flags.frames.unwrap_or(PATH_FRAMES);
+        // The fly camera starts at the script's first pose.
+        let fly = scene.camera_rig().map(|rig| {
+            let start = rig.script_pose(0, period);
+            rig.set_camera(Camera::Free(start));
+            println!("{}", crate::camera::fly::KEYS_HELP);
+            FlyControls::new(start)
+        });
         let prefill = match crate::app::prefill(&ctx, &mem, scene.as_mut(), &settings, period) {
             Ok(p) => p,
             Err(e) => {
@@ -196,6 +266,11 @@ impl App {
             prefill,
             resize: false,
             egui_input,
+            fly,
+            script_frame: 0,
+            last_frame: std::time::Instant::now(),
+            shown: None,
+            recorder,
         });
         Ok(())
     }
@@ -224,8 +299,25 @@ impl App {
         let total = self.flags.frames;
         let period = total.unwrap_or(PATH_FRAMES);
         live.mem.begin_frame(done as u64);
-        live.scene
-            .prepare(&live.ctx, &live.mem, done % period, period)?;
+        let now = std::time::Instant::now();
+        let seconds = (now - std::mem::replace(&mut live.last_frame, now)).as_secs_f32();
+        // The script's frame: it advances while the script drives.
+        let mut frame = done % period;
+        if let (Some(fly), Some(rig)) = (live.fly.as_mut(), live.scene.camera_rig()) {
+            frame = live.script_frame % period;
+            match fly.advance(seconds) {
+                Some(pose) => rig.set_camera(Camera::Free(pose)),
+                None => {
+                    rig.set_camera(Camera::Script);
+                    live.script_frame += 1;
+                }
+            }
+            live.shown = Some(rig.shot(frame, period).pose);
+        }
+        live.scene.prepare(&live.ctx, &live.mem, frame, period)?;
+        if let (Some(rec), Some(pose)) = (live.recorder.as_mut(), live.shown) {
+            rec.record(&pose)?;
+        }
         let (index, acquired) = match live.swapchain.acquire()? {
             Acquired::Image(i, s) => (i, s),
             Acquired::OutOfDate => {
@@ -321,11 +413,18 @@ impl App {
         );
         report.set_prefill(live.prefill.as_ref());
         report.set_aliasing(live.renderer.aliasing_report());
+        if let Some(rig) = live.scene.camera_rig() {
+            // The camera of the last frame (P switches during the run).
+            report.set_lookahead(rig.lookahead());
+        }
         if self.flags.out.is_some() {
             let heap = live.settings.out.join("heap.json");
             if let Err(e) = live.mem.write_dump(&heap) {
                 eprintln!("cannot write {}: {e}", heap.display());
             }
+        }
+        if let Some(Err(e)) = live.recorder.take().map(|r| r.finish()) {
+            self.error.get_or_insert(e.into());
         }
         live.scene.destroy(&live.ctx, &live.mem);
         live.renderer.destroy(&live.ctx, &live.mem);
@@ -373,6 +472,7 @@ impl ApplicationHandler for App {
             } else {
                 let _ = l.egui_input.on_window_event(&l.window, &event);
             }
+            l.fly_event(&event);
         }
         match event {
             WindowEvent::CloseRequested => event_loop.exit(),
@@ -387,6 +487,14 @@ impl ApplicationHandler for App {
                 }
             }
             _ => {}
+        }
+    }
+
+    fn device_event(&mut self, _: &ActiveEventLoop, _: DeviceId, event: DeviceEvent) {
+        if let (Some(l), DeviceEvent::MouseMotion { delta }) = (self.live.as_mut(), event) {
+            if let Some(fly) = l.fly.as_mut() {
+                fly.on_mouse_motion(delta.0, delta.1);
+            }
         }
     }
 

@@ -88,6 +88,8 @@ fn streams_within_budget_and_beats_the_static_choice() {
         ]
         .concat(),
     );
+    // The scripted path's future feeds the prefetch.
+    assert_eq!(on["streaming"]["lookahead"], "script");
     let off = run(
         &common::scratch("streaming_off"),
         &[

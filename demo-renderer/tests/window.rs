@@ -1,6 +1,9 @@
 //! `--window` under Xvfb: the window opens, renders three frames, closes cleanly
 //! (exit 0, validation clean), and the screenshot read back from the swapchain
-//! shows the gallery (compared with the headless reference, which is the same view);
+//! shows the gallery (compared with the headless reference, which is the same view:
+//! the fly camera starts at the script's first pose, the overview, and
+//! `--record-path` writes it), `--out` is created for `heap.json` and
+//! `report.json`;
 //! with `--overlay`, the overlay covers its panels and the rest is the gallery; the
 //! same with `--shading visibility`.
 
@@ -60,6 +63,7 @@ fn window_renders_and_closes() {
     let (_xvfb, display) = start_xvfb();
     let out = common::scratch("window");
     let shot = out.join("screenshot.png");
+    let reports = out.join("not").join("yet");
     let run = common::run_ok(
         common::demo()
             .env("DISPLAY", &display)
@@ -74,10 +78,40 @@ fn window_renders_and_closes() {
                 "256",
             ])
             .args(["--cache".as_ref(), common::cache().as_os_str()])
+            .args(["--out".as_ref(), reports.as_os_str()])
+            .args([
+                "--record-path".as_ref(),
+                out.join("flown.jsonl").as_os_str(),
+            ])
             .args(["--screenshot".as_ref(), shot.as_os_str()]),
     );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(stdout.contains("3 frames"), "{stdout}");
+    assert!(stdout.contains("P switches fly camera"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.contains("cannot write"), "{stderr}");
+    assert!(reports.join("heap.json").is_file(), "{stderr}");
+    assert_eq!(
+        common::report(&reports)["frames"].as_array().unwrap().len(),
+        3
+    );
+    // Nobody touched the fly camera: three frames of its start, the script's
+    // first pose.
+    let flown = std::fs::read_to_string(out.join("flown.jsonl")).unwrap();
+    let poses: Vec<_> = flown
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["eye"].clone(),
+                v["target"].clone(),
+                v["fov_y_deg"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(poses.len(), 3, "{flown}");
+    assert!(poses.iter().all(|p| *p == poses[0]), "{flown}");
+    assert!(flown.starts_with("{\"frame\": 0, "), "{flown}");
     let actual = image::open(&shot).expect("screenshot written").to_rgba8();
     assert_eq!(
         actual.dimensions(),

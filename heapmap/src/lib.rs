@@ -18,7 +18,7 @@ pub use model::{
     read_dump, Category, Diff, DumpError, FrameSample, StreamingInfo, TextureStream, Timeline,
 };
 pub use ui::{
-    draw_docked, draw_docked_on, draw_overlay, warm_glyphs, OverlayData, ViewState,
+    draw_docked, draw_docked_on, draw_overlay, warm_glyphs, DockLayout, OverlayData, ViewState,
     PANEL_BACKGROUND_ALPHA,
 };
 

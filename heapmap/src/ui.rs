@@ -68,6 +68,9 @@ pub struct ViewState {
     pub zoom: Option<(usize, usize)>,
     /// Whether to show the filter widgets (off in heap-map PNGs).
     pub controls: bool,
+    /// A line of the program's own key bindings, shown at the top of the
+    /// docked blocks panel (e.g. a renderer's camera keys).
+    pub help: Option<String>,
     /// Categories of the tags seen so far, so a frame classifies each tag once.
     categories: std::collections::HashMap<String, Category, FastHash>,
     /// The same by the tag's shared string (a live program's records share
@@ -89,6 +92,7 @@ impl Default for ViewState {
             tag_filter: String::new(),
             zoom: None,
             controls: true,
+            help: None,
             categories: Default::default(),
             by_address: Default::default(),
             strips: Default::default(),
@@ -189,9 +193,80 @@ pub fn draw_docked(ui: &mut Ui, data: &OverlayData<'_>, state: &mut ViewState) -
     )
 }
 
+/// Points each of the heaps and timeline columns keeps, at least, beside the
+/// streaming table before the timeline moves to the blocks panel.
+pub const MIN_SIDE_COLUMN: f32 = 260.0;
+
+/// How the docked panels share the screen's width.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DockLayout {
+    /// Heaps, streaming and timeline in three equal columns at the bottom
+    /// (the streaming table fits a third of the width).
+    Thirds,
+    /// Three columns at the bottom, the streaming table's as wide as it needs
+    /// (these points), the other two sharing the rest.
+    WideStreaming(f32),
+    /// Two columns at the bottom, heaps and streaming (these points); the
+    /// timeline at the top of the blocks panel.
+    TimelineRight(f32),
+}
+
+impl DockLayout {
+    /// The layout for a screen `width` points wide whose streaming table
+    /// needs `streaming` points.
+    pub fn for_width(width: f32, streaming: f32) -> Self {
+        if streaming <= width / 3.0 {
+            Self::Thirds
+        } else if streaming + 2.0 * MIN_SIDE_COLUMN <= width {
+            Self::WideStreaming(streaming)
+        } else {
+            Self::TimelineRight(streaming.min(width * 0.65))
+        }
+    }
+}
+
+/// Points the streaming panel's widest line takes, its frame's margins
+/// included.
+fn streaming_width(ui: &Ui, st: Option<&StreamingInfo>) -> f32 {
+    let Some(st) = st else {
+        return 0.0;
+    };
+    let font = egui::TextStyle::Monospace.resolve(ui.style());
+    let glyph = ui.ctx().fonts_mut(|f| f.glyph_width(&font, '0'));
+    (streaming_name_width(st) + STREAMING_FIXED_CHARS) as f32 * glyph + 16.0
+}
+
+/// Columns of `widths` points side by side in `ui`, each clipped to its own
+/// rectangle (a line too long for its column is cut, never drawn over the
+/// next one).
+fn sized_columns(ui: &mut Ui, widths: &[f32], add: impl FnOnce(&mut [Ui])) {
+    let spacing = ui.spacing().item_spacing.x;
+    let top_left = ui.cursor().min;
+    let bottom = ui.max_rect().bottom();
+    let mut x = top_left.x;
+    let mut cols: Vec<Ui> = widths
+        .iter()
+        .map(|&w| {
+            let rect = Rect::from_min_max(pos2(x, top_left.y), pos2(x + w - spacing, bottom));
+            x += w;
+            let mut col = ui.new_child(
+                egui::UiBuilder::new()
+                    .max_rect(rect)
+                    .layout(egui::Layout::top_down_justified(egui::Align::LEFT)),
+            );
+            col.set_clip_rect(rect.intersect(ui.clip_rect()));
+            col
+        })
+        .collect();
+    add(&mut cols);
+    let height = cols.iter().map(|c| c.min_size().y).fold(0.0, f32::max);
+    ui.allocate_space(vec2(ui.available_width(), height));
+}
+
 /// [`draw_docked`] with the panels' background `fill`: a renderer that darkens
 /// the returned rectangles itself (in a pass that writes those pixels anyway)
 /// passes [`Color32::TRANSPARENT`] and saves blending a layer over them.
+/// The columns follow the screen's width ([`DockLayout`]).
 pub fn draw_docked_on(
     ui: &mut Ui,
     data: &OverlayData<'_>,
@@ -204,30 +279,55 @@ pub fn draw_docked_on(
     let height = (ui.available_height() * 0.3).max(40.0);
     let area = ui.available_rect_before_wrap();
     let bottom = Rect::from_min_max(egui::pos2(area.min.x, area.max.y - height), area.max);
+    let layout = DockLayout::for_width(area.width(), streaming_width(ui, data.streaming));
+    let heaps = |ui: &mut Ui| {
+        ui.strong("Heaps (F1 hides the overlay)");
+        if let Some(s) = data.snapshot {
+            egui::ScrollArea::vertical()
+                .id_salt("overlay_heaps")
+                .show(ui, |ui| heaps_panel(ui, s));
+        }
+    };
+    let streaming = |ui: &mut Ui| {
+        ui.strong("Streaming");
+        match data.streaming {
+            Some(st) => streaming_panel(ui, st),
+            None => {
+                ui.label("no textures");
+            }
+        }
+    };
+    let timeline = |ui: &mut Ui| {
+        ui.strong("Timeline");
+        if let Some(t) = data.timeline {
+            timeline_panel(ui, t);
+        }
+    };
     egui::Panel::bottom("vkalloc_overlay_bottom")
         .exact_size(height)
         .resizable(false)
         .frame(frame)
-        .show(ui, |ui| {
-            ui.columns(3, |cols| {
-                cols[0].strong("Heaps (F1 hides the overlay)");
-                if let Some(s) = data.snapshot {
-                    egui::ScrollArea::vertical()
-                        .id_salt("overlay_heaps")
-                        .show(&mut cols[0], |ui| heaps_panel(ui, s));
-                }
-                cols[1].strong("Streaming");
-                match data.streaming {
-                    Some(st) => streaming_panel(&mut cols[1], st),
-                    None => {
-                        cols[1].label("no textures");
-                    }
-                }
-                cols[2].strong("Timeline");
-                if let Some(t) = data.timeline {
-                    timeline_panel(&mut cols[2], t);
-                }
-            });
+        .show(ui, |ui| match layout {
+            DockLayout::Thirds => ui.columns(3, |cols| {
+                heaps(&mut cols[0]);
+                streaming(&mut cols[1]);
+                timeline(&mut cols[2]);
+            }),
+            DockLayout::WideStreaming(s) => {
+                let side = (ui.available_width() - s) / 2.0;
+                sized_columns(ui, &[side, s, side], |cols| {
+                    heaps(&mut cols[0]);
+                    streaming(&mut cols[1]);
+                    timeline(&mut cols[2]);
+                })
+            }
+            DockLayout::TimelineRight(s) => {
+                let side = ui.available_width() - s;
+                sized_columns(ui, &[side, s], |cols| {
+                    heaps(&mut cols[0]);
+                    streaming(&mut cols[1]);
+                })
+            }
         });
     let width = (ui.available_width() * 0.45).max(80.0);
     let area = ui.available_rect_before_wrap();
@@ -237,6 +337,13 @@ pub fn draw_docked_on(
         .resizable(false)
         .frame(frame)
         .show(ui, |ui| {
+            if let Some(help) = state.help.as_deref().filter(|_| state.controls) {
+                ui.label(RichText::new(help).weak());
+            }
+            if let DockLayout::TimelineRight(_) = layout {
+                timeline(ui);
+                ui.separator();
+            }
             ui.strong("Blocks");
             egui::ScrollArea::vertical()
                 .id_salt("overlay_blocks")
@@ -892,10 +999,23 @@ pub fn diff_panel(ui: &mut Ui, diff: &Diff) {
     });
 }
 
+/// Characters of the streaming table's name column.
+fn streaming_name_width(st: &StreamingInfo) -> usize {
+    st.textures
+        .iter()
+        .map(|t| t.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(7, 40)
+}
+
+/// Characters of the streaming table's line besides the name column.
+const STREAMING_FIXED_CHARS: usize = 1 + 8 + 1 + 8 + 1 + 10 + 1 + 10;
+
 /// Streaming: the texture pool against its budget and each texture's mips.
 pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
     let share = fraction(st.pool_bytes.max(st.pool_committed), st.budget) as f64;
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         ui.monospace(format!(
             "texture pool: {} allocated, {} committed, budget {}",
             format_bytes(st.pool_bytes),
@@ -924,13 +1044,7 @@ pub fn streaming_panel(ui: &mut Ui, st: &StreamingInfo) {
     // One monospace line a texture, laid out only for the rows in view (a
     // panel of 48 textures shows about six): a layout's cost stays flat in
     // the number of textures.
-    let name_width = st
-        .textures
-        .iter()
-        .map(|t| t.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .clamp(7, 40);
+    let name_width = streaming_name_width(st);
     ui.monospace(
         RichText::new(format!(
             "{:<name_width$} {:>8} {:>8} {:>10} {:>10}",
@@ -1064,4 +1178,30 @@ pub fn timeline_panel(ui: &mut Ui, t: &Timeline) {
         .small()
         .weak(),
     );
+}
+
+#[cfg(test)]
+mod dock_tests {
+    use super::*;
+
+    #[test]
+    fn the_docked_columns_follow_the_width() {
+        // A 1080p screen at one point per pixel: equal thirds, as always.
+        assert_eq!(DockLayout::for_width(1920.0, 480.0), DockLayout::Thirds);
+        // 1280 points: the streaming table gets its width, the rest shares.
+        assert_eq!(
+            DockLayout::for_width(1280.0, 480.0),
+            DockLayout::WideStreaming(480.0)
+        );
+        // 640 points: the timeline moves to the blocks panel, and the table
+        // never takes more than 65 % of the width.
+        assert_eq!(
+            DockLayout::for_width(640.0, 480.0),
+            DockLayout::TimelineRight(416.0)
+        );
+        assert_eq!(
+            DockLayout::for_width(700.0, 300.0),
+            DockLayout::TimelineRight(300.0)
+        );
+    }
 }

@@ -11,6 +11,8 @@ use super::pipelines::{
 };
 use super::targets::{DEPTH_FORMAT, HDR_FORMAT, SHADOW_FORMAT, VIS_DRAW_BITS, VIS_FORMAT};
 use super::{ScenePass, SceneStreaming, Shading};
+use crate::camera::predict::MotionPredictor;
+use crate::camera::{Camera, CameraPose, CameraRig, Shot};
 use crate::gpu::memory::{
     Buffer, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
 };
@@ -23,9 +25,6 @@ use crate::scene::{Gallery, Shape};
 use crate::shaders;
 use crate::streaming::estimate::View;
 use crate::streaming::{Prefill, StreamConfig, StreamFrame, Streamer};
-
-/// Vertical field of view of the gallery's camera.
-const FOV_Y_DEGREES: f32 = 50.0;
 
 const MAX_LIGHTS: usize = 4;
 
@@ -169,6 +168,10 @@ pub struct GalleryPass {
     /// The frame last prepared and the path's frame count: after its
     /// submission the streamer casts the next frame's look-ahead.
     prepared: Option<(u32, u32)>,
+    /// Where the camera's poses come from (the script unless set).
+    camera: Camera,
+    /// The poses shown lately: the prediction of a camera without a future.
+    motion: MotionPredictor,
 }
 
 impl GalleryPass {
@@ -218,6 +221,8 @@ impl GalleryPass {
             stream_config,
             streamer: None,
             prepared: None,
+            camera: Camera::Script,
+            motion: MotionPredictor::default(),
         };
         match pass.build(ctx, mem) {
             Ok(()) => Ok(pass),
@@ -460,23 +465,38 @@ impl GalleryPass {
 
     /// The streamer's view of frame `frame` of `frames` and the views of the
     /// camera path's next `lookahead` frames (a cut among them included): the
-    /// look-ahead.
+    /// look-ahead, where the camera knows its future (the script's); else
+    /// the poses its recent motion predicts (the frames observed so far).
     fn stream_views(&self, frame: u32, frames: u32, lookahead: u32) -> (View, Vec<View>) {
-        let path = &self.gallery.path;
+        let shot = self.shot(frame, frames);
         let view = View {
-            pose: path.pose(frame, frames),
-            fov_y: FOV_Y_DEGREES.to_radians(),
+            pose: shot.pose.pose(),
+            fov_y: shot.pose.fov_y(),
             aspect: self.aspect,
             height: self.height,
-            cut: path.is_cut(frame, frames),
+            cut: shot.cut,
         };
+        if !self.camera.knows_future() {
+            let ahead = self.motion.predict(lookahead);
+            let ahead = ahead.iter().map(|p| View {
+                pose: p.pose(),
+                fov_y: p.fov_y(),
+                cut: false,
+                ..view
+            });
+            return (view, ahead.collect());
+        }
         let ahead = (1..=lookahead)
             .map(|k| frame + k)
             .take_while(|&f| f < frames)
-            .map(|f| View {
-                pose: path.pose(f, frames),
-                cut: path.is_cut(f, frames),
-                ..view
+            .map(|f| {
+                let shot = self.shot(f, frames);
+                View {
+                    pose: shot.pose.pose(),
+                    fov_y: shot.pose.fov_y(),
+                    cut: shot.cut,
+                    ..view
+                }
             })
             .collect();
         (view, ahead)
@@ -784,6 +804,10 @@ fn upload_buffer(
 }
 
 impl ScenePass for GalleryPass {
+    fn camera_rig(&mut self) -> Option<&mut dyn CameraRig> {
+        Some(self)
+    }
+
     fn streaming(&self) -> Option<&dyn SceneStreaming> {
         Some(self)
     }
@@ -806,15 +830,16 @@ impl ScenePass for GalleryPass {
             // SAFETY: the previous frame finished.
             unsafe { mem.destroy_buffer(b) };
         }
-        let pose = self.gallery.path.pose(frame, frames);
-        let fov_y = FOV_Y_DEGREES.to_radians();
+        let shot = self.shot(frame, frames);
+        let (pose, fov_y) = (shot.pose.pose(), shot.pose.fov_y());
         let mut stream = [0; 4];
         let mut tiles = [0; 4];
         let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
+        self.motion.observe(shot.pose);
         let (view, ahead) = self.stream_views(frame, frames, lookahead);
         self.prepared = Some((frame, frames));
         if let Some(s) = self.streamer.as_mut() {
-            let cut = self.gallery.path.is_cut(frame, frames);
+            let cut = shot.cut;
             s.prepare(
                 ctx,
                 mem,
@@ -1143,11 +1168,12 @@ impl SceneStreaming for GalleryPass {
         };
         s.after_submit(ctx, mem)?;
         // The next frame's look-ahead depends on the camera path alone: cast
-        // now, while the GPU draws this frame.
-        if let Some((frame, frames)) = self.prepared.filter(|&(f, n)| f + 1 < n) {
+        // now, while the GPU draws this frame (where the path is known ahead).
+        let known = self.camera.knows_future();
+        if let Some((frame, frames)) = self.prepared.filter(|&(f, n)| f + 1 < n && known) {
             let lookahead = self.streamer.as_ref().map_or(0, Streamer::lookahead_frames);
             let (view, ahead) = self.stream_views(frame + 1, frames, lookahead);
-            let cut = self.gallery.path.is_cut(frame + 1, frames);
+            let cut = view.cut;
             if let Some(s) = self.streamer.as_mut() {
                 s.cast_ahead(&self.gallery.objects, &view, cut, &ahead);
                 // And, where asked (`--tune tiles.plan-early=1`), plans
@@ -1168,5 +1194,28 @@ impl SceneStreaming for GalleryPass {
 
     fn streaming_panel(&self) -> Option<crate::streaming::Panel> {
         self.streamer.as_ref().map(|s| s.panel(&self.textures))
+    }
+
+}
+
+impl CameraRig for GalleryPass {
+    fn set_camera(&mut self, camera: Camera) {
+        self.camera = camera;
+    }
+
+    fn shot(&self, frame: u32, frames: u32) -> Shot {
+        self.camera.shot(&self.gallery.path, frame, frames)
+    }
+
+    fn script_pose(&self, frame: u32, frames: u32) -> CameraPose {
+        CameraPose::scripted(self.gallery.path.pose(frame, frames))
+    }
+
+    fn lookahead(&self) -> &'static str {
+        match self.streamer.as_ref().map_or(0, Streamer::lookahead_frames) {
+            0 => "off",
+            _ if self.camera.knows_future() => "script",
+            _ => "prediction",
+        }
     }
 }

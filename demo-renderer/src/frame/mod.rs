@@ -106,6 +106,11 @@ pub trait ScenePass {
         let _ = (device, cmd);
     }
 
+    /// The pass's camera, where it has one to drive ([`crate::camera`]).
+    fn camera_rig(&mut self) -> Option<&mut dyn crate::camera::CameraRig> {
+        None
+    }
+
     /// Records the draws.
     ///
     /// # Safety

@@ -211,6 +211,9 @@ fn lay_out(
     allocator.refresh_snapshot(snapshot);
     let snapshot_ms = started.elapsed().as_secs_f64() * 1e3;
     state.controls = job.interactive;
+    if state.help.is_none() {
+        state.help = Some(crate::camera::fly::KEYS_HELP.to_owned());
+    }
     let ppp = job.pixels_per_point.max(0.25);
     let mut input = job.input;
     let (width, height) = (job.extent.0 as f32, job.extent.1 as f32);

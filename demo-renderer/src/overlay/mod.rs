@@ -333,6 +333,16 @@ impl Overlay {
         self.visible = !self.visible;
     }
 
+    /// Whether the pixel (`x`, `y`) lies in one of the panels drawn last
+    /// (there the overlay's widgets take the mouse).
+    pub fn covers(&self, x: f32, y: f32) -> bool {
+        self.visible
+            && self
+                .panels
+                .iter()
+                .any(|r| x >= r[0] && y >= r[1] && x < r[2] && y < r[3])
+    }
+
     /// Destroys the renderer and its memory; the device must be idle.
     pub fn destroy(&mut self, ctx: &Context) {
         drop(self.worker.take());

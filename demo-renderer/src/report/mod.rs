@@ -198,6 +198,17 @@ impl Report {
         }
     }
 
+    /// Records what the streamer's prefetch read (`streaming.lookahead`,
+    /// [`crate::camera::CameraRig::lookahead`]).
+    /// Streaming off prefetches nothing whatever the camera.
+    pub fn set_lookahead(&mut self, lookahead: &'static str) {
+        if let Some(s) = self.streaming.as_mut() {
+            if s.mode == crate::streaming::Mode::On {
+                s.lookahead = lookahead;
+            }
+        }
+    }
+
     /// Sets `aliasing` and adds it to the summary.
     pub fn set_aliasing(&mut self, aliasing: crate::frame::targets::AliasingReport) {
         if let Some(g) = aliasing.groups.first() {

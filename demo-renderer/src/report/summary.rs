@@ -26,6 +26,10 @@ pub struct StreamingSummary {
     /// Frames of the camera path ahead whose wants were prefetched (`--lookahead`;
     /// 0: off, and always 0 with streaming off).
     pub lookahead_frames: u32,
+    /// What the prefetch read: "script" (the scripted path's coming frames),
+    /// "prediction" (a camera without a future: its recent motion
+    /// extrapolated) or "off" ([`crate::camera::CameraRig::lookahead`]).
+    pub lookahead: &'static str,
     /// Frames whose resident texture bytes (or the texture pool's blocks) exceeded the budget.
     pub frames_over_budget: u32,
     /// Mean over frames of the mip deficit.
@@ -113,6 +117,10 @@ impl StreamingSummary {
             lookahead_frames: match mode {
                 Mode::On => lookahead_frames,
                 Mode::Off => 0,
+            },
+            lookahead: match mode {
+                Mode::On if lookahead_frames > 0 => "script",
+                _ => "off",
             },
             frames_over_budget: over,
             mean_mip_deficit: deficits.iter().sum::<f64>() / deficits.len() as f64,
