@@ -187,7 +187,7 @@ impl Meta {
 }
 
 /// The `RangeId` of a dedicated block's single range.
-const DEDICATED_RANGE: RangeId = RangeId(0);
+const DEDICATED_RANGE: RangeId = RangeId::from_parts(0, 0);
 
 impl Block {
     /// A block placing allocations with `algorithm` (a TLSF makes runs of

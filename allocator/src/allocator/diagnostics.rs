@@ -262,7 +262,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     }
                     block.for_each_allocation(&mut |offset, size, _| {
                         let range = crate::range::Range {
-                            id: crate::range::RangeId(0),
+                            id: crate::range::RangeId::from_parts(0, 0),
                             offset,
                             size,
                         };

@@ -25,9 +25,6 @@ const FL_COUNT: usize = (u64::BITS - SL_LOG2) as usize + 1;
 const SCAN_LIMIT: usize = 8;
 /// No node.
 const NIL: u32 = u32::MAX;
-/// In a slot's [`Placement::node`]: the rest names a run with a free slot
-/// (without it, the free node a new run takes).
-const IN_RUN: u32 = 1 << 31;
 /// The live allocations from which a TLSF makes runs for small requests.
 /// Below, its nodes and records stay within a core's caches and a range of
 /// its own costs a request about what a slot does, while it packs tighter
@@ -36,6 +33,49 @@ const IN_RUN: u32 = 1 << 31;
 /// TLSF call misses on its nodes, their neighbours and lists, and slots cut
 /// those misses (BENCHMARKS.md, "Runs of equal slots for small requests").
 pub const RUNS_FROM: u32 = 2048;
+
+/// What a TLSF's [`Placement`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// A range of its own, cut from free node `node`.
+    Range {
+        /// The free node.
+        node: u32,
+    },
+    /// The first slot of a new run of `stride`-byte slots, made over free
+    /// node `node`.
+    NewRun {
+        /// The free node the run takes.
+        node: u32,
+        /// The run's stride, from [`TlsfAllocator::slot_class`].
+        stride: u32,
+    },
+    /// The lowest free slot of live run `run` (of [`runs`]).
+    InRun {
+        /// The run.
+        run: u32,
+        /// The run's stride, to check a placement handed back.
+        stride: u32,
+    },
+}
+
+impl Site {
+    /// The TLSF site of `placement`; a placement that another algorithm
+    /// found is a caller's bug (as a stale one is).
+    #[inline(always)]
+    fn of(placement: &Placement) -> Site {
+        match placement.site {
+            super::Site::Tlsf(site) => site,
+            _ => panic!("{placement:?} was not found by a TLSF"),
+        }
+    }
+
+    /// As a [`Placement`]'s.
+    #[inline(always)]
+    fn placed(self) -> super::Site {
+        super::Site::Tlsf(self)
+    }
+}
 
 /// What a node of the slab is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -607,10 +647,10 @@ impl TlsfAllocator {
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> Range {
-        if placement.stride != 0 {
-            return self.commit_slot(placement, kind, list);
+        match Site::of(&placement) {
+            Site::Range { .. } => self.commit_range(placement, kind, list),
+            Site::NewRun { .. } | Site::InRun { .. } => self.commit_slot(placement, kind, list),
         }
-        self.commit_range(placement, kind, list)
     }
 
     /// Gives the range of node `index`, just marked free, back to the free
@@ -640,8 +680,10 @@ impl TlsfAllocator {
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        let index = placement.node;
+        debug_assert_eq!(placement.epoch, self.epoch, "the placement is stale");
+        let Site::Range { node: index } = Site::of(&placement) else {
+            unreachable!("{placement:?} is a slot's, not a range's");
+        };
         let node = self.nodes[index as usize];
         let end = placement.offset + placement.size;
         debug_assert!(
@@ -796,14 +838,14 @@ impl TlsfAllocator {
         }
     }
 
-    #[inline]
+    /// The placement of a range of its own at `offset` in free node `node`.
+    #[inline(always)]
     fn placement(&self, node: u32, offset: u64, request: &RangeRequest) -> Placement {
         Placement {
             offset,
             size: request.size,
-            node,
-            extra: self.epoch,
-            stride: 0,
+            site: Site::Range { node }.placed(),
+            epoch: self.epoch,
         }
     }
 
@@ -1028,12 +1070,12 @@ impl RangeAllocator for TlsfAllocator {
 
     #[inline]
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        if placement.stride != 0 {
+        debug_assert_eq!(placement.epoch, self.epoch, "the placement is stale");
+        let Site::Range { node } = Site::of(&placement) else {
             self.check_slot_placement(&placement, kind);
             return self.commit_slot(placement, kind, None);
-        }
-        let node = &self.nodes[placement.node as usize];
+        };
+        let node = &self.nodes[node as usize];
         assert!(
             node.state.is_free()
                 && node.offset <= placement.offset

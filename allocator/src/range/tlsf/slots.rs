@@ -121,9 +121,8 @@ impl TlsfAllocator {
             let placement = Placement {
                 offset,
                 size: request.size,
-                node: IN_RUN | run,
-                extra: self.epoch,
-                stride,
+                site: Site::InRun { run, stride }.placed(),
+                epoch: self.epoch,
             };
             return Some((placement, None));
         }
@@ -141,9 +140,12 @@ impl TlsfAllocator {
             return None;
         }
         let (placement, list) = self.find_listed_plain(&run_request)?;
+        let Site::Range { node } = Site::of(&placement) else {
+            unreachable!("a range of its own for the run");
+        };
         let placement = Placement {
             size: request.size,
-            stride,
+            site: Site::NewRun { node, stride }.placed(),
             ..placement
         };
         Some((placement, list))
@@ -171,11 +173,11 @@ impl TlsfAllocator {
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        let run = if placement.node & IN_RUN != 0 {
-            placement.node & !IN_RUN
-        } else {
-            self.open_run(placement, kind, list)
+        debug_assert_eq!(placement.epoch, self.epoch, "the placement is stale");
+        let run = match Site::of(&placement) {
+            Site::InRun { run, .. } => run,
+            Site::NewRun { node, stride } => self.open_run(placement, node, stride, kind, list),
+            Site::Range { .. } => unreachable!("{placement:?} is a range's, not a slot's"),
         };
         self.take_slot(run, placement.size, kind)
     }
@@ -184,39 +186,40 @@ impl TlsfAllocator {
     /// run it names has that slot free, or the free range it names holds a
     /// new run there.
     pub(super) fn check_slot_placement(&self, placement: &Placement, kind: RangeKind) {
-        let class = self.run_class(placement.stride);
-        let fits = if placement.node & IN_RUN != 0 {
-            self.runs
-                .get_live(placement.node & !IN_RUN)
-                .is_some_and(|r| {
-                    r.free != 0
-                        && r.kind == kind
-                        && u64::from(r.stride) == class.stride
-                        && r.slot_offset(r.free.trailing_zeros()) == placement.offset
-                })
-        } else {
-            let node = &self.nodes[placement.node as usize];
-            node.state.is_free()
-                && node.offset <= placement.offset
-                && placement.offset + class.run_bytes() <= node.end()
+        let fits = match Site::of(placement) {
+            Site::InRun { run, stride } => self.runs.get_live(run).is_some_and(|r| {
+                r.free != 0
+                    && r.kind == kind
+                    && u64::from(r.stride) == self.run_class(stride).stride
+                    && r.slot_offset(r.free.trailing_zeros()) == placement.offset
+            }),
+            Site::NewRun { node, stride } => {
+                let node = &self.nodes[node as usize];
+                node.state.is_free()
+                    && node.offset <= placement.offset
+                    && placement.offset + self.run_class(stride).run_bytes() <= node.end()
+            }
+            Site::Range { .. } => false,
         };
         assert!(fits, "{placement:?} does not name a free slot");
     }
 
-    /// Makes a run of the placement's stride over its free range, with
-    /// every slot free.
+    /// Makes a run of `stride` over free node `node` at the placement's
+    /// offset, with every slot free.
     #[cold]
     pub(super) fn open_run(
         &mut self,
         placement: Placement,
+        node: u32,
+        stride: u32,
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> u32 {
-        let class = self.run_class(placement.stride);
+        let class = self.run_class(stride);
         let bytes = class.run_bytes();
         let whole = Placement {
             size: bytes,
-            stride: 0,
+            site: Site::Range { node }.placed(),
             ..placement
         };
         let range = self.commit_range(whole, kind, list);
