@@ -96,7 +96,7 @@ impl TlsfAllocator {
     }
 
     /// The class of a run of `stride` that [`Self::slot_class`] gave.
-    pub(super) fn run_class(&self, stride: u32) -> SlotClass {
+    pub(super) fn run_class(&self, stride: u16) -> SlotClass {
         let class = SlotClass::of_stride(u64::from(stride));
         class.within(u64::from(self.max_run_bytes)).unwrap_or(class)
     }
@@ -110,7 +110,9 @@ impl TlsfAllocator {
         request: &RangeRequest,
         class: &SlotClass,
     ) -> Option<(Placement, Option<(usize, usize)>)> {
-        let stride = class.stride as u32;
+        // At most `runs::SLOT_MAX` (checked where `Site` is defined).
+        debug_assert!(class.stride <= runs::SLOT_MAX);
+        let stride = class.stride as u16;
         let run = self.runs.head(class.index, request.kind);
         if run != NO_RUN {
             // The slot takes a node.
@@ -211,7 +213,7 @@ impl TlsfAllocator {
         &mut self,
         placement: Placement,
         node: u32,
-        stride: u32,
+        stride: u16,
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> u32 {
