@@ -239,3 +239,60 @@ impl AsRef<Allocation> for MappedAllocation {
         &self.allocation
     }
 }
+
+/// A free that could not be done: the error, and the allocation handed back
+/// so that its owner can still free it where it belongs.
+///
+/// `?` turns it into an [`Error`], dropping the allocation (which then shows
+/// in the leak report); keep the allocation with [`Self::into_allocation`].
+///
+#[cfg_attr(feature = "sim", doc = "```")]
+#[cfg_attr(not(feature = "sim"), doc = "```ignore")]
+/// use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, Error};
+/// use vkalloc::sim::{tables, SimDevice};
+/// let a = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+/// let b = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())?;
+/// let allocation = a.allocate(&AllocationDesc { size: 256, ..AllocationDesc::default() })?;
+/// let refused = b.free(allocation).unwrap_err();
+/// assert_eq!(refused.error(), &Error::ForeignAllocation);
+/// a.free(refused.into_allocation())?; // the owner still frees it
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+#[must_use = "the allocation inside is lost unless it is freed where it belongs"]
+pub struct FreeError {
+    error: Error,
+    // Boxed to keep `Result<(), FreeError>` small on the common, `Ok` path.
+    allocation: Box<Allocation>,
+}
+
+impl FreeError {
+    pub(crate) fn new(error: Error, allocation: Allocation) -> Self {
+        Self {
+            error,
+            allocation: Box::new(allocation),
+        }
+    }
+
+    /// What went wrong.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The allocation that was not freed.
+    pub fn into_allocation(self) -> Allocation {
+        *self.allocation
+    }
+
+    /// The error and the allocation.
+    pub fn into_parts(self) -> (Error, Allocation) {
+        (self.error, *self.allocation)
+    }
+}
+
+impl From<FreeError> for Error {
+    fn from(e: FreeError) -> Self {
+        e.error
+    }
+}

@@ -11,24 +11,11 @@ use std::sync::Arc;
 
 use crate::desc::ResourceKind;
 use crate::device::DeviceMemory;
+pub(crate) use crate::pool::PoolAlgorithm;
 use crate::range::{
-    LinearAllocator, LinearMode, Range, RangeAllocator, RangeError, RangeId, RangeKind,
-    RangeRequest, TlsfAllocator,
+    LinearAllocator, Range, RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest,
+    TlsfAllocator,
 };
-
-/// The algorithm a block list places allocations with.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum PoolAlgorithm {
-    /// General purpose: TLSF, O(1) allocate and free in any order.
-    #[default]
-    Tlsf,
-    /// Linear: a stack or a ring buffer, for per-frame and staging memory;
-    /// [`crate::Allocator::reset_pool`] frees everything at once.
-    Linear(LinearMode),
-}
 
 /// How a block places its allocations.
 ///
@@ -187,7 +174,7 @@ impl Meta {
 }
 
 /// The `RangeId` of a dedicated block's single range.
-const DEDICATED_RANGE: RangeId = RangeId(0);
+const DEDICATED_RANGE: RangeId = RangeId::from_parts(0, 0);
 
 impl Block {
     /// A block placing allocations with `algorithm` (a TLSF makes runs of

@@ -424,8 +424,8 @@ impl BlockList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::block::PoolAlgorithm;
     use crate::device::DeviceMemory;
+    use crate::pool::PoolAlgorithm;
     use crate::range::RangeKind;
 
     const MIB: u64 = 1 << 20;

@@ -107,9 +107,8 @@ struct ReadmeDoctests;
 pub struct EmbeddingGuide;
 
 pub use alias::{AliasGroup, AliasRequirement, PassInterval};
-pub use allocation::{Allocation, AllocationId, MappedAllocation};
+pub use allocation::{Allocation, AllocationId, FreeError, MappedAllocation};
 pub use allocator::{Allocator, AllocatorDesc, Leak, LeakReport};
-pub use block::PoolAlgorithm;
 pub use deferred::{Collected, FreeQueue};
 pub use defrag::{
     CommitError, CommitErrorKind, DefragAlgorithm, DefragDesc, DefragError, Defragmentation, Move,
@@ -117,8 +116,8 @@ pub use defrag::{
 };
 pub use desc::{AllocationDesc, AllocationOptions, DedicatedPolicy, DriverDedicated, ResourceKind};
 pub use device::{DedicatedResource, DedicatedTo};
-pub use error::{Error, FreeError};
-pub use pool::{PoolDesc, PoolId};
+pub use error::Error;
+pub use pool::{PoolAlgorithm, PoolDesc, PoolId};
 pub use pressure::PoolPressure;
 pub use range::LinearMode;
 pub use select::MemoryUsage;

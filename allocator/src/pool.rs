@@ -9,8 +9,20 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::PoolAlgorithm;
+use crate::range::LinearMode;
 use crate::select::MemoryUsage;
+
+/// The algorithm a block list places allocations with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolAlgorithm {
+    /// General purpose: TLSF, O(1) allocate and free in any order.
+    #[default]
+    Tlsf,
+    /// Linear: a stack or a ring buffer, for per-frame and staging memory;
+    /// [`crate::Allocator::reset_pool`] frees everything at once.
+    Linear(LinearMode),
+}
 
 /// A pool's handle: an index and a generation, so a destroyed pool's id is
 /// never mistaken for a newer pool.

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::block::Block;
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::range::RangeKind;
-use crate::stats::{DetailedStatistics, Statistics};
+use crate::stats::{AllocationInfo, BlockInfo, DetailedStatistics, Statistics};
 use crate::Allocator;
 
 /// The version of the snapshot's (and the JSON dump's) schema; bumped on any
@@ -231,6 +231,35 @@ pub struct Snapshot {
     /// allocations hold (as [`crate::stats::DetailedStatistics::aliased_bytes_saved`]).
     #[serde(default)]
     pub aliased_bytes_saved: u64,
+}
+
+impl BlockInfo {
+    /// What `block` holds now (the snapshot's walk, as owned strings).
+    pub(crate) fn of(block: &Block) -> Self {
+        let b = BlockSnapshot::of(block);
+        Self {
+            size: b.size,
+            dedicated: b.dedicated,
+            mapped: b.mapped,
+            allocation_count: b.allocation_count,
+            allocation_bytes: b.allocation_bytes,
+            free_range_count: b.free_range_count,
+            largest_free: b.largest_free,
+            fragmentation: b.fragmentation,
+            allocations: b
+                .allocations
+                .into_iter()
+                .map(|a| AllocationInfo {
+                    offset: a.offset,
+                    size: a.size,
+                    kind: a.kind.into_owned(),
+                    tag: a.tag.map(|t| String::from(&*t)),
+                    aliases: a.aliases,
+                })
+                .collect(),
+            free_ranges: b.free_ranges,
+        }
+    }
 }
 
 impl Snapshot {

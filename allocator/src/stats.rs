@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::block::Block;
 use crate::budget::HeapBudgetView;
 
 /// Cheap counters of blocks and allocations.
@@ -286,35 +285,6 @@ pub struct BlockInfo {
     pub allocations: Vec<AllocationInfo>,
     /// Free ranges in address order, as `[offset, size]`.
     pub free_ranges: Vec<[u64; 2]>,
-}
-
-impl BlockInfo {
-    /// What `block` holds now (the snapshot's walk, as owned strings).
-    pub(crate) fn of(block: &Block) -> Self {
-        let b = crate::snapshot::BlockSnapshot::of(block);
-        Self {
-            size: b.size,
-            dedicated: b.dedicated,
-            mapped: b.mapped,
-            allocation_count: b.allocation_count,
-            allocation_bytes: b.allocation_bytes,
-            free_range_count: b.free_range_count,
-            largest_free: b.largest_free,
-            fragmentation: b.fragmentation,
-            allocations: b
-                .allocations
-                .into_iter()
-                .map(|a| AllocationInfo {
-                    offset: a.offset,
-                    size: a.size,
-                    kind: a.kind.into_owned(),
-                    tag: a.tag.map(|t| String::from(&*t)),
-                    aliases: a.aliases,
-                })
-                .collect(),
-            free_ranges: b.free_ranges,
-        }
-    }
 }
 
 /// Detailed statistics of one block list (a memory type's default blocks or a pool).

@@ -6,7 +6,7 @@
 
 use arbitrary::Arbitrary;
 use vkalloc::range::shadow::{Driver, Policy};
-use vkalloc::range::{RangeAllocator, RangeId, RangeKind, RangeRequest};
+use vkalloc::range::{RangeAllocator, RangeKind, RangeRequest};
 
 /// One fuzz input: the allocator's shape, then the operations.
 #[derive(Arbitrary, Debug)]
@@ -188,7 +188,7 @@ pub fn run(
                     driver.stale_free(id);
                 }
             }
-            RangeOp::FreeMadeUp { id } => driver.stale_free(RangeId(id)),
+            RangeOp::FreeMadeUp { id } => driver.made_up_free(id),
             RangeOp::Clear => driver.clear(),
             RangeOp::Drain { order } => driver.drain(order),
         }

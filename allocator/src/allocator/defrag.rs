@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Allocator;
 use crate::alias::{self, AliasGroup, AliasInfo, AliasRequirement};
-use crate::allocation::{Allocation, AllocationId, ListRef, Location};
+use crate::allocation::{Allocation, AllocationId, FreeError, ListRef, Location};
 use crate::block::PoolAlgorithm;
 use crate::block_vector::{BlockVector, MoveBudget};
 use crate::defrag::{
@@ -16,7 +16,7 @@ use crate::defrag::{
 };
 use crate::desc::{AllocationDesc, AllocationOptions};
 use crate::device::MemoryDevice;
-use crate::error::{Error, FreeError};
+use crate::error::Error;
 use crate::stats::DefragStats;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);

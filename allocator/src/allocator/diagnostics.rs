@@ -140,18 +140,20 @@ impl<D: MemoryDevice> Allocator<D> {
             ..Statistics::default()
         };
         // A type's usage: its default blocks and every pool of the type.
-        let mut by_type: Vec<Usage> = self.types.iter().map(|ts| ts.vector.usage()).collect();
-        for pool in self.live_pools() {
-            let usage = pool.vector.usage();
-            by_type[pool.vector.memory_type as usize].add(&usage);
-            stats.pools.push(PoolStatistics {
-                index: pool.id().index,
-                name: pool.desc.name.clone(),
-                memory_type: pool.vector.memory_type,
-                budget: pool.desc.budget,
-                usage,
-            });
-        }
+        let mut by_type = vec![Usage::default(); self.types.len()];
+        self.for_each_vector(|vector, pool| {
+            let usage = vector.usage();
+            by_type[vector.memory_type as usize].add(&usage);
+            if let (Some(desc), Some(caps)) = (pool, &vector.caps) {
+                stats.pools.push(PoolStatistics {
+                    index: caps.id.index,
+                    name: desc.name.clone(),
+                    memory_type: vector.memory_type,
+                    budget: desc.budget,
+                    usage,
+                });
+            }
+        });
         for (i, (ts, usage)) in self.types.iter().zip(by_type).enumerate() {
             stats.heaps[ts.vector.heap as usize].usage.add(&usage);
             stats.total.add(&usage);
@@ -262,7 +264,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     }
                     block.for_each_allocation(&mut |offset, size, _| {
                         let range = crate::range::Range {
-                            id: crate::range::RangeId(0),
+                            id: crate::range::RangeId::from_parts(0, 0),
                             offset,
                             size,
                         };

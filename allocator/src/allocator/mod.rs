@@ -220,15 +220,6 @@ struct PoolState {
     vector: BlockVector,
 }
 
-impl PoolState {
-    fn id(&self) -> PoolId {
-        match &self.vector.caps {
-            Some(caps) => caps.id,
-            None => unreachable!("a pool's vector always has caps"),
-        }
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 struct PoolSlot {
     generation: u32,

@@ -8,12 +8,12 @@
 use std::sync::atomic::Ordering;
 
 use super::Allocator;
-use crate::allocation::{Allocation, ListRef, MappedAllocation};
+use crate::allocation::{Allocation, FreeError, ListRef, MappedAllocation};
 use crate::block_vector::{BlockVector, DedicatedPlacement, FreeOutcome, SharedPlacement};
 use crate::corruption;
 use crate::desc::{AllocationDesc, DedicatedPolicy, DriverDedicated};
 use crate::device::{MappedRange, MemoryDevice, MemoryPropertyFlags};
-use crate::error::{Error, FreeError};
+use crate::error::Error;
 use crate::memory;
 use crate::range::RangeRequest;
 use crate::select::{self, HeapRoom, MemoryUsage, SelectError, TypeRequest};

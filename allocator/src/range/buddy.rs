@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Placement, Range, RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest};
+use super::{Placement, Range, RangeAllocator, RangeError, RangeId, RangeKind, RangeRequest, Site};
 
 /// Orders of blocks: 2^0 to 2^63 bytes.
 const ORDERS: usize = 64;
@@ -138,14 +138,19 @@ impl RangeAllocator for BuddyAllocator {
         Some(Placement {
             offset,
             size: request.size,
-            node: order as u32,
-            extra: u64::from(want),
-            stride: 0,
+            site: Site::Buddy {
+                from: order as u8,
+                want: want as u8,
+            },
+            epoch: 0,
         })
     }
 
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
-        let (from, want) = (placement.node as usize, placement.extra as usize);
+        let Site::Buddy { from, want } = placement.site else {
+            panic!("{placement:?} was not found by a buddy allocator");
+        };
+        let (from, want) = (usize::from(from), usize::from(want));
         let offset = placement.offset;
         let removed = self.free[from].remove(&offset);
         debug_assert!(removed, "a placement from find, with no change since");

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::{
     checked_alignment, checked_granularity, same_page, Gap, Placement, Range, RangeAllocator,
-    RangeError, RangeId, RangeKind, RangeRequest,
+    RangeError, RangeId, RangeKind, RangeRequest, Site,
 };
 
 /// How a [`LinearAllocator`] takes freed memory back.
@@ -310,14 +310,17 @@ impl RangeAllocator for LinearAllocator {
         Some(Placement {
             offset,
             size: request.size,
-            node: 0,
-            extra: self.epoch,
-            stride: 0,
+            site: Site::Linear,
+            epoch: self.epoch,
         })
     }
 
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
+        debug_assert_eq!(placement.epoch, self.epoch, "the placement is stale");
+        debug_assert!(
+            placement.site == Site::Linear,
+            "{placement:?} was not found by a linear allocator"
+        );
         assert!(
             placement
                 .offset

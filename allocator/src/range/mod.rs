@@ -63,17 +63,36 @@ pub struct Placement {
     pub offset: u64,
     /// Bytes of the allocation (as asked).
     pub size: u64,
-    /// Algorithm-private data (e.g. the free node to split).
-    pub(crate) node: u32,
-    /// Algorithm-private data.
-    pub(crate) extra: u64,
-    /// A TLSF slot's stride (0: not a slot of a run).
-    pub(crate) stride: u32,
+    /// What the algorithm that found it takes.
+    pub(crate) site: Site,
+    /// The allocator's change count when it was found, to catch a stale
+    /// placement in debug builds (0 where the algorithm keeps none).
+    pub(crate) epoch: u64,
 }
 
-/// A live allocation's handle inside one range allocator.
+/// What a [`Placement`] takes, in the terms of the algorithm that found it;
+/// each algorithm reads its own variant and refuses the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// A [`LinearAllocator`]'s: the offset says it all.
+    Linear,
+    /// A [`BuddyAllocator`]'s: the free block of order `from` at the
+    /// offset, split down to order `want`.
+    Buddy {
+        /// The order of the free block taken.
+        from: u8,
+        /// The order the request needs.
+        want: u8,
+    },
+    /// A [`TlsfAllocator`]'s.
+    Tlsf(tlsf::Site),
+}
+
+/// A live allocation's handle inside one range allocator: made by the
+/// allocators alone ([`RangeAllocator::allocate`], [`RangeAllocator::commit`]),
+/// never from a number outside the crate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RangeId(pub u32);
+pub struct RangeId(u32);
 
 /// A committed allocation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -155,9 +174,9 @@ impl RangeId {
     pub(crate) const MAX_SLOTS: u32 = 1 << Self::SLOT_BITS;
 
     /// The id of slot `slot` (below [`Self::MAX_SLOTS`]) at `generation`.
-    pub(crate) fn from_parts(slot: u32, generation: u8) -> Self {
+    pub(crate) const fn from_parts(slot: u32, generation: u8) -> Self {
         debug_assert!(slot < Self::MAX_SLOTS);
-        RangeId((u32::from(generation) << Self::SLOT_BITS) | slot)
+        RangeId(((generation as u32) << Self::SLOT_BITS) | slot)
     }
 
     /// The slot the id names.

@@ -404,6 +404,12 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// [`Self::stale_free`] of an id made up from `raw`, which no allocator
+    /// handed out (a [`RangeId`] cannot be made outside the crate).
+    pub fn made_up_free(&mut self, raw: u32) {
+        self.stale_free(RangeId(raw));
+    }
+
     /// Frees an id that is not live (a dead one or a made-up one) and
     /// expects a refusal; does nothing when `id` is live.
     pub fn stale_free(&mut self, id: RangeId) {

@@ -9,6 +9,8 @@ use super::{
     RangeError, RangeId, RangeKind, RangeRequest,
 };
 
+mod slots;
+
 /// Log2 of the number of second-level lists per size class.
 const SL_LOG2: u32 = 5;
 /// Second-level lists per size class.
@@ -23,9 +25,6 @@ const FL_COUNT: usize = (u64::BITS - SL_LOG2) as usize + 1;
 const SCAN_LIMIT: usize = 8;
 /// No node.
 const NIL: u32 = u32::MAX;
-/// In a slot's [`Placement::node`]: the rest names a run with a free slot
-/// (without it, the free node a new run takes).
-const IN_RUN: u32 = 1 << 31;
 /// The live allocations from which a TLSF makes runs for small requests.
 /// Below, its nodes and records stay within a core's caches and a range of
 /// its own costs a request about what a slot does, while it packs tighter
@@ -34,6 +33,54 @@ const IN_RUN: u32 = 1 << 31;
 /// TLSF call misses on its nodes, their neighbours and lists, and slots cut
 /// those misses (BENCHMARKS.md, "Runs of equal slots for small requests").
 pub const RUNS_FROM: u32 = 2048;
+
+// A slot's stride is at most `runs::SLOT_MAX`: a `u16` keeps `Placement` in
+// 32 bytes (with a `u32`, 40, and a range's find and commit ~10
+// instructions more).
+const _: () = assert!(runs::SLOT_MAX <= u16::MAX as u64);
+
+/// What a TLSF's [`Placement`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// A range of its own, cut from free node `node`.
+    Range {
+        /// The free node.
+        node: u32,
+    },
+    /// The first slot of a new run of `stride`-byte slots, made over free
+    /// node `node`.
+    NewRun {
+        /// The free node the run takes.
+        node: u32,
+        /// The run's stride, from [`TlsfAllocator::slot_class`].
+        stride: u16,
+    },
+    /// The lowest free slot of live run `run` (of [`runs`]).
+    InRun {
+        /// The run.
+        run: u32,
+        /// The run's stride, to check a placement handed back.
+        stride: u16,
+    },
+}
+
+impl Site {
+    /// The TLSF site of `placement`; a placement that another algorithm
+    /// found is a caller's bug (as a stale one is).
+    #[inline(always)]
+    fn of(placement: &Placement) -> Site {
+        match placement.site {
+            super::Site::Tlsf(site) => site,
+            _ => panic!("{placement:?} was not found by a TLSF"),
+        }
+    }
+
+    /// As a [`Placement`]'s.
+    #[inline(always)]
+    fn placed(self) -> super::Site {
+        super::Site::Tlsf(self)
+    }
+}
 
 /// What a node of the slab is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,12 +315,6 @@ impl TlsfAllocator {
         this
     }
 
-    /// The slot class of a small request, where runs take it.
-    #[inline(always)]
-    fn slot_class(&self, size: u64, alignment: u64, kind: RangeKind) -> Option<SlotClass> {
-        runs::class_of(size, alignment, kind)?.class(u64::from(self.max_run_bytes))
-    }
-
     /// [`RangeAllocator::allocate`] for a list of blocks that tries it in
     /// turn: `key` holds the request's slot class ([`runs::class_of`]) once
     /// a block computed it, so it is computed at most once per request, and
@@ -297,91 +338,6 @@ impl TlsfAllocator {
             }
         }
         self.allocate_classed(request, key)
-    }
-
-    /// [`Self::allocate_keyed`] in a block that holds runs or is past the
-    /// count from which it makes them: the request's slot class is computed
-    /// here (into `key`, once per request). Out of line, so the walk over a
-    /// list's blocks stays small and the class is not computed ahead for
-    /// blocks that never need it.
-    #[inline(never)]
-    fn allocate_classed(
-        &mut self,
-        request: &RangeRequest,
-        key: &mut Option<Option<SlotKey>>,
-    ) -> Option<Range> {
-        let key = *key
-            .get_or_insert_with(|| runs::class_of(request.size, request.alignment, request.kind));
-        let max_run_bytes = u64::from(self.max_run_bytes);
-        if let Some(key) = key.filter(|k| k.fits(max_run_bytes)) {
-            // The common case of a small request: a slot of a run at hand.
-            if self.live_runs != 0 {
-                let run = self.runs.head(key.index, request.kind);
-                if run != NO_RUN && self.live_nodes() < RangeId::MAX_SLOTS {
-                    return Some(self.take_slot(run, request.size, request.kind));
-                }
-            }
-            // A block that holds no free range of the request's size has no
-            // room for a run of its class either.
-            if !self.may_hold(request.size) {
-                return None;
-            }
-            if self.used_count < self.runs_from {
-                return self.find_and_commit(request);
-            }
-            return match key.class(max_run_bytes) {
-                Some(class) => self.find_and_commit_small(request, &class),
-                None => self.find_and_commit(request),
-            };
-        }
-        if !self.may_hold(request.size) {
-            return None;
-        }
-        self.find_and_commit(request)
-    }
-
-    /// Gives back the runs kept empty for their classes' next requests whose
-    /// range, with the free ranges beside it, holds `size` bytes; returns
-    /// whether there was one. A list of blocks calls it before it makes
-    /// memory for a request its blocks refused, so a kept run never stands
-    /// between a request and a block's free bytes (nor between a
-    /// defragmentation's window and its use); a run too small to matter
-    /// stays. (An allocator with nothing live keeps no run.)
-    #[cold]
-    pub fn release_kept_runs(&mut self, size: u64) -> bool {
-        if self.live_runs == 0 || self.capacity - self.used_bytes < size {
-            return false;
-        }
-        let room = |tlsf: &Self, node: u32| {
-            let n = &tlsf.nodes[node as usize];
-            let free = |other: u32| match tlsf.nodes.get(other as usize) {
-                Some(o) if o.state.is_free() => o.size,
-                _ => 0,
-            };
-            n.size + free(n.prev) + free(n.next)
-        };
-        self.release_empty_runs_where(|tlsf, node| room(tlsf, node) >= size)
-    }
-
-    /// Gives back every run with every slot free whose TLSF node `pick`
-    /// chooses; returns whether there was one.
-    fn release_empty_runs_where(&mut self, pick: impl Fn(&Self, u32) -> bool) -> bool {
-        let doomed: Vec<(u32, u32)> = self
-            .runs
-            .empty_runs()
-            .filter(|&(_, node)| pick(self, node))
-            .collect();
-        for &(run, node) in &doomed {
-            self.runs.close(run);
-            self.release_run(node);
-        }
-        !doomed.is_empty()
-    }
-
-    /// The class of a run of `stride` that [`Self::slot_class`] gave.
-    fn run_class(&self, stride: u32) -> SlotClass {
-        let class = SlotClass::of_stride(u64::from(stride));
-        class.within(u64::from(self.max_run_bytes)).unwrap_or(class)
     }
 
     /// The buffer-image granularity in use (at least 1).
@@ -647,54 +603,6 @@ impl TlsfAllocator {
         self.find_listed_plain(request)
     }
 
-    /// A slot for a small request of `class`: the lowest free slot of the
-    /// class's first run with one, else the first slot of a new run (whose
-    /// range the placement's node and list name). `None` when neither is
-    /// there: the request may still take a range of its own.
-    fn find_slot(
-        &self,
-        request: &RangeRequest,
-        class: &SlotClass,
-    ) -> Option<(Placement, Option<(usize, usize)>)> {
-        let stride = class.stride as u32;
-        let run = self.runs.head(class.index, request.kind);
-        if run != NO_RUN {
-            // The slot takes a node.
-            if self.live_nodes() + 1 > RangeId::MAX_SLOTS {
-                return None;
-            }
-            let (_, offset) = self.runs.next_slot(run);
-            let placement = Placement {
-                offset,
-                size: request.size,
-                node: IN_RUN | run,
-                extra: self.epoch,
-                stride,
-            };
-            return Some((placement, None));
-        }
-        // A new run takes up to two nodes (padding, tail) and its slot one;
-        // none is made below `runs_from` live allocations.
-        if self.live_nodes() + 3 > RangeId::MAX_SLOTS || self.used_count < self.runs_from {
-            return None;
-        }
-        let run_request = RangeRequest {
-            size: class.run_bytes(),
-            alignment: class.run_alignment(),
-            kind: request.kind,
-        };
-        if !self.may_hold(run_request.size) {
-            return None;
-        }
-        let (placement, list) = self.find_listed_plain(&run_request)?;
-        let placement = Placement {
-            size: request.size,
-            stride,
-            ..placement
-        };
-        Some((placement, list))
-    }
-
     /// [`Self::find_listed`] for a range of its own (no run).
     #[inline(always)]
     fn find_listed_plain(
@@ -734,20 +642,6 @@ impl TlsfAllocator {
         Some(self.commit_range(placement, request.kind, list))
     }
 
-    /// [`Self::find_and_commit`] for a request of slot class `class` with
-    /// no run at hand: a new run, else a range of its own.
-    #[inline(never)]
-    fn find_and_commit_small(
-        &mut self,
-        request: &RangeRequest,
-        class: &SlotClass,
-    ) -> Option<Range> {
-        if let Some((placement, list)) = self.find_slot(request, class) {
-            return Some(self.commit_slot(placement, request.kind, list));
-        }
-        self.find_and_commit(request)
-    }
-
     /// Commits `placement` (found by [`Self::find_listed`], no change in
     /// between): its node is taken out of its free list (the head of
     /// `list`, where given), padding and tail split off as free ranges.
@@ -758,138 +652,10 @@ impl TlsfAllocator {
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> Range {
-        if placement.stride != 0 {
-            return self.commit_slot(placement, kind, list);
+        match Site::of(&placement) {
+            Site::Range { .. } => self.commit_range(placement, kind, list),
+            Site::NewRun { .. } | Site::InRun { .. } => self.commit_slot(placement, kind, list),
         }
-        self.commit_range(placement, kind, list)
-    }
-
-    /// Commits a slot's placement (from [`Self::find_slot`]): the run it
-    /// names, or a new run over the free range it names first.
-    fn commit_slot(
-        &mut self,
-        placement: Placement,
-        kind: RangeKind,
-        list: Option<(usize, usize)>,
-    ) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        let run = if placement.node & IN_RUN != 0 {
-            placement.node & !IN_RUN
-        } else {
-            self.open_run(placement, kind, list)
-        };
-        self.take_slot(run, placement.size, kind)
-    }
-
-    /// Checks a slot's placement handed to [`RangeAllocator::commit`]: the
-    /// run it names has that slot free, or the free range it names holds a
-    /// new run there.
-    fn check_slot_placement(&self, placement: &Placement, kind: RangeKind) {
-        let class = self.run_class(placement.stride);
-        let fits = if placement.node & IN_RUN != 0 {
-            self.runs
-                .get_live(placement.node & !IN_RUN)
-                .is_some_and(|r| {
-                    r.free != 0
-                        && r.kind == kind
-                        && u64::from(r.stride) == class.stride
-                        && r.slot_offset(r.free.trailing_zeros()) == placement.offset
-                })
-        } else {
-            let node = &self.nodes[placement.node as usize];
-            node.state.is_free()
-                && node.offset <= placement.offset
-                && placement.offset + class.run_bytes() <= node.end()
-        };
-        assert!(fits, "{placement:?} does not name a free slot");
-    }
-
-    /// Makes a run of the placement's stride over its free range, with
-    /// every slot free.
-    #[cold]
-    fn open_run(
-        &mut self,
-        placement: Placement,
-        kind: RangeKind,
-        list: Option<(usize, usize)>,
-    ) -> u32 {
-        let class = self.run_class(placement.stride);
-        let bytes = class.run_bytes();
-        let whole = Placement {
-            size: bytes,
-            stride: 0,
-            ..placement
-        };
-        let range = self.commit_range(whole, kind, list);
-        let node = range.id.slot();
-        let run = self.runs.open(range.offset, node, &class, kind);
-        self.live_runs += 1;
-        let n = &mut self.nodes[node as usize];
-        n.state = State::Run(kind);
-        n.free_next = run;
-        // The run is no allocation (its slots are counted one by one), but
-        // a used range of its kind to its neighbours (`used_by_kind`).
-        self.used_count -= 1;
-        self.used_bytes -= bytes;
-        run
-    }
-
-    /// Takes the lowest free slot of `run` for `size` bytes.
-    #[inline(always)]
-    fn take_slot(&mut self, run: u32, size: u64, kind: RangeKind) -> Range {
-        let index = self.new_node(0, size, run, NIL);
-        let (slot, offset) = self.runs.take(run, index);
-        let node = &mut self.nodes[index as usize];
-        node.offset = offset;
-        node.next = slot;
-        node.state = State::Slot(kind);
-        node.generation = node.generation.wrapping_add(1);
-        let id = RangeId::from_parts(index, node.generation);
-        self.used_count += 1;
-        self.used_bytes += size;
-        self.epoch = self.epoch.wrapping_add(1);
-        Range { id, offset, size }
-    }
-
-    /// Frees the slot allocation of node `index`; a run left empty gives
-    /// its range back.
-    #[inline(always)]
-    fn free_slot(&mut self, index: u32) {
-        let Node {
-            size,
-            prev: run,
-            next: slot,
-            ..
-        } = self.nodes[index as usize];
-        self.release_node(index);
-        self.used_count -= 1;
-        self.used_bytes -= size;
-        if let Some(run_node) = self.runs.give(run, slot) {
-            self.release_run(run_node);
-        }
-        if self.used_count == 0 && self.live_runs != 0 {
-            // Nothing live: the runs kept empty go too, so an empty block is
-            // one free range again.
-            self.release_empty_runs();
-        }
-        self.epoch = self.epoch.wrapping_add(1);
-    }
-
-    /// Gives the range of run node `node` (closed in `runs`) back.
-    fn release_run(&mut self, node: u32) {
-        self.live_runs -= 1;
-        let n = &mut self.nodes[node as usize];
-        let State::Run(kind) = std::mem::replace(&mut n.state, State::Free) else {
-            unreachable!("a run's node holds the run");
-        };
-        let (prev, next) = (n.prev, n.next);
-        self.release_range(node, kind, prev, next);
-    }
-
-    /// Gives back every run with every slot free.
-    #[cold]
-    fn release_empty_runs(&mut self) {
-        self.release_empty_runs_where(|_, _| true);
     }
 
     /// Gives the range of node `index`, just marked free, back to the free
@@ -919,8 +685,10 @@ impl TlsfAllocator {
         kind: RangeKind,
         list: Option<(usize, usize)>,
     ) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        let index = placement.node;
+        debug_assert_eq!(placement.epoch, self.epoch, "the placement is stale");
+        let Site::Range { node: index } = Site::of(&placement) else {
+            unreachable!("{placement:?} is a slot's, not a range's");
+        };
         let node = self.nodes[index as usize];
         let end = placement.offset + placement.size;
         debug_assert!(
@@ -1075,14 +843,14 @@ impl TlsfAllocator {
         }
     }
 
-    #[inline]
+    /// The placement of a range of its own at `offset` in free node `node`.
+    #[inline(always)]
     fn placement(&self, node: u32, offset: u64, request: &RangeRequest) -> Placement {
         Placement {
             offset,
             size: request.size,
-            node,
-            extra: self.epoch,
-            stride: 0,
+            site: Site::Range { node }.placed(),
+            epoch: self.epoch,
         }
     }
 
@@ -1307,12 +1075,12 @@ impl RangeAllocator for TlsfAllocator {
 
     #[inline]
     fn commit(&mut self, placement: Placement, kind: RangeKind) -> Range {
-        debug_assert_eq!(placement.extra, self.epoch, "the placement is stale");
-        if placement.stride != 0 {
+        debug_assert_eq!(placement.epoch, self.epoch, "the placement is stale");
+        let Site::Range { node } = Site::of(&placement) else {
             self.check_slot_placement(&placement, kind);
             return self.commit_slot(placement, kind, None);
-        }
-        let node = &self.nodes[placement.node as usize];
+        };
+        let node = &self.nodes[node as usize];
         assert!(
             node.state.is_free()
                 && node.offset <= placement.offset
@@ -1480,512 +1248,4 @@ impl fmt::Debug for TlsfAllocator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::range::shadow::{run_suite, Policy};
-
-    fn request(size: u64, alignment: u64, kind: RangeKind) -> RangeRequest {
-        RangeRequest {
-            size,
-            alignment,
-            kind,
-        }
-    }
-
-    fn linear(size: u64) -> RangeRequest {
-        request(size, 1, RangeKind::Linear)
-    }
-
-    fn free_ranges(tlsf: &TlsfAllocator) -> Vec<(u64, u64)> {
-        let mut free = Vec::new();
-        tlsf.for_each_free(&mut |offset, size| free.push((offset, size)));
-        free
-    }
-
-    #[test]
-    fn mapping_rounds_to_lists() {
-        assert_eq!(mapping(1), (0, 1));
-        assert_eq!(mapping(31), (0, 31));
-        assert_eq!(mapping(32), (1, 0));
-        assert_eq!(mapping(63), (1, 31));
-        assert_eq!(mapping(544), (5, 2));
-        assert_eq!(mapping(559), (5, 2));
-        assert_eq!(mapping(u64::MAX), (FL_COUNT - 1, SL_COUNT - 1));
-        for size in [1, 31, 32, 33, 100, 545, 1 << 20, (1 << 40) + 3] {
-            let (fl, sl) = mapping(round_up_to_list(size).unwrap());
-            assert!(list_min_size(fl, sl) >= size, "{size}");
-            let (fl, sl) = mapping(size);
-            assert!(list_min_size(fl, sl) <= size, "{size}");
-        }
-        assert_eq!(round_up_to_list(u64::MAX), None);
-    }
-
-    #[test]
-    fn zero_capacity_holds_nothing() {
-        let mut tlsf = TlsfAllocator::without_runs(0, 1);
-        assert_eq!(tlsf.allocate(&linear(1)), None);
-        assert_eq!(tlsf.largest_free(), 0);
-        assert!(free_ranges(&tlsf).is_empty());
-        assert_eq!(
-            tlsf.free(RangeId(0)),
-            Err(RangeError::UnknownId(RangeId(0)))
-        );
-        tlsf.clear();
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn exact_fit_and_too_large() {
-        let mut tlsf = TlsfAllocator::without_runs(1000, 1);
-        assert_eq!(tlsf.allocate(&linear(1001)), None);
-        let whole = tlsf.allocate(&linear(1000)).unwrap();
-        assert_eq!((whole.offset, whole.size), (0, 1000));
-        assert_eq!(tlsf.allocate(&linear(1)), None);
-        assert_eq!(tlsf.largest_free(), 0);
-        tlsf.free(whole.id).unwrap();
-        // A request just below the capacity fits the whole block, although
-        // its good-fit list lies above the block's list.
-        let nearly = tlsf.allocate(&linear(999)).unwrap();
-        assert_eq!(nearly.offset, 0);
-        tlsf.free(nearly.id).unwrap();
-        let parts: Vec<Range> = [100, 200, 700]
-            .iter()
-            .map(|&s| tlsf.allocate(&linear(s)).unwrap())
-            .collect();
-        assert_eq!(
-            parts.iter().map(|r| r.offset).collect::<Vec<_>>(),
-            [0, 100, 300]
-        );
-        tlsf.free(parts[1].id).unwrap();
-        assert_eq!(free_ranges(&tlsf), [(100, 200)]);
-        assert_eq!(tlsf.allocate(&linear(200)).unwrap().offset, 100);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn full_u64_capacity() {
-        let mut tlsf = TlsfAllocator::without_runs(u64::MAX, 1 << 16);
-        let whole = tlsf
-            .allocate(&request(u64::MAX, 1 << 20, RangeKind::Unknown))
-            .unwrap();
-        assert_eq!(whole.offset, 0);
-        assert_eq!(
-            tlsf.allocate(&request(1, 1 << 63, RangeKind::Unknown)),
-            None
-        );
-        tlsf.free(whole.id).unwrap();
-        let high = tlsf
-            .allocate(&request(1, 1 << 63, RangeKind::Unknown))
-            .unwrap();
-        assert_eq!(high.offset, 0);
-        let high = tlsf
-            .allocate(&request(1, 1 << 63, RangeKind::Unknown))
-            .unwrap();
-        assert_eq!(high.offset, 1 << 63);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn alignment_padding_stays_free() {
-        let mut tlsf = TlsfAllocator::without_runs(4 << 20, 1);
-        let small = tlsf.allocate(&linear(1)).unwrap();
-        assert_eq!(small.offset, 0);
-        let aligned = tlsf
-            .allocate(&request(1, 1 << 20, RangeKind::Linear))
-            .unwrap();
-        assert_eq!(aligned.offset, 1 << 20);
-        assert_eq!(
-            free_ranges(&tlsf),
-            [(1, (1 << 20) - 1), ((1 << 20) + 1, (3 << 20) - 1)]
-        );
-        // The padding's list is the first whose ranges all hold 2^19 bytes.
-        let padding = tlsf.allocate(&linear(1 << 19)).unwrap();
-        assert_eq!(padding.offset, 1);
-        tlsf.validate().unwrap();
-        for id in [small.id, aligned.id, padding.id] {
-            tlsf.free(id).unwrap();
-        }
-        assert_eq!(free_ranges(&tlsf), [(0, 4 << 20)]);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn granularity_one_packs_kinds_together() {
-        let mut tlsf = TlsfAllocator::without_runs(1024, 1);
-        assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
-        assert_eq!(
-            tlsf.allocate(&request(10, 1, RangeKind::Optimal))
-                .unwrap()
-                .offset,
-            10
-        );
-        assert_eq!(
-            tlsf.allocate(&request(10, 1, RangeKind::Unknown))
-                .unwrap()
-                .offset,
-            20
-        );
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn granularity_separates_kinds() {
-        for g in [1024, 65536] {
-            let mut tlsf = TlsfAllocator::without_runs(16 * g, g);
-            assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
-            assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 10);
-            assert_eq!(
-                tlsf.allocate(&request(10, 1, RangeKind::Optimal))
-                    .unwrap()
-                    .offset,
-                g
-            );
-            assert_eq!(
-                tlsf.allocate(&request(10, 1, RangeKind::Optimal))
-                    .unwrap()
-                    .offset,
-                g + 10
-            );
-            assert_eq!(
-                tlsf.allocate(&request(10, 1, RangeKind::Unknown))
-                    .unwrap()
-                    .offset,
-                2 * g
-            );
-            assert_eq!(
-                tlsf.allocate(&request(10, 1, RangeKind::Unknown))
-                    .unwrap()
-                    .offset,
-                3 * g
-            );
-            tlsf.validate().unwrap();
-        }
-    }
-
-    #[test]
-    fn granularity_checks_the_range_after() {
-        let mut tlsf = TlsfAllocator::without_runs(4096, 1024);
-        let first = tlsf.allocate(&request(600, 1, RangeKind::Optimal)).unwrap();
-        let second = tlsf.allocate(&request(100, 1, RangeKind::Optimal)).unwrap();
-        assert_eq!(second.offset, 600);
-        tlsf.free(first.id).unwrap();
-        // [0, 600) is free but ends on the optimal range's page.
-        assert_eq!(tlsf.allocate(&linear(100)).unwrap().offset, 1024);
-        // 590 bytes round up to the list of 592..608 bytes, which holds [0, 600).
-        assert_eq!(
-            tlsf.allocate(&request(590, 1, RangeKind::Optimal))
-                .unwrap()
-                .offset,
-            0
-        );
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn stale_and_double_free_are_refused() {
-        let mut tlsf = TlsfAllocator::without_runs(1 << 16, 1);
-        let first = tlsf.allocate(&linear(100)).unwrap();
-        tlsf.free(first.id).unwrap();
-        assert_eq!(tlsf.free(first.id), Err(RangeError::UnknownId(first.id)));
-        let second = tlsf.allocate(&linear(100)).unwrap();
-        assert_eq!(second.id.slot(), first.id.slot());
-        assert_ne!(second.id, first.id);
-        assert_eq!(tlsf.free(first.id), Err(RangeError::UnknownId(first.id)));
-        assert_eq!(
-            tlsf.free(RangeId(12345)),
-            Err(RangeError::UnknownId(RangeId(12345)))
-        );
-        assert_eq!(tlsf.allocation_count(), 1);
-        tlsf.validate().unwrap();
-        tlsf.free(second.id).unwrap();
-    }
-
-    #[test]
-    fn clear_frees_everything() {
-        let mut tlsf = TlsfAllocator::without_runs(1 << 16, 1024);
-        let ids: Vec<RangeId> = (1..20)
-            .map(|s| {
-                tlsf.allocate(&request(s * 10, 16, RangeKind::Optimal))
-                    .unwrap()
-                    .id
-            })
-            .collect();
-        tlsf.clear();
-        assert_eq!((tlsf.allocation_count(), tlsf.allocated_bytes()), (0, 0));
-        assert_eq!(free_ranges(&tlsf), [(0, 1 << 16)]);
-        assert_eq!(tlsf.largest_free(), 1 << 16);
-        for id in ids {
-            assert_eq!(tlsf.free(id), Err(RangeError::UnknownId(id)));
-        }
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn small_requests_share_a_run_of_slots() {
-        let mut tlsf = TlsfAllocator::new(1 << 20, 1).with_runs_from(0);
-        // 100 bytes: stride 112 (an eighth of 64..128 is 16), 64 slots.
-        let ranges: Vec<Range> = (0..3)
-            .map(|_| tlsf.allocate(&linear(100)).unwrap())
-            .collect();
-        let offsets: Vec<u64> = ranges.iter().map(|r| r.offset).collect();
-        assert_eq!(offsets, [0, 112, 224]);
-        assert_eq!(tlsf.allocation_count(), 3);
-        assert_eq!(tlsf.allocated_bytes(), 300);
-        // The gaps tile the block with the allocations; the run is no place
-        // for any request, so the largest free range starts past it.
-        assert_eq!(
-            free_ranges(&tlsf),
-            [(100, 12), (212, 12), (324, (1 << 20) - 324)]
-        );
-        let mut runs = Vec::new();
-        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
-        assert_eq!(runs, [(0, 64 * 112)]);
-        assert_eq!(tlsf.largest_free(), (1 << 20) - 64 * 112);
-        tlsf.validate().unwrap();
-        // A freed slot is the next one taken, under a new id.
-        tlsf.free(ranges[1].id).unwrap();
-        assert!(!tlsf.is_live(ranges[1].id));
-        assert_eq!(
-            tlsf.free(ranges[1].id),
-            Err(RangeError::UnknownId(ranges[1].id))
-        );
-        let again = tlsf.allocate(&linear(110)).unwrap();
-        assert_eq!(again.offset, 112);
-        assert_ne!(again.id, ranges[1].id);
-        assert!(!tlsf.is_live(ranges[1].id) && tlsf.is_live(again.id));
-        tlsf.validate().unwrap();
-        // With nothing live the run goes too: one free range again.
-        for id in [ranges[0].id, ranges[2].id, again.id] {
-            tlsf.free(id).unwrap();
-        }
-        assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
-        assert_eq!(tlsf.largest_free(), 1 << 20);
-        tlsf.for_each_run(&mut |_, _| panic!("an empty allocator keeps a run"));
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn runs_keep_kinds_on_their_own_pages_and_aligned() {
-        let g = 1024;
-        let mut tlsf = TlsfAllocator::new(1 << 20, g).with_runs_from(0);
-        let a = tlsf.allocate(&linear(40)).unwrap();
-        let b = tlsf.allocate(&request(40, 1, RangeKind::Optimal)).unwrap();
-        let c = tlsf.allocate(&request(40, 256, RangeKind::Linear)).unwrap();
-        let d = tlsf.allocate(&request(40, 1, RangeKind::Unknown)).unwrap();
-        assert_eq!(a.offset, 0);
-        // A run per class and kind; the optimal run starts on a page of its
-        // own, the 256-aligned one is a run of 256-byte slots.
-        assert!(b.offset >= 64 * 48 && b.offset % g == 0, "{b:?}");
-        assert!(c.offset % 256 == 0 && c.offset != b.offset, "{c:?}");
-        let mut allocations = Vec::new();
-        tlsf.for_each_allocation(&mut |offset, size, kind| allocations.push((offset, size, kind)));
-        assert_eq!(allocations.len(), 4);
-        assert!(allocations.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
-        assert!(allocations.contains(&(d.offset, 40, RangeKind::Unknown)));
-        tlsf.validate().unwrap();
-        for r in [a, b, c, d] {
-            tlsf.free(r.id).unwrap();
-        }
-        assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn a_small_block_places_small_requests_without_runs() {
-        // 1 KiB: a run may take 16 bytes, fewer than 4 slots of any class.
-        let mut tlsf = TlsfAllocator::new(1024, 1).with_runs_from(0);
-        assert_eq!(tlsf.allocate(&linear(10)).unwrap().offset, 0);
-        assert_eq!(
-            tlsf.allocate(&request(10, 1, RangeKind::Optimal))
-                .unwrap()
-                .offset,
-            10
-        );
-        tlsf.for_each_run(&mut |_, _| panic!("a run in a 1 KiB block"));
-        // 64 KiB: runs of up to 1 KiB, so 16-byte slots but no 512-byte ones.
-        let mut tlsf = TlsfAllocator::new(64 << 10, 1).with_runs_from(0);
-        tlsf.allocate(&linear(16)).unwrap();
-        tlsf.allocate(&linear(512)).unwrap();
-        let mut runs = Vec::new();
-        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
-        assert_eq!(runs, [(0, 1024)]);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn a_request_with_no_room_for_a_run_takes_a_range_of_its_own() {
-        let mut tlsf = TlsfAllocator::new(1 << 20, 1).with_runs_from(0);
-        let big = tlsf.allocate(&linear((1 << 20) - 1000)).unwrap();
-        // No room for a run of 112-byte slots (7 KiB): a range of its own.
-        let small = tlsf.allocate(&linear(100)).unwrap();
-        assert_eq!(small.offset, (1 << 20) - 1000);
-        tlsf.for_each_run(&mut |_, _| panic!("no room for a run"));
-        tlsf.free(big.id).unwrap();
-        // With room again, the next one opens a run.
-        let next = tlsf.allocate(&linear(100)).unwrap();
-        let mut runs = Vec::new();
-        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
-        assert_eq!(runs, [(next.offset, 64 * 112)]);
-        tlsf.validate().unwrap();
-        tlsf.free(small.id).unwrap();
-        tlsf.free(next.id).unwrap();
-        assert_eq!(free_ranges(&tlsf), [(0, 1 << 20)]);
-    }
-
-    #[test]
-    fn runs_kept_empty_make_way_for_a_request_that_needs_their_room() {
-        let mut tlsf = TlsfAllocator::new(16 << 20, 1).with_runs_from(0);
-        // A run of 112-byte slots and one of four 20 KiB slots.
-        let a = tlsf.allocate(&linear(100)).unwrap();
-        let b = tlsf.allocate(&linear(20 << 10)).unwrap();
-        let rest = tlsf.allocate(&linear(tlsf.largest_free())).unwrap();
-        tlsf.free(b.id).unwrap();
-        // The 20 KiB run is kept, empty, for its class's next request ...
-        let mut runs = Vec::new();
-        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
-        assert_eq!(runs.len(), 2);
-        assert_eq!(runs[1].1, 80 << 10);
-        assert!(tlsf.largest_free() < 16 << 10);
-        let large = request(64 << 10, 1, RangeKind::Optimal);
-        assert_eq!(tlsf.allocate(&large), None);
-        // ... until its room is asked for (a list of blocks does, before it
-        // makes memory); a size no kept run's room holds leaves them alone.
-        assert!(!tlsf.release_kept_runs(1 << 20));
-        assert!(tlsf.release_kept_runs(large.size));
-        assert!(!tlsf.release_kept_runs(large.size));
-        tlsf.validate().unwrap();
-        let c = tlsf.allocate(&large).unwrap();
-        assert!(c.offset <= runs[1].0 && c.offset + c.size <= runs[1].0 + runs[1].1);
-        tlsf.validate().unwrap();
-        for id in [a.id, rest.id, c.id] {
-            tlsf.free(id).unwrap();
-        }
-        assert_eq!(free_ranges(&tlsf), [(0, 16 << 20)]);
-        assert_eq!(tlsf.largest_free(), 16 << 20);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn find_then_commit_takes_slots_as_allocate_does() {
-        let mut tlsf = TlsfAllocator::new(1 << 20, 1).with_runs_from(0);
-        let mut offsets = Vec::new();
-        for _ in 0..70 {
-            let placement = tlsf.find(&linear(100)).unwrap();
-            let range = tlsf.commit(placement, RangeKind::Linear);
-            assert_eq!(range.offset, placement.offset);
-            offsets.push(range.offset);
-        }
-        // 64 slots in the first run, then a second run right after it.
-        assert_eq!(offsets[63], 63 * 112);
-        assert_eq!(offsets[64], 64 * 112);
-        let mut runs = Vec::new();
-        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
-        assert_eq!(runs, [(0, 64 * 112), (64 * 112, 64 * 112)]);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn random_operations_match_the_shadow() {
-        let ops = run_suite(Policy::GoodFit, |capacity, granularity| {
-            Box::new(TlsfAllocator::new(capacity, granularity).with_runs_from(0))
-        });
-        assert!(ops >= 100_000, "{ops} operations");
-    }
-
-    #[test]
-    fn runs_are_made_from_runs_from_live_allocations() {
-        let mut tlsf = TlsfAllocator::new(64 << 20, 1);
-        let mut live: Vec<Range> = (0..RUNS_FROM)
-            .map(|_| tlsf.allocate(&linear(100)).unwrap())
-            .collect();
-        // Ranges of their own, packed end to end, below the threshold ...
-        assert_eq!(live[1].offset, 100);
-        tlsf.for_each_run(&mut |_, _| panic!("a run below {RUNS_FROM} live"));
-        // ... and a run from it on.
-        live.push(tlsf.allocate(&linear(100)).unwrap());
-        let mut runs = Vec::new();
-        tlsf.for_each_run(&mut |offset, size| runs.push((offset, size)));
-        assert_eq!(runs, [(u64::from(RUNS_FROM) * 100, 64 * 112)]);
-        assert_eq!(live.last().unwrap().offset, runs[0].0);
-        tlsf.validate().unwrap();
-        for r in live {
-            tlsf.free(r.id).unwrap();
-        }
-        assert_eq!(free_ranges(&tlsf), [(0, 64 << 20)]);
-        tlsf.validate().unwrap();
-    }
-
-    #[test]
-    fn random_operations_without_runs_match_the_shadow() {
-        let ops = run_suite(Policy::GoodFit, |capacity, granularity| {
-            Box::new(TlsfAllocator::without_runs(capacity, granularity))
-        });
-        assert!(ops >= 100_000, "{ops} operations");
-    }
-
-    #[test]
-    fn find_lowest_takes_the_lowest_fitting_free_range() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-        for granularity in [1u64, 1024] {
-            let mut t = TlsfAllocator::new(1 << 20, granularity);
-            let mut live = Vec::new();
-            for _ in 0..400 {
-                if rng.gen_bool(0.6) || live.is_empty() {
-                    let request = RangeRequest {
-                        size: rng.gen_range(1..5000),
-                        alignment: 1 << rng.gen_range(0..8),
-                        kind: [RangeKind::Linear, RangeKind::Optimal][rng.gen_range(0..2)],
-                    };
-                    if let Some(r) = t.allocate(&request) {
-                        live.push(r);
-                    }
-                } else {
-                    let r = live.swap_remove(rng.gen_range(0..live.len()));
-                    t.free(r.id).unwrap();
-                }
-                let request = RangeRequest {
-                    size: rng.gen_range(1..3000),
-                    alignment: 1 << rng.gen_range(0..6),
-                    kind: RangeKind::Linear,
-                };
-                let below = rng.gen_range(0..1u64 << 20);
-                let found = t.find_lowest(&request, below);
-                // Brute force: the lowest free range that `fit` accepts.
-                let mut expected = None;
-                let mut index = t.first;
-                while index != NIL {
-                    let node = &t.nodes[index as usize];
-                    if node.state.is_free() {
-                        if let Some(o) = t.fit(index, request.size, request.alignment, request.kind)
-                        {
-                            expected = Some(o).filter(|&o| o < below);
-                            break;
-                        }
-                    }
-                    index = node.next;
-                }
-                assert_eq!(found.map(|p| p.offset), expected);
-                // Started at the lowest free range that holds the size (as
-                // compaction does), and with a stale hint: the same answer.
-                let mut start = None;
-                t.for_each_free_hinted(&mut |offset, size, hint| {
-                    if start.is_none() && size >= request.size {
-                        start = Some((offset, hint));
-                    }
-                });
-                if let Some((offset, hint)) = start {
-                    let from = t.find_lowest_from(&request, below, offset, hint);
-                    assert_eq!(from.map(|p| p.offset), expected);
-                    let stale = t.find_lowest_from(&request, below, offset + 1, hint);
-                    assert_eq!(stale.map(|p| p.offset), expected);
-                }
-                if let Some(p) = found {
-                    let r = t.commit(p, request.kind);
-                    t.validate().unwrap();
-                    t.free(r.id).unwrap();
-                }
-            }
-        }
-    }
-}
+mod tests;
