@@ -1,9 +1,12 @@
 //! Frees ordered by GPU progress. A renderer that stops using a resource in
-//! frame `n` cannot free its memory until the GPU has finished frame `n`; rather
-//! than keep its own graveyard, it hands the allocation to a [`FreeQueue`] with
-//! the timeline-semaphore value (or frame index) after which the GPU no longer
-//! touches it, and calls [`FreeQueue::collect`] with the value the GPU has
-//! reached. Built only on [`Allocator::free`].
+//! frame `n` cannot destroy it nor free its memory until the GPU has
+//! finished frame `n`; rather than keep its own graveyard, it hands the
+//! allocation, or the whole buffer or image (feature `ash`:
+//! `FreeQueue::destroy_buffer_after`, `destroy_image_after`), to a
+//! [`FreeQueue`] with the timeline-semaphore value (or frame index) after
+//! which the GPU no longer touches it, and calls [`FreeQueue::collect`] with
+//! the value the GPU has reached. Built on [`Allocator::free`] and the device
+//! seam's [`MemoryDevice::destroy_resource`].
 //!
 //! ```
 //! use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, FreeQueue, MemoryUsage, ResourceKind};
@@ -27,27 +30,127 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::device::MemoryDevice;
-use crate::{Allocation, Allocator};
+use crate::device::{DedicatedResource, MemoryDevice};
+use crate::{Allocation, Allocator, Error};
 
-/// Allocations waiting for the GPU to pass a timeline value. `Send + Sync`:
-/// any thread may queue, any thread may collect.
+/// A buffer or image whose memory a [`FreeQueue`] frees after destroying
+/// it. Made only through the `unsafe` [`RetiredResource::new`] (the
+/// `destroy_*_after` methods of [`FreeQueue`] with feature `ash` make it for
+/// you), so safe code can't queue a made-up handle for destruction.
+#[derive(Debug)]
+pub struct RetiredResource {
+    resource: DedicatedResource,
+    allocation: Allocation,
+}
+
+impl RetiredResource {
+    /// Pairs a resource with the memory bound to it, for a [`FreeQueue`].
+    ///
+    /// # Safety
+    /// `resource` is a live buffer or image of the device of the allocator
+    /// that made `allocation`, bound to it; nothing else destroys it; and
+    /// once the GPU has reached the value it is queued with, the device no
+    /// longer uses it and no view of it is left (it is destroyed then).
+    pub unsafe fn new(resource: DedicatedResource, allocation: Allocation) -> Self {
+        Self {
+            resource,
+            allocation,
+        }
+    }
+
+    /// The resource.
+    pub fn resource(&self) -> DedicatedResource {
+        self.resource
+    }
+
+    /// Its memory.
+    pub fn allocation(&self) -> &Allocation {
+        &self.allocation
+    }
+
+    /// The resource's handle and its memory, apart: the caller destroys the
+    /// handle and frees the memory itself.
+    pub fn into_parts(self) -> (DedicatedResource, Allocation) {
+        (self.resource, self.allocation)
+    }
+
+    /// Destroys the handle (through the device seam) and frees the memory.
+    fn retire<D: MemoryDevice>(self, allocator: &Allocator<D>) -> Result<(), RefusedResource> {
+        if !allocator.owns(&self.allocation) {
+            return Err(RefusedResource {
+                error: Error::ForeignAllocation,
+                resource: Box::new(self),
+            });
+        }
+        crate::memory::destroy_retired(allocator.device(), &self);
+        // Checked above: this allocator made it, so freeing cannot fail.
+        let _ = allocator.free(self.allocation);
+        Ok(())
+    }
+}
+
+/// A queued resource the allocator would not destroy: another allocator
+/// made its memory. Nothing was destroyed; the resource comes back (queue
+/// it where it belongs, or destroy it with [`RetiredResource::into_parts`]).
+#[derive(Debug)]
+#[must_use = "the resource inside leaks unless it is destroyed where it belongs"]
+pub struct RefusedResource {
+    error: Error,
+    // Boxed as `FreeError` boxes its allocation: refusals are rare.
+    resource: Box<RetiredResource>,
+}
+
+impl RefusedResource {
+    /// Why it was refused.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The resource, untouched.
+    pub fn into_resource(self) -> RetiredResource {
+        *self.resource
+    }
+}
+
+/// One thing waiting in a [`FreeQueue`].
+#[derive(Debug)]
+enum Retired {
+    Allocation(Allocation),
+    Resource(RetiredResource),
+}
+
+impl Retired {
+    fn size(&self) -> u64 {
+        match self {
+            Retired::Allocation(a) => a.size(),
+            Retired::Resource(r) => r.allocation.size(),
+        }
+    }
+}
+
+/// Allocations, buffers and images waiting for the GPU to pass a timeline
+/// value. `Send + Sync`: any thread may queue, any thread may collect.
 #[derive(Debug, Default)]
 pub struct FreeQueue {
-    pending: Mutex<BTreeMap<u64, Vec<Allocation>>>,
+    pending: Mutex<BTreeMap<u64, Vec<Retired>>>,
 }
 
 /// What one [`FreeQueue::collect`] did.
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct Collected {
-    /// Allocations freed.
+    /// Allocations freed (those of destroyed resources included).
     pub freed: usize,
     /// Their bytes.
     pub freed_bytes: u64,
+    /// Buffers and images destroyed (their memory is counted in `freed`).
+    pub destroyed: usize,
     /// Frees the allocator refused (a programming error such as a foreign
     /// allocation), each with its allocation handed back.
     pub failures: Vec<crate::FreeError>,
+    /// Resources the allocator refused to destroy (their memory is
+    /// another allocator's), each handed back untouched.
+    pub refused_resources: Vec<RefusedResource>,
 }
 
 impl FreeQueue {
@@ -56,23 +159,33 @@ impl FreeQueue {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Vec<Allocation>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Vec<Retired>>> {
         // A panic while holding the lock leaves the map consistent (every
         // operation on it is a single insert or split), so poisoning is ignored.
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn push(&self, item: Retired, value: u64) {
+        self.lock().entry(value).or_default().push(item);
+    }
+
     /// Queues `allocation` to be freed once the GPU has reached `value`
     /// (a timeline-semaphore value or frame index that only grows).
     pub fn free_after(&self, allocation: impl Into<Allocation>, value: u64) {
-        self.lock()
-            .entry(value)
-            .or_default()
-            .push(allocation.into());
+        self.push(Retired::Allocation(allocation.into()), value);
     }
 
-    /// Frees every allocation queued with a value at most `completed`, the
-    /// value the GPU has reached. Frees run outside the queue's lock.
+    /// Queues a buffer or image to be destroyed, and its memory freed, once
+    /// the GPU has reached `value`. With feature `ash`,
+    /// `FreeQueue::destroy_buffer_after` and `destroy_image_after` take the
+    /// crate's own `vk::Buffer` and `vk::Image` values.
+    pub fn destroy_after(&self, resource: RetiredResource, value: u64) {
+        self.push(Retired::Resource(resource), value);
+    }
+
+    /// Destroys and frees everything queued with a value at most
+    /// `completed`, the value the GPU has reached. Runs outside the queue's
+    /// lock; a resource is destroyed before its memory is freed.
     pub fn collect<D: MemoryDevice>(&self, allocator: &Allocator<D>, completed: u64) -> Collected {
         let ready = {
             let mut pending = self.lock();
@@ -82,35 +195,51 @@ impl FreeQueue {
             };
             std::mem::replace(&mut *pending, later)
         };
-        Self::free_all(allocator, ready.into_values().flatten())
+        Self::retire_all(allocator, ready.into_values().flatten())
     }
 
-    /// Frees everything queued, whatever its value: for teardown, once the
-    /// device is idle.
+    /// Destroys and frees everything queued, whatever its value: for
+    /// teardown, once the device is idle.
     pub fn collect_all<D: MemoryDevice>(&self, allocator: &Allocator<D>) -> Collected {
         let all = std::mem::take(&mut *self.lock());
-        Self::free_all(allocator, all.into_values().flatten())
+        Self::retire_all(allocator, all.into_values().flatten())
     }
 
-    fn free_all<D: MemoryDevice>(
+    fn retire_all<D: MemoryDevice>(
         allocator: &Allocator<D>,
-        allocations: impl Iterator<Item = Allocation>,
+        items: impl Iterator<Item = Retired>,
     ) -> Collected {
         let mut c = Collected::default();
-        for a in allocations {
-            let size = a.size();
-            match allocator.free(a) {
-                Ok(()) => {
-                    c.freed += 1;
-                    c.freed_bytes = c.freed_bytes.saturating_add(size);
-                }
-                Err(refused) => c.failures.push(refused),
+        for item in items {
+            let size = item.size();
+            let freed = match item {
+                Retired::Allocation(a) => match allocator.free(a) {
+                    Ok(()) => true,
+                    Err(refused) => {
+                        c.failures.push(refused);
+                        false
+                    }
+                },
+                Retired::Resource(r) => match r.retire(allocator) {
+                    Ok(()) => {
+                        c.destroyed += 1;
+                        true
+                    }
+                    Err(refused) => {
+                        c.refused_resources.push(refused);
+                        false
+                    }
+                },
+            };
+            if freed {
+                c.freed += 1;
+                c.freed_bytes = c.freed_bytes.saturating_add(size);
             }
         }
         c
     }
 
-    /// Allocations waiting.
+    /// Allocations and resources waiting.
     pub fn len(&self) -> usize {
         self.lock().values().map(Vec::len).sum()
     }
@@ -125,7 +254,7 @@ impl FreeQueue {
         self.lock()
             .values()
             .flatten()
-            .fold(0u64, |s, a| s.saturating_add(a.size()))
+            .fold(0u64, |s, r| s.saturating_add(r.size()))
     }
 }
 
@@ -135,9 +264,10 @@ mod tests {
 
     use super::*;
     use crate::sim::{tables, SimDevice};
+    use crate::DedicatedResource;
     use crate::{AllocationDesc, AllocationOptions, AllocatorDesc, MemoryUsage, ResourceKind};
 
-    fn alloc(a: &Allocator<SimDevice>, size: u64) -> Allocation {
+    fn alloc<D: MemoryDevice>(a: &Allocator<D>, size: u64) -> Allocation {
         a.allocate(&AllocationDesc {
             size,
             alignment: 256,
@@ -193,6 +323,57 @@ mod tests {
         assert_eq!(refused.error(), &crate::Error::ForeignAllocation);
         b.free(refused.into_allocation())
             .expect("its owner frees it");
+        assert_eq!(b.statistics().total.allocation_count, 0);
+    }
+
+    #[test]
+    fn resources_are_destroyed_before_their_memory_is_freed() {
+        let device = Arc::new(SimDevice::new(tables::lavapipe()));
+        let a = Allocator::new(Arc::clone(&device), AllocatorDesc::default()).expect("allocator");
+        let q = FreeQueue::new();
+        let buffer = DedicatedResource::Buffer(0xb0f);
+        let image = DedicatedResource::Image(0x1e);
+        // SAFETY: the simulated device only records the handles it destroys.
+        q.destroy_after(unsafe { RetiredResource::new(buffer, alloc(&a, 1000)) }, 5);
+        // SAFETY: as above.
+        q.destroy_after(unsafe { RetiredResource::new(image, alloc(&a, 3000)) }, 6);
+        q.free_after(alloc(&a, 500), 5);
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.pending_bytes(), 4500);
+        let c = q.collect(&a, 4);
+        assert_eq!((c.freed, c.destroyed), (0, 0));
+        assert!(device.destroyed_resources().is_empty());
+        let c = q.collect(&a, 5);
+        assert_eq!((c.freed, c.destroyed, c.freed_bytes), (2, 1, 1500));
+        assert_eq!(device.destroyed_resources(), vec![buffer]);
+        assert_eq!(a.statistics().total.allocation_count, 1);
+        let c = q.collect_all(&a);
+        assert_eq!((c.freed, c.destroyed), (1, 1));
+        assert_eq!(device.destroyed_resources(), vec![buffer, image]);
+        assert_eq!(a.statistics().total.allocation_count, 0);
+        assert_eq!(device.violations(), 0);
+    }
+
+    #[test]
+    fn foreign_resource_is_handed_back_untouched() {
+        let device = Arc::new(SimDevice::new(tables::lavapipe()));
+        let a = Allocator::new(Arc::clone(&device), AllocatorDesc::default()).expect("allocator");
+        let b = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
+            .expect("allocator");
+        let q = FreeQueue::new();
+        let buffer = DedicatedResource::Buffer(0xb0f);
+        // SAFETY: the simulated device only records the handles it destroys.
+        q.destroy_after(unsafe { RetiredResource::new(buffer, alloc(&b, 4096)) }, 1);
+        let c = q.collect(&a, 1);
+        assert_eq!((c.freed, c.destroyed), (0, 0));
+        assert!(device.destroyed_resources().is_empty(), "nothing destroyed");
+        let refused = c.refused_resources.into_iter().next().expect("one refusal");
+        assert_eq!(refused.error(), &crate::Error::ForeignAllocation);
+        let back = refused.into_resource();
+        assert_eq!(back.resource(), buffer);
+        q.destroy_after(back, 1);
+        let c = q.collect(&b, 1);
+        assert_eq!((c.freed, c.destroyed), (1, 1));
         assert_eq!(b.statistics().total.allocation_count, 0);
     }
 

@@ -403,6 +403,15 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// # Safety
     /// - As for [`Self::flush_ranges`].
     unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError>;
+
+    /// `vkDestroyBuffer` or `vkDestroyImage`: destroys a resource whose
+    /// memory the allocator frees right after (a [`crate::FreeQueue`]
+    /// retiring a buffer or image).
+    ///
+    /// # Safety
+    /// - `resource` is a live buffer or image of this device, the device no
+    ///   longer uses it, no view of it is left, and it is not destroyed again.
+    unsafe fn destroy_resource(&self, resource: DedicatedResource);
 }
 
 /// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
@@ -452,5 +461,10 @@ unsafe impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
     unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
         // SAFETY: as above.
         unsafe { (**self).invalidate_ranges(ranges) }
+    }
+
+    unsafe fn destroy_resource(&self, resource: DedicatedResource) {
+        // SAFETY: as above.
+        unsafe { (**self).destroy_resource(resource) }
     }
 }

@@ -92,7 +92,7 @@ pub use alias::{AliasGroup, AliasRequirement, PassInterval};
 pub use allocation::{Allocation, AllocationId, MappedAllocation};
 pub use allocator::{Allocator, AllocatorDesc, Leak, LeakReport};
 pub use block::PoolAlgorithm;
-pub use deferred::{Collected, FreeQueue};
+pub use deferred::{Collected, FreeQueue, RefusedResource, RetiredResource};
 pub use defrag::{
     CommitError, CommitErrorKind, DefragAlgorithm, DefragDesc, DefragError, Defragmentation, Move,
     PassReport,

@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::budget::Budgets;
+use crate::deferred::RetiredResource;
 use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
 use crate::error::{DeviceCall, Error};
 use crate::pool::PoolId;
@@ -276,6 +277,20 @@ pub(crate) fn destroy(cx: Context<'_>, doomed: Doomed<'_>) {
     if let Some((pool, shared_block)) = pool {
         pool.release(size, shared_block);
     }
+}
+
+/// Destroys the buffer or image of a queued [`RetiredResource`] (its memory
+/// is freed by the caller right after).
+///
+/// The caller checked that the allocator whose device this is made the
+/// resource's memory.
+pub(crate) fn destroy_retired(device: &dyn MemoryDevice, retired: &RetiredResource) {
+    // SAFETY: `RetiredResource::new`'s caller promised that the resource is
+    // a live resource of the device of the allocator that made its memory
+    // (this one: checked by the caller), that nothing else destroys it, and
+    // that the device is done with it by the time its queue is collected.
+    // The value is consumed right after, so it is destroyed once.
+    unsafe { device.destroy_resource(retired.resource()) }
 }
 
 /// Flushes one range of a mapped block.

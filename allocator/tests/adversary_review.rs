@@ -202,6 +202,7 @@ unsafe impl MemoryDevice for HugeDevice {
     unsafe fn invalidate_ranges(&self, _ranges: &[MappedRange]) -> Result<(), DeviceError> {
         Ok(())
     }
+    unsafe fn destroy_resource(&self, _resource: vkalloc::DedicatedResource) {}
 }
 
 // ---------------------------------------------------------------------------

@@ -125,6 +125,8 @@ pub struct DeviceInfo {
     pub validation: bool,
     /// Whether `VK_EXT_memory_budget` is enabled.
     pub memory_budget: bool,
+    /// Whether the `timelineSemaphore` feature (Vulkan 1.2) is enabled.
+    pub timeline_semaphore: bool,
     /// `VkPhysicalDeviceLimits`.
     pub limits: vk::PhysicalDeviceLimits,
     /// The memory heaps and types.
@@ -471,9 +473,23 @@ impl GpuContext {
         let queue_infos = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
-        let device_info = vk::DeviceCreateInfo::default()
+        // Timeline semaphores (core in 1.2) where the device has them: the
+        // deferred-destruction tests count GPU progress with one.
+        let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
+        if api_version >= vk::API_VERSION_1_2 {
+            let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
+            // SAFETY: the physical device belongs to the live 1.2+ instance.
+            unsafe { instance.get_physical_device_features2(physical_device, &mut features2) };
+        }
+        let timeline_semaphore = supported12.timeline_semaphore == vk::TRUE;
+        let mut features12 =
+            vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline_semaphore);
+        let mut device_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_infos)
             .enabled_extension_names(&device_extension_names);
+        if api_version >= vk::API_VERSION_1_2 {
+            device_info = device_info.push_next(&mut features12);
+        }
         // SAFETY: the physical device belongs to the live instance; the
         // family index and extensions were read from it; the create info
         // outlives the call.
@@ -514,6 +530,7 @@ impl GpuContext {
             api_version,
             validation,
             memory_budget,
+            timeline_semaphore,
             limits: properties.limits,
             memory_properties,
         };

@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 
 use super::tables::GpuTable;
 use crate::device::{
-    DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget, MappedRange,
-    MemoryAllocateInfo, MemoryDevice, MemoryProperties, MemoryPropertyFlags,
+    DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
+    MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryProperties, MemoryPropertyFlags,
 };
 
 /// `VK_ERROR_UNKNOWN`, returned for calls that break the seam's contract.
@@ -147,6 +147,8 @@ pub enum Violation {
     UnmapNotLive(DeviceMemory),
     /// `unmap_memory` of memory that is not mapped.
     UnmapNotMapped(DeviceMemory),
+    /// `destroy_resource` of a resource destroyed before.
+    DestroyedTwice(DedicatedResource),
     /// A flush or invalidate range that is not live and mapped, lies outside
     /// its memory, or is not aligned to `nonCoherentAtomSize`.
     BadRange {
@@ -297,6 +299,8 @@ struct State {
     plan_allocate_base: u64,
     plan_map_base: u64,
     violations: Vec<Violation>,
+    /// Resources destroyed through `destroy_resource`, oldest first.
+    destroyed: Vec<DedicatedResource>,
 }
 
 #[derive(Debug)]
@@ -416,6 +420,7 @@ impl SimDeviceBuilder {
                 plan_allocate_base: 0,
                 plan_map_base: 0,
                 violations: Vec::new(),
+                destroyed: Vec::new(),
             }),
         }
     }
@@ -613,6 +618,14 @@ impl SimDevice {
     /// zero.
     pub fn violations(&self) -> u64 {
         self.state.lock().violations.len() as u64
+    }
+
+    /// The buffers and images destroyed through
+    /// [`MemoryDevice::destroy_resource`] (a [`crate::FreeQueue`] retiring
+    /// them), oldest first. The simulated device has no resources of its
+    /// own: it records the handles it was asked to destroy.
+    pub fn destroyed_resources(&self) -> Vec<DedicatedResource> {
+        self.state.lock().destroyed.clone()
     }
 
     /// Every contract violation so far, oldest first.
@@ -891,6 +904,15 @@ unsafe impl MemoryDevice for SimDevice {
         self.check_ranges(ranges);
         Ok(())
     }
+
+    unsafe fn destroy_resource(&self, resource: DedicatedResource) {
+        let mut state = self.state.lock();
+        if state.destroyed.contains(&resource) {
+            state.violate(Violation::DestroyedTwice(resource));
+        } else {
+            state.destroyed.push(resource);
+        }
+    }
 }
 
 /// `size` zeroed bytes of host memory, or `None` when the host can't give
@@ -916,7 +938,6 @@ fn zeroed_backing(size: usize) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DedicatedResource;
     use crate::sim::tables;
 
     const MIB: u64 = 1 << 20;

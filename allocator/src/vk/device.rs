@@ -262,4 +262,18 @@ unsafe impl MemoryDevice for AshDevice {
         // SAFETY: as for `flush_ranges`.
         unsafe { self.device.invalidate_mapped_memory_ranges(&ranges) }.map_err(device_error)
     }
+
+    unsafe fn destroy_resource(&self, resource: DedicatedResource) {
+        match resource {
+            // SAFETY: the caller guarantees the buffer is live on this
+            // device, unused, and destroyed once.
+            DedicatedResource::Buffer(b) => unsafe {
+                self.device.destroy_buffer(vk::Buffer::from_raw(b), None)
+            },
+            // SAFETY: as for buffers.
+            DedicatedResource::Image(i) => unsafe {
+                self.device.destroy_image(vk::Image::from_raw(i), None)
+            },
+        }
+    }
 }

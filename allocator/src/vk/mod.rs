@@ -6,6 +6,7 @@
 //! `unsafe` block of the crate.
 
 mod bound;
+mod deferred;
 mod device;
 mod moves;
 mod resources;
