@@ -38,6 +38,7 @@ use crate::desc::AllocationDesc;
 use crate::device::DedicatedTo;
 use crate::error::Error;
 use crate::memory::{self, Doomed, MemoryRequest, PoolCaps};
+use crate::priority::MemoryPriority;
 use crate::range::{Range, RangeRequest};
 use crate::recycle::RecycleBin;
 use crate::stats::{Counters, ShardCounters, Usage};
@@ -1287,7 +1288,10 @@ impl BlockVector {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let kind = desc.kind.range_kind();
-        let recyclable = self.recycle.is_some() && placement.recyclable;
+        let priority = desc.options.priority.or_else(|| self.pool_priority());
+        // Memory made with a priority of its own is not reused for another
+        // request (which may want another).
+        let recyclable = self.recycle.is_some() && placement.recyclable && priority.is_none();
         let reused = match &self.recycle {
             Some(bin) if recyclable => bin.lock().take(placement.size),
             _ => None,
@@ -1310,6 +1314,7 @@ impl BlockVector {
                         within_budget: desc.options.within_budget,
                         pool: self.caps.as_ref(),
                         shared_block: false,
+                        priority,
                     },
                 )?;
                 self.blocks.add_block(placement.size, true);
@@ -2015,6 +2020,70 @@ impl BlockVector {
         }
     }
 
+    /// The priority of the pool's new blocks (`None` outside pools).
+    pub fn pool_priority(&self) -> Option<MemoryPriority> {
+        self.caps.as_ref().and_then(|c| c.priority.get())
+    }
+
+    /// Changes the priority of the dedicated allocation at `location`
+    /// under its shard's lock (so its memory is not freed meanwhile).
+    ///
+    /// # Errors
+    /// [`Error::NotDedicated`] for an allocation in a shared block;
+    /// [`Error::InvalidPool`] when its pool was reset since (it holds no
+    /// memory); [`Error::NotEnabled`] without the extension.
+    pub fn set_dedicated_priority(
+        &self,
+        device: &dyn crate::device::MemoryDevice,
+        location: &crate::allocation::Location,
+        priority: MemoryPriority,
+    ) -> Result<(), Error> {
+        let shard = self
+            .shards
+            .get(usize::from(location.shard))
+            .ok_or_else(|| missing_shard(location.shard))?;
+        let list = shard.list.lock();
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return Err(Error::InvalidPool(
+                "the allocation's pool was reset since: it holds no memory",
+            ));
+        }
+        let block = list
+            .block(location.block)
+            .ok_or_else(|| missing_block(location.block))?;
+        if !block.is_dedicated() {
+            return Err(Error::NotDedicated);
+        }
+        memory::set_priority(device, block.memory, priority)
+    }
+
+    /// Sets the pool's priority: its new blocks get it, and every shared
+    /// block it has now is changed (under each shard's lock); dedicated
+    /// allocations keep the priority they were made with. A block being made by
+    /// another thread during the call may keep the old priority.
+    ///
+    /// # Errors
+    /// [`Error::NotEnabled`] without the extension (nothing changes).
+    pub fn set_pool_priority(
+        &self,
+        device: &dyn crate::device::MemoryDevice,
+        priority: MemoryPriority,
+    ) -> Result<(), Error> {
+        let Some(caps) = &self.caps else {
+            return Err(Error::Invariant("a pool's vector without caps".into()));
+        };
+        if !device.limits().pageable_device_local_memory {
+            return Err(Error::NotEnabled(memory::PAGEABLE_NOT_ENABLED));
+        }
+        caps.priority.set(priority);
+        for list in self.lock_all() {
+            for (_, block) in list.iter().filter(|(_, b)| !b.is_dedicated()) {
+                memory::set_priority(device, block.memory, priority)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Calls `visit` with each open shard's list in turn, under its lock.
     pub fn for_each_list(&self, mut visit: impl FnMut(&BlockList)) {
         for shard in &self.shards[..self.open_shards()] {
@@ -2097,6 +2166,7 @@ impl BlockVector {
                 within_budget,
                 pool: self.caps.as_ref(),
                 shared_block: true,
+                priority: self.pool_priority(),
             },
         )?;
         self.blocks.add_block(size, false);

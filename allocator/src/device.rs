@@ -12,6 +12,8 @@ use std::ptr::NonNull;
 
 use serde::{Deserialize, Serialize};
 
+use crate::priority::MemoryPriority;
+
 /// Bits of `VkMemoryPropertyFlags`, with the same values as Vulkan.
 ///
 /// A plain `u32` newtype so the core stays free of `ash`; [`crate::vk`]
@@ -198,6 +200,14 @@ pub struct DeviceLimits {
     pub max_memory_allocation_size: u64,
     /// Whether `VK_EXT_memory_budget` is enabled, so [`MemoryDevice::heap_budgets`] reports real figures.
     pub memory_budget: bool,
+    /// Whether `VK_EXT_memory_priority` is enabled: [`MemoryAllocateInfo::priority`]
+    /// reaches the driver (otherwise it is not passed on).
+    #[serde(default)]
+    pub memory_priority: bool,
+    /// Whether `VK_EXT_pageable_device_local_memory` is enabled:
+    /// [`MemoryDevice::set_memory_priority`] may be called.
+    #[serde(default)]
+    pub pageable_device_local_memory: bool,
 }
 
 impl Default for DeviceLimits {
@@ -208,6 +218,8 @@ impl Default for DeviceLimits {
             non_coherent_atom_size: 1,
             max_memory_allocation_size: u64::MAX,
             memory_budget: false,
+            memory_priority: false,
+            pageable_device_local_memory: false,
         }
     }
 }
@@ -278,6 +290,9 @@ pub struct MemoryAllocateInfo {
     pub memory_type: u32,
     /// The resource the memory is dedicated to, if any.
     pub dedicated: Option<DedicatedTo>,
+    /// Its priority (`VkMemoryPriorityAllocateInfoEXT`), passed on only
+    /// where [`DeviceLimits::memory_priority`] says the extension is enabled.
+    pub priority: Option<MemoryPriority>,
 }
 
 /// A range of a mapped `VkDeviceMemory` to flush or invalidate
@@ -412,6 +427,14 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// - `resource` is a live buffer or image of this device, the device no
     ///   longer uses it, no view of it is left, and it is not destroyed again.
     unsafe fn destroy_resource(&self, resource: DedicatedResource);
+
+    /// `vkSetDeviceMemoryPriorityEXT`: changes the priority of a memory
+    /// object.
+    ///
+    /// # Safety
+    /// - `memory` is live, and [`DeviceLimits::pageable_device_local_memory`]
+    ///   is `true` (the extension is enabled).
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority);
 }
 
 /// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
@@ -466,5 +489,10 @@ unsafe impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
     unsafe fn destroy_resource(&self, resource: DedicatedResource) {
         // SAFETY: as above.
         unsafe { (**self).destroy_resource(resource) }
+    }
+
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
+        // SAFETY: as above.
+        unsafe { (**self).set_memory_priority(memory, priority) }
     }
 }

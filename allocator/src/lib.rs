@@ -45,6 +45,8 @@
 //! - *Finding memory corruption*: [`corruption`], [`Allocator::check_corruption`].
 //! - *Defragmentation*: [`defrag`], [`Allocator::begin_defragmentation`],
 //!   [`Allocator::set_movable`]; GPU copies in `vk::defrag`.
+//! - *Memory priority*: [`priority`], [`MemoryPriority`],
+//!   [`Allocator::set_priority`], [`Allocator::set_pool_priority`].
 //! - *Aliasing transient resources*: [`alias`], [`Allocator::allocate_alias_group`].
 //! - *Recording a trace* (feature `trace`): the `trace` module, `Allocator::start_recording`.
 //! - *Creating resources*: [`vk`] (`create_buffer`, `create_image`: a
@@ -74,6 +76,7 @@ mod memory;
 mod policy;
 mod pool;
 mod pressure;
+pub mod priority;
 pub mod range;
 mod recycle;
 pub mod report;
@@ -102,6 +105,7 @@ pub use device::{DedicatedResource, DedicatedTo};
 pub use error::{Error, FreeError};
 pub use pool::{PoolDesc, PoolId};
 pub use pressure::PoolPressure;
+pub use priority::MemoryPriority;
 pub use range::LinearMode;
 pub use select::MemoryUsage;
 pub use snapshot::Snapshot;

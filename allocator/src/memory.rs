@@ -11,6 +11,7 @@ use crate::deferred::RetiredResource;
 use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
 use crate::error::{DeviceCall, Error};
 use crate::pool::PoolId;
+use crate::priority::{AtomicPriority, MemoryPriority};
 
 /// A pool's hard caps, reserved before device memory is created so that
 /// threads racing to grow the pool can't pass them together.
@@ -23,6 +24,9 @@ pub(crate) struct PoolCaps {
     /// Shared blocks (and in flight).
     pub blocks: AtomicU32,
     pub max_blocks: u32,
+    /// The priority new blocks are made with ([`crate::PoolDesc::priority`],
+    /// changed by [`crate::Allocator::set_pool_priority`]).
+    pub priority: AtomicPriority,
 }
 
 impl PoolCaps {
@@ -79,6 +83,8 @@ pub(crate) struct MemoryRequest<'a> {
     pub pool: Option<&'a PoolCaps>,
     /// Whether the memory becomes a shared block (counted in `max_blocks`).
     pub shared_block: bool,
+    /// Its priority (`VK_EXT_memory_priority`).
+    pub priority: Option<MemoryPriority>,
 }
 
 /// A created memory object.
@@ -200,6 +206,7 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
         size: request.size,
         memory_type: request.memory_type,
         dedicated: request.dedicated_to,
+        priority: request.priority,
     };
     // SAFETY: `memory_type` comes from the device's own table (selection
     // only returns existing types), `size` is non-zero (requests of zero bytes
@@ -292,6 +299,34 @@ pub(crate) fn destroy_retired(device: &dyn MemoryDevice, retired: &RetiredResour
     // The value is consumed right after, so it is destroyed once.
     unsafe { device.destroy_resource(retired.resource()) }
 }
+
+/// Changes the priority of a live memory object.
+///
+/// # Errors
+/// [`Error::NotEnabled`] where the device lacks
+/// `VK_EXT_pageable_device_local_memory` (nothing changes).
+///
+/// The caller holds the lock of the list that owns `memory` (so it is not
+/// freed meanwhile) and checked that the block is live.
+pub(crate) fn set_priority(
+    device: &dyn MemoryDevice,
+    memory: DeviceMemory,
+    priority: MemoryPriority,
+) -> Result<(), Error> {
+    if !device.limits().pageable_device_local_memory {
+        return Err(Error::NotEnabled(PAGEABLE_NOT_ENABLED));
+    }
+    // SAFETY: the memory is a live block (the caller's lock keeps it so)
+    // and the extension is enabled (checked above).
+    unsafe { device.set_memory_priority(memory, priority) };
+    Ok(())
+}
+
+/// What [`Error::NotEnabled`] says when a priority can't be changed.
+pub(crate) const PAGEABLE_NOT_ENABLED: &str =
+    "changing a memory priority needs VK_EXT_pageable_device_local_memory: enable the extension \
+     and its pageableDeviceLocalMemory feature on the device, and set \
+     AshDeviceOptions::pageable_device_local_memory";
 
 /// Flushes one range of a mapped block.
 ///

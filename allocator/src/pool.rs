@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::block::PoolAlgorithm;
+use crate::priority::MemoryPriority;
 use crate::select::MemoryUsage;
 
 /// A pool's handle: an index and a generation, so a destroyed pool's id is
@@ -66,6 +67,11 @@ pub struct PoolDesc {
     /// A hard cap on the device memory the pool commits (blocks and
     /// dedicated allocations together), in bytes.
     pub budget: Option<u64>,
+    /// The memory priority of the pool's blocks, and of its dedicated
+    /// allocations that ask for none (`VK_EXT_memory_priority`; see
+    /// [`crate::priority`]); `None`: the driver's default.
+    #[serde(default)]
+    pub priority: Option<MemoryPriority>,
 }
 
 impl PoolDesc {
@@ -81,6 +87,7 @@ impl PoolDesc {
             max_blocks: u32::MAX,
             algorithm: PoolAlgorithm::Tlsf,
             budget: None,
+            priority: None,
         }
     }
 }

@@ -203,6 +203,12 @@ unsafe impl MemoryDevice for HugeDevice {
         Ok(())
     }
     unsafe fn destroy_resource(&self, _resource: vkalloc::DedicatedResource) {}
+    unsafe fn set_memory_priority(
+        &self,
+        _memory: DeviceMemory,
+        _priority: vkalloc::MemoryPriority,
+    ) {
+    }
 }
 
 // ---------------------------------------------------------------------------

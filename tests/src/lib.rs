@@ -127,6 +127,11 @@ pub struct DeviceInfo {
     pub memory_budget: bool,
     /// Whether the `timelineSemaphore` feature (Vulkan 1.2) is enabled.
     pub timeline_semaphore: bool,
+    /// Whether `VK_EXT_memory_priority` is enabled (and the allocator told).
+    pub memory_priority: bool,
+    /// Whether `VK_EXT_pageable_device_local_memory` is enabled (and the
+    /// allocator told).
+    pub pageable_device_local_memory: bool,
     /// `VkPhysicalDeviceLimits`.
     pub limits: vk::PhysicalDeviceLimits,
     /// The memory heaps and types.
@@ -474,21 +479,61 @@ impl GpuContext {
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
         // Timeline semaphores (core in 1.2) where the device has them: the
-        // deferred-destruction tests count GPU progress with one.
+        // deferred-destruction tests count GPU progress with one. Memory
+        // priority and pageable device-local memory where the driver offers
+        // them (the sparse lavapipe, the H200): the priority tests use them.
+        let has_extension = |name: &CStr| {
+            device_extensions
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(name))
+        };
+        let priority_ext = has_extension(ash::ext::memory_priority::NAME);
+        let pageable_ext =
+            priority_ext && has_extension(ash::ext::pageable_device_local_memory::NAME);
         let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut supported_priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
+        let mut supported_pageable =
+            vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
         if api_version >= vk::API_VERSION_1_2 {
             let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
-            // SAFETY: the physical device belongs to the live 1.2+ instance.
+            if priority_ext {
+                features2 = features2.push_next(&mut supported_priority);
+            }
+            if pageable_ext {
+                features2 = features2.push_next(&mut supported_pageable);
+            }
+            // SAFETY: the physical device belongs to the live 1.2+ instance;
+            // each chained struct's extension is offered by the device.
             unsafe { instance.get_physical_device_features2(physical_device, &mut features2) };
         }
         let timeline_semaphore = supported12.timeline_semaphore == vk::TRUE;
+        let memory_priority = priority_ext && supported_priority.memory_priority == vk::TRUE;
+        let pageable = memory_priority
+            && pageable_ext
+            && supported_pageable.pageable_device_local_memory == vk::TRUE;
+        if memory_priority {
+            device_extension_names.push(ash::ext::memory_priority::NAME.as_ptr());
+        }
+        if pageable {
+            device_extension_names.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
+        }
         let mut features12 =
             vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline_semaphore);
+        let mut enable_priority =
+            vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
+        let mut enable_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default()
+            .pageable_device_local_memory(true);
         let mut device_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_infos)
             .enabled_extension_names(&device_extension_names);
         if api_version >= vk::API_VERSION_1_2 {
             device_info = device_info.push_next(&mut features12);
+        }
+        if memory_priority {
+            device_info = device_info.push_next(&mut enable_priority);
+        }
+        if pageable {
+            device_info = device_info.push_next(&mut enable_pageable);
         }
         // SAFETY: the physical device belongs to the live instance; the
         // family index and extensions were read from it; the create info
@@ -509,7 +554,7 @@ impl GpuContext {
         // --- allocator -----------------------------------------------------
         // SAFETY: `device` was created from `physical_device` of `instance`,
         // with VK_EXT_memory_budget enabled exactly when `memory_budget` is
-        // true; the context keeps the device alive until the allocator is
+        // true (and the priority extensions exactly when their flags are); the context keeps the device alive until the allocator is
         // dropped (`finish` and `Drop` drop the allocator first).
         let allocator = unsafe {
             Allocator::on_ash(
@@ -518,6 +563,8 @@ impl GpuContext {
                 &device,
                 AshDeviceOptions {
                     memory_budget,
+                    memory_priority,
+                    pageable_device_local_memory: pageable,
                     ..AshDeviceOptions::default()
                 },
                 desc,
@@ -531,6 +578,8 @@ impl GpuContext {
             validation,
             memory_budget,
             timeline_semaphore,
+            memory_priority,
+            pageable_device_local_memory: pageable,
             limits: properties.limits,
             memory_properties,
         };

@@ -24,6 +24,7 @@ mod diagnostics;
 mod placement;
 mod pool_table;
 mod pools;
+mod priority;
 
 #[cfg(feature = "trace")]
 use std::io::Write;

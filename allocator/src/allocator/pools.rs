@@ -12,6 +12,7 @@ use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::PoolCaps;
 use crate::pool::{PoolDesc, PoolId};
+use crate::priority::AtomicPriority;
 
 impl<D: MemoryDevice> Allocator<D> {
     /// Creates a pool.
@@ -111,6 +112,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     budget: desc.budget.unwrap_or(u64::MAX),
                     blocks: Default::default(),
                     max_blocks: desc.max_blocks,
+                    priority: AtomicPriority::new(desc.priority),
                 }),
                 recycle_bytes: 0,
                 recycle_heap_share: 0,

@@ -11,6 +11,7 @@ use crate::device::{
     DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
     MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryProperties, MemoryPropertyFlags,
 };
+use crate::priority::MemoryPriority;
 
 /// `VK_ERROR_UNKNOWN`, returned for calls that break the seam's contract.
 const VK_ERROR_UNKNOWN: i32 = -13;
@@ -149,6 +150,9 @@ pub enum Violation {
     UnmapNotMapped(DeviceMemory),
     /// `destroy_resource` of a resource destroyed before.
     DestroyedTwice(DedicatedResource),
+    /// `set_memory_priority` without `pageable_device_local_memory` in the
+    /// limits, or of memory that is not live.
+    SetPriority(DeviceMemory),
     /// A flush or invalidate range that is not live and mapped, lies outside
     /// its memory, or is not aligned to `nonCoherentAtomSize`.
     BadRange {
@@ -190,6 +194,10 @@ pub struct SimMemoryInfo {
     pub dedicated: Option<DedicatedTo>,
     /// Whether it is mapped now.
     pub mapped: bool,
+    /// Its priority as a driver would see it: the one it was allocated with
+    /// where `memory_priority` is in the limits (else `None`), or the last
+    /// one set by `set_memory_priority`.
+    pub priority: Option<MemoryPriority>,
 }
 
 /// One heap's figures in a [`SimStats`].
@@ -321,6 +329,7 @@ struct Object {
     info: MemoryAllocateInfo,
     heap: u32,
     mapped: bool,
+    priority: Option<MemoryPriority>,
     /// Host memory behind the mapping; empty until the first map.
     backing: Vec<u8>,
 }
@@ -354,6 +363,14 @@ impl SimDeviceBuilder {
     /// If the table has no heap `heap`.
     pub fn heap_budget(mut self, heap: u32, bytes: u64) -> Self {
         *heap_slot(&mut self.budgets, heap) = Some(bytes);
+        self
+    }
+
+    /// Whether the device reports `VK_EXT_memory_priority` and
+    /// `VK_EXT_pageable_device_local_memory` (the table says by default).
+    pub fn memory_priority(mut self, memory_priority: bool, pageable: bool) -> Self {
+        self.table.limits.memory_priority = memory_priority;
+        self.table.limits.pageable_device_local_memory = pageable;
         self
     }
 
@@ -611,6 +628,7 @@ impl SimDevice {
                 heap: object.heap,
                 dedicated: object.info.dedicated,
                 mapped: object.mapped,
+                priority: object.priority,
             })
     }
 
@@ -806,6 +824,7 @@ unsafe impl MemoryDevice for SimDevice {
                 info: *info,
                 heap: heap_index,
                 mapped: false,
+                priority: info.priority.filter(|_| self.limits.memory_priority),
                 backing: Vec::new(),
             },
         );
@@ -905,6 +924,15 @@ unsafe impl MemoryDevice for SimDevice {
         Ok(())
     }
 
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
+        let enabled = self.limits.pageable_device_local_memory;
+        let mut state = self.state.lock();
+        match state.objects.get_mut(&memory.0) {
+            Some(object) if enabled => object.priority = Some(priority),
+            _ => state.violate(Violation::SetPriority(memory)),
+        }
+    }
+
     unsafe fn destroy_resource(&self, resource: DedicatedResource) {
         let mut state = self.state.lock();
         if state.destroyed.contains(&resource) {
@@ -947,6 +975,7 @@ mod tests {
             size,
             memory_type,
             dedicated: None,
+            priority: None,
         }
     }
 
@@ -1007,6 +1036,7 @@ mod tests {
                 heap: 0,
                 dedicated: None,
                 mapped: false,
+                priority: None,
             })
         );
         free(&device, a);
@@ -1375,6 +1405,7 @@ mod tests {
             size: 64 * MIB,
             memory_type: 1,
             dedicated: Some(image),
+            priority: None,
         };
         // SAFETY: the simulated device checks the call itself.
         let memory = unsafe { h200.allocate_memory(&dedicated) }.unwrap();

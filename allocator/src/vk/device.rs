@@ -9,6 +9,7 @@ use crate::device::{
     DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
     MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
 };
+use crate::priority::MemoryPriority;
 
 /// What the application enabled on the device that the allocator uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,6 +25,17 @@ pub struct AshDeviceOptions {
     /// refuses a buffer with `SHADER_DEVICE_ADDRESS` usage
     /// ([`crate::Error::NotEnabled`]).
     pub buffer_device_address: bool,
+    /// `VK_EXT_memory_priority` is enabled on the device (with its
+    /// `memoryPriority` feature): allocations and pools with a
+    /// [`crate::MemoryPriority`] are allocated with
+    /// `VkMemoryPriorityAllocateInfoEXT`. Without it their priorities are
+    /// not passed on ([`crate::priority`]).
+    pub memory_priority: bool,
+    /// `VK_EXT_pageable_device_local_memory` is enabled on the device (with
+    /// its `pageableDeviceLocalMemory` feature): priorities can be changed
+    /// later ([`crate::Allocator::set_priority`],
+    /// [`crate::Allocator::set_pool_priority`]).
+    pub pageable_device_local_memory: bool,
 }
 
 /// A Vulkan 1.1+ device seen through `ash`.
@@ -38,6 +50,9 @@ pub struct AshDevice {
     properties: MemoryProperties,
     limits: DeviceLimits,
     options: AshDeviceOptions,
+    /// `vkSetDeviceMemoryPriorityEXT`, loaded when the options say the
+    /// extension is enabled.
+    pageable: Option<ash::ext::pageable_device_local_memory::Device>,
 }
 
 impl std::fmt::Debug for AshDevice {
@@ -103,6 +118,9 @@ impl AshDevice {
                 })
                 .collect(),
         };
+        let pageable = options
+            .pageable_device_local_memory
+            .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &device));
         Self {
             instance: instance.clone(),
             physical_device,
@@ -118,7 +136,10 @@ impl AshDevice {
                     max_memory_allocation_size
                 },
                 memory_budget: options.memory_budget,
+                memory_priority: options.memory_priority,
+                pageable_device_local_memory: options.pageable_device_local_memory,
             },
+            pageable,
             options,
         }
     }
@@ -203,6 +224,8 @@ unsafe impl MemoryDevice for AshDevice {
         }
         let mut flags =
             vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+        let mut priority = vk::MemoryPriorityAllocateInfoEXT::default()
+            .priority(info.priority.map_or(0.5, MemoryPriority::get));
         let mut allocate = vk::MemoryAllocateInfo::default()
             .allocation_size(info.size)
             .memory_type_index(info.memory_type);
@@ -211,6 +234,9 @@ unsafe impl MemoryDevice for AshDevice {
         }
         if self.options.buffer_device_address {
             allocate = allocate.push_next(&mut flags);
+        }
+        if self.options.memory_priority && info.priority.is_some() {
+            allocate = allocate.push_next(&mut priority);
         }
         // SAFETY: the caller upholds the trait's contract (valid type, size,
         // unbound dedicated target).
@@ -261,6 +287,23 @@ unsafe impl MemoryDevice for AshDevice {
         let ranges: Vec<_> = ranges.iter().map(range).collect();
         // SAFETY: as for `flush_ranges`.
         unsafe { self.device.invalidate_mapped_memory_ranges(&ranges) }.map_err(device_error)
+    }
+
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
+        let Some(pageable) = &self.pageable else {
+            // The caller checked `pageable_device_local_memory`, which is
+            // set exactly when the table is loaded: not reached.
+            return;
+        };
+        // SAFETY: the caller guarantees `memory` is live on this device; the
+        // extension is enabled (the options say so) and its function loaded.
+        unsafe {
+            (pageable.fp().set_device_memory_priority_ext)(
+                self.device.handle(),
+                vk::DeviceMemory::from_raw(memory.0),
+                priority.get(),
+            )
+        }
     }
 
     unsafe fn destroy_resource(&self, resource: DedicatedResource) {
