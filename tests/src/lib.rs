@@ -565,6 +565,8 @@ impl GpuContext {
                     memory_budget,
                     memory_priority,
                     pageable_device_local_memory: pageable,
+                    // Vulkan 1.3 makes vkGetDeviceBufferMemoryRequirements core.
+                    maintenance4: api_version >= vk::API_VERSION_1_3,
                     ..AshDeviceOptions::default()
                 },
                 desc,

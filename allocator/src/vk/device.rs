@@ -36,6 +36,12 @@ pub struct AshDeviceOptions {
     /// later ([`crate::Allocator::set_priority`],
     /// [`crate::Allocator::set_pool_priority`]).
     pub pageable_device_local_memory: bool,
+    /// The device is Vulkan 1.3 (the instance's `apiVersion` and the
+    /// device's are 1.3 or later) or has `VK_KHR_maintenance4` enabled:
+    /// memory requirements are read from a create info
+    /// (`vkGetDeviceBufferMemoryRequirements`) instead of a throwaway
+    /// resource ([`crate::Allocator::buffer_requirements`]).
+    pub maintenance4: bool,
 }
 
 /// A Vulkan 1.1+ device seen through `ash`.
@@ -53,6 +59,76 @@ pub struct AshDevice {
     /// `vkSetDeviceMemoryPriorityEXT`, loaded when the options say the
     /// extension is enabled.
     pageable: Option<ash::ext::pageable_device_local_memory::Device>,
+    /// `vkGetDevice{Buffer,Image}MemoryRequirements`, loaded when the
+    /// options say the device has them.
+    requirements: Option<RequirementsFns>,
+}
+
+/// The two commands of Vulkan 1.3 / `VK_KHR_maintenance4` that read memory
+/// requirements from a create info.
+#[derive(Clone, Copy)]
+pub(super) struct RequirementsFns {
+    pub buffer: vk::PFN_vkGetDeviceBufferMemoryRequirements,
+    pub image: vk::PFN_vkGetDeviceImageMemoryRequirements,
+}
+
+/// A device command by its core name, else by its `KHR` name; `None` when
+/// the device has neither.
+///
+/// # Safety
+/// `device` is a live device of `instance`.
+unsafe fn device_command(
+    instance: &ash::Instance,
+    device: vk::Device,
+    core: &std::ffi::CStr,
+    khr: &std::ffi::CStr,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: the caller guarantees the device is live; the names are
+    // NUL-terminated.
+    unsafe {
+        instance
+            .get_device_proc_addr(device, core.as_ptr())
+            .or_else(|| instance.get_device_proc_addr(device, khr.as_ptr()))
+    }
+}
+
+impl RequirementsFns {
+    /// # Safety
+    /// `device` is a live device of `instance`.
+    unsafe fn load(instance: &ash::Instance, device: vk::Device) -> Option<Self> {
+        // SAFETY: as the caller promises.
+        let buffer = unsafe {
+            device_command(
+                instance,
+                device,
+                c"vkGetDeviceBufferMemoryRequirements",
+                c"vkGetDeviceBufferMemoryRequirementsKHR",
+            )
+        }?;
+        // SAFETY: as above.
+        let image = unsafe {
+            device_command(
+                instance,
+                device,
+                c"vkGetDeviceImageMemoryRequirements",
+                c"vkGetDeviceImageMemoryRequirementsKHR",
+            )
+        }?;
+        // SAFETY: the loader returned these for exactly these commands,
+        // whose signatures the PFN types spell.
+        unsafe {
+            Some(Self {
+                buffer: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkGetDeviceBufferMemoryRequirements,
+                >(buffer),
+                image: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkGetDeviceImageMemoryRequirements,
+                >(image),
+            })
+        }
+    }
 }
 
 impl std::fmt::Debug for AshDevice {
@@ -118,6 +194,12 @@ impl AshDevice {
                 })
                 .collect(),
         };
+        let requirements = if options.maintenance4 {
+            // SAFETY: the caller guarantees `device` is a live device of `instance`.
+            unsafe { RequirementsFns::load(instance, device.handle()) }
+        } else {
+            None
+        };
         let pageable = options
             .pageable_device_local_memory
             .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &device));
@@ -140,6 +222,7 @@ impl AshDevice {
                 pageable_device_local_memory: options.pageable_device_local_memory,
             },
             pageable,
+            requirements,
             options,
         }
     }
@@ -162,6 +245,17 @@ impl AshDevice {
     /// The physical device.
     pub fn physical_device(&self) -> vk::PhysicalDevice {
         self.physical_device
+    }
+
+    /// Whether memory requirements are read from create infos (the options
+    /// said Vulkan 1.3 or `VK_KHR_maintenance4`, and the device has the
+    /// commands); otherwise a throwaway resource is created for them.
+    pub fn reads_requirements_from_create_infos(&self) -> bool {
+        self.requirements.is_some()
+    }
+
+    pub(super) fn requirements_fns(&self) -> Option<RequirementsFns> {
+        self.requirements
     }
 }
 

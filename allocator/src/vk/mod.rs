@@ -9,7 +9,10 @@ mod bound;
 mod deferred;
 mod device;
 mod moves;
+mod requirements;
 mod resources;
+
+use resources::vulkan;
 
 pub use bound::{Buffer, DestroyError, Image, ImageInfo, MappedBuffer, MappedImage};
 pub use device::{AshDevice, AshDeviceOptions};

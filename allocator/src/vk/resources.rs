@@ -7,8 +7,9 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::bound::{Buffer, DestroyError, Image, MappedBuffer};
+use super::requirements::driver_dedicated;
 use super::AshDevice;
-use crate::desc::{AllocationDesc, AllocationOptions, DriverDedicated, ResourceKind};
+use crate::desc::{AllocationDesc, AllocationOptions, ResourceKind};
 use crate::device::{DedicatedResource, DedicatedTo, DeviceError};
 use crate::error::DeviceCall;
 use crate::{Allocation, Allocator, Error};
@@ -16,20 +17,10 @@ use crate::{Allocation, Allocator, Error};
 /// A failed resource call as an [`Error`]: memory errors through the one
 /// table ([`super::device::device_error`], then the seam's), anything else
 /// as [`Error::Vulkan`] naming the call.
-fn vulkan(call: &'static str) -> impl Fn(vk::Result) -> Error {
+pub(super) fn vulkan(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |result| match super::device::device_error(result) {
         DeviceError::Other(raw) => Error::Vulkan { call, result: raw },
         e => Error::from_device(e, DeviceCall::default()),
-    }
-}
-
-fn driver_dedicated(req: &vk::MemoryDedicatedRequirements<'_>) -> DriverDedicated {
-    if req.requires_dedicated_allocation == vk::TRUE {
-        DriverDedicated::Required
-    } else if req.prefers_dedicated_allocation == vk::TRUE {
-        DriverDedicated::Preferred
-    } else {
-        DriverDedicated::None
     }
 }
 

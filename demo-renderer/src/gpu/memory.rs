@@ -173,6 +173,8 @@ impl GpuMemory {
                     memory_budget: ctx.info.memory_budget,
                     memory_priority: ctx.info.memory_priority,
                     pageable_device_local_memory: ctx.info.pageable_memory,
+                    // The demo needs Vulkan 1.3: requirements come from create infos.
+                    maintenance4: true,
                     ..AshDeviceOptions::default()
                 },
                 AllocatorDesc::default(),
