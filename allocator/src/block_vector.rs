@@ -106,6 +106,8 @@ pub(crate) struct VectorConfig {
     /// Live allocations from which a TLSF block makes runs of slots
     /// ([`crate::AllocatorDesc::small_runs_from`]).
     pub runs_from: u32,
+    /// The pool's name (debug names); `None` for default blocks.
+    pub pool_name: Option<Box<str>>,
 }
 
 /// A shared-block placement: the range to find and where the allocation
@@ -581,6 +583,9 @@ pub(crate) struct BlockVector {
     /// ([`crate::policy::decay_committed_high`]). Freed memory below it is
     /// kept ([`crate::policy::retain_below_peak`]).
     committed_high: AtomicU64,
+    /// The pool's name, for debug names of its memory; `None` for default
+    /// blocks.
+    pool_name: Option<Box<str>>,
 }
 
 // The layout [`BlockVector`] promises: its hot fields in its first 64 bytes.
@@ -645,6 +650,7 @@ impl BlockVector {
             blocks: Counters::default(),
             high_water: AtomicU64::new(0),
             committed_high: AtomicU64::new(0),
+            pool_name: config.pool_name,
         }
     }
 
@@ -1299,6 +1305,13 @@ impl BlockVector {
         let block = match reused {
             Some(mut block) => {
                 block.reuse_dedicated(kind);
+                // Named for its new holder.
+                memory::name(
+                    env.memory.device,
+                    env.memory.objects,
+                    block.memory,
+                    &self.label(Some(desc.options.tag)),
+                );
                 block
             }
             None => {
@@ -1315,6 +1328,7 @@ impl BlockVector {
                         pool: self.caps.as_ref(),
                         shared_block: false,
                         priority,
+                        label: self.label(Some(desc.options.tag)),
                     },
                 )?;
                 self.blocks.add_block(placement.size, true);
@@ -2020,6 +2034,17 @@ impl BlockVector {
         }
     }
 
+    /// What the vector's memory is, for its debug name: a shared block, or
+    /// with `Some(tag)` dedicated memory.
+    fn label<'a>(&'a self, dedicated: Option<&'a str>) -> crate::names::MemoryLabel<'a> {
+        crate::names::MemoryLabel {
+            memory_type: self.memory_type,
+            pool: self.pool_name.as_deref(),
+            algorithm: self.algorithm,
+            dedicated,
+        }
+    }
+
     /// The priority of the pool's new blocks (`None` outside pools).
     pub fn pool_priority(&self) -> Option<MemoryPriority> {
         self.caps.as_ref().and_then(|c| c.priority.get())
@@ -2167,6 +2192,7 @@ impl BlockVector {
                 pool: self.caps.as_ref(),
                 shared_block: true,
                 priority: self.pool_priority(),
+                label: self.label(None),
             },
         )?;
         self.blocks.add_block(size, false);

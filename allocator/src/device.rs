@@ -208,6 +208,11 @@ pub struct DeviceLimits {
     /// [`MemoryDevice::set_memory_priority`] may be called.
     #[serde(default)]
     pub pageable_device_local_memory: bool,
+    /// Whether the instance has `VK_EXT_debug_utils` enabled:
+    /// [`MemoryDevice::set_memory_name`] may be called, and the allocator
+    /// names every memory object it makes ([`crate::names`]).
+    #[serde(default)]
+    pub debug_utils: bool,
 }
 
 impl Default for DeviceLimits {
@@ -220,6 +225,7 @@ impl Default for DeviceLimits {
             memory_budget: false,
             memory_priority: false,
             pageable_device_local_memory: false,
+            debug_utils: false,
         }
     }
 }
@@ -435,6 +441,14 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// - `memory` is live, and [`DeviceLimits::pageable_device_local_memory`]
     ///   is `true` (the extension is enabled).
     unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority);
+
+    /// `vkSetDebugUtilsObjectNameEXT` of a memory object: names it for
+    /// debuggers and validation messages ([`crate::names`]).
+    ///
+    /// # Safety
+    /// - `memory` is live, and [`DeviceLimits::debug_utils`] is `true` (the
+    ///   instance has the extension enabled).
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str);
 }
 
 /// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
@@ -494,5 +508,10 @@ unsafe impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
     unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
         // SAFETY: as above.
         unsafe { (**self).set_memory_priority(memory, priority) }
+    }
+
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str) {
+        // SAFETY: as above.
+        unsafe { (**self).set_memory_name(memory, name) }
     }
 }

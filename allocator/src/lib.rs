@@ -73,6 +73,7 @@ pub mod device;
 mod error;
 mod mapping;
 mod memory;
+pub mod names;
 mod policy;
 mod pool;
 mod pressure;

@@ -10,6 +10,7 @@ use crate::budget::Budgets;
 use crate::deferred::RetiredResource;
 use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
 use crate::error::{DeviceCall, Error};
+use crate::names::MemoryLabel;
 use crate::pool::PoolId;
 use crate::priority::{AtomicPriority, MemoryPriority};
 
@@ -85,6 +86,8 @@ pub(crate) struct MemoryRequest<'a> {
     pub shared_block: bool,
     /// Its priority (`VK_EXT_memory_priority`).
     pub priority: Option<MemoryPriority>,
+    /// What it is, for its debug name ([`crate::names`]).
+    pub label: MemoryLabel<'a>,
 }
 
 /// A created memory object.
@@ -216,6 +219,7 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
     let memory = match unsafe { device.allocate_memory(&info) } {
         Ok(memory) => {
             budgets.note_created(request.heap, request.size);
+            name(device, objects, memory, &request.label);
             memory
         }
         Err(e) => {
@@ -298,6 +302,27 @@ pub(crate) fn destroy_retired(device: &dyn MemoryDevice, retired: &RetiredResour
     // that the device is done with it by the time its queue is collected.
     // The value is consumed right after, so it is destroyed once.
     unsafe { device.destroy_resource(retired.resource()) }
+}
+
+/// Names a live memory object for debuggers ([`crate::names`]) where the
+/// instance has `VK_EXT_debug_utils`; its serial is the count of
+/// `vkAllocateMemory` calls made so far.
+///
+/// The caller holds `memory` (just created, or under the lock of the list
+/// or bin that owns it).
+pub(crate) fn name(
+    device: &dyn MemoryDevice,
+    objects: &ObjectCount,
+    memory: DeviceMemory,
+    label: &MemoryLabel<'_>,
+) {
+    if !device.limits().debug_utils {
+        return;
+    }
+    let name = label.name(objects.totals().0);
+    // SAFETY: the memory is live (the caller holds it) and the extension
+    // is enabled (checked above).
+    unsafe { device.set_memory_name(memory, &name) };
 }
 
 /// Changes the priority of a live memory object.

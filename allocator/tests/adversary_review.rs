@@ -209,6 +209,7 @@ unsafe impl MemoryDevice for HugeDevice {
         _priority: vkalloc::MemoryPriority,
     ) {
     }
+    unsafe fn set_memory_name(&self, _memory: DeviceMemory, _name: &str) {}
 }
 
 // ---------------------------------------------------------------------------

@@ -567,6 +567,9 @@ impl GpuContext {
                     pageable_device_local_memory: pageable,
                     // Vulkan 1.3 makes vkGetDeviceBufferMemoryRequirements core.
                     maintenance4: api_version >= vk::API_VERSION_1_3,
+                    // Memory (and, when the desc asks, resources) named for
+                    // validation messages.
+                    debug_utils: debug_utils_available,
                     ..AshDeviceOptions::default()
                 },
                 desc,
@@ -675,6 +678,12 @@ impl GpuContext {
     /// still passes.
     pub fn take_validation_errors(&self) -> u32 {
         self.counters.take_errors()
+    }
+
+    /// The text of the first validation errors so far (for a test that
+    /// provokes one on purpose and checks what it says).
+    pub fn first_validation_errors(&self) -> Vec<String> {
+        self.counters.first_errors()
     }
 
     /// Records commands with `record`, submits them on the queue and waits

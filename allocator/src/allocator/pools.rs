@@ -118,6 +118,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 recycle_heap_share: 0,
                 list_ref: ListRef::Pool(id),
                 runs_from: self.desc.small_runs_from,
+                pool_name: Some(desc.name.as_str().into()),
             }),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);

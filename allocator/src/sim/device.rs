@@ -153,6 +153,9 @@ pub enum Violation {
     /// `set_memory_priority` without `pageable_device_local_memory` in the
     /// limits, or of memory that is not live.
     SetPriority(DeviceMemory),
+    /// `set_memory_name` without `debug_utils` in the limits, or of memory
+    /// that is not live.
+    SetName(DeviceMemory),
     /// A flush or invalidate range that is not live and mapped, lies outside
     /// its memory, or is not aligned to `nonCoherentAtomSize`.
     BadRange {
@@ -330,6 +333,8 @@ struct Object {
     heap: u32,
     mapped: bool,
     priority: Option<MemoryPriority>,
+    /// Its debug name, once set.
+    name: Option<String>,
     /// Host memory behind the mapping; empty until the first map.
     backing: Vec<u8>,
 }
@@ -363,6 +368,13 @@ impl SimDeviceBuilder {
     /// If the table has no heap `heap`.
     pub fn heap_budget(mut self, heap: u32, bytes: u64) -> Self {
         *heap_slot(&mut self.budgets, heap) = Some(bytes);
+        self
+    }
+
+    /// Whether the device says the instance has `VK_EXT_debug_utils`, so
+    /// the allocator names its memory ([`SimDevice::memory_name`]).
+    pub fn debug_utils(mut self, enabled: bool) -> Self {
+        self.table.limits.debug_utils = enabled;
         self
     }
 
@@ -638,6 +650,16 @@ impl SimDevice {
         self.state.lock().violations.len() as u64
     }
 
+    /// The debug name of live memory object `memory`, if one was set
+    /// ([`crate::names`]).
+    pub fn memory_name(&self, memory: DeviceMemory) -> Option<String> {
+        self.state
+            .lock()
+            .objects
+            .get(&memory.0)
+            .and_then(|o| o.name.clone())
+    }
+
     /// The buffers and images destroyed through
     /// [`MemoryDevice::destroy_resource`] (a [`crate::FreeQueue`] retiring
     /// them), oldest first. The simulated device has no resources of its
@@ -825,6 +847,7 @@ unsafe impl MemoryDevice for SimDevice {
                 heap: heap_index,
                 mapped: false,
                 priority: info.priority.filter(|_| self.limits.memory_priority),
+                name: None,
                 backing: Vec::new(),
             },
         );
@@ -930,6 +953,15 @@ unsafe impl MemoryDevice for SimDevice {
         match state.objects.get_mut(&memory.0) {
             Some(object) if enabled => object.priority = Some(priority),
             _ => state.violate(Violation::SetPriority(memory)),
+        }
+    }
+
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str) {
+        let enabled = self.limits.debug_utils;
+        let mut state = self.state.lock();
+        match state.objects.get_mut(&memory.0) {
+            Some(object) if enabled => object.name = Some(name.to_owned()),
+            _ => state.violate(Violation::SetName(memory)),
         }
     }
 

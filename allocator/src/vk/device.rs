@@ -42,6 +42,12 @@ pub struct AshDeviceOptions {
     /// (`vkGetDeviceBufferMemoryRequirements`) instead of a throwaway
     /// resource ([`crate::Allocator::buffer_requirements`]).
     pub maintenance4: bool,
+    /// The instance has `VK_EXT_debug_utils` enabled: every memory object
+    /// is named for what it is (`vkalloc block type 1 pool 'textures' tlsf
+    /// #3`, see [`crate::names`]), and buffers and images from their tags
+    /// when [`crate::AllocatorDesc::name_resources`] asks for it, so
+    /// RenderDoc, Nsight and validation messages say what a handle is.
+    pub debug_utils: bool,
 }
 
 /// A Vulkan 1.1+ device seen through `ash`.
@@ -62,6 +68,9 @@ pub struct AshDevice {
     /// `vkGetDevice{Buffer,Image}MemoryRequirements`, loaded when the
     /// options say the device has them.
     requirements: Option<RequirementsFns>,
+    /// `vkSetDebugUtilsObjectNameEXT`, loaded when the options say the
+    /// instance has the extension.
+    debug_utils: Option<ash::ext::debug_utils::Device>,
 }
 
 /// The two commands of Vulkan 1.3 / `VK_KHR_maintenance4` that read memory
@@ -200,6 +209,9 @@ impl AshDevice {
         } else {
             None
         };
+        let debug_utils = options
+            .debug_utils
+            .then(|| ash::ext::debug_utils::Device::new(instance, &device));
         let pageable = options
             .pageable_device_local_memory
             .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &device));
@@ -220,9 +232,11 @@ impl AshDevice {
                 memory_budget: options.memory_budget,
                 memory_priority: options.memory_priority,
                 pageable_device_local_memory: options.pageable_device_local_memory,
+                debug_utils: options.debug_utils,
             },
             pageable,
             requirements,
+            debug_utils,
             options,
         }
     }
@@ -256,6 +270,32 @@ impl AshDevice {
 
     pub(super) fn requirements_fns(&self) -> Option<RequirementsFns> {
         self.requirements
+    }
+
+    /// Names a Vulkan object of this device for debuggers
+    /// (`vkSetDebugUtilsObjectNameEXT`); nothing where the options say the
+    /// instance lacks `VK_EXT_debug_utils`. A name with a NUL byte is cut
+    /// there; a failure of the call is logged, never returned (names are
+    /// for debugging).
+    ///
+    /// # Safety
+    /// `object` is a live object of this device.
+    pub(super) unsafe fn name_object<T: Handle>(&self, object: T, name: &str) {
+        let Some(debug_utils) = &self.debug_utils else {
+            return;
+        };
+        let name = name.split('\0').next().unwrap_or_default();
+        let Ok(name) = std::ffi::CString::new(name) else {
+            return;
+        };
+        let info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(object)
+            .object_name(&name);
+        // SAFETY: the caller guarantees the object is live on this device;
+        // the extension is enabled on its instance (the options say so).
+        if let Err(e) = unsafe { debug_utils.set_debug_utils_object_name(&info) } {
+            log::warn!("vkalloc: vkSetDebugUtilsObjectNameEXT failed: {e}");
+        }
     }
 }
 
@@ -398,6 +438,11 @@ unsafe impl MemoryDevice for AshDevice {
                 priority.get(),
             )
         }
+    }
+
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str) {
+        // SAFETY: the caller guarantees `memory` is live on this device.
+        unsafe { self.name_object(vk::DeviceMemory::from_raw(memory.0), name) }
     }
 
     unsafe fn destroy_resource(&self, resource: DedicatedResource) {

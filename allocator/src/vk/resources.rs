@@ -177,6 +177,10 @@ impl Allocator<AshDevice> {
             let _ = self.free(allocation);
             return Err(vulkan("vkBindBufferMemory")(e));
         }
+        if self.desc().name_resources && !options.tag.is_empty() {
+            // SAFETY: the buffer was just created on this device.
+            unsafe { self.device().name_object(buffer, options.tag) };
+        }
         Ok(Buffer::new(buffer, allocation, info.size).with_usage(info.usage))
     }
 
@@ -216,6 +220,10 @@ impl Allocator<AshDevice> {
             // Our own fresh allocation: freeing it cannot fail.
             let _ = self.free(allocation);
             return Err(vulkan("vkBindImageMemory")(e));
+        }
+        if self.desc().name_resources && !options.tag.is_empty() {
+            // SAFETY: the image was just created on this device.
+            unsafe { self.device().name_object(image, options.tag) };
         }
         Ok(Image::new(image, allocation, info))
     }
