@@ -132,6 +132,8 @@ pub(crate) struct DedicatedPlacement {
     /// Whether the memory may be reused for another allocation once freed
     /// (only memory that names no resource).
     pub recyclable: bool,
+    /// A file descriptor to import the memory from (borrowed).
+    pub import_fd: Option<i32>,
 }
 
 /// How many bytes and allocations a pass may still move.
@@ -1329,6 +1331,8 @@ impl BlockVector {
                         shared_block: false,
                         priority,
                         label: self.label(Some(desc.options.tag)),
+                        export: self.export(),
+                        import_fd: placement.import_fd,
                     },
                 )?;
                 self.blocks.add_block(placement.size, true);
@@ -2045,6 +2049,35 @@ impl BlockVector {
         }
     }
 
+    /// The memory object holding the allocation at `location`, and its size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPool`] when its pool was reset since.
+    pub fn block_of(
+        &self,
+        location: &crate::allocation::Location,
+    ) -> Result<(crate::device::DeviceMemory, u64), Error> {
+        let shard = self
+            .shards
+            .get(usize::from(location.shard))
+            .ok_or_else(|| missing_shard(location.shard))?;
+        let list = shard.list.lock();
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return Err(Error::InvalidPool(
+                "the allocation's pool was reset since: it holds no memory",
+            ));
+        }
+        let block = list
+            .block(location.block)
+            .ok_or_else(|| missing_block(location.block))?;
+        Ok((block.memory, block.size))
+    }
+
+    /// The handle types the pool's memory is exportable with.
+    pub fn export(&self) -> crate::external::ExternalMemoryHandleTypes {
+        self.caps.as_ref().map(|c| c.export).unwrap_or_default()
+    }
+
     /// The priority of the pool's new blocks (`None` outside pools).
     pub fn pool_priority(&self) -> Option<MemoryPriority> {
         self.caps.as_ref().and_then(|c| c.priority.get())
@@ -2193,6 +2226,8 @@ impl BlockVector {
                 shared_block: true,
                 priority: self.pool_priority(),
                 label: self.label(None),
+                export: self.export(),
+                import_fd: None,
             },
         )?;
         self.blocks.add_block(size, false);

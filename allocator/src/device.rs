@@ -12,6 +12,7 @@ use std::ptr::NonNull;
 
 use serde::{Deserialize, Serialize};
 
+use crate::external::ExternalMemoryHandleTypes;
 use crate::priority::MemoryPriority;
 
 /// Bits of `VkMemoryPropertyFlags`, with the same values as Vulkan.
@@ -213,6 +214,11 @@ pub struct DeviceLimits {
     /// names every memory object it makes ([`crate::names`]).
     #[serde(default)]
     pub debug_utils: bool,
+    /// The external memory handle types whose extensions are enabled
+    /// (`VK_KHR_external_memory_fd`: [`ExternalMemoryHandleTypes::OPAQUE_FD`]):
+    /// what pools may export and memory may be imported as.
+    #[serde(default)]
+    pub external_memory: ExternalMemoryHandleTypes,
 }
 
 impl Default for DeviceLimits {
@@ -226,6 +232,7 @@ impl Default for DeviceLimits {
             memory_priority: false,
             pageable_device_local_memory: false,
             debug_utils: false,
+            external_memory: ExternalMemoryHandleTypes::NONE,
         }
     }
 }
@@ -299,6 +306,14 @@ pub struct MemoryAllocateInfo {
     /// Its priority (`VkMemoryPriorityAllocateInfoEXT`), passed on only
     /// where [`DeviceLimits::memory_priority`] says the extension is enabled.
     pub priority: Option<MemoryPriority>,
+    /// Handle types to allocate the memory exportable with
+    /// (`VkExportMemoryAllocateInfo`); empty for memory that is not exported.
+    pub export: ExternalMemoryHandleTypes,
+    /// A file descriptor to import the memory from
+    /// (`VkImportMemoryFdInfoKHR`, [`ExternalMemoryHandleTypes::OPAQUE_FD`]),
+    /// borrowed for the call: the device imports a duplicate, and the caller
+    /// keeps (and closes) its own.
+    pub import_fd: Option<i32>,
 }
 
 /// A range of a mapped `VkDeviceMemory` to flush or invalidate
@@ -384,6 +399,11 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// - If `info.dedicated` is set, the handle names a live buffer or image of
     ///   this device that is not yet bound to memory, and `info.size` equals
     ///   its memory requirements' size.
+    /// - `info.export` holds only types of [`DeviceLimits::external_memory`].
+    /// - If `info.import_fd` is set, it is an open file descriptor of memory
+    ///   exported with `OPAQUE_FD` from a memory object of `info.size` bytes
+    ///   and a compatible memory type, and `OPAQUE_FD` is in
+    ///   [`DeviceLimits::external_memory`].
     unsafe fn allocate_memory(
         &self,
         info: &MemoryAllocateInfo,

@@ -71,6 +71,7 @@ pub mod defrag;
 mod desc;
 pub mod device;
 mod error;
+pub mod external;
 mod mapping;
 mod memory;
 pub mod names;
@@ -104,6 +105,7 @@ pub use defrag::{
 pub use desc::{AllocationDesc, AllocationOptions, DedicatedPolicy, DriverDedicated, ResourceKind};
 pub use device::{DedicatedResource, DedicatedTo};
 pub use error::{Error, FreeError};
+pub use external::ExternalMemoryHandleTypes;
 pub use pool::{PoolDesc, PoolId};
 pub use pressure::PoolPressure;
 pub use priority::MemoryPriority;

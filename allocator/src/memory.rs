@@ -10,6 +10,7 @@ use crate::budget::Budgets;
 use crate::deferred::RetiredResource;
 use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
 use crate::error::{DeviceCall, Error};
+use crate::external::ExternalMemoryHandleTypes;
 use crate::names::MemoryLabel;
 use crate::pool::PoolId;
 use crate::priority::{AtomicPriority, MemoryPriority};
@@ -25,6 +26,8 @@ pub(crate) struct PoolCaps {
     /// Shared blocks (and in flight).
     pub blocks: AtomicU32,
     pub max_blocks: u32,
+    /// Handle types every memory object of the pool is exportable with.
+    pub export: ExternalMemoryHandleTypes,
     /// The priority new blocks are made with ([`crate::PoolDesc::priority`],
     /// changed by [`crate::Allocator::set_pool_priority`]).
     pub priority: AtomicPriority,
@@ -88,6 +91,11 @@ pub(crate) struct MemoryRequest<'a> {
     pub priority: Option<MemoryPriority>,
     /// What it is, for its debug name ([`crate::names`]).
     pub label: MemoryLabel<'a>,
+    /// Handle types to make it exportable with (its pool's).
+    pub export: ExternalMemoryHandleTypes,
+    /// A file descriptor to import it from (borrowed; see
+    /// [`MemoryAllocateInfo::import_fd`]).
+    pub import_fd: Option<i32>,
 }
 
 /// A created memory object.
@@ -210,12 +218,16 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
         memory_type: request.memory_type,
         dedicated: request.dedicated_to,
         priority: request.priority,
+        export: request.export,
+        import_fd: request.import_fd,
     };
     // SAFETY: `memory_type` comes from the device's own table (selection
     // only returns existing types), `size` is non-zero (requests of zero bytes
     // are refused up front) and at most `maxMemoryAllocationSize` (checked
     // above); a dedicated target is the caller's live, unbound resource whose
-    // requirements gave `size` (the contract of `AllocationDesc::dedicated_to`).
+    // requirements gave `size` (the contract of `AllocationDesc::dedicated_to`);
+    // export types were checked against the device's when the pool was made,
+    // and an import descriptor is the caller's promise (`Allocator::import_fd`).
     let memory = match unsafe { device.allocate_memory(&info) } {
         Ok(memory) => {
             budgets.note_created(request.heap, request.size);

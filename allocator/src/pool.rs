@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::block::PoolAlgorithm;
+use crate::external::ExternalMemoryHandleTypes;
 use crate::priority::MemoryPriority;
 use crate::select::MemoryUsage;
 
@@ -72,6 +73,11 @@ pub struct PoolDesc {
     /// [`crate::priority`]); `None`: the driver's default.
     #[serde(default)]
     pub priority: Option<MemoryPriority>,
+    /// Handle types every block and dedicated allocation of the pool is
+    /// allocated exportable with (`VkExportMemoryAllocateInfo`; see
+    /// [`crate::external`]); empty: not exportable.
+    #[serde(default)]
+    pub export: ExternalMemoryHandleTypes,
 }
 
 impl PoolDesc {
@@ -88,6 +94,7 @@ impl PoolDesc {
             algorithm: PoolAlgorithm::Tlsf,
             budget: None,
             priority: None,
+            export: ExternalMemoryHandleTypes::NONE,
         }
     }
 }

@@ -132,6 +132,8 @@ pub struct DeviceInfo {
     /// Whether `VK_EXT_pageable_device_local_memory` is enabled (and the
     /// allocator told).
     pub pageable_device_local_memory: bool,
+    /// Whether `VK_KHR_external_memory_fd` is enabled (and the allocator told).
+    pub external_memory_fd: bool,
     /// `VkPhysicalDeviceLimits`.
     pub limits: vk::PhysicalDeviceLimits,
     /// The memory heaps and types.
@@ -517,6 +519,11 @@ impl GpuContext {
         if pageable {
             device_extension_names.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
         }
+        // Exporting and importing file descriptors, where the driver can.
+        let external_memory_fd = has_extension(ash::khr::external_memory_fd::NAME);
+        if external_memory_fd {
+            device_extension_names.push(ash::khr::external_memory_fd::NAME.as_ptr());
+        }
         let mut features12 =
             vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline_semaphore);
         let mut enable_priority =
@@ -570,6 +577,7 @@ impl GpuContext {
                     // Memory (and, when the desc asks, resources) named for
                     // validation messages.
                     debug_utils: debug_utils_available,
+                    external_memory_fd,
                     ..AshDeviceOptions::default()
                 },
                 desc,
@@ -585,6 +593,7 @@ impl GpuContext {
             timeline_semaphore,
             memory_priority,
             pageable_device_local_memory: pageable,
+            external_memory_fd,
             limits: properties.limits,
             memory_properties,
         };

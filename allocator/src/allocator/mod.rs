@@ -21,6 +21,7 @@
 
 mod defrag;
 mod diagnostics;
+mod external;
 mod placement;
 mod pool_table;
 mod pools;

@@ -289,6 +289,7 @@ impl<D: MemoryDevice> Allocator<D> {
             size,
             named: if named { desc.dedicated_to } else { None },
             recyclable: !named,
+            import_fd: None,
         }
     }
 
@@ -594,7 +595,7 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 }
 
-fn check_request(desc: &AllocationDesc<'_>) -> Result<(), Error> {
+pub(super) fn check_request(desc: &AllocationDesc<'_>) -> Result<(), Error> {
     if desc.size == 0 {
         return Err(Error::ZeroSize);
     }

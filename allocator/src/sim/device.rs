@@ -1008,6 +1008,8 @@ mod tests {
             memory_type,
             dedicated: None,
             priority: None,
+            export: Default::default(),
+            import_fd: None,
         }
     }
 
@@ -1438,6 +1440,8 @@ mod tests {
             memory_type: 1,
             dedicated: Some(image),
             priority: None,
+            export: Default::default(),
+            import_fd: None,
         };
         // SAFETY: the simulated device checks the call itself.
         let memory = unsafe { h200.allocate_memory(&dedicated) }.unwrap();

@@ -9,6 +9,7 @@ use crate::device::{
     DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
     MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
 };
+use crate::external::ExternalMemoryHandleTypes;
 use crate::priority::MemoryPriority;
 
 /// What the application enabled on the device that the allocator uses.
@@ -48,6 +49,12 @@ pub struct AshDeviceOptions {
     /// when [`crate::AllocatorDesc::name_resources`] asks for it, so
     /// RenderDoc, Nsight and validation messages say what a handle is.
     pub debug_utils: bool,
+    /// `VK_KHR_external_memory_fd` is enabled on the device (Vulkan 1.1
+    /// makes `VK_KHR_external_memory` core): pools may export
+    /// [`crate::ExternalMemoryHandleTypes::OPAQUE_FD`] memory
+    /// ([`crate::PoolDesc::export`], `Allocator::export_fd`) and file
+    /// descriptors may be imported (`Allocator::import_fd`).
+    pub external_memory_fd: bool,
 }
 
 /// A Vulkan 1.1+ device seen through `ash`.
@@ -71,6 +78,9 @@ pub struct AshDevice {
     /// `vkSetDebugUtilsObjectNameEXT`, loaded when the options say the
     /// instance has the extension.
     debug_utils: Option<ash::ext::debug_utils::Device>,
+    /// `vkGetMemoryFdKHR`, loaded when the options say the extension is
+    /// enabled.
+    external_memory_fd: Option<ash::khr::external_memory_fd::Device>,
 }
 
 /// The two commands of Vulkan 1.3 / `VK_KHR_maintenance4` that read memory
@@ -212,6 +222,9 @@ impl AshDevice {
         let debug_utils = options
             .debug_utils
             .then(|| ash::ext::debug_utils::Device::new(instance, &device));
+        let external_memory_fd = options
+            .external_memory_fd
+            .then(|| ash::khr::external_memory_fd::Device::new(instance, &device));
         let pageable = options
             .pageable_device_local_memory
             .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &device));
@@ -233,10 +246,16 @@ impl AshDevice {
                 memory_priority: options.memory_priority,
                 pageable_device_local_memory: options.pageable_device_local_memory,
                 debug_utils: options.debug_utils,
+                external_memory: if options.external_memory_fd {
+                    ExternalMemoryHandleTypes::OPAQUE_FD
+                } else {
+                    ExternalMemoryHandleTypes::NONE
+                },
             },
             pageable,
             requirements,
             debug_utils,
+            external_memory_fd,
             options,
         }
     }
@@ -266,6 +285,10 @@ impl AshDevice {
     /// commands); otherwise a throwaway resource is created for them.
     pub fn reads_requirements_from_create_infos(&self) -> bool {
         self.requirements.is_some()
+    }
+
+    pub(super) fn external_memory_fd(&self) -> Option<&ash::khr::external_memory_fd::Device> {
+        self.external_memory_fd.as_ref()
     }
 
     pub(super) fn requirements_fns(&self) -> Option<RequirementsFns> {
@@ -372,9 +395,49 @@ unsafe impl MemoryDevice for AshDevice {
         if self.options.memory_priority && info.priority.is_some() {
             allocate = allocate.push_next(&mut priority);
         }
+        let mut export = vk::ExportMemoryAllocateInfo::default()
+            .handle_types(vk::ExternalMemoryHandleTypeFlags::from_raw(info.export.0));
+        if !info.export.is_empty() {
+            allocate = allocate.push_next(&mut export);
+        }
+        // The driver takes ownership of an imported descriptor when the
+        // import succeeds: it gets a duplicate, and the caller keeps its own.
+        #[cfg(unix)]
+        let import = match info.import_fd {
+            Some(fd) => {
+                use std::os::fd::{AsRawFd, BorrowedFd};
+                // SAFETY: the caller guarantees `fd` is open for the call.
+                let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+                let duplicate = borrowed
+                    .try_clone_to_owned()
+                    .map_err(|_| DeviceError::OutOfHostMemory)?;
+                Some((duplicate.as_raw_fd(), duplicate))
+            }
+            None => None,
+        };
+        #[cfg(not(unix))]
+        if info.import_fd.is_some() {
+            // VK_ERROR_INVALID_EXTERNAL_HANDLE: no file descriptors here.
+            return Err(DeviceError::Other(-1_000_072_003));
+        }
+        #[cfg(unix)]
+        let mut import_info = vk::ImportMemoryFdInfoKHR::default()
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD)
+            .fd(import.as_ref().map_or(-1, |(fd, _)| *fd));
+        #[cfg(unix)]
+        if import.is_some() {
+            allocate = allocate.push_next(&mut import_info);
+        }
         // SAFETY: the caller upholds the trait's contract (valid type, size,
-        // unbound dedicated target).
-        unsafe { self.device.allocate_memory(&allocate, None) }
+        // unbound dedicated target, enabled export types, an import
+        // descriptor of matching memory).
+        let result = unsafe { self.device.allocate_memory(&allocate, None) };
+        #[cfg(unix)]
+        if let (Ok(_), Some((_, duplicate))) = (&result, import) {
+            // The driver owns the duplicate now.
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(duplicate);
+        }
+        result
             .map(|m| DeviceMemory(m.as_raw()))
             .map_err(device_error)
     }
