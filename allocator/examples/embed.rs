@@ -8,15 +8,29 @@
 //! 4. the frame loop: `begin_frame`, statistics every frame, the ring pool
 //!    reset once the GPU is done with the frame;
 //! 5. the JSON dump and text summary;
-//! 6. teardown through [`Allocator::destroy`], which names every leak.
+//! 6. defragmentation, a pass at a time, the copies done by
+//!    [`Allocator::perform_moves`] (the guide's `defragment_a_little`), the
+//!    moved buffers' contents checked;
+//! 7. transient render targets aliased on one allocation (the guide's
+//!    `transients`);
+//! 8. teardown: the allocator taken out of its `Arc` and destroyed with
+//!    [`Allocator::destroy_all_memory`], which frees all of its memory before
+//!    `vkDestroyDevice` and names every leak.
+//!
+//! The steps are the guide's (`allocator/docs/embedding.md`), whose snippets
+//! that need a device are compiled there and run here.
 //!
 //! `cargo run -p vkalloc --example embed` (any Vulkan 1.1+ device; `cargo
 //! xtask test` runs it on lavapipe). It exits non-zero if any step fails.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use ash::vk;
-use vkalloc::vk::AshDeviceOptions;
+use vkalloc::vk::{Aliased, AshDevice, AshDeviceOptions, Movable};
 use vkalloc::{
-    AllocationOptions, Allocator, AllocatorDesc, Error, LinearMode, MemoryUsage, PoolAlgorithm,
+    AliasGroup, AllocationId, AllocationOptions, Allocator, AllocatorDesc, DefragAlgorithm,
+    DefragDesc, Defragmentation, Error, LinearMode, MemoryUsage, Move, PassInterval, PoolAlgorithm,
     PoolDesc,
 };
 
@@ -123,14 +137,99 @@ fn submit_and_wait(gpu: &Gpu, record: impl FnOnce(vk::CommandBuffer)) -> Result<
     Ok(())
 }
 
+/// What the engine provides to defragmentation: its resources, found by
+/// allocation id (the guide's section 8).
+trait Resources {
+    /// Takes a resource out to move it (`None`: keep it where it is).
+    fn take(&mut self, id: AllocationId) -> Option<Movable>;
+    /// Puts a resource back, moved or not: rewrite what names its handle.
+    fn put_back(&mut self, resource: Movable);
+}
+
+/// Buffers by allocation id.
+struct Buffers(HashMap<AllocationId, Movable>);
+
+impl Resources for Buffers {
+    fn take(&mut self, id: AllocationId) -> Option<Movable> {
+        self.0.remove(&id)
+    }
+
+    fn put_back(&mut self, resource: Movable) {
+        self.0.insert(resource.allocation().id(), resource);
+    }
+}
+
+/// One pass; whether the session is done (as in the guide).
+///
+/// # Safety
+/// `queue` (of `family`) is ours for the call, and the GPU is done writing
+/// the engine's resources.
+unsafe fn defragment_a_little(
+    allocator: &Allocator<AshDevice>,
+    defrag: &mut Defragmentation,
+    queue: vk::Queue,
+    family: u32,
+    engine: &mut impl Resources,
+) -> Result<bool> {
+    let moves = defrag.begin_pass(allocator)?;
+    let items: Vec<(Move, Movable)> = moves
+        .into_iter()
+        .filter_map(|mv| engine.take(mv.id()).map(|r| (mv, r))) // `Allocation::id` is stable
+        .collect(); // moves left out are cancelled
+                    // SAFETY: the caller's promise above.
+    let moved = unsafe { allocator.perform_moves(defrag, queue, family, items) };
+    let result = match moved {
+        Ok(resources) => {
+            resources.into_iter().for_each(|r| engine.put_back(r));
+            Ok(())
+        }
+        Err((error, unmoved)) => {
+            unmoved.into_iter().for_each(|r| engine.put_back(r));
+            Err(error)
+        }
+    };
+    // Old ranges freed, empty blocks released (also after a failure).
+    let report = defrag.end_pass(allocator)?;
+    result?;
+    Ok(report.complete)
+}
+
+/// Two transient targets on one allocation (as in the guide).
+///
+/// # Safety
+/// Valid create infos for this device.
+unsafe fn transients(
+    allocator: &Allocator<AshDevice>,
+    gbuffer_info: &vk::ImageCreateInfo<'_>,
+    bloom_info: &vk::ImageCreateInfo<'_>,
+) -> std::result::Result<(AliasGroup, Aliased<vk::Image>, Aliased<vk::Image>), Error> {
+    // SAFETY: valid create infos (the caller's promise).
+    let gbuffer = unsafe {
+        allocator.image_alias_requirement(gbuffer_info, PassInterval::new(0, 2), "gbuffer")
+    }?;
+    // SAFETY: as above.
+    let bloom =
+        unsafe { allocator.image_alias_requirement(bloom_info, PassInterval::new(3, 4), "bloom") }?;
+    let group = allocator.allocate_alias_group(
+        &[gbuffer, bloom],
+        AllocationOptions::usage(MemoryUsage::GpuOnly),
+    )?;
+    // SAFETY: valid create infos; the group outlives the images (destroyed first).
+    let g = unsafe { allocator.create_aliased_image(&group, 0, gbuffer_info) }?;
+    // SAFETY: as above.
+    let b = unsafe { allocator.create_aliased_image(&group, 1, bloom_info) }?;
+    Ok((group, g, b))
+}
+
 fn main() -> Result<()> {
     let gpu = gpu()?;
 
-    // 1. The allocator, in one call.
+    // 1. The allocator, in one call, shared behind an `Arc` (the type an
+    // engine stores: `Arc<Allocator<AshDevice>>`).
     // SAFETY: the device was made from this physical device and instance with
     // Vulkan 1.1; both outlive the allocator (destroyed below, before them);
     // the options say truly whether VK_EXT_memory_budget was enabled.
-    let allocator = unsafe {
+    let allocator: Arc<Allocator<AshDevice>> = Arc::new(unsafe {
         Allocator::on_ash(
             &gpu.instance,
             gpu.physical_device,
@@ -141,7 +240,7 @@ fn main() -> Result<()> {
             },
             AllocatorDesc::default(),
         )
-    }?;
+    }?);
     println!("1. allocator on the device ({} memory types)", {
         let stats = allocator.statistics();
         stats.types.len()
@@ -274,18 +373,181 @@ fn main() -> Result<()> {
         allocator.summary()
     );
 
-    // 6. Teardown: give everything back; destroy() names any leak.
+    // 6. Defragmentation: buffers with holes between them, compacted a pass
+    // at a time; each buffer's first word, written before, read back after.
+    let count = 24u32;
+    let mut buffers = Buffers(HashMap::new());
+    let mut doomed = Vec::new();
+    for i in 0..count {
+        // SAFETY: a valid create info.
+        let buffer = unsafe {
+            allocator.create_buffer(
+                &info(
+                    256 << 10,
+                    vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+                ),
+                &AllocationOptions::usage(MemoryUsage::GpuOnly).tagged("movable buffer"),
+            )
+        }?;
+        submit_and_wait(&gpu, |cmd| {
+            // SAFETY: the buffer is live, bound and has TRANSFER_DST usage.
+            unsafe {
+                gpu.device
+                    .cmd_fill_buffer(cmd, buffer.raw(), 0, 4, 1000 + i)
+            };
+        })?;
+        if i % 2 == 0 {
+            doomed.push(buffer);
+        } else {
+            buffers.put_back(Movable::Buffer(buffer));
+        }
+    }
+    for buffer in doomed {
+        // SAFETY: the device is idle (submit_and_wait waited).
+        unsafe { allocator.destroy_buffer(buffer) }?;
+    }
+    let mut session = allocator.begin_defragmentation(
+        &DefragDesc::default()
+            .with_algorithm(DefragAlgorithm::Full)
+            .with_pass_limits(1 << 20, 4),
+    )?;
+    let mut passes = 0;
+    loop {
+        passes += 1;
+        // SAFETY: the queue is ours (this thread alone submits) and the device
+        // is idle.
+        if unsafe {
+            defragment_a_little(
+                &allocator,
+                &mut session,
+                gpu.queue,
+                gpu.queue_family,
+                &mut buffers,
+            )
+        }? {
+            break;
+        }
+        if passes > 64 {
+            return Err("defragmentation never completed".into());
+        }
+    }
+    let totals = session.end(&allocator)?;
+    if totals.allocations_moved == 0 {
+        return Err("defragmentation moved nothing".into());
+    }
+    // SAFETY: a valid create info.
+    let readback = unsafe {
+        allocator.create_buffer_mapped(
+            &info(4 * count as usize, vk::BufferUsageFlags::TRANSFER_DST),
+            &AllocationOptions::usage(MemoryUsage::Readback).tagged("readback"),
+        )
+    }?;
+    let moved: Vec<_> = buffers.0.into_values().collect();
+    let mut expected = Vec::new();
+    submit_and_wait(&gpu, |cmd| {
+        for (slot, m) in moved.iter().enumerate() {
+            let Movable::Buffer(b) = m else { continue };
+            let region = vk::BufferCopy::default()
+                .dst_offset(4 * slot as u64)
+                .size(4);
+            // SAFETY: both buffers are live, bound and have transfer usages.
+            unsafe {
+                gpu.device
+                    .cmd_copy_buffer(cmd, b.raw(), readback.raw(), &[region])
+            };
+            expected.push((slot, b.allocation().id()));
+        }
+    })?;
+    allocator.invalidate(readback.allocation(), 0, 4 * count as u64)?;
+    let mut words = vec![0u8; 4 * count as usize];
+    readback.allocation().read(0, &mut words)?;
+    let values: Vec<u32> = words
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    // Odd i were kept: their values are 1000 + odd.
+    for (slot, _) in &expected {
+        let v = values[*slot];
+        if !(1000..1000 + count).contains(&v) || (v - 1000) % 2 != 1 {
+            return Err(format!("buffer {slot} holds {v} after defragmentation").into());
+        }
+    }
+    let mut seen: Vec<u32> = expected.iter().map(|(slot, _)| values[*slot]).collect();
+    seen.sort();
+    seen.dedup();
+    if seen.len() != expected.len() {
+        return Err("two moved buffers hold the same contents".into());
+    }
+    println!(
+        "6. defragmentation: {passes} passes, {} buffers moved ({} B), {} blocks freed; contents intact",
+        totals.allocations_moved, totals.bytes_moved, totals.blocks_freed
+    );
+
+    // 7. Transient targets aliased: their lifetimes don't overlap, so they
+    // share one allocation.
+    let target = |format| {
+        vk::ImageCreateInfo::default()
+            .image_type(vk::ImageType::TYPE_2D)
+            .format(format)
+            .extent(vk::Extent3D {
+                width: 512,
+                height: 512,
+                depth: 1,
+            })
+            .mip_levels(1)
+            .array_layers(1)
+            .samples(vk::SampleCountFlags::TYPE_1)
+            .tiling(vk::ImageTiling::OPTIMAL)
+            .usage(vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::SAMPLED)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .initial_layout(vk::ImageLayout::UNDEFINED)
+    };
+    let (gbuffer_info, bloom_info) = (
+        target(vk::Format::R8G8B8A8_UNORM),
+        target(vk::Format::R16G16B16A16_SFLOAT),
+    );
+    // SAFETY: valid create infos.
+    let (group, gbuffer, bloom) = unsafe { transients(&allocator, &gbuffer_info, &bloom_info) }?;
+    println!(
+        "7. aliased targets: {} B for both, {} B saved",
+        group.allocation().size(),
+        group.bytes_saved()
+    );
+    // SAFETY: the device never used them.
+    unsafe {
+        allocator
+            .destroy_aliased_image(gbuffer)
+            .map_err(Error::from)?;
+        allocator
+            .destroy_aliased_image(bloom)
+            .map_err(Error::from)?;
+    }
+    allocator
+        .free_alias_group(group)
+        .map_err(|e| e.into_parts().0)?;
+
+    // 8. Teardown: give everything back, take the allocator out of its
+    // `Arc`, and free all of its memory before the device goes.
     // SAFETY: the device is idle (every submission was waited for).
     unsafe {
         for image in images {
             allocator.destroy_image(image)?;
         }
         allocator.destroy_buffer(vertex_buffer)?;
+        allocator.destroy_buffer(readback)?;
+        for m in moved {
+            if let Movable::Buffer(b) = m {
+                allocator.destroy_buffer(b)?;
+            }
+        }
     }
     allocator.destroy_pool(staging_ring)?;
     allocator.destroy_pool(textures)?;
-    let report = allocator.destroy();
-    println!("6. {report}");
+    let allocator = Arc::into_inner(allocator).ok_or("a clone of the allocator is alive")?;
+    // SAFETY: no mapping of this allocator is used after this point (the
+    // device is destroyed next).
+    let report = unsafe { allocator.destroy_all_memory() };
+    println!("8. {report}");
     // SAFETY: the allocator is gone; nothing else uses the device or instance.
     unsafe {
         gpu.device.destroy_device(None);

@@ -15,8 +15,9 @@ use crate::range::{Range, RangeError, RangeId, RangeRequest};
 pub(crate) struct ListConfig {
     /// The size blocks grow to.
     pub block_size: u64,
-    /// Whether every block has exactly `block_size` bytes (pools), or blocks
-    /// start small and grow with use (default blocks).
+    /// Whether blocks have `block_size` bytes (pools: the last one within a
+    /// pool's budget may have fewer, what is left of the budget), or start
+    /// small and grow with use (default blocks).
     pub fixed_block_size: bool,
     pub min_blocks: u32,
     /// Empty blocks kept beyond `min_blocks` for reuse (at most; a growing
@@ -142,9 +143,10 @@ impl BlockList {
     /// The sizes to try for a new block that must hold `needed` bytes, best
     /// first: a growing list sizes it by [`crate::policy::block_size`] from
     /// the memory type's `live` bytes, the heap's free bytes and whether
-    /// memory objects are `scarce`, a fixed list
-    /// always uses its block size; then smaller sizes down to `needed`, for
-    /// when the device is short.
+    /// memory objects are `scarce`, a fixed list uses its block size, or
+    /// what is left of its pool's budget (`budget_left`) where that is less
+    /// and still holds `needed` (so a byte budget is usable to the byte);
+    /// then smaller sizes down to `needed`, for when the device is short.
     pub fn next_block_sizes(
         &self,
         needed: u64,
@@ -152,15 +154,24 @@ impl BlockList {
         heap_free: u64,
         scarce: bool,
         room: u64,
+        budget_left: u64,
     ) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
-            // Every block of a fixed list has the same size: a larger request
-            // can never fit, and no block is worth creating for it.
+            // A fixed list's blocks are at most its block size: a larger
+            // request can never fit, and no block is worth creating for it.
             if needed > full {
                 return Sizes(None, 0).take(0);
             }
-            (full, full)
+            // The last block takes the rest of the budget. Where even that
+            // can't hold the request, the full size is tried, and refused
+            // with the pool's budget in the error.
+            let size = if needed <= budget_left {
+                full.min(budget_left)
+            } else {
+                full
+            };
+            (size, size)
         } else {
             (
                 crate::policy::block_size(needed, live, full, heap_free, scarce, room),

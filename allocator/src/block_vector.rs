@@ -490,6 +490,15 @@ thread_local! {
 /// Hands each thread a different first home.
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
 
+/// What a teardown does with mapped blocks that still hold an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeakedBlocks {
+    /// Kept allocated and mapped: a leaked mapping may still use them.
+    Keep,
+    /// Freed with the rest: the caller promised no mapping is used again.
+    Free,
+}
+
 /// What [`BlockVector::close`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Close {
@@ -1100,12 +1109,17 @@ impl BlockVector {
         } else {
             live
         };
+        let budget_left = self.caps.as_ref().map_or(u64::MAX, |caps| {
+            caps.budget
+                .saturating_sub(caps.committed.load(Ordering::Acquire))
+        });
         list.next_block_sizes(
             needed,
             live,
             env.memory.budgets.free_bytes(self.heap),
             env.memory.objects_scarce(),
             room,
+            budget_left,
         )
     }
 
@@ -1627,23 +1641,32 @@ impl BlockVector {
     }
 
     /// Frees every block (the pool or allocator is going away). A block
-    /// that still holds allocations and is mapped is *leaked*, not freed:
-    /// a leaked [`crate::MappedAllocation`] may still read and write it, and
-    /// that must never touch freed memory. Returns how many were leaked.
-    pub fn teardown(&self, env: Env<'_>) -> usize {
+    /// that still holds allocations and is mapped is *leaked*, not freed,
+    /// unless `leaked` says to free it: a leaked [`crate::MappedAllocation`]
+    /// may still read and write it, and that must never touch freed memory.
+    /// Returns how many were leaked.
+    pub fn teardown(&self, env: Env<'_>, leaked_blocks: LeakedBlocks) -> usize {
         let mut blocks: Vec<Block> = self.lock_all().iter_mut().flat_map(|l| l.drain()).collect();
         if let Some(bin) = &self.recycle {
             blocks.extend(bin.lock().drain());
         }
         let mut leaked = 0;
         for block in blocks {
-            if block.host_address != 0 && !block.is_empty() {
+            if leaked_blocks == LeakedBlocks::Keep && block.host_address != 0 && !block.is_empty() {
                 leaked += 1;
                 continue;
             }
             self.destroy_block(env, block);
         }
         leaked
+    }
+
+    /// A pool's shared blocks (those being made included) and its
+    /// `max_blocks`; `None` for default blocks.
+    pub fn pool_blocks(&self) -> Option<(u32, u32)> {
+        self.caps
+            .as_ref()
+            .map(|caps| (caps.blocks.load(Ordering::Acquire), caps.max_blocks))
     }
 
     /// The largest free range in any shared block (the largest request that
@@ -2026,16 +2049,18 @@ impl BlockVector {
             .set_aliases(location.range.id, id, members)
     }
 
-    /// Frees every empty shared block above `min_blocks`.
-    pub fn release_empty(&self, env: Env<'_>) {
+    /// Frees every empty shared block above `min_blocks`; returns how many.
+    pub fn release_empty(&self, env: Env<'_>) -> usize {
         let blocks: Vec<Block> = self
             .lock_all()
             .iter_mut()
             .flat_map(|l| l.take_empty())
             .collect();
+        let released = blocks.len();
         for block in blocks {
             self.destroy_block(env, block);
         }
+        released
     }
 
     /// What the vector's memory is, for its debug name: a shared block, or

@@ -30,63 +30,27 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::device::{DedicatedResource, MemoryDevice};
+use crate::device::MemoryDevice;
+pub use crate::device::RetiredResource;
 use crate::{Allocation, Allocator, Error};
 
-/// A buffer or image whose memory a [`FreeQueue`] frees after destroying
-/// it. Made only through the `unsafe` [`RetiredResource::new`] (the
-/// `destroy_*_after` methods of [`FreeQueue`] with feature `ash` make it for
-/// you), so safe code can't queue a made-up handle for destruction.
-#[derive(Debug)]
-pub struct RetiredResource {
-    resource: DedicatedResource,
-    allocation: Allocation,
-}
-
-impl RetiredResource {
-    /// Pairs a resource with the memory bound to it, for a [`FreeQueue`].
-    ///
-    /// # Safety
-    /// `resource` is a live buffer or image of the device of the allocator
-    /// that made `allocation`, bound to it; nothing else destroys it; and
-    /// once the GPU has reached the value it is queued with, the device no
-    /// longer uses it and no view of it is left (it is destroyed then).
-    pub unsafe fn new(resource: DedicatedResource, allocation: Allocation) -> Self {
-        Self {
-            resource,
-            allocation,
-        }
+/// Destroys a queued resource's handle (through the device seam) and frees
+/// its memory.
+fn retire<D: MemoryDevice>(
+    resource: RetiredResource,
+    allocator: &Allocator<D>,
+) -> Result<(), RefusedResource> {
+    if !allocator.owns(resource.allocation()) {
+        return Err(RefusedResource {
+            error: Error::ForeignAllocation,
+            resource: Box::new(resource),
+        });
     }
-
-    /// The resource.
-    pub fn resource(&self) -> DedicatedResource {
-        self.resource
-    }
-
-    /// Its memory.
-    pub fn allocation(&self) -> &Allocation {
-        &self.allocation
-    }
-
-    /// The resource's handle and its memory, apart: the caller destroys the
-    /// handle and frees the memory itself.
-    pub fn into_parts(self) -> (DedicatedResource, Allocation) {
-        (self.resource, self.allocation)
-    }
-
-    /// Destroys the handle (through the device seam) and frees the memory.
-    fn retire<D: MemoryDevice>(self, allocator: &Allocator<D>) -> Result<(), RefusedResource> {
-        if !allocator.owns(&self.allocation) {
-            return Err(RefusedResource {
-                error: Error::ForeignAllocation,
-                resource: Box::new(self),
-            });
-        }
-        crate::memory::destroy_retired(allocator.device(), &self);
-        // Checked above: this allocator made it, so freeing cannot fail.
-        let _ = allocator.free(self.allocation);
-        Ok(())
-    }
+    crate::memory::destroy_retired(allocator.device(), &resource);
+    let (_, allocation) = resource.into_parts();
+    // Checked above: this allocator made it, so freeing cannot fail.
+    let _ = allocator.free(allocation);
+    Ok(())
 }
 
 /// A queued resource the allocator would not destroy: another allocator
@@ -123,7 +87,7 @@ impl Retired {
     fn size(&self) -> u64 {
         match self {
             Retired::Allocation(a) => a.size(),
-            Retired::Resource(r) => r.allocation.size(),
+            Retired::Resource(r) => r.allocation().size(),
         }
     }
 }
@@ -220,7 +184,7 @@ impl FreeQueue {
                         false
                     }
                 },
-                Retired::Resource(r) => match r.retire(allocator) {
+                Retired::Resource(r) => match retire(r, allocator) {
                     Ok(()) => {
                         c.destroyed += 1;
                         true
@@ -264,10 +228,9 @@ mod tests {
 
     use super::*;
     use crate::sim::{tables, SimDevice};
-    use crate::DedicatedResource;
     use crate::{AllocationDesc, AllocationOptions, AllocatorDesc, MemoryUsage, ResourceKind};
 
-    fn alloc<D: MemoryDevice>(a: &Allocator<D>, size: u64) -> Allocation {
+    fn alloc(a: &Allocator<SimDevice>, size: u64) -> Allocation {
         a.allocate(&AllocationDesc {
             size,
             alignment: 256,
@@ -323,57 +286,6 @@ mod tests {
         assert_eq!(refused.error(), &crate::Error::ForeignAllocation);
         b.free(refused.into_allocation())
             .expect("its owner frees it");
-        assert_eq!(b.statistics().total.allocation_count, 0);
-    }
-
-    #[test]
-    fn resources_are_destroyed_before_their_memory_is_freed() {
-        let device = Arc::new(SimDevice::new(tables::lavapipe()));
-        let a = Allocator::new(Arc::clone(&device), AllocatorDesc::default()).expect("allocator");
-        let q = FreeQueue::new();
-        let buffer = DedicatedResource::Buffer(0xb0f);
-        let image = DedicatedResource::Image(0x1e);
-        // SAFETY: the simulated device only records the handles it destroys.
-        q.destroy_after(unsafe { RetiredResource::new(buffer, alloc(&a, 1000)) }, 5);
-        // SAFETY: as above.
-        q.destroy_after(unsafe { RetiredResource::new(image, alloc(&a, 3000)) }, 6);
-        q.free_after(alloc(&a, 500), 5);
-        assert_eq!(q.len(), 3);
-        assert_eq!(q.pending_bytes(), 4500);
-        let c = q.collect(&a, 4);
-        assert_eq!((c.freed, c.destroyed), (0, 0));
-        assert!(device.destroyed_resources().is_empty());
-        let c = q.collect(&a, 5);
-        assert_eq!((c.freed, c.destroyed, c.freed_bytes), (2, 1, 1500));
-        assert_eq!(device.destroyed_resources(), vec![buffer]);
-        assert_eq!(a.statistics().total.allocation_count, 1);
-        let c = q.collect_all(&a);
-        assert_eq!((c.freed, c.destroyed), (1, 1));
-        assert_eq!(device.destroyed_resources(), vec![buffer, image]);
-        assert_eq!(a.statistics().total.allocation_count, 0);
-        assert_eq!(device.violations(), 0);
-    }
-
-    #[test]
-    fn foreign_resource_is_handed_back_untouched() {
-        let device = Arc::new(SimDevice::new(tables::lavapipe()));
-        let a = Allocator::new(Arc::clone(&device), AllocatorDesc::default()).expect("allocator");
-        let b = Allocator::new(SimDevice::new(tables::lavapipe()), AllocatorDesc::default())
-            .expect("allocator");
-        let q = FreeQueue::new();
-        let buffer = DedicatedResource::Buffer(0xb0f);
-        // SAFETY: the simulated device only records the handles it destroys.
-        q.destroy_after(unsafe { RetiredResource::new(buffer, alloc(&b, 4096)) }, 1);
-        let c = q.collect(&a, 1);
-        assert_eq!((c.freed, c.destroyed), (0, 0));
-        assert!(device.destroyed_resources().is_empty(), "nothing destroyed");
-        let refused = c.refused_resources.into_iter().next().expect("one refusal");
-        assert_eq!(refused.error(), &crate::Error::ForeignAllocation);
-        let back = refused.into_resource();
-        assert_eq!(back.resource(), buffer);
-        q.destroy_after(back, 1);
-        let c = q.collect(&b, 1);
-        assert_eq!((c.freed, c.destroyed), (1, 1));
         assert_eq!(b.statistics().total.allocation_count, 0);
     }
 

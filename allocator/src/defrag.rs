@@ -329,16 +329,26 @@ pub(crate) struct Record {
     pub old: Option<Allocation>,
 }
 
-/// A defragmentation session: plain data, kept by the caller across frames
-/// (it does not borrow the allocator; each call takes it).
+/// Passes given up by dropped sessions, each its records, waiting for the
+/// allocator to end them (shared by the allocator and its sessions).
+pub(crate) type Abandoned = std::sync::Arc<parking_lot::Mutex<Vec<Vec<Record>>>>;
+
+/// A defragmentation session, kept by the caller across frames (it does
+/// not borrow the allocator; each call takes it).
 ///
-/// End it with [`Self::end`] (or end every pass begun): a session dropped
-/// with a pass open leaks, until the allocator goes away, the pass's
-/// reserved destinations and the old allocations handed over at
-/// [`Self::commit`] (the pass would have freed them at its end; without
-/// the pass the allocator can't tell when the GPU is done with them, so it
-/// keeps them). They show in [`crate::Allocator::leaks`], and the drop logs
-/// an error with their count.
+/// End it with [`Self::end`]. Dropping it is allowed at any point and
+/// leaves nothing behind: a session dropped with a pass open gives the
+/// pass up, and the allocator ends it as [`Self::end_pass`] would at its
+/// next [`crate::Allocator::begin_frame`], [`crate::Allocator::trim`],
+/// [`crate::Allocator::begin_defragmentation`], any session's
+/// [`Self::begin_pass`], [`crate::Allocator::leaks`],
+/// [`crate::Allocator::destroy_pool`] or teardown: the old
+/// allocations handed over at [`Self::commit`] and the destinations of the
+/// moves not committed are freed, every planning mark is cleared, and the
+/// committed moves count in [`crate::stats::Statistics::defragmentation`]. As
+/// before `end_pass`, the GPU must be done with the pass's copies when the
+/// session is dropped. A session that outlives its allocator drops its
+/// records with it (the allocator's teardown has freed their memory).
 #[derive(Debug)]
 #[must_use = "a defragmentation session does nothing until passes are run"]
 pub struct Defragmentation {
@@ -348,6 +358,8 @@ pub struct Defragmentation {
     pub(crate) stats: DefragStats,
     pub(crate) pass: u64,
     pub(crate) open: Option<Vec<Record>>,
+    /// Where a dropped open pass goes, for the allocator to end.
+    pub(crate) abandoned: Abandoned,
 }
 
 impl Defragmentation {
@@ -375,12 +387,12 @@ impl Defragmentation {
 
 impl Drop for Defragmentation {
     fn drop(&mut self) {
-        if let Some(records) = &self.open {
-            log::error!(
-                "vkalloc: defragmentation session dropped with a pass open; {} reserved destinations and {} allocations handed over at commit leak until the allocator goes away",
-                records.iter().filter(|r| r.dest.is_some()).count(),
-                records.iter().filter(|r| r.old.is_some()).count()
+        if let Some(records) = self.open.take() {
+            log::debug!(
+                "vkalloc: defragmentation session dropped with a pass open ({} moves); the allocator ends the pass",
+                records.len()
             );
+            self.abandoned.lock().push(records);
         }
     }
 }

@@ -12,6 +12,7 @@ use std::ptr::NonNull;
 
 use serde::{Deserialize, Serialize};
 
+use crate::allocation::Allocation;
 use crate::external::ExternalMemoryHandleTypes;
 use crate::priority::MemoryPriority;
 
@@ -291,6 +292,48 @@ impl DedicatedTo {
     /// The resource named.
     pub fn resource(self) -> DedicatedResource {
         self.0
+    }
+}
+
+/// A buffer or image whose memory a [`crate::FreeQueue`] frees after destroying
+/// it. Made only through the `unsafe` [`RetiredResource::new`] (the
+/// `destroy_*_after` methods of [`crate::FreeQueue`] with feature `ash` make it for
+/// you), so safe code can't queue a made-up handle for destruction.
+#[derive(Debug)]
+pub struct RetiredResource {
+    resource: DedicatedResource,
+    allocation: Allocation,
+}
+
+impl RetiredResource {
+    /// Pairs a resource with the memory bound to it, for a [`crate::FreeQueue`].
+    ///
+    /// # Safety
+    /// `resource` is a live buffer or image of the device of the allocator
+    /// that made `allocation`, bound to it; nothing else destroys it; and
+    /// once the GPU has reached the value it is queued with, the device no
+    /// longer uses it and no view of it is left (it is destroyed then).
+    pub unsafe fn new(resource: DedicatedResource, allocation: Allocation) -> Self {
+        Self {
+            resource,
+            allocation,
+        }
+    }
+
+    /// The resource.
+    pub fn resource(&self) -> DedicatedResource {
+        self.resource
+    }
+
+    /// Its memory.
+    pub fn allocation(&self) -> &Allocation {
+        &self.allocation
+    }
+
+    /// The resource's handle and its memory, apart: the caller destroys the
+    /// handle and frees the memory itself.
+    pub fn into_parts(self) -> (DedicatedResource, Allocation) {
+        (self.resource, self.allocation)
     }
 }
 

@@ -34,8 +34,9 @@
 //! ```
 //!
 //! ## Chapters
-//! - *Embedding in an engine*: `docs/embedding.md` in the repository, and the
-//!   runnable `examples/embed.rs`.
+//! - *Embedding in an engine*: `docs/embedding.md` in the crate (the type to
+//!   store, teardown, pools, frames, defragmentation; each snippet a
+//!   doctest), and the runnable `examples/embed.rs`.
 //! - *Choosing a memory type*: [`select`] and [`MemoryUsage`].
 //! - *Dedicated allocations*: [`DedicatedPolicy`], [`DriverDedicated`], [`AllocatorDesc`].
 //! - *Pools and budgets*: [`PoolDesc`], [`Allocator::create_pool`], [`budget`].
@@ -92,6 +93,12 @@ pub mod trace;
 mod type_cache;
 #[cfg(feature = "ash")]
 pub mod vk;
+
+/// The embedding guide (`docs/embedding.md`), so that each of its snippets
+/// is a doctest.
+#[cfg(all(doctest, feature = "ash", feature = "sim"))]
+#[doc = include_str!("../docs/embedding.md")]
+pub struct EmbeddingGuide;
 
 pub use alias::{AliasGroup, AliasRequirement, PassInterval};
 pub use allocation::{Allocation, AllocationId, MappedAllocation};

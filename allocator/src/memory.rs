@@ -7,8 +7,9 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::budget::Budgets;
-use crate::deferred::RetiredResource;
-use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
+use crate::device::{
+    DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice, RetiredResource,
+};
 use crate::error::{DeviceCall, Error};
 use crate::external::ExternalMemoryHandleTypes;
 use crate::names::MemoryLabel;

@@ -57,7 +57,8 @@ pub struct PoolDesc {
     /// Only types in these bits are considered when `memory_type` is `None`
     /// (for example the `memoryTypeBits` of a representative resource).
     pub memory_type_bits: u32,
-    /// Bytes per block; 0 picks the memory type's default block size.
+    /// Bytes per block; 0 picks the memory type's default block size. A
+    /// pool's last block within its budget may be smaller.
     pub block_size: u64,
     /// Blocks created up front and never released.
     pub min_blocks: u32,
@@ -66,7 +67,11 @@ pub struct PoolDesc {
     /// How allocations are placed in each block.
     pub algorithm: PoolAlgorithm,
     /// A hard cap on the device memory the pool commits (blocks and
-    /// dedicated allocations together), in bytes.
+    /// dedicated allocations together), in bytes, usable to the byte: where
+    /// a whole block would pass it, the pool's next block is what is left
+    /// (a smaller last block), and a request the budget refuses first frees
+    /// the pool's empty blocks (above `min_blocks`) and tries again.
+    /// [`crate::PoolPressure::headroom`] says what is left.
     pub budget: Option<u64>,
     /// The memory priority of the pool's blocks, and of its dedicated
     /// allocations that ask for none (`VK_EXT_memory_priority`; see

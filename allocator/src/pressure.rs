@@ -18,6 +18,14 @@ pub struct PoolPressure {
     pub pool_committed_bytes: u64,
     /// Bytes of live allocations in the pool.
     pub pool_allocated_bytes: u64,
+    /// The pool's blocks (memory of its own not counted).
+    pub pool_block_count: u32,
+    /// The pool's `max_blocks`.
+    pub pool_max_blocks: u32,
+    /// The pool's block size.
+    pub pool_block_size: u64,
+    /// Whether the pool is linear (a request larger than a block never fits).
+    pub pool_linear: bool,
     /// The largest free range in any of the pool's blocks: the largest request
     /// that fits without a new block.
     pub largest_free_range: u64,
@@ -31,13 +39,37 @@ pub struct PoolPressure {
 }
 
 impl PoolPressure {
-    /// Bytes the pool may still commit as new blocks: what is left of its own
-    /// budget and of the heap's, whichever is smaller.
+    /// Bytes the pool may still commit: what is left of its own budget and
+    /// of the heap's, whichever is smaller; 0 once it holds `max_blocks`
+    /// blocks; at most a block in a linear pool.
+    ///
+    /// What it promises: a request of up to `headroom()` bytes, with any
+    /// alignment and the default [`crate::DedicatedPolicy::Auto`], succeeds
+    /// whatever the pool holds (a pool's last block takes what is left of
+    /// its budget, so a byte budget is usable to the byte), unless another
+    /// thread takes the room first or the device itself is out of memory.
+    /// The bytes counted are the block's: where the allocator adds to a
+    /// request (corruption margins, [`crate::AllocatorDesc::debug_margin`],
+    /// on host-visible memory; non-coherent memory rounded to whole
+    /// `nonCoherentAtomSize`), the request must fit with them. A larger
+    /// request may still fit: in the free ranges of the pool's blocks
+    /// (`largest_free_range`), in the budget of the empty blocks the pool
+    /// keeps (a request the budget refuses first frees them and tries
+    /// again), and at `max_blocks`, a request of more than half a block
+    /// (which takes memory of its own).
     pub fn headroom(&self) -> u64 {
+        if self.pool_block_count >= self.pool_max_blocks {
+            return 0;
+        }
         let heap_left = self.heap_budget.saturating_sub(self.heap_usage);
-        match self.pool_budget {
+        let left = match self.pool_budget {
             Some(b) => b.saturating_sub(self.pool_committed_bytes).min(heap_left),
             None => heap_left,
+        };
+        if self.pool_linear {
+            left.min(self.pool_block_size)
+        } else {
+            left
         }
     }
 

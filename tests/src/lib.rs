@@ -33,7 +33,7 @@ use std::sync::Arc;
 use ash::vk;
 use parking_lot::Mutex;
 use vkalloc::vk::{AshDevice, AshDeviceOptions};
-use vkalloc::{Allocator, AllocatorDesc};
+use vkalloc::{Allocator, AllocatorDesc, LeakReport};
 
 pub use commands::{LayoutTransition, COLOR_LAYER, COLOR_RANGE};
 pub use messenger::MessageCounters;
@@ -818,6 +818,42 @@ impl GpuContext {
             ));
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    /// Ends a test that leaves allocations behind on purpose, as an engine
+    /// tearing down does: checks the allocator's invariants, takes the
+    /// allocator out of its `Arc` and hands it to `teardown` (which destroys
+    /// it and returns its leak report), then destroys the device and the
+    /// instance and returns the report.
+    ///
+    /// # Panics
+    /// If an allocator invariant is broken, a clone of the allocator is still
+    /// alive, or the validation layer reported an error during the test or
+    /// the device's destruction (memory left allocated, say:
+    /// `VUID-vkDestroyDevice-device-00378`).
+    pub fn finish_with(mut self, teardown: impl FnOnce(GpuAllocator) -> LeakReport) -> LeakReport {
+        let shared = self
+            .allocator
+            .take()
+            .expect("the allocator is only taken by finish/drop");
+        let Ok(allocator) = Arc::try_unwrap(shared) else {
+            panic!("finish_with while other clones of the allocator Arc are alive");
+        };
+        if let Err(err) = allocator.validate() {
+            panic!("allocator invariant broken: {err}");
+        }
+        let report = teardown(allocator);
+        self.finished = true;
+        self.teardown();
+        let errors = self.counters.errors();
+        assert!(
+            errors == 0,
+            "the validation layer reported {errors} error(s) during this test or at the device's \
+             destruction (warnings: {}); the first:\n{}",
+            self.counters.warnings(),
+            self.counters.first_errors().join("\n")
+        );
+        report
     }
 
     fn teardown(&mut self) {

@@ -44,6 +44,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 }
             }
         }
+        self.end_abandoned_passes();
         Ok(Defragmentation {
             allocator: self.id,
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
@@ -51,7 +52,85 @@ impl<D: MemoryDevice> Allocator<D> {
             stats: DefragStats::default(),
             pass: 0,
             open: None,
+            abandoned: std::sync::Arc::clone(&self.abandoned),
         })
+    }
+
+    /// Ends the passes of sessions dropped with a pass open (see
+    /// [`Defragmentation`]), as their `end_pass` would have; their totals go
+    /// to the allocator's.
+    pub(crate) fn end_abandoned_passes(&self) {
+        let passes = std::mem::take(&mut *self.abandoned.lock());
+        for records in passes {
+            let stats = self.finish_pass(records);
+            self.add_defrag_totals(&stats);
+        }
+    }
+
+    /// What [`Defragmentation::end_pass`] does with a pass's `records`:
+    /// frees the old ranges of committed moves and the destinations of the
+    /// others, clears every mark, then releases blocks that became empty.
+    /// Returns what the pass did.
+    fn finish_pass(&self, records: Vec<Record>) -> DefragStats {
+        let mut stats = DefragStats {
+            passes: 1,
+            ..DefragStats::default()
+        };
+        let mut touched: Vec<ListRef> = Vec::new();
+        for r in &records {
+            let committed = r.old.is_some().then_some(&r.dest_location);
+            self.with_vector(r.list, |v| v.resolve_move(&r.source, r.id, committed));
+            if !touched.contains(&r.list) {
+                touched.push(r.list);
+            }
+        }
+        // Blocks freed: what the touched vectors held before the frees, less
+        // what they hold after (frees release surplus empty blocks too).
+        let held = |touched: &[ListRef]| {
+            touched.iter().fold((0u64, 0u64), |(n, b), &list| {
+                let usage = self.with_vector(list, |v| v.usage()).unwrap_or_default();
+                (n + u64::from(usage.block_count), b + usage.block_bytes)
+            })
+        };
+        let (blocks_before, bytes_before) = held(&touched);
+        let committed: Vec<(ListRef, Location, u64)> = records
+            .iter()
+            .filter(|r| r.old.is_some())
+            .map(|r| (r.list, r.dest_location, r.id))
+            .collect();
+        for r in records {
+            let doomed = match (r.old, r.dest) {
+                (Some(old), _) => {
+                    stats.allocations_moved += 1;
+                    stats.bytes_moved += r.size;
+                    old
+                }
+                (None, Some(dest)) => {
+                    stats.moves_cancelled += 1;
+                    dest
+                }
+                (None, None) => continue,
+            };
+            if let Err(e) = self.free(doomed) {
+                log::error!(
+                    "vkalloc: defragmentation could not free a range: {}",
+                    e.error()
+                );
+            }
+        }
+        for (list, dest, id) in &committed {
+            self.with_vector(*list, |v| v.settle_committed(dest, *id));
+        }
+        let env = self.env();
+        for &list in &touched {
+            self.with_vector(list, |v| {
+                v.release_empty(env);
+            });
+        }
+        let (blocks_after, bytes_after) = held(&touched);
+        stats.blocks_freed = blocks_before.saturating_sub(blocks_after);
+        stats.bytes_freed = bytes_before.saturating_sub(bytes_after);
+        stats
     }
 
     /// Marks an allocation movable or not by defragmentation (pin what the
@@ -191,6 +270,7 @@ impl Defragmentation {
         if self.open.is_some() {
             return Err(DefragError::PassOpen);
         }
+        allocator.end_abandoned_passes();
         self.pass += 1;
         let mut budget = MoveBudget {
             bytes: self.desc.max_bytes_per_pass,
@@ -351,65 +431,8 @@ impl Defragmentation {
             return Err(DefragError::ForeignAllocator);
         }
         let records = self.open.take().ok_or(DefragError::NoPassBegun)?;
-        let mut stats = DefragStats {
-            passes: 1,
-            ..DefragStats::default()
-        };
-        let mut touched: Vec<ListRef> = Vec::new();
-        for r in &records {
-            let committed = r.old.is_some().then_some(&r.dest_location);
-            allocator.with_vector(r.list, |v| v.resolve_move(&r.source, r.id, committed));
-            if !touched.contains(&r.list) {
-                touched.push(r.list);
-            }
-        }
         let moves = records.len() as u64;
-        // Blocks freed: what the touched vectors held before the frees, less
-        // what they hold after (frees release surplus empty blocks too).
-        let held = |touched: &[ListRef]| {
-            touched.iter().fold((0u64, 0u64), |(n, b), &list| {
-                let usage = allocator
-                    .with_vector(list, |v| v.usage())
-                    .unwrap_or_default();
-                (n + u64::from(usage.block_count), b + usage.block_bytes)
-            })
-        };
-        let (blocks_before, bytes_before) = held(&touched);
-        let committed: Vec<(ListRef, Location, u64)> = records
-            .iter()
-            .filter(|r| r.old.is_some())
-            .map(|r| (r.list, r.dest_location, r.id))
-            .collect();
-        for r in records {
-            let doomed = match (r.old, r.dest) {
-                (Some(old), _) => {
-                    stats.allocations_moved += 1;
-                    stats.bytes_moved += r.size;
-                    old
-                }
-                (None, Some(dest)) => {
-                    stats.moves_cancelled += 1;
-                    dest
-                }
-                (None, None) => continue,
-            };
-            if let Err(e) = allocator.free(doomed) {
-                log::error!(
-                    "vkalloc: defragmentation could not free a range: {}",
-                    e.error()
-                );
-            }
-        }
-        for (list, dest, id) in &committed {
-            allocator.with_vector(*list, |v| v.settle_committed(dest, *id));
-        }
-        let env = allocator.env();
-        for &list in &touched {
-            allocator.with_vector(list, |v| v.release_empty(env));
-        }
-        let (blocks_after, bytes_after) = held(&touched);
-        stats.blocks_freed = blocks_before.saturating_sub(blocks_after);
-        stats.bytes_freed = bytes_before.saturating_sub(bytes_after);
+        let stats = allocator.finish_pass(records);
         self.stats.add(&stats);
         allocator.add_defrag_totals(&stats);
         Ok(PassReport {

@@ -1,6 +1,6 @@
 //! What the allocator tells about itself: cheap and detailed statistics,
 //! the JSON dump and text summary, leaks, corruption checks, validation,
-//! and the leak report when it goes away.
+//! and the leak report it gives when it goes away (see [`super::teardown`]).
 
 #![forbid(unsafe_code)]
 
@@ -61,9 +61,13 @@ impl fmt::Display for Leak {
 pub struct LeakReport {
     /// The leaked allocations.
     pub leaks: Vec<Leak>,
-    /// Blocks kept mapped and allocated because a leaked allocation in them
-    /// may still be read or written through its mapping (they are freed with
-    /// the device).
+    /// Blocks kept allocated and mapped because a leaked allocation in them
+    /// may still be read or written through its mapping. Nothing frees them
+    /// later: Vulkan does not free memory with the device (destroying the
+    /// device while they exist is invalid usage,
+    /// `VUID-vkDestroyDevice-device-00378`), so they stay until the process
+    /// exits. An engine tearing down frees them with
+    /// [`Allocator::destroy_all_memory`], whose report has none.
     pub blocks_kept: usize,
 }
 
@@ -95,7 +99,7 @@ impl fmt::Display for LeakReport {
         if self.blocks_kept > 0 {
             write!(
                 f,
-                "; {} mapped blocks kept for their leaked mappings",
+                "; {} mapped blocks kept (not freed) for their leaked mappings: free them before destroying the device with Allocator::destroy_all_memory",
                 self.blocks_kept
             )?;
         }
@@ -173,8 +177,13 @@ impl<D: MemoryDevice> Allocator<D> {
         let vector = &state.vector;
         let usage = vector.usage();
         let heap = self.budgets.view(vector.heap);
+        let (blocks, max_blocks) = vector.pool_blocks().unwrap_or((0, u32::MAX));
         Ok(PoolPressure {
             pool_budget: state.desc.budget,
+            pool_block_count: blocks,
+            pool_max_blocks: max_blocks,
+            pool_block_size: vector.block_size,
+            pool_linear: vector.is_linear(),
             pool_committed_bytes: usage.block_bytes,
             pool_allocated_bytes: usage.allocation_bytes,
             largest_free_range: vector.largest_free(),
@@ -268,8 +277,11 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 
     /// Live allocations: what would be reported as leaked if the allocator
-    /// were dropped now.
+    /// were dropped now. Like a drop, it first ends the open passes of
+    /// dropped defragmentation sessions (see [`crate::Defragmentation`]), so
+    /// their moves are not counted.
     pub fn leaks(&self) -> Vec<Leak> {
+        self.end_abandoned_passes();
         let mut leaks = Vec::new();
         self.for_each_vector(|vector, pool| {
             vector.for_each_list(|list| {
@@ -321,56 +333,5 @@ impl<D: MemoryDevice> Allocator<D> {
             )));
         }
         Ok(())
-    }
-
-    /// Frees everything and returns the leak report: every allocation still
-    /// live, named. Dropping the allocator does the same, but can only write
-    /// the report to `log` (and stderr in debug builds).
-    ///
-    /// Blocks that hold leaked allocations and are mapped are kept (see
-    /// [`LeakReport::blocks_kept`]): a leaked [`crate::MappedAllocation`]
-    /// may still touch them, and freeing them would make that a use after free.
-    pub fn destroy(mut self) -> LeakReport {
-        self.leaks_reported = true;
-        let leaks = self.leaks();
-        let blocks_kept = self.teardown();
-        LeakReport { leaks, blocks_kept }
-    }
-
-    /// Frees every block of every vector, pools first; returns how many
-    /// mapped blocks were kept for leaked allocations.
-    fn teardown(&mut self) -> usize {
-        let mut kept = 0;
-        let pools: Vec<_> = self
-            .pools
-            .take()
-            .into_iter()
-            .filter_map(|s| s.pool)
-            .collect();
-        for pool in pools {
-            kept += pool.vector.teardown(self.env());
-        }
-        for ts in &self.types {
-            kept += ts.vector.teardown(self.env());
-        }
-        kept
-    }
-}
-
-impl<D: MemoryDevice> Drop for Allocator<D> {
-    fn drop(&mut self) {
-        if self.leaks_reported {
-            // `destroy` already tore everything down.
-            return;
-        }
-        let leaks = self.leaks();
-        let blocks_kept = self.teardown();
-        let report = LeakReport { leaks, blocks_kept };
-        if !report.is_empty() {
-            log::error!("{report}");
-            if cfg!(debug_assertions) {
-                eprintln!("{report}");
-            }
-        }
     }
 }

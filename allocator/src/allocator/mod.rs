@@ -7,7 +7,8 @@
 //! - this file: the allocator's state, creation, frames and trace recording;
 //! - [`placement`]: allocate, free, flush and invalidate (the one path);
 //! - [`pools`]: creating, resetting and destroying pools, trimming;
-//! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation.
+//! - [`diagnostics`]: statistics, the JSON dump, leaks, corruption, validation;
+//! - [`teardown`]: `destroy`, `destroy_all_memory` and drop.
 //!
 //! Locking: each vector has its own locks, one per shard (see
 //! [`crate::block_vector`]), so threads allocating from different types or
@@ -26,6 +27,7 @@ mod placement;
 mod pool_table;
 mod pools;
 mod priority;
+mod teardown;
 
 #[cfg(feature = "trace")]
 use std::io::Write;
@@ -284,6 +286,10 @@ pub struct Allocator<D: MemoryDevice> {
     next_id: AtomicU64,
     /// Defragmentation totals over every session.
     defrag_totals: parking_lot::Mutex<crate::stats::DefragStats>,
+    /// Open passes of dropped defragmentation sessions, ended at the next
+    /// frame, trim, session, pass, `leaks`, pool destruction or teardown
+    /// ([`crate::Defragmentation`]).
+    abandoned: crate::defrag::Abandoned,
     #[cfg(feature = "trace")]
     recorder: Mutex<Option<Recorder>>,
     /// Set by [`Self::destroy`], which reports leaks itself.
@@ -433,6 +439,7 @@ impl<D: MemoryDevice> Allocator<D> {
             frame: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             defrag_totals: parking_lot::Mutex::new(crate::stats::DefragStats::default()),
+            abandoned: Default::default(),
             #[cfg(feature = "trace")]
             recording: AtomicBool::new(false),
             #[cfg(feature = "trace")]
@@ -463,8 +470,11 @@ impl<D: MemoryDevice> Allocator<D> {
     /// type's high-water mark decay and frees kept memory far above its
     /// retention limit (see [`AllocatorDesc::keep_empty_blocks`]), advances
     /// the frame counter that allocations' ages are counted in, and marks a
-    /// frame boundary in a recorded trace; call once a frame.
+    /// frame boundary in a recorded trace; call once a frame. It first ends
+    /// the passes of defragmentation sessions dropped with a pass open (see
+    /// [`crate::Defragmentation`]).
     pub fn begin_frame(&self) {
+        self.end_abandoned_passes();
         let frame = self.frame.load(Ordering::Relaxed);
         self.budgets.refresh_at_frame(&self.device, frame + 1);
         for ts in &self.types {

@@ -129,7 +129,18 @@ impl<D: MemoryDevice> Allocator<D> {
                 required: self.types[memory_type as usize].flags,
             });
         }
-        self.allocate_in(&pool.vector, desc)
+        match self.allocate_in(&pool.vector, desc) {
+            // Empty blocks the pool keeps count against its budget: given
+            // back, the request may fit (a byte budget is usable to the byte).
+            Err(e @ Error::PoolExhausted { .. }) => {
+                if pool.vector.release_empty(self.env()) > 0 {
+                    self.allocate_in(&pool.vector, desc)
+                } else {
+                    Err(e)
+                }
+            }
+            result => result,
+        }
     }
 
     /// Tries the memory types best first, falling back on out-of-memory:
@@ -216,7 +227,19 @@ impl<D: MemoryDevice> Allocator<D> {
             dedicated = true;
         }
         if dedicated {
-            return vector.allocate_dedicated(self.env(), &self.dedicated_placement(desc), desc);
+            let placement = if in_pool {
+                // Exactly the request: a pool recycles nothing, and its
+                // budget is counted to the byte.
+                DedicatedPlacement {
+                    size: desc.size,
+                    named: desc.dedicated_to,
+                    recyclable: false,
+                    import_fd: None,
+                }
+            } else {
+                self.dedicated_placement(desc)
+            };
+            return vector.allocate_dedicated(self.env(), &placement, desc);
         }
         let shared = self.shared_placement(vector.memory_type, desc)?;
         // A type's default blocks (not a pool's, not linear), where the

@@ -7,7 +7,7 @@ use super::{Allocator, PoolSlot, PoolState};
 use crate::allocation::ListRef;
 use crate::block::PoolAlgorithm;
 use crate::block_list::ListConfig;
-use crate::block_vector::{BlockVector, Close, VectorConfig};
+use crate::block_vector::{BlockVector, Close, LeakedBlocks, VectorConfig};
 use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::PoolCaps;
@@ -143,7 +143,7 @@ impl<D: MemoryDevice> Allocator<D> {
         match failed {
             None => Ok(id),
             Some(e) => {
-                pool.vector.teardown(self.env());
+                pool.vector.teardown(self.env(), LeakedBlocks::Keep);
                 Err(e)
             }
         }
@@ -152,10 +152,15 @@ impl<D: MemoryDevice> Allocator<D> {
     /// Destroys an empty pool and frees its blocks.
     ///
     /// # Errors
-    /// [`Error::PoolNotEmpty`] while it holds allocations;
+    /// [`Error::PoolNotEmpty`] while it holds allocations (the destinations
+    /// and old allocations of an open defragmentation pass on it count: end
+    /// the pass, or drop its session);
     /// [`Error::UnknownPool`] for a stale id.
     pub fn destroy_pool(&self, id: PoolId) -> Result<(), Error> {
         let pool = self.pool(id)?;
+        // A dropped defragmentation session's pass may hold reserved
+        // destinations in the pool: ended first, they are not live.
+        self.end_abandoned_passes();
         // Under every shard's lock: the count is exact (no placement half
         // done), and a placement after it sees the pool closed and places
         // nothing (`BlockVector::close`).
@@ -173,7 +178,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 slot.pool = None;
             }
         });
-        pool.vector.teardown(self.env());
+        pool.vector.teardown(self.env(), LeakedBlocks::Keep);
         Ok(())
     }
 
@@ -207,8 +212,10 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 
     /// Frees every empty block beyond each list's `min_blocks`, including
-    /// dedicated memory kept for reuse.
+    /// dedicated memory kept for reuse (and first ends the passes of dropped
+    /// defragmentation sessions, see [`crate::Defragmentation`]).
     pub fn trim(&self) {
+        self.end_abandoned_passes();
         self.for_each_vector(|vector, _| vector.trim(self.env()));
     }
 }

@@ -1,0 +1,404 @@
+//! ARCHITECTURE.md against the source tree: its code map names every Rust source file and
+//! nothing that does not exist, and its checked invariants (where `unsafe` may appear, who
+//! calls the device seam, where an environment variable is read) hold.
+//!
+//! The paths come from ARCHITECTURE.md, not from this file: when a module moves or an
+//! invariant's list changes, the line in ARCHITECTURE.md changes and this test stays.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The repository root (xtask's parent).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives inside the repository")
+        .to_path_buf()
+}
+
+fn architecture() -> String {
+    let path = root().join("ARCHITECTURE.md");
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// Every `.rs` file of the repository, as a path relative to the root with `/` separators.
+/// Build outputs (`target`, `target-*`) and hidden directories are skipped.
+fn sources() -> Vec<String> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
+        let entries =
+            fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        for entry in entries {
+            let entry = entry.expect("a directory entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel_path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let kind = entry.file_type().expect("a file type");
+            if kind.is_dir() {
+                if name.starts_with('.') || name == "target" || name.starts_with("target-") {
+                    continue;
+                }
+                walk(&entry.path(), &rel_path, out);
+            } else if kind.is_file() && name.ends_with(".rs") {
+                out.push(rel_path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root(), "", &mut out);
+    out.sort();
+    out
+}
+
+/// Whether `file` is `entry` or lies under it (an entry ending in `/` is a directory).
+fn covers(entry: &str, file: &str) -> bool {
+    if entry.ends_with('/') {
+        file.starts_with(entry)
+    } else {
+        file == entry
+    }
+}
+
+/// The backticked spans of `text`.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// A backticked span names a path when it holds a `/` or ends in `.rs`.
+fn is_path(span: &str) -> bool {
+    span.contains('/') || span.ends_with(".rs")
+}
+
+/// The lines of the section that starts at the heading `## {title}`, up to the next `## `.
+fn section<'a>(doc: &'a str, title: &str) -> Vec<&'a str> {
+    let heading = format!("## {title}");
+    let mut lines = doc.lines().skip_while(|l| l.trim_end() != heading);
+    assert!(
+        lines.next().is_some(),
+        "ARCHITECTURE.md has no `{heading}` section"
+    );
+    lines.take_while(|l| !l.starts_with("## ")).collect()
+}
+
+/// The code map's paths, relative to the repository root: each `###` heading may name a
+/// root (its first backticked span ending in `/`); each bullet's paths are the backticked
+/// spans before its first `:` outside backticks.
+fn code_map(doc: &str) -> Vec<String> {
+    let mut prefix = String::new();
+    let mut paths = Vec::new();
+    for line in section(doc, "Code map") {
+        if let Some(heading) = line.strip_prefix("### ") {
+            prefix = backticked(heading)
+                .into_iter()
+                .find(|s| s.ends_with('/'))
+                .unwrap_or("")
+                .to_string();
+        } else if let Some(item) = line.strip_prefix("- ") {
+            let mut in_tick = false;
+            let mut end = item.len();
+            for (i, c) in item.char_indices() {
+                match c {
+                    '`' => in_tick = !in_tick,
+                    ':' if !in_tick => {
+                        end = i;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            for span in backticked(&item[..end]) {
+                paths.push(format!("{prefix}{span}"));
+            }
+        }
+    }
+    assert!(
+        !paths.is_empty(),
+        "ARCHITECTURE.md's code map names no path"
+    );
+    paths
+}
+
+/// One checked invariant: the bullet of the "Invariants" section that starts with `start`
+/// (continuation lines included), split at the word "outside" into the paths it applies to
+/// (none: the whole repository) and the paths it allows. The allowed list ends at the first
+/// sentence's end.
+struct Rule {
+    scope: Vec<String>,
+    allowed: Vec<String>,
+}
+
+fn rule(doc: &str, start: &str) -> Rule {
+    let lines = section(doc, "Invariants");
+    let first = lines
+        .iter()
+        .position(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md's invariants lost the line `{start}...`"));
+    let mut text = lines[first].to_string();
+    for l in &lines[first + 1..] {
+        if l.starts_with("- ") || l.trim().is_empty() {
+            break;
+        }
+        text.push(' ');
+        text.push_str(l.trim());
+    }
+    let (before, after) = text
+        .split_once(" outside ")
+        .unwrap_or_else(|| panic!("the line `{start}...` says no \"outside\""));
+    // The first sentence's end outside backticks.
+    let mut in_tick = false;
+    let mut end = after.len();
+    let bytes = after.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'`' => in_tick = !in_tick,
+            b'.' if !in_tick && bytes.get(i + 1).is_none_or(|n| n.is_ascii_whitespace()) => {
+                end = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let paths = |s: &str| -> Vec<String> {
+        backticked(s)
+            .into_iter()
+            .filter(|s| is_path(s))
+            .map(str::to_string)
+            .collect()
+    };
+    let allowed = paths(&after[..end]);
+    assert!(!allowed.is_empty(), "the line `{start}...` allows no path");
+    Rule {
+        scope: paths(before),
+        allowed,
+    }
+}
+
+/// Rust source with comments, string literals and character literals blanked out (each
+/// replaced by one space), so that words in them are not taken for code.
+fn code_only(src: &str) -> String {
+    let c: Vec<char> = src.chars().collect();
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < c.len() {
+        let prev_ident = i > 0 && ident(c[i - 1]);
+        if c[i] == '/' && c.get(i + 1) == Some(&'/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+            out.push(' ');
+        } else if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if !prev_ident && (c[i] == 'r' || (c[i] == 'b' && c.get(i + 1) == Some(&'r'))) && {
+            let mut j = if c[i] == 'b' { i + 2 } else { i + 1 };
+            while c.get(j) == Some(&'#') {
+                j += 1;
+            }
+            c.get(j) == Some(&'"')
+        } {
+            // A raw string: r"..", r#".."#, br"..".
+            let mut j = if c[i] == 'b' { i + 2 } else { i + 1 };
+            let mut hashes = 0;
+            while c[j] == '#' {
+                hashes += 1;
+                j += 1;
+            }
+            j += 1;
+            loop {
+                if j >= c.len() {
+                    break;
+                }
+                if c[j] == '"' && (0..hashes).all(|k| c.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            i = j;
+            out.push(' ');
+        } else if c[i] == '"' {
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                i += if c[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push(' ');
+        } else if c[i] == '\'' && c.get(i + 1) == Some(&'\\') {
+            // An escaped character literal: '\n', '\'', '\u{..}'.
+            i += 2;
+            while i < c.len() && c[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push(' ');
+        } else if c[i] == '\'' && c.get(i + 2) == Some(&'\'') {
+            i += 3;
+            out.push(' ');
+        } else {
+            // Code, or a lifetime's quote.
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Whether `code` holds `word` as a whole identifier, preceded by `before` (if any) and
+/// followed, after any whitespace, by `after` (if any).
+fn has_word(code: &str, word: &str, before: &[&str], after: Option<char>) -> bool {
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    code.match_indices(word).any(|(at, _)| {
+        let head = &code[..at];
+        let tail = &code[at + word.len()..];
+        if head.chars().next_back().is_some_and(ident) || tail.chars().next().is_some_and(ident) {
+            return false;
+        }
+        let head = head.trim_end();
+        let before_ok = before.is_empty() || before.iter().any(|b| head.ends_with(b));
+        let after_ok = after.is_none_or(|a| tail.trim_start().starts_with(a));
+        before_ok && after_ok
+    })
+}
+
+/// Checks one rule: every source file in its scope that `holds` is allowed, and every allowed
+/// path holds it somewhere (so the list does not outgrow the code).
+fn check(name: &str, rule: &Rule, holds: impl Fn(&str) -> bool) {
+    let root = root();
+    let mut hits = BTreeSet::new();
+    for file in sources() {
+        if !rule.scope.is_empty() && !rule.scope.iter().any(|s| covers(s, &file)) {
+            continue;
+        }
+        let src = fs::read_to_string(root.join(&file)).expect("a readable source file");
+        if holds(&code_only(&src)) {
+            hits.insert(file);
+        }
+    }
+    let stray: Vec<_> = hits
+        .iter()
+        .filter(|f| !rule.allowed.iter().any(|a| covers(a, f)))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "{name} in files ARCHITECTURE.md does not allow: {stray:?}\n\
+         (move it to an allowed module, or add the file to the invariant's line)"
+    );
+    let idle: Vec<_> = rule
+        .allowed
+        .iter()
+        .filter(|a| !hits.iter().any(|f| covers(a, f)))
+        .collect();
+    assert!(
+        idle.is_empty(),
+        "ARCHITECTURE.md allows {name} in paths that hold none: {idle:?} (remove them from the line)"
+    );
+}
+
+#[test]
+fn the_code_map_names_every_source_file_and_only_paths_that_exist() {
+    let doc = architecture();
+    let map = code_map(&doc);
+    let missing: Vec<_> = map.iter().filter(|p| !root().join(p).exists()).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's code map names paths that do not exist: {missing:?}"
+    );
+    let unnamed: Vec<_> = sources()
+        .into_iter()
+        .filter(|f| !map.iter().any(|p| covers(p, f)))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "source files no line of ARCHITECTURE.md's code map names: {unnamed:?}"
+    );
+}
+
+#[test]
+fn unsafe_appears_only_where_architecture_md_allows_it() {
+    let rule = rule(&architecture(), "- No `unsafe` outside");
+    check("`unsafe`", &rule, |code| {
+        has_word(code, "unsafe", &[], None)
+    });
+}
+
+#[test]
+fn only_the_modules_architecture_md_names_call_the_device_seam() {
+    const SEAM: [&str; 7] = [
+        "allocate_memory",
+        "free_memory",
+        "map_memory",
+        "unmap_memory",
+        "flush_ranges",
+        "invalidate_ranges",
+        "heap_budgets",
+    ];
+    let rule = rule(&architecture(), "- No call of the device seam");
+    assert!(
+        !rule.scope.is_empty(),
+        "the device seam's line names no scope"
+    );
+    check("a call of the device seam", &rule, |code| {
+        SEAM.iter()
+            .any(|f| has_word(code, f, &[".", "::"], Some('(')))
+    });
+}
+
+#[test]
+fn environment_variables_are_read_only_where_architecture_md_allows() {
+    let rule = rule(&architecture(), "- No environment variable read");
+    assert!(
+        !rule.scope.is_empty(),
+        "the environment's line names no scope"
+    );
+    check("an environment variable read", &rule, |code| {
+        ["var", "var_os", "vars", "vars_os"]
+            .iter()
+            .any(|f| has_word(code, f, &["env::"], Some('(')))
+    });
+}
+
+#[test]
+fn the_source_filter_sees_code_only() {
+    let src = "// unsafe\n/* unsafe /* nested */ unsafe */ let s = \"unsafe\"; \
+               let r = r#\"unsafe \"q\" \"#; let c = '\"'; fn f<'a>(x: &'a u8) {} unsafe_code";
+    let code = code_only(src);
+    assert!(!has_word(&code, "unsafe", &[], None), "{code}");
+    assert!(code.contains("fn f<'a>(x: &'a u8)"), "{code}");
+    assert!(has_word("unsafe { x }", "unsafe", &[], None));
+    assert!(has_word(
+        "d.map_memory (m)",
+        "map_memory",
+        &[".", "::"],
+        Some('(')
+    ));
+    assert!(!has_word(
+        "fn map_memory(m)",
+        "map_memory",
+        &[".", "::"],
+        Some('(')
+    ));
+    assert!(has_word(
+        "std::env::var_os(\"X\")",
+        "var_os",
+        &["env::"],
+        Some('(')
+    ));
+}
