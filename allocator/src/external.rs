@@ -11,6 +11,10 @@
 //! with `VkExternalMemoryBufferCreateInfo` / `VkExternalMemoryImageCreateInfo`
 //! naming the same handle types (Vulkan's rule; the caller chains it).
 //!
+//! Memory another API or process has imported must stay where it is: place
+//! allocations of an exported pool with [`crate::AllocationOptions::pinned`]
+//! so no defragmentation pass moves them.
+//!
 //! Handle types need their extensions enabled on the device
 //! ([`crate::device::DeviceLimits::external_memory`]); a pool asking for
 //! others is refused with [`crate::Error::NotEnabled`].

@@ -15,16 +15,49 @@ impl FreeQueue {
     /// freed, by the first [`FreeQueue::collect`] with a value of at least
     /// `value`.
     ///
+    /// A frame loop whose submissions signal a timeline semaphore: what a
+    /// frame replaces is queued with the value its submission signals, and
+    /// destroyed once the GPU has passed it.
+    ///
     /// ```no_run
-    /// # fn f(allocator: &vkalloc::Allocator<vkalloc::vk::AshDevice>, buffer: vkalloc::vk::Buffer, frame: u64) {
-    /// let retired = vkalloc::FreeQueue::new();
-    /// // SAFETY: the GPU stops using the buffer with frame `frame`, and no
-    /// // view of it is left.
-    /// unsafe { retired.destroy_buffer_after(buffer, frame) };
-    /// // ... later, once the GPU has finished `frame`:
-    /// let done = retired.collect(allocator, frame);
-    /// assert_eq!(done.destroyed, 1);
-    /// # }
+    /// use ash::vk;
+    /// use vkalloc::vk::{AshDevice, Buffer, Image};
+    /// use vkalloc::{Allocator, FreeQueue};
+    ///
+    /// struct Frames {
+    ///     retired: FreeQueue,
+    ///     timeline: vk::Semaphore,
+    ///     /// The value this frame's submission signals.
+    ///     signalled: u64,
+    /// }
+    ///
+    /// fn end_frame(
+    ///     device: &ash::Device,
+    ///     allocator: &Allocator<AshDevice>,
+    ///     frames: &mut Frames,
+    ///     old_vertices: Buffer,
+    ///     old_texture: Image,
+    /// ) -> Result<(), vk::Result> {
+    ///     // SAFETY: no command after this frame's submission uses them, and
+    ///     // no view of them is left.
+    ///     unsafe {
+    ///         frames.retired.destroy_buffer_after(old_vertices, frames.signalled);
+    ///         frames.retired.destroy_image_after(old_texture, frames.signalled);
+    ///     }
+    ///     // SAFETY: the semaphore is live.
+    ///     let reached = unsafe { device.get_semaphore_counter_value(frames.timeline) }?;
+    ///     let done = frames.retired.collect(allocator, reached);
+    ///     assert!(done.refused_resources.is_empty(), "one allocator made them all");
+    ///     allocator.begin_frame();
+    ///     frames.signalled += 1;
+    ///     Ok(())
+    /// }
+    ///
+    /// fn teardown(device: &ash::Device, allocator: &Allocator<AshDevice>, frames: &Frames) {
+    ///     // SAFETY: waiting for the device is always valid.
+    ///     let _ = unsafe { device.device_wait_idle() };
+    ///     frames.retired.collect_all(allocator);
+    /// }
     /// ```
     ///
     /// # Safety
