@@ -38,6 +38,7 @@ use crate::desc::AllocationDesc;
 use crate::device::DedicatedTo;
 use crate::error::Error;
 use crate::memory::{self, Doomed, MemoryRequest, PoolCaps};
+use crate::priority::MemoryPriority;
 use crate::range::{Range, RangeRequest};
 use crate::recycle::RecycleBin;
 use crate::stats::{Counters, ShardCounters, Usage};
@@ -105,6 +106,8 @@ pub(crate) struct VectorConfig {
     /// Live allocations from which a TLSF block makes runs of slots
     /// ([`crate::AllocatorDesc::small_runs_from`]).
     pub runs_from: u32,
+    /// The pool's name (debug names); `None` for default blocks.
+    pub pool_name: Option<Box<str>>,
 }
 
 /// A shared-block placement: the range to find and where the allocation
@@ -129,6 +132,8 @@ pub(crate) struct DedicatedPlacement {
     /// Whether the memory may be reused for another allocation once freed
     /// (only memory that names no resource).
     pub recyclable: bool,
+    /// A file descriptor to import the memory from (borrowed).
+    pub import_fd: Option<i32>,
 }
 
 /// How many bytes and allocations a pass may still move.
@@ -589,6 +594,9 @@ pub(crate) struct BlockVector {
     /// ([`crate::policy::decay_committed_high`]). Freed memory below it is
     /// kept ([`crate::policy::retain_below_peak`]).
     committed_high: AtomicU64,
+    /// The pool's name, for debug names of its memory; `None` for default
+    /// blocks.
+    pool_name: Option<Box<str>>,
 }
 
 // The layout [`BlockVector`] promises: its hot fields in its first 64 bytes.
@@ -653,6 +661,7 @@ impl BlockVector {
             blocks: Counters::default(),
             high_water: AtomicU64::new(0),
             committed_high: AtomicU64::new(0),
+            pool_name: config.pool_name,
         }
     }
 
@@ -1301,7 +1310,10 @@ impl BlockVector {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let kind = desc.kind.range_kind();
-        let recyclable = self.recycle.is_some() && placement.recyclable;
+        let priority = desc.options.priority.or_else(|| self.pool_priority());
+        // Memory made with a priority of its own is not reused for another
+        // request (which may want another).
+        let recyclable = self.recycle.is_some() && placement.recyclable && priority.is_none();
         let reused = match &self.recycle {
             Some(bin) if recyclable => bin.lock().take(placement.size),
             _ => None,
@@ -1309,6 +1321,13 @@ impl BlockVector {
         let block = match reused {
             Some(mut block) => {
                 block.reuse_dedicated(kind);
+                // Named for its new holder.
+                memory::name(
+                    env.memory.device,
+                    env.memory.objects,
+                    block.memory,
+                    &self.label(Some(desc.options.tag)),
+                );
                 block
             }
             None => {
@@ -1324,6 +1343,10 @@ impl BlockVector {
                         within_budget: desc.options.within_budget,
                         pool: self.caps.as_ref(),
                         shared_block: false,
+                        priority,
+                        label: self.label(Some(desc.options.tag)),
+                        export: self.export(),
+                        import_fd: placement.import_fd,
                     },
                 )?;
                 self.blocks.add_block(placement.size, true);
@@ -2040,6 +2063,110 @@ impl BlockVector {
         released
     }
 
+    /// What the vector's memory is, for its debug name: a shared block, or
+    /// with `Some(tag)` dedicated memory.
+    fn label<'a>(&'a self, dedicated: Option<&'a str>) -> crate::names::MemoryLabel<'a> {
+        crate::names::MemoryLabel {
+            memory_type: self.memory_type,
+            pool: self.pool_name.as_deref(),
+            algorithm: self.algorithm,
+            dedicated,
+        }
+    }
+
+    /// The memory object holding the allocation at `location`, and its size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPool`] when its pool was reset since.
+    pub fn block_of(
+        &self,
+        location: &crate::allocation::Location,
+    ) -> Result<(crate::device::DeviceMemory, u64), Error> {
+        let shard = self
+            .shards
+            .get(usize::from(location.shard))
+            .ok_or_else(|| missing_shard(location.shard))?;
+        let list = shard.list.lock();
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return Err(Error::InvalidPool(
+                "the allocation's pool was reset since: it holds no memory",
+            ));
+        }
+        let block = list
+            .block(location.block)
+            .ok_or_else(|| missing_block(location.block))?;
+        Ok((block.memory, block.size))
+    }
+
+    /// The handle types the pool's memory is exportable with.
+    pub fn export(&self) -> crate::external::ExternalMemoryHandleTypes {
+        self.caps.as_ref().map(|c| c.export).unwrap_or_default()
+    }
+
+    /// The priority of the pool's new blocks (`None` outside pools).
+    pub fn pool_priority(&self) -> Option<MemoryPriority> {
+        self.caps.as_ref().and_then(|c| c.priority.get())
+    }
+
+    /// Changes the priority of the dedicated allocation at `location`
+    /// under its shard's lock (so its memory is not freed meanwhile).
+    ///
+    /// # Errors
+    /// [`Error::NotDedicated`] for an allocation in a shared block;
+    /// [`Error::InvalidPool`] when its pool was reset since (it holds no
+    /// memory); [`Error::NotEnabled`] without the extension.
+    pub fn set_dedicated_priority(
+        &self,
+        device: &dyn crate::device::MemoryDevice,
+        location: &crate::allocation::Location,
+        priority: MemoryPriority,
+    ) -> Result<(), Error> {
+        let shard = self
+            .shards
+            .get(usize::from(location.shard))
+            .ok_or_else(|| missing_shard(location.shard))?;
+        let list = shard.list.lock();
+        if self.epoch.load(Ordering::Relaxed) != location.epoch {
+            return Err(Error::InvalidPool(
+                "the allocation's pool was reset since: it holds no memory",
+            ));
+        }
+        let block = list
+            .block(location.block)
+            .ok_or_else(|| missing_block(location.block))?;
+        if !block.is_dedicated() {
+            return Err(Error::NotDedicated);
+        }
+        memory::set_priority(device, block.memory, priority)
+    }
+
+    /// Sets the pool's priority: its new blocks get it, and every shared
+    /// block it has now is changed (under each shard's lock); dedicated
+    /// allocations keep the priority they were made with. A block being made by
+    /// another thread during the call may keep the old priority.
+    ///
+    /// # Errors
+    /// [`Error::NotEnabled`] without the extension (nothing changes).
+    pub fn set_pool_priority(
+        &self,
+        device: &dyn crate::device::MemoryDevice,
+        priority: MemoryPriority,
+    ) -> Result<(), Error> {
+        let Some(caps) = &self.caps else {
+            return Err(Error::Invariant("a pool's vector without caps".into()));
+        };
+        if !device.limits().pageable_device_local_memory {
+            return Err(Error::NotEnabled(memory::PAGEABLE_NOT_ENABLED));
+        }
+        caps.priority.set(priority);
+        for list in self.lock_all() {
+            for (_, block) in list.iter().filter(|(_, b)| !b.is_dedicated()) {
+                memory::set_priority(device, block.memory, priority)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Calls `visit` with each open shard's list in turn, under its lock.
     pub fn for_each_list(&self, mut visit: impl FnMut(&BlockList)) {
         for shard in &self.shards[..self.open_shards()] {
@@ -2122,6 +2249,10 @@ impl BlockVector {
                 within_budget,
                 pool: self.caps.as_ref(),
                 shared_block: true,
+                priority: self.pool_priority(),
+                label: self.label(None),
+                export: self.export(),
+                import_fd: None,
             },
         )?;
         self.blocks.add_block(size, false);

@@ -1,9 +1,12 @@
 //! Frees ordered by GPU progress. A renderer that stops using a resource in
-//! frame `n` cannot free its memory until the GPU has finished frame `n`; rather
-//! than keep its own graveyard, it hands the allocation to a [`FreeQueue`] with
-//! the timeline-semaphore value (or frame index) after which the GPU no longer
-//! touches it, and calls [`FreeQueue::collect`] with the value the GPU has
-//! reached. Built only on [`Allocator::free`].
+//! frame `n` cannot destroy it nor free its memory until the GPU has
+//! finished frame `n`; rather than keep its own graveyard, it hands the
+//! allocation, or the whole buffer or image (feature `ash`:
+//! `FreeQueue::destroy_buffer_after`, `destroy_image_after`), to a
+//! [`FreeQueue`] with the timeline-semaphore value (or frame index) after
+//! which the GPU no longer touches it, and calls [`FreeQueue::collect`] with
+//! the value the GPU has reached. Built on [`Allocator::free`] and the device
+//! seam's [`MemoryDevice::destroy_resource`].
 //!
 #![cfg_attr(feature = "sim", doc = "```")]
 #![cfg_attr(not(feature = "sim"), doc = "```ignore")]
@@ -29,26 +32,90 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::device::MemoryDevice;
-use crate::{Allocation, Allocator};
+pub use crate::device::RetiredResource;
+use crate::{Allocation, Allocator, Error};
 
-/// Allocations waiting for the GPU to pass a timeline value. `Send + Sync`:
-/// any thread may queue, any thread may collect.
+/// Destroys a queued resource's handle (through the device seam) and frees
+/// its memory.
+fn retire<D: MemoryDevice>(
+    resource: RetiredResource,
+    allocator: &Allocator<D>,
+) -> Result<(), RefusedResource> {
+    if !allocator.owns(resource.allocation()) {
+        return Err(RefusedResource {
+            error: Error::ForeignAllocation,
+            resource: Box::new(resource),
+        });
+    }
+    crate::memory::destroy_retired(allocator.device(), &resource);
+    let (_, allocation) = resource.into_parts();
+    // Checked above: this allocator made it, so freeing cannot fail.
+    let _ = allocator.free(allocation);
+    Ok(())
+}
+
+/// A queued resource the allocator would not destroy: another allocator
+/// made its memory. Nothing was destroyed; the resource comes back (queue
+/// it where it belongs, or destroy it with [`RetiredResource::into_parts`]).
+#[derive(Debug)]
+#[must_use = "the resource inside leaks unless it is destroyed where it belongs"]
+pub struct RefusedResource {
+    error: Error,
+    // Boxed as `FreeError` boxes its allocation: refusals are rare.
+    resource: Box<RetiredResource>,
+}
+
+impl RefusedResource {
+    /// Why it was refused.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The resource, untouched.
+    pub fn into_resource(self) -> RetiredResource {
+        *self.resource
+    }
+}
+
+/// One thing waiting in a [`FreeQueue`].
+#[derive(Debug)]
+enum Retired {
+    Allocation(Allocation),
+    Resource(RetiredResource),
+}
+
+impl Retired {
+    fn size(&self) -> u64 {
+        match self {
+            Retired::Allocation(a) => a.size(),
+            Retired::Resource(r) => r.allocation().size(),
+        }
+    }
+}
+
+/// Allocations, buffers and images waiting for the GPU to pass a timeline
+/// value. `Send + Sync`: any thread may queue, any thread may collect.
 #[derive(Debug, Default)]
 pub struct FreeQueue {
-    pending: Mutex<BTreeMap<u64, Vec<Allocation>>>,
+    pending: Mutex<BTreeMap<u64, Vec<Retired>>>,
 }
 
 /// What one [`FreeQueue::collect`] did.
 #[derive(Debug, Default)]
 #[non_exhaustive]
 pub struct Collected {
-    /// Allocations freed.
+    /// Allocations freed (those of destroyed resources included).
     pub freed: usize,
     /// Their bytes.
     pub freed_bytes: u64,
+    /// Buffers and images destroyed (their memory is counted in `freed`).
+    pub destroyed: usize,
     /// Frees the allocator refused (a programming error such as a foreign
     /// allocation), each with its allocation handed back.
     pub failures: Vec<crate::FreeError>,
+    /// Resources the allocator refused to destroy (their memory is
+    /// another allocator's), each handed back untouched.
+    pub refused_resources: Vec<RefusedResource>,
 }
 
 impl FreeQueue {
@@ -57,23 +124,33 @@ impl FreeQueue {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Vec<Allocation>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Vec<Retired>>> {
         // A panic while holding the lock leaves the map consistent (every
         // operation on it is a single insert or split), so poisoning is ignored.
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn push(&self, item: Retired, value: u64) {
+        self.lock().entry(value).or_default().push(item);
+    }
+
     /// Queues `allocation` to be freed once the GPU has reached `value`
     /// (a timeline-semaphore value or frame index that only grows).
     pub fn free_after(&self, allocation: impl Into<Allocation>, value: u64) {
-        self.lock()
-            .entry(value)
-            .or_default()
-            .push(allocation.into());
+        self.push(Retired::Allocation(allocation.into()), value);
     }
 
-    /// Frees every allocation queued with a value at most `completed`, the
-    /// value the GPU has reached. Frees run outside the queue's lock.
+    /// Queues a buffer or image to be destroyed, and its memory freed, once
+    /// the GPU has reached `value`. With feature `ash`,
+    /// `FreeQueue::destroy_buffer_after` and `destroy_image_after` take the
+    /// crate's own `vk::Buffer` and `vk::Image` values.
+    pub fn destroy_after(&self, resource: RetiredResource, value: u64) {
+        self.push(Retired::Resource(resource), value);
+    }
+
+    /// Destroys and frees everything queued with a value at most
+    /// `completed`, the value the GPU has reached. Runs outside the queue's
+    /// lock; a resource is destroyed before its memory is freed.
     pub fn collect<D: MemoryDevice>(&self, allocator: &Allocator<D>, completed: u64) -> Collected {
         let ready = {
             let mut pending = self.lock();
@@ -83,35 +160,51 @@ impl FreeQueue {
             };
             std::mem::replace(&mut *pending, later)
         };
-        Self::free_all(allocator, ready.into_values().flatten())
+        Self::retire_all(allocator, ready.into_values().flatten())
     }
 
-    /// Frees everything queued, whatever its value: for teardown, once the
-    /// device is idle.
+    /// Destroys and frees everything queued, whatever its value: for
+    /// teardown, once the device is idle.
     pub fn collect_all<D: MemoryDevice>(&self, allocator: &Allocator<D>) -> Collected {
         let all = std::mem::take(&mut *self.lock());
-        Self::free_all(allocator, all.into_values().flatten())
+        Self::retire_all(allocator, all.into_values().flatten())
     }
 
-    fn free_all<D: MemoryDevice>(
+    fn retire_all<D: MemoryDevice>(
         allocator: &Allocator<D>,
-        allocations: impl Iterator<Item = Allocation>,
+        items: impl Iterator<Item = Retired>,
     ) -> Collected {
         let mut c = Collected::default();
-        for a in allocations {
-            let size = a.size();
-            match allocator.free(a) {
-                Ok(()) => {
-                    c.freed += 1;
-                    c.freed_bytes = c.freed_bytes.saturating_add(size);
-                }
-                Err(refused) => c.failures.push(refused),
+        for item in items {
+            let size = item.size();
+            let freed = match item {
+                Retired::Allocation(a) => match allocator.free(a) {
+                    Ok(()) => true,
+                    Err(refused) => {
+                        c.failures.push(refused);
+                        false
+                    }
+                },
+                Retired::Resource(r) => match retire(r, allocator) {
+                    Ok(()) => {
+                        c.destroyed += 1;
+                        true
+                    }
+                    Err(refused) => {
+                        c.refused_resources.push(refused);
+                        false
+                    }
+                },
+            };
+            if freed {
+                c.freed += 1;
+                c.freed_bytes = c.freed_bytes.saturating_add(size);
             }
         }
         c
     }
 
-    /// Allocations waiting.
+    /// Allocations and resources waiting.
     pub fn len(&self) -> usize {
         self.lock().values().map(Vec::len).sum()
     }
@@ -126,7 +219,7 @@ impl FreeQueue {
         self.lock()
             .values()
             .flatten()
-            .fold(0u64, |s, a| s.saturating_add(a.size()))
+            .fold(0u64, |s, r| s.saturating_add(r.size()))
     }
 }
 

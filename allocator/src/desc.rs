@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DedicatedTo;
 use crate::pool::PoolId;
+use crate::priority::MemoryPriority;
 use crate::range::RangeKind;
 use crate::select::MemoryUsage;
 
@@ -104,6 +105,11 @@ pub struct AllocationOptions<'a> {
     /// the placement, under the same lock, so no pass running meanwhile sees
     /// it movable). Alias groups are always placed so.
     pub pinned: bool,
+    /// The memory priority of a dedicated allocation
+    /// (`VK_EXT_memory_priority`); `None` leaves the driver's default (0.5),
+    /// or its pool's priority in a pool. An allocation placed in a shared
+    /// block has the block's priority, its pool's ([`crate::priority`]).
+    pub priority: Option<MemoryPriority>,
 }
 
 impl<'a> AllocationOptions<'a> {
@@ -118,6 +124,14 @@ impl<'a> AllocationOptions<'a> {
     /// The same options with a debugging tag.
     pub fn tagged(self, tag: &'a str) -> Self {
         Self { tag, ..self }
+    }
+
+    /// The same options with a memory priority (see [`Self::priority`]).
+    pub fn with_priority(self, priority: MemoryPriority) -> Self {
+        Self {
+            priority: Some(priority),
+            ..self
+        }
     }
 
     /// The same options, allocating from `pool`.

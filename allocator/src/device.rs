@@ -12,6 +12,10 @@ use std::ptr::NonNull;
 
 use serde::{Deserialize, Serialize};
 
+use crate::allocation::Allocation;
+use crate::external::ExternalMemoryHandleTypes;
+use crate::priority::MemoryPriority;
+
 /// Bits of `VkMemoryPropertyFlags`, with the same values as Vulkan.
 ///
 /// A plain `u32` newtype so the core stays free of `ash`; [`crate::vk`]
@@ -198,6 +202,24 @@ pub struct DeviceLimits {
     pub max_memory_allocation_size: u64,
     /// Whether `VK_EXT_memory_budget` is enabled, so [`MemoryDevice::heap_budgets`] reports real figures.
     pub memory_budget: bool,
+    /// Whether `VK_EXT_memory_priority` is enabled: [`MemoryAllocateInfo::priority`]
+    /// reaches the driver (otherwise it is not passed on).
+    #[serde(default)]
+    pub memory_priority: bool,
+    /// Whether `VK_EXT_pageable_device_local_memory` is enabled:
+    /// [`MemoryDevice::set_memory_priority`] may be called.
+    #[serde(default)]
+    pub pageable_device_local_memory: bool,
+    /// Whether the instance has `VK_EXT_debug_utils` enabled:
+    /// [`MemoryDevice::set_memory_name`] may be called, and the allocator
+    /// names every memory object it makes ([`crate::names`]).
+    #[serde(default)]
+    pub debug_utils: bool,
+    /// The external memory handle types whose extensions are enabled
+    /// (`VK_KHR_external_memory_fd`: [`ExternalMemoryHandleTypes::OPAQUE_FD`]):
+    /// what pools may export and memory may be imported as.
+    #[serde(default)]
+    pub external_memory: ExternalMemoryHandleTypes,
 }
 
 impl Default for DeviceLimits {
@@ -208,6 +230,10 @@ impl Default for DeviceLimits {
             non_coherent_atom_size: 1,
             max_memory_allocation_size: u64::MAX,
             memory_budget: false,
+            memory_priority: false,
+            pageable_device_local_memory: false,
+            debug_utils: false,
+            external_memory: ExternalMemoryHandleTypes::NONE,
         }
     }
 }
@@ -269,6 +295,48 @@ impl DedicatedTo {
     }
 }
 
+/// A buffer or image whose memory a [`crate::FreeQueue`] frees after destroying
+/// it. Made only through the `unsafe` [`RetiredResource::new`] (the
+/// `destroy_*_after` methods of [`crate::FreeQueue`] with feature `ash` make it for
+/// you), so safe code can't queue a made-up handle for destruction.
+#[derive(Debug)]
+pub struct RetiredResource {
+    resource: DedicatedResource,
+    allocation: Allocation,
+}
+
+impl RetiredResource {
+    /// Pairs a resource with the memory bound to it, for a [`crate::FreeQueue`].
+    ///
+    /// # Safety
+    /// `resource` is a live buffer or image of the device of the allocator
+    /// that made `allocation`, bound to it; nothing else destroys it; and
+    /// once the GPU has reached the value it is queued with, the device no
+    /// longer uses it and no view of it is left (it is destroyed then).
+    pub unsafe fn new(resource: DedicatedResource, allocation: Allocation) -> Self {
+        Self {
+            resource,
+            allocation,
+        }
+    }
+
+    /// The resource.
+    pub fn resource(&self) -> DedicatedResource {
+        self.resource
+    }
+
+    /// Its memory.
+    pub fn allocation(&self) -> &Allocation {
+        &self.allocation
+    }
+
+    /// The resource's handle and its memory, apart: the caller destroys the
+    /// handle and frees the memory itself.
+    pub fn into_parts(self) -> (DedicatedResource, Allocation) {
+        (self.resource, self.allocation)
+    }
+}
+
 /// One call to `vkAllocateMemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryAllocateInfo {
@@ -278,6 +346,17 @@ pub struct MemoryAllocateInfo {
     pub memory_type: u32,
     /// The resource the memory is dedicated to, if any.
     pub dedicated: Option<DedicatedTo>,
+    /// Its priority (`VkMemoryPriorityAllocateInfoEXT`), passed on only
+    /// where [`DeviceLimits::memory_priority`] says the extension is enabled.
+    pub priority: Option<MemoryPriority>,
+    /// Handle types to allocate the memory exportable with
+    /// (`VkExportMemoryAllocateInfo`); empty for memory that is not exported.
+    pub export: ExternalMemoryHandleTypes,
+    /// A file descriptor to import the memory from
+    /// (`VkImportMemoryFdInfoKHR`, [`ExternalMemoryHandleTypes::OPAQUE_FD`]),
+    /// borrowed for the call: the device imports a duplicate, and the caller
+    /// keeps (and closes) its own.
+    pub import_fd: Option<i32>,
 }
 
 /// A range of a mapped `VkDeviceMemory` to flush or invalidate
@@ -363,6 +442,11 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// - If `info.dedicated` is set, the handle names a live buffer or image of
     ///   this device that is not yet bound to memory, and `info.size` equals
     ///   its memory requirements' size.
+    /// - `info.export` holds only types of [`DeviceLimits::external_memory`].
+    /// - If `info.import_fd` is set, it is an open file descriptor of memory
+    ///   exported with `OPAQUE_FD` from a memory object of `info.size` bytes
+    ///   and a compatible memory type, and `OPAQUE_FD` is in
+    ///   [`DeviceLimits::external_memory`].
     unsafe fn allocate_memory(
         &self,
         info: &MemoryAllocateInfo,
@@ -403,6 +487,31 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// # Safety
     /// - As for [`Self::flush_ranges`].
     unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError>;
+
+    /// `vkDestroyBuffer` or `vkDestroyImage`: destroys a resource whose
+    /// memory the allocator frees right after (a [`crate::FreeQueue`]
+    /// retiring a buffer or image).
+    ///
+    /// # Safety
+    /// - `resource` is a live buffer or image of this device, the device no
+    ///   longer uses it, no view of it is left, and it is not destroyed again.
+    unsafe fn destroy_resource(&self, resource: DedicatedResource);
+
+    /// `vkSetDeviceMemoryPriorityEXT`: changes the priority of a memory
+    /// object.
+    ///
+    /// # Safety
+    /// - `memory` is live, and [`DeviceLimits::pageable_device_local_memory`]
+    ///   is `true` (the extension is enabled).
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority);
+
+    /// `vkSetDebugUtilsObjectNameEXT` of a memory object: names it for
+    /// debuggers and validation messages ([`crate::names`]).
+    ///
+    /// # Safety
+    /// - `memory` is live, and [`DeviceLimits::debug_utils`] is `true` (the
+    ///   instance has the extension enabled).
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str);
 }
 
 /// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
@@ -452,5 +561,20 @@ unsafe impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
     unsafe fn invalidate_ranges(&self, ranges: &[MappedRange]) -> Result<(), DeviceError> {
         // SAFETY: as above.
         unsafe { (**self).invalidate_ranges(ranges) }
+    }
+
+    unsafe fn destroy_resource(&self, resource: DedicatedResource) {
+        // SAFETY: as above.
+        unsafe { (**self).destroy_resource(resource) }
+    }
+
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
+        // SAFETY: as above.
+        unsafe { (**self).set_memory_priority(memory, priority) }
+    }
+
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str) {
+        // SAFETY: as above.
+        unsafe { (**self).set_memory_name(memory, name) }
     }
 }

@@ -240,6 +240,23 @@ pub enum Error {
     #[error("{0}")]
     NotEnabled(&'static str),
 
+    /// A memory priority outside `[0.0, 1.0]` (or NaN); the bits of the
+    /// `f32` given.
+    ///
+    /// Recover: pass a number from 0.0 (evicted first) to 1.0 (evicted
+    /// last); 0.5 is the driver's default.
+    #[error("memory priority {} is not in [0.0, 1.0]", f32::from_bits(*.0))]
+    InvalidPriority(u32),
+
+    /// The call works on an allocation with memory of its own (a dedicated
+    /// allocation), and this one shares a block with others.
+    ///
+    /// Recover: change the priority of its pool
+    /// ([`crate::Allocator::set_pool_priority`]), or allocate it with
+    /// [`crate::DedicatedPolicy::Always`].
+    #[error("the allocation shares its memory with others: only a dedicated allocation's priority can be set")]
+    NotDedicated,
+
     /// An internal invariant is broken: a bug in this crate. Found by
     /// [`crate::Allocator::validate`].
     ///

@@ -49,6 +49,8 @@
 //! - *Finding memory corruption*: [`corruption`], [`Allocator::check_corruption`].
 //! - *Defragmentation*: [`defrag`], [`Allocator::begin_defragmentation`],
 //!   [`Allocator::set_movable`]; GPU copies in `vk::defrag`.
+//! - *Memory priority*: [`priority`], [`MemoryPriority`],
+//!   [`Allocator::set_priority`], [`Allocator::set_pool_priority`].
 //! - *Aliasing transient resources*: [`alias`], [`Allocator::allocate_alias_group`].
 //! - *Recording a trace* (feature `trace`): the `trace` module, `Allocator::start_recording`.
 //! - *Creating resources*: [`vk`] (`create_buffer`, `create_image`: a
@@ -75,11 +77,14 @@ pub mod defrag;
 mod desc;
 pub mod device;
 mod error;
+pub mod external;
 mod mapping;
 mod memory;
+pub mod names;
 mod policy;
 mod pool;
 mod pressure;
+pub mod priority;
 pub mod range;
 mod recycle;
 pub mod report;
@@ -109,7 +114,7 @@ pub struct EmbeddingGuide;
 pub use alias::{AliasGroup, AliasRequirement, PassInterval};
 pub use allocation::{Allocation, AllocationId, FreeError, MappedAllocation};
 pub use allocator::{Allocator, AllocatorDesc, Leak, LeakReport};
-pub use deferred::{Collected, FreeQueue};
+pub use deferred::{Collected, FreeQueue, RefusedResource, RetiredResource};
 pub use defrag::{
     CommitError, CommitErrorKind, DefragAlgorithm, DefragDesc, DefragError, Defragmentation, Move,
     PassReport,
@@ -117,8 +122,10 @@ pub use defrag::{
 pub use desc::{AllocationDesc, AllocationOptions, DedicatedPolicy, DriverDedicated, ResourceKind};
 pub use device::{DedicatedResource, DedicatedTo};
 pub use error::Error;
+pub use external::ExternalMemoryHandleTypes;
 pub use pool::{PoolAlgorithm, PoolDesc, PoolId};
 pub use pressure::PoolPressure;
+pub use priority::MemoryPriority;
 pub use range::LinearMode;
 pub use select::MemoryUsage;
 pub use snapshot::Snapshot;

@@ -7,9 +7,14 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::budget::Budgets;
-use crate::device::{DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice};
+use crate::device::{
+    DedicatedTo, DeviceMemory, MappedRange, MemoryAllocateInfo, MemoryDevice, RetiredResource,
+};
 use crate::error::{DeviceCall, Error};
+use crate::external::ExternalMemoryHandleTypes;
+use crate::names::MemoryLabel;
 use crate::pool::PoolId;
+use crate::priority::{AtomicPriority, MemoryPriority};
 
 /// A pool's hard caps, reserved before device memory is created so that
 /// threads racing to grow the pool can't pass them together.
@@ -22,6 +27,11 @@ pub(crate) struct PoolCaps {
     /// Shared blocks (and in flight).
     pub blocks: AtomicU32,
     pub max_blocks: u32,
+    /// Handle types every memory object of the pool is exportable with.
+    pub export: ExternalMemoryHandleTypes,
+    /// The priority new blocks are made with ([`crate::PoolDesc::priority`],
+    /// changed by [`crate::Allocator::set_pool_priority`]).
+    pub priority: AtomicPriority,
 }
 
 impl PoolCaps {
@@ -78,6 +88,15 @@ pub(crate) struct MemoryRequest<'a> {
     pub pool: Option<&'a PoolCaps>,
     /// Whether the memory becomes a shared block (counted in `max_blocks`).
     pub shared_block: bool,
+    /// Its priority (`VK_EXT_memory_priority`).
+    pub priority: Option<MemoryPriority>,
+    /// What it is, for its debug name ([`crate::names`]).
+    pub label: MemoryLabel<'a>,
+    /// Handle types to make it exportable with (its pool's).
+    pub export: ExternalMemoryHandleTypes,
+    /// A file descriptor to import it from (borrowed; see
+    /// [`MemoryAllocateInfo::import_fd`]).
+    pub import_fd: Option<i32>,
 }
 
 /// A created memory object.
@@ -199,15 +218,21 @@ pub(crate) fn create(cx: Context<'_>, request: &MemoryRequest<'_>) -> Result<Cre
         size: request.size,
         memory_type: request.memory_type,
         dedicated: request.dedicated_to,
+        priority: request.priority,
+        export: request.export,
+        import_fd: request.import_fd,
     };
     // SAFETY: `memory_type` comes from the device's own table (selection
     // only returns existing types), `size` is non-zero (requests of zero bytes
     // are refused up front) and at most `maxMemoryAllocationSize` (checked
     // above); a dedicated target is the caller's live, unbound resource whose
-    // requirements gave `size` (the contract of `AllocationDesc::dedicated_to`).
+    // requirements gave `size` (the contract of `AllocationDesc::dedicated_to`);
+    // export types were checked against the device's when the pool was made,
+    // and an import descriptor is the caller's promise (`Allocator::import_fd`).
     let memory = match unsafe { device.allocate_memory(&info) } {
         Ok(memory) => {
             budgets.note_created(request.heap, request.size);
+            name(device, objects, memory, &request.label);
             memory
         }
         Err(e) => {
@@ -277,6 +302,69 @@ pub(crate) fn destroy(cx: Context<'_>, doomed: Doomed<'_>) {
         pool.release(size, shared_block);
     }
 }
+
+/// Destroys the buffer or image of a queued [`RetiredResource`] (its memory
+/// is freed by the caller right after).
+///
+/// The caller checked that the allocator whose device this is made the
+/// resource's memory.
+pub(crate) fn destroy_retired(device: &dyn MemoryDevice, retired: &RetiredResource) {
+    // SAFETY: `RetiredResource::new`'s caller promised that the resource is
+    // a live resource of the device of the allocator that made its memory
+    // (this one: checked by the caller), that nothing else destroys it, and
+    // that the device is done with it by the time its queue is collected.
+    // The value is consumed right after, so it is destroyed once.
+    unsafe { device.destroy_resource(retired.resource()) }
+}
+
+/// Names a live memory object for debuggers ([`crate::names`]) where the
+/// instance has `VK_EXT_debug_utils`; its serial is the count of
+/// `vkAllocateMemory` calls made so far.
+///
+/// The caller holds `memory` (just created, or under the lock of the list
+/// or bin that owns it).
+pub(crate) fn name(
+    device: &dyn MemoryDevice,
+    objects: &ObjectCount,
+    memory: DeviceMemory,
+    label: &MemoryLabel<'_>,
+) {
+    if !device.limits().debug_utils {
+        return;
+    }
+    let name = label.name(objects.totals().0);
+    // SAFETY: the memory is live (the caller holds it) and the extension
+    // is enabled (checked above).
+    unsafe { device.set_memory_name(memory, &name) };
+}
+
+/// Changes the priority of a live memory object.
+///
+/// # Errors
+/// [`Error::NotEnabled`] where the device lacks
+/// `VK_EXT_pageable_device_local_memory` (nothing changes).
+///
+/// The caller holds the lock of the list that owns `memory` (so it is not
+/// freed meanwhile) and checked that the block is live.
+pub(crate) fn set_priority(
+    device: &dyn MemoryDevice,
+    memory: DeviceMemory,
+    priority: MemoryPriority,
+) -> Result<(), Error> {
+    if !device.limits().pageable_device_local_memory {
+        return Err(Error::NotEnabled(PAGEABLE_NOT_ENABLED));
+    }
+    // SAFETY: the memory is a live block (the caller's lock keeps it so)
+    // and the extension is enabled (checked above).
+    unsafe { device.set_memory_priority(memory, priority) };
+    Ok(())
+}
+
+/// What [`Error::NotEnabled`] says when a priority can't be changed.
+pub(crate) const PAGEABLE_NOT_ENABLED: &str =
+    "changing a memory priority needs VK_EXT_pageable_device_local_memory: enable the extension \
+     and its pageableDeviceLocalMemory feature on the device, and set \
+     AshDeviceOptions::pageable_device_local_memory";
 
 /// Flushes one range of a mapped block.
 ///

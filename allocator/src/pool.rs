@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::external::ExternalMemoryHandleTypes;
+use crate::priority::MemoryPriority;
 use crate::range::LinearMode;
 use crate::select::MemoryUsage;
 
@@ -83,6 +85,16 @@ pub struct PoolDesc {
     /// the pool's empty blocks (above `min_blocks`) and tries again.
     /// [`crate::PoolPressure::headroom`] says what is left.
     pub budget: Option<u64>,
+    /// The memory priority of the pool's blocks, and of its dedicated
+    /// allocations that ask for none (`VK_EXT_memory_priority`; see
+    /// [`crate::priority`]); `None`: the driver's default.
+    #[serde(default)]
+    pub priority: Option<MemoryPriority>,
+    /// Handle types every block and dedicated allocation of the pool is
+    /// allocated exportable with (`VkExportMemoryAllocateInfo`; see
+    /// [`crate::external`]); empty: not exportable.
+    #[serde(default)]
+    pub export: ExternalMemoryHandleTypes,
 }
 
 impl PoolDesc {
@@ -98,6 +110,8 @@ impl PoolDesc {
             max_blocks: u32::MAX,
             algorithm: PoolAlgorithm::Tlsf,
             budget: None,
+            priority: None,
+            export: ExternalMemoryHandleTypes::NONE,
         }
     }
 }

@@ -202,6 +202,14 @@ unsafe impl MemoryDevice for HugeDevice {
     unsafe fn invalidate_ranges(&self, _ranges: &[MappedRange]) -> Result<(), DeviceError> {
         Ok(())
     }
+    unsafe fn destroy_resource(&self, _resource: vkalloc::DedicatedResource) {}
+    unsafe fn set_memory_priority(
+        &self,
+        _memory: DeviceMemory,
+        _priority: vkalloc::MemoryPriority,
+    ) {
+    }
+    unsafe fn set_memory_name(&self, _memory: DeviceMemory, _name: &str) {}
 }
 
 // ---------------------------------------------------------------------------

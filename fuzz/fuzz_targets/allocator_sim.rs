@@ -781,6 +781,7 @@ impl State {
                 tag: if req.tagged { "fuzz" } else { "" },
                 within_budget: req.within_budget,
                 pinned: false,
+                priority: None,
             },
             ..AllocationDesc::default()
         };

@@ -125,6 +125,15 @@ pub struct DeviceInfo {
     pub validation: bool,
     /// Whether `VK_EXT_memory_budget` is enabled.
     pub memory_budget: bool,
+    /// Whether the `timelineSemaphore` feature (Vulkan 1.2) is enabled.
+    pub timeline_semaphore: bool,
+    /// Whether `VK_EXT_memory_priority` is enabled (and the allocator told).
+    pub memory_priority: bool,
+    /// Whether `VK_EXT_pageable_device_local_memory` is enabled (and the
+    /// allocator told).
+    pub pageable_device_local_memory: bool,
+    /// Whether `VK_KHR_external_memory_fd` is enabled (and the allocator told).
+    pub external_memory_fd: bool,
     /// `VkPhysicalDeviceLimits`.
     pub limits: vk::PhysicalDeviceLimits,
     /// The memory heaps and types.
@@ -471,9 +480,68 @@ impl GpuContext {
         let queue_infos = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family)
             .queue_priorities(&priorities)];
-        let device_info = vk::DeviceCreateInfo::default()
+        // Timeline semaphores (core in 1.2) where the device has them: the
+        // deferred-destruction tests count GPU progress with one. Memory
+        // priority and pageable device-local memory where the driver offers
+        // them (the sparse lavapipe, the H200): the priority tests use them.
+        let has_extension = |name: &CStr| {
+            device_extensions
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(name))
+        };
+        let priority_ext = has_extension(ash::ext::memory_priority::NAME);
+        let pageable_ext =
+            priority_ext && has_extension(ash::ext::pageable_device_local_memory::NAME);
+        let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut supported_priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
+        let mut supported_pageable =
+            vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
+        if api_version >= vk::API_VERSION_1_2 {
+            let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
+            if priority_ext {
+                features2 = features2.push_next(&mut supported_priority);
+            }
+            if pageable_ext {
+                features2 = features2.push_next(&mut supported_pageable);
+            }
+            // SAFETY: the physical device belongs to the live 1.2+ instance;
+            // each chained struct's extension is offered by the device.
+            unsafe { instance.get_physical_device_features2(physical_device, &mut features2) };
+        }
+        let timeline_semaphore = supported12.timeline_semaphore == vk::TRUE;
+        let memory_priority = priority_ext && supported_priority.memory_priority == vk::TRUE;
+        let pageable = memory_priority
+            && pageable_ext
+            && supported_pageable.pageable_device_local_memory == vk::TRUE;
+        if memory_priority {
+            device_extension_names.push(ash::ext::memory_priority::NAME.as_ptr());
+        }
+        if pageable {
+            device_extension_names.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
+        }
+        // Exporting and importing file descriptors, where the driver can.
+        let external_memory_fd = has_extension(ash::khr::external_memory_fd::NAME);
+        if external_memory_fd {
+            device_extension_names.push(ash::khr::external_memory_fd::NAME.as_ptr());
+        }
+        let mut features12 =
+            vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline_semaphore);
+        let mut enable_priority =
+            vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
+        let mut enable_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default()
+            .pageable_device_local_memory(true);
+        let mut device_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_infos)
             .enabled_extension_names(&device_extension_names);
+        if api_version >= vk::API_VERSION_1_2 {
+            device_info = device_info.push_next(&mut features12);
+        }
+        if memory_priority {
+            device_info = device_info.push_next(&mut enable_priority);
+        }
+        if pageable {
+            device_info = device_info.push_next(&mut enable_pageable);
+        }
         // SAFETY: the physical device belongs to the live instance; the
         // family index and extensions were read from it; the create info
         // outlives the call.
@@ -493,7 +561,7 @@ impl GpuContext {
         // --- allocator -----------------------------------------------------
         // SAFETY: `device` was created from `physical_device` of `instance`,
         // with VK_EXT_memory_budget enabled exactly when `memory_budget` is
-        // true; the context keeps the device alive until the allocator is
+        // true (and the priority extensions exactly when their flags are); the context keeps the device alive until the allocator is
         // dropped (`finish` and `Drop` drop the allocator first).
         let allocator = unsafe {
             Allocator::on_ash(
@@ -502,6 +570,14 @@ impl GpuContext {
                 &device,
                 AshDeviceOptions {
                     memory_budget,
+                    memory_priority,
+                    pageable_device_local_memory: pageable,
+                    // Vulkan 1.3 makes vkGetDeviceBufferMemoryRequirements core.
+                    maintenance4: api_version >= vk::API_VERSION_1_3,
+                    // Memory (and, when the desc asks, resources) named for
+                    // validation messages.
+                    debug_utils: debug_utils_available,
+                    external_memory_fd,
                     ..AshDeviceOptions::default()
                 },
                 desc,
@@ -514,6 +590,10 @@ impl GpuContext {
             api_version,
             validation,
             memory_budget,
+            timeline_semaphore,
+            memory_priority,
+            pageable_device_local_memory: pageable,
+            external_memory_fd,
             limits: properties.limits,
             memory_properties,
         };
@@ -607,6 +687,12 @@ impl GpuContext {
     /// still passes.
     pub fn take_validation_errors(&self) -> u32 {
         self.counters.take_errors()
+    }
+
+    /// The text of the first validation errors so far (for a test that
+    /// provokes one on purpose and checks what it says).
+    pub fn first_validation_errors(&self) -> Vec<String> {
+        self.counters.first_errors()
     }
 
     /// Records commands with `record`, submits them on the queue and waits

@@ -22,9 +22,11 @@
 
 mod defrag;
 mod diagnostics;
+mod external;
 mod placement;
 mod pool_table;
 mod pools;
+mod priority;
 mod teardown;
 
 #[cfg(feature = "trace")]
@@ -120,6 +122,12 @@ pub struct AllocatorDesc {
     /// little time. 0 makes runs from the first allocation, `u32::MAX`
     /// never. Linear pools have no runs.
     pub small_runs_from: u32,
+    /// Name buffers and images created by the allocator
+    /// (`Allocator::create_buffer`, `create_image`) from their tags with
+    /// `VK_EXT_debug_utils`, where the device says the instance has it
+    /// ([`crate::device::DeviceLimits::debug_utils`]). Memory objects are
+    /// always named there ([`crate::names`]).
+    pub name_resources: bool,
 }
 
 impl Default for AllocatorDesc {
@@ -131,6 +139,7 @@ impl Default for AllocatorDesc {
             debug_margin: 0,
             recycle_bytes: 512 << 20,
             small_runs_from: crate::range::tlsf::RUNS_FROM,
+            name_resources: false,
         }
     }
 }
@@ -144,6 +153,14 @@ impl Default for AllocatorDesc {
 /// assert_eq!(desc.recycle_bytes, 0);
 /// ```
 impl AllocatorDesc {
+    /// The same settings with [`Self::name_resources`] set.
+    pub fn with_resource_names(self, name_resources: bool) -> Self {
+        Self {
+            name_resources,
+            ..self
+        }
+    }
+
     /// The same settings with [`Self::block_size`] set.
     pub fn with_block_size(self, bytes: u64) -> Self {
         Self {
@@ -386,6 +403,7 @@ impl<D: MemoryDevice> Allocator<D> {
                         recycle_bytes: desc.recycle_bytes,
                         recycle_heap_share: desc.recycle_bytes.min(heap_size / 16),
                         list_ref: ListRef::Type(index as u32),
+                        pool_name: None,
                         runs_from: desc.small_runs_from,
                     }),
                 }

@@ -32,6 +32,51 @@ impl<D: MemoryDevice> Allocator<D> {
         self.allocate_checked(desc, MemoryPropertyFlags::NONE)
     }
 
+    /// The memory type [`Self::allocate`] tries first for `desc` (its pool's
+    /// type in a pool), without allocating: with requirements read from a
+    /// create info (`Allocator::buffer_requirements` with feature `ash`), an
+    /// engine learns where a resource would live before creating it.
+    ///
+    /// ```
+    /// use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, MemoryUsage};
+    /// use vkalloc::sim::{SimDevice, tables};
+    ///
+    /// let allocator = Allocator::new(SimDevice::new(tables::nvidia_h200()), AllocatorDesc::default())?;
+    /// let desc = AllocationDesc { size: 1 << 20, options: AllocationOptions::usage(MemoryUsage::GpuOnly), ..AllocationDesc::default() };
+    /// let t = allocator.memory_type_for(&desc)?;
+    /// let a = allocator.allocate(&desc)?;
+    /// assert_eq!(a.memory_type(), t);
+    /// allocator.free(a)?;
+    /// # Ok::<(), vkalloc::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Self::allocate`] when no memory type fits (or the request is
+    /// invalid, or its pool unknown).
+    pub fn memory_type_for(&self, desc: &AllocationDesc<'_>) -> Result<u32, Error> {
+        check_request(desc)?;
+        if let Some(id) = desc.options.pool {
+            let memory_type = self.pool(id)?.vector.memory_type;
+            if desc.memory_type_bits & (1 << memory_type) == 0 {
+                return Err(Error::NoCompatibleMemoryType {
+                    memory_type_bits: desc.memory_type_bits,
+                    required: self.types[memory_type as usize].flags,
+                });
+            }
+            return Ok(memory_type);
+        }
+        let mut candidates = self.rank_types(
+            desc.options.usage,
+            desc.memory_type_bits,
+            desc.size,
+            desc.options.within_budget,
+            MemoryPropertyFlags::NONE,
+        )?;
+        candidates
+            .next()
+            .ok_or(Error::OutOfDeviceMemory { size: desc.size })
+    }
+
     /// Allocates host-visible, persistently mapped memory for `desc`.
     ///
     /// `HOST_VISIBLE` is added to the usage's required flags, so the result
@@ -189,6 +234,7 @@ impl<D: MemoryDevice> Allocator<D> {
                     size: desc.size,
                     named: desc.dedicated_to,
                     recyclable: false,
+                    import_fd: None,
                 }
             } else {
                 self.dedicated_placement(desc)
@@ -266,6 +312,7 @@ impl<D: MemoryDevice> Allocator<D> {
             size,
             named: if named { desc.dedicated_to } else { None },
             recyclable: !named,
+            import_fd: None,
         }
     }
 
@@ -571,7 +618,7 @@ impl<D: MemoryDevice> Allocator<D> {
     }
 }
 
-fn check_request(desc: &AllocationDesc<'_>) -> Result<(), Error> {
+pub(super) fn check_request(desc: &AllocationDesc<'_>) -> Result<(), Error> {
     if desc.size == 0 {
         return Err(Error::ZeroSize);
     }

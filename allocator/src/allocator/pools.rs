@@ -12,6 +12,7 @@ use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::PoolCaps;
 use crate::pool::{PoolDesc, PoolId};
+use crate::priority::AtomicPriority;
 
 impl<D: MemoryDevice> Allocator<D> {
     /// Creates a pool.
@@ -23,6 +24,12 @@ impl<D: MemoryDevice> Allocator<D> {
     /// [`Error::NoCompatibleMemoryType`] if no type fits; any error of
     /// creating the first blocks.
     pub fn create_pool(&self, desc: &PoolDesc) -> Result<PoolId, Error> {
+        if !self.device.limits().external_memory.contains(desc.export) {
+            return Err(Error::NotEnabled(
+                "the pool's export handle types need their extensions enabled on the device \
+                 (OPAQUE_FD: VK_KHR_external_memory_fd, and AshDeviceOptions::external_memory_fd)",
+            ));
+        }
         if desc.max_blocks == 0 || desc.min_blocks > desc.max_blocks {
             return Err(Error::InvalidPool(
                 "need 0 < max_blocks and min_blocks <= max_blocks",
@@ -111,11 +118,14 @@ impl<D: MemoryDevice> Allocator<D> {
                     budget: desc.budget.unwrap_or(u64::MAX),
                     blocks: Default::default(),
                     max_blocks: desc.max_blocks,
+                    priority: AtomicPriority::new(desc.priority),
+                    export: desc.export,
                 }),
                 recycle_bytes: 0,
                 recycle_heap_share: 0,
                 list_ref: ListRef::Pool(id),
                 runs_from: self.desc.small_runs_from,
+                pool_name: Some(desc.name.as_str().into()),
             }),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);

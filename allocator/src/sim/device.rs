@@ -8,9 +8,10 @@ use parking_lot::Mutex;
 
 use super::tables::GpuTable;
 use crate::device::{
-    DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget, MappedRange,
-    MemoryAllocateInfo, MemoryDevice, MemoryProperties, MemoryPropertyFlags,
+    DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
+    MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryProperties, MemoryPropertyFlags,
 };
+use crate::priority::MemoryPriority;
 
 /// `VK_ERROR_UNKNOWN`, returned for calls that break the seam's contract.
 const VK_ERROR_UNKNOWN: i32 = -13;
@@ -147,6 +148,14 @@ pub enum Violation {
     UnmapNotLive(DeviceMemory),
     /// `unmap_memory` of memory that is not mapped.
     UnmapNotMapped(DeviceMemory),
+    /// `destroy_resource` of a resource destroyed before.
+    DestroyedTwice(DedicatedResource),
+    /// `set_memory_priority` without `pageable_device_local_memory` in the
+    /// limits, or of memory that is not live.
+    SetPriority(DeviceMemory),
+    /// `set_memory_name` without `debug_utils` in the limits, or of memory
+    /// that is not live.
+    SetName(DeviceMemory),
     /// A flush or invalidate range that is not live and mapped, lies outside
     /// its memory, or is not aligned to `nonCoherentAtomSize`.
     BadRange {
@@ -188,6 +197,10 @@ pub struct SimMemoryInfo {
     pub dedicated: Option<DedicatedTo>,
     /// Whether it is mapped now.
     pub mapped: bool,
+    /// Its priority as a driver would see it: the one it was allocated with
+    /// where `memory_priority` is in the limits (else `None`), or the last
+    /// one set by `set_memory_priority`.
+    pub priority: Option<MemoryPriority>,
 }
 
 /// One heap's figures in a [`SimStats`].
@@ -297,6 +310,8 @@ struct State {
     plan_allocate_base: u64,
     plan_map_base: u64,
     violations: Vec<Violation>,
+    /// Resources destroyed through `destroy_resource`, oldest first.
+    destroyed: Vec<DedicatedResource>,
 }
 
 #[derive(Debug)]
@@ -317,6 +332,9 @@ struct Object {
     info: MemoryAllocateInfo,
     heap: u32,
     mapped: bool,
+    priority: Option<MemoryPriority>,
+    /// Its debug name, once set.
+    name: Option<String>,
     /// Host memory behind the mapping; empty until the first map.
     backing: Vec<u8>,
 }
@@ -350,6 +368,21 @@ impl SimDeviceBuilder {
     /// If the table has no heap `heap`.
     pub fn heap_budget(mut self, heap: u32, bytes: u64) -> Self {
         *heap_slot(&mut self.budgets, heap) = Some(bytes);
+        self
+    }
+
+    /// Whether the device says the instance has `VK_EXT_debug_utils`, so
+    /// the allocator names its memory ([`SimDevice::memory_name`]).
+    pub fn debug_utils(mut self, enabled: bool) -> Self {
+        self.table.limits.debug_utils = enabled;
+        self
+    }
+
+    /// Whether the device reports `VK_EXT_memory_priority` and
+    /// `VK_EXT_pageable_device_local_memory` (the table says by default).
+    pub fn memory_priority(mut self, memory_priority: bool, pageable: bool) -> Self {
+        self.table.limits.memory_priority = memory_priority;
+        self.table.limits.pageable_device_local_memory = pageable;
         self
     }
 
@@ -416,6 +449,7 @@ impl SimDeviceBuilder {
                 plan_allocate_base: 0,
                 plan_map_base: 0,
                 violations: Vec::new(),
+                destroyed: Vec::new(),
             }),
         }
     }
@@ -606,6 +640,7 @@ impl SimDevice {
                 heap: object.heap,
                 dedicated: object.info.dedicated,
                 mapped: object.mapped,
+                priority: object.priority,
             })
     }
 
@@ -613,6 +648,24 @@ impl SimDevice {
     /// zero.
     pub fn violations(&self) -> u64 {
         self.state.lock().violations.len() as u64
+    }
+
+    /// The debug name of live memory object `memory`, if one was set
+    /// ([`crate::names`]).
+    pub fn memory_name(&self, memory: DeviceMemory) -> Option<String> {
+        self.state
+            .lock()
+            .objects
+            .get(&memory.0)
+            .and_then(|o| o.name.clone())
+    }
+
+    /// The buffers and images destroyed through
+    /// [`MemoryDevice::destroy_resource`] (a [`crate::FreeQueue`] retiring
+    /// them), oldest first. The simulated device has no resources of its
+    /// own: it records the handles it was asked to destroy.
+    pub fn destroyed_resources(&self) -> Vec<DedicatedResource> {
+        self.state.lock().destroyed.clone()
     }
 
     /// Every contract violation so far, oldest first.
@@ -793,6 +846,8 @@ unsafe impl MemoryDevice for SimDevice {
                 info: *info,
                 heap: heap_index,
                 mapped: false,
+                priority: info.priority.filter(|_| self.limits.memory_priority),
+                name: None,
                 backing: Vec::new(),
             },
         );
@@ -891,6 +946,33 @@ unsafe impl MemoryDevice for SimDevice {
         self.check_ranges(ranges);
         Ok(())
     }
+
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
+        let enabled = self.limits.pageable_device_local_memory;
+        let mut state = self.state.lock();
+        match state.objects.get_mut(&memory.0) {
+            Some(object) if enabled => object.priority = Some(priority),
+            _ => state.violate(Violation::SetPriority(memory)),
+        }
+    }
+
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str) {
+        let enabled = self.limits.debug_utils;
+        let mut state = self.state.lock();
+        match state.objects.get_mut(&memory.0) {
+            Some(object) if enabled => object.name = Some(name.to_owned()),
+            _ => state.violate(Violation::SetName(memory)),
+        }
+    }
+
+    unsafe fn destroy_resource(&self, resource: DedicatedResource) {
+        let mut state = self.state.lock();
+        if state.destroyed.contains(&resource) {
+            state.violate(Violation::DestroyedTwice(resource));
+        } else {
+            state.destroyed.push(resource);
+        }
+    }
 }
 
 /// `size` zeroed bytes of host memory, or `None` when the host can't give
@@ -916,7 +998,6 @@ fn zeroed_backing(size: usize) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DedicatedResource;
     use crate::sim::tables;
 
     const MIB: u64 = 1 << 20;
@@ -926,6 +1007,9 @@ mod tests {
             size,
             memory_type,
             dedicated: None,
+            priority: None,
+            export: Default::default(),
+            import_fd: None,
         }
     }
 
@@ -986,6 +1070,7 @@ mod tests {
                 heap: 0,
                 dedicated: None,
                 mapped: false,
+                priority: None,
             })
         );
         free(&device, a);
@@ -1354,6 +1439,9 @@ mod tests {
             size: 64 * MIB,
             memory_type: 1,
             dedicated: Some(image),
+            priority: None,
+            export: Default::default(),
+            import_fd: None,
         };
         // SAFETY: the simulated device checks the call itself.
         let memory = unsafe { h200.allocate_memory(&dedicated) }.unwrap();

@@ -30,7 +30,7 @@
 //!     .heap_capacity(0, 64 << 20)
 //!     .failures(FailurePlan::new().fail_allocate_call(2))
 //!     .build();
-//! let info = MemoryAllocateInfo { size: 1 << 20, memory_type: 1, dedicated: None };
+//! let info = MemoryAllocateInfo { size: 1 << 20, memory_type: 1, dedicated: None, priority: None, export: Default::default(), import_fd: None };
 //! // SAFETY: the type index and size are valid for this device.
 //! let memory = unsafe { device.allocate_memory(&info) }.unwrap();
 //! // SAFETY: as above.

@@ -9,6 +9,8 @@ use crate::device::{
     DedicatedResource, DedicatedTo, DeviceError, DeviceLimits, DeviceMemory, HeapBudget,
     MappedRange, MemoryAllocateInfo, MemoryDevice, MemoryHeap, MemoryProperties, MemoryType,
 };
+use crate::external::ExternalMemoryHandleTypes;
+use crate::priority::MemoryPriority;
 
 /// What the application enabled on the device that the allocator uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,6 +26,35 @@ pub struct AshDeviceOptions {
     /// refuses a buffer with `SHADER_DEVICE_ADDRESS` usage
     /// ([`crate::Error::NotEnabled`]).
     pub buffer_device_address: bool,
+    /// `VK_EXT_memory_priority` is enabled on the device (with its
+    /// `memoryPriority` feature): allocations and pools with a
+    /// [`crate::MemoryPriority`] are allocated with
+    /// `VkMemoryPriorityAllocateInfoEXT`. Without it their priorities are
+    /// not passed on ([`crate::priority`]).
+    pub memory_priority: bool,
+    /// `VK_EXT_pageable_device_local_memory` is enabled on the device (with
+    /// its `pageableDeviceLocalMemory` feature): priorities can be changed
+    /// later ([`crate::Allocator::set_priority`],
+    /// [`crate::Allocator::set_pool_priority`]).
+    pub pageable_device_local_memory: bool,
+    /// The device is Vulkan 1.3 (the instance's `apiVersion` and the
+    /// device's are 1.3 or later) or has `VK_KHR_maintenance4` enabled:
+    /// memory requirements are read from a create info
+    /// (`vkGetDeviceBufferMemoryRequirements`) instead of a throwaway
+    /// resource ([`crate::Allocator::buffer_requirements`]).
+    pub maintenance4: bool,
+    /// The instance has `VK_EXT_debug_utils` enabled: every memory object
+    /// is named for what it is (`vkalloc block type 1 pool 'textures' tlsf
+    /// #3`, see [`crate::names`]), and buffers and images from their tags
+    /// when [`crate::AllocatorDesc::name_resources`] asks for it, so
+    /// RenderDoc, Nsight and validation messages say what a handle is.
+    pub debug_utils: bool,
+    /// `VK_KHR_external_memory_fd` is enabled on the device (Vulkan 1.1
+    /// makes `VK_KHR_external_memory` core): pools may export
+    /// [`crate::ExternalMemoryHandleTypes::OPAQUE_FD`] memory
+    /// ([`crate::PoolDesc::export`], `Allocator::export_fd`) and file
+    /// descriptors may be imported (`Allocator::import_fd`).
+    pub external_memory_fd: bool,
 }
 
 /// A Vulkan 1.1+ device seen through `ash`.
@@ -38,6 +69,85 @@ pub struct AshDevice {
     properties: MemoryProperties,
     limits: DeviceLimits,
     options: AshDeviceOptions,
+    /// `vkSetDeviceMemoryPriorityEXT`, loaded when the options say the
+    /// extension is enabled.
+    pageable: Option<ash::ext::pageable_device_local_memory::Device>,
+    /// `vkGetDevice{Buffer,Image}MemoryRequirements`, loaded when the
+    /// options say the device has them.
+    requirements: Option<RequirementsFns>,
+    /// `vkSetDebugUtilsObjectNameEXT`, loaded when the options say the
+    /// instance has the extension.
+    debug_utils: Option<ash::ext::debug_utils::Device>,
+    /// `vkGetMemoryFdKHR`, loaded when the options say the extension is
+    /// enabled.
+    external_memory_fd: Option<ash::khr::external_memory_fd::Device>,
+}
+
+/// The two commands of Vulkan 1.3 / `VK_KHR_maintenance4` that read memory
+/// requirements from a create info.
+#[derive(Clone, Copy)]
+pub(super) struct RequirementsFns {
+    pub buffer: vk::PFN_vkGetDeviceBufferMemoryRequirements,
+    pub image: vk::PFN_vkGetDeviceImageMemoryRequirements,
+}
+
+/// A device command by its core name, else by its `KHR` name; `None` when
+/// the device has neither.
+///
+/// # Safety
+/// `device` is a live device of `instance`.
+unsafe fn device_command(
+    instance: &ash::Instance,
+    device: vk::Device,
+    core: &std::ffi::CStr,
+    khr: &std::ffi::CStr,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: the caller guarantees the device is live; the names are
+    // NUL-terminated.
+    unsafe {
+        instance
+            .get_device_proc_addr(device, core.as_ptr())
+            .or_else(|| instance.get_device_proc_addr(device, khr.as_ptr()))
+    }
+}
+
+impl RequirementsFns {
+    /// # Safety
+    /// `device` is a live device of `instance`.
+    unsafe fn load(instance: &ash::Instance, device: vk::Device) -> Option<Self> {
+        // SAFETY: as the caller promises.
+        let buffer = unsafe {
+            device_command(
+                instance,
+                device,
+                c"vkGetDeviceBufferMemoryRequirements",
+                c"vkGetDeviceBufferMemoryRequirementsKHR",
+            )
+        }?;
+        // SAFETY: as above.
+        let image = unsafe {
+            device_command(
+                instance,
+                device,
+                c"vkGetDeviceImageMemoryRequirements",
+                c"vkGetDeviceImageMemoryRequirementsKHR",
+            )
+        }?;
+        // SAFETY: the loader returned these for exactly these commands,
+        // whose signatures the PFN types spell.
+        unsafe {
+            Some(Self {
+                buffer: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkGetDeviceBufferMemoryRequirements,
+                >(buffer),
+                image: std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkGetDeviceImageMemoryRequirements,
+                >(image),
+            })
+        }
+    }
 }
 
 impl std::fmt::Debug for AshDevice {
@@ -103,6 +213,21 @@ impl AshDevice {
                 })
                 .collect(),
         };
+        let requirements = if options.maintenance4 {
+            // SAFETY: the caller guarantees `device` is a live device of `instance`.
+            unsafe { RequirementsFns::load(instance, device.handle()) }
+        } else {
+            None
+        };
+        let debug_utils = options
+            .debug_utils
+            .then(|| ash::ext::debug_utils::Device::new(instance, &device));
+        let external_memory_fd = options
+            .external_memory_fd
+            .then(|| ash::khr::external_memory_fd::Device::new(instance, &device));
+        let pageable = options
+            .pageable_device_local_memory
+            .then(|| ash::ext::pageable_device_local_memory::Device::new(instance, &device));
         Self {
             instance: instance.clone(),
             physical_device,
@@ -118,7 +243,19 @@ impl AshDevice {
                     max_memory_allocation_size
                 },
                 memory_budget: options.memory_budget,
+                memory_priority: options.memory_priority,
+                pageable_device_local_memory: options.pageable_device_local_memory,
+                debug_utils: options.debug_utils,
+                external_memory: if options.external_memory_fd {
+                    ExternalMemoryHandleTypes::OPAQUE_FD
+                } else {
+                    ExternalMemoryHandleTypes::NONE
+                },
             },
+            pageable,
+            requirements,
+            debug_utils,
+            external_memory_fd,
             options,
         }
     }
@@ -141,6 +278,47 @@ impl AshDevice {
     /// The physical device.
     pub fn physical_device(&self) -> vk::PhysicalDevice {
         self.physical_device
+    }
+
+    /// Whether memory requirements are read from create infos (the options
+    /// said Vulkan 1.3 or `VK_KHR_maintenance4`, and the device has the
+    /// commands); otherwise a throwaway resource is created for them.
+    pub fn reads_requirements_from_create_infos(&self) -> bool {
+        self.requirements.is_some()
+    }
+
+    pub(super) fn external_memory_fd(&self) -> Option<&ash::khr::external_memory_fd::Device> {
+        self.external_memory_fd.as_ref()
+    }
+
+    pub(super) fn requirements_fns(&self) -> Option<RequirementsFns> {
+        self.requirements
+    }
+
+    /// Names a Vulkan object of this device for debuggers
+    /// (`vkSetDebugUtilsObjectNameEXT`); nothing where the options say the
+    /// instance lacks `VK_EXT_debug_utils`. A name with a NUL byte is cut
+    /// there; a failure of the call is logged, never returned (names are
+    /// for debugging).
+    ///
+    /// # Safety
+    /// `object` is a live object of this device.
+    pub(super) unsafe fn name_object<T: Handle>(&self, object: T, name: &str) {
+        let Some(debug_utils) = &self.debug_utils else {
+            return;
+        };
+        let name = name.split('\0').next().unwrap_or_default();
+        let Ok(name) = std::ffi::CString::new(name) else {
+            return;
+        };
+        let info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(object)
+            .object_name(&name);
+        // SAFETY: the caller guarantees the object is live on this device;
+        // the extension is enabled on its instance (the options say so).
+        if let Err(e) = unsafe { debug_utils.set_debug_utils_object_name(&info) } {
+            log::warn!("vkalloc: vkSetDebugUtilsObjectNameEXT failed: {e}");
+        }
     }
 }
 
@@ -203,6 +381,8 @@ unsafe impl MemoryDevice for AshDevice {
         }
         let mut flags =
             vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+        let mut priority = vk::MemoryPriorityAllocateInfoEXT::default()
+            .priority(info.priority.map_or(0.5, MemoryPriority::get));
         let mut allocate = vk::MemoryAllocateInfo::default()
             .allocation_size(info.size)
             .memory_type_index(info.memory_type);
@@ -212,9 +392,52 @@ unsafe impl MemoryDevice for AshDevice {
         if self.options.buffer_device_address {
             allocate = allocate.push_next(&mut flags);
         }
+        if self.options.memory_priority && info.priority.is_some() {
+            allocate = allocate.push_next(&mut priority);
+        }
+        let mut export = vk::ExportMemoryAllocateInfo::default()
+            .handle_types(vk::ExternalMemoryHandleTypeFlags::from_raw(info.export.0));
+        if !info.export.is_empty() {
+            allocate = allocate.push_next(&mut export);
+        }
+        // The driver takes ownership of an imported descriptor when the
+        // import succeeds: it gets a duplicate, and the caller keeps its own.
+        #[cfg(unix)]
+        let import = match info.import_fd {
+            Some(fd) => {
+                use std::os::fd::{AsRawFd, BorrowedFd};
+                // SAFETY: the caller guarantees `fd` is open for the call.
+                let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+                let duplicate = borrowed
+                    .try_clone_to_owned()
+                    .map_err(|_| DeviceError::OutOfHostMemory)?;
+                Some((duplicate.as_raw_fd(), duplicate))
+            }
+            None => None,
+        };
+        #[cfg(not(unix))]
+        if info.import_fd.is_some() {
+            // VK_ERROR_INVALID_EXTERNAL_HANDLE: no file descriptors here.
+            return Err(DeviceError::Other(-1_000_072_003));
+        }
+        #[cfg(unix)]
+        let mut import_info = vk::ImportMemoryFdInfoKHR::default()
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD)
+            .fd(import.as_ref().map_or(-1, |(fd, _)| *fd));
+        #[cfg(unix)]
+        if import.is_some() {
+            allocate = allocate.push_next(&mut import_info);
+        }
         // SAFETY: the caller upholds the trait's contract (valid type, size,
-        // unbound dedicated target).
-        unsafe { self.device.allocate_memory(&allocate, None) }
+        // unbound dedicated target, enabled export types, an import
+        // descriptor of matching memory).
+        let result = unsafe { self.device.allocate_memory(&allocate, None) };
+        #[cfg(unix)]
+        if let (Ok(_), Some((_, duplicate))) = (&result, import) {
+            // The driver owns the duplicate now.
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(duplicate);
+        }
+        result
             .map(|m| DeviceMemory(m.as_raw()))
             .map_err(device_error)
     }
@@ -261,5 +484,41 @@ unsafe impl MemoryDevice for AshDevice {
         let ranges: Vec<_> = ranges.iter().map(range).collect();
         // SAFETY: as for `flush_ranges`.
         unsafe { self.device.invalidate_mapped_memory_ranges(&ranges) }.map_err(device_error)
+    }
+
+    unsafe fn set_memory_priority(&self, memory: DeviceMemory, priority: MemoryPriority) {
+        let Some(pageable) = &self.pageable else {
+            // The caller checked `pageable_device_local_memory`, which is
+            // set exactly when the table is loaded: not reached.
+            return;
+        };
+        // SAFETY: the caller guarantees `memory` is live on this device; the
+        // extension is enabled (the options say so) and its function loaded.
+        unsafe {
+            (pageable.fp().set_device_memory_priority_ext)(
+                self.device.handle(),
+                vk::DeviceMemory::from_raw(memory.0),
+                priority.get(),
+            )
+        }
+    }
+
+    unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str) {
+        // SAFETY: the caller guarantees `memory` is live on this device.
+        unsafe { self.name_object(vk::DeviceMemory::from_raw(memory.0), name) }
+    }
+
+    unsafe fn destroy_resource(&self, resource: DedicatedResource) {
+        match resource {
+            // SAFETY: the caller guarantees the buffer is live on this
+            // device, unused, and destroyed once.
+            DedicatedResource::Buffer(b) => unsafe {
+                self.device.destroy_buffer(vk::Buffer::from_raw(b), None)
+            },
+            // SAFETY: as for buffers.
+            DedicatedResource::Image(i) => unsafe {
+                self.device.destroy_image(vk::Image::from_raw(i), None)
+            },
+        }
     }
 }

@@ -6,12 +6,20 @@
 //! `unsafe` block of the crate.
 
 mod bound;
+mod deferred;
 mod device;
+#[cfg(unix)]
+mod external;
 mod moves;
+mod requirements;
 mod resources;
+
+use resources::vulkan;
 
 pub use bound::{Buffer, DestroyError, Image, ImageInfo, MappedBuffer, MappedImage};
 pub use device::{AshDevice, AshDeviceOptions};
+#[cfg(unix)]
+pub use external::{ExportedMemory, ImportDesc};
 pub use moves::{Aliased, Movable, MoveError, PreparedMove};
 
 use ash::vk;

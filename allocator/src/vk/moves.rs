@@ -15,7 +15,7 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::bound::{Buffer, DestroyError, Image};
-use super::AshDevice;
+use super::{requirements, AshDevice};
 use crate::alias::{AliasGroup, AliasRequirement, PassInterval};
 use crate::defrag::{Defragmentation, Move};
 use crate::desc::ResourceKind;
@@ -676,29 +676,27 @@ impl<T: Copy> Aliased<T> {
 }
 
 impl Allocator<AshDevice> {
-    /// The alias requirement of an image: its memory requirements (from a
-    /// throwaway image made with `info`) and its lifetime.
+    /// The alias requirement of an image: its memory requirements (read
+    /// from `info` where the device has Vulkan 1.3 or `VK_KHR_maintenance4`,
+    /// from a throwaway image made with `info` otherwise; see
+    /// [`Self::image_requirements`]) and its lifetime.
     ///
     /// # Safety
     /// `info` is a valid `VkImageCreateInfo` for this device.
     ///
     /// # Errors
-    /// [`Error::Vulkan`] if creating the image fails; [`Error::InvalidAlias`]
-    /// where the driver requires the image to have memory of its own.
+    /// [`Error::Vulkan`] if creating the throwaway image fails;
+    /// [`Error::InvalidAlias`] where the driver requires the image to have
+    /// memory of its own; [`Error::NotEnabled`] for a `DISJOINT` image.
     pub unsafe fn image_alias_requirement<'a>(
         &self,
         info: &vk::ImageCreateInfo<'_>,
         lifetime: PassInterval,
         tag: &'a str,
     ) -> Result<AliasRequirement<'a>, Error> {
-        let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
-        let image = unsafe { device.create_image(info, None) }.map_err(vulkan("vkCreateImage"))?;
-        // SAFETY: `image` is live and unbound; destroyed right after.
-        let r = unsafe { aliasable(device, Resource::Image(image)) };
-        // SAFETY: never bound nor used.
-        unsafe { device.destroy_image(image, None) };
-        let r = r?;
+        let r = unsafe { requirements::of_image_info(self.device(), info) }?;
+        let r = alias_only(&r)?;
         Ok(AliasRequirement {
             size: r.size,
             alignment: r.alignment,
@@ -719,22 +717,18 @@ impl Allocator<AshDevice> {
     /// `info` is a valid `VkBufferCreateInfo` for this device.
     ///
     /// # Errors
-    /// [`Error::Vulkan`] if creating the buffer fails.
+    /// [`Error::Vulkan`] if creating the throwaway buffer fails;
+    /// [`Error::InvalidAlias`] where the driver requires the buffer to have
+    /// memory of its own.
     pub unsafe fn buffer_alias_requirement<'a>(
         &self,
         info: &vk::BufferCreateInfo<'_>,
         lifetime: PassInterval,
         tag: &'a str,
     ) -> Result<AliasRequirement<'a>, Error> {
-        let device = self.device().raw();
         // SAFETY: the caller guarantees `info` is valid.
-        let buffer =
-            unsafe { device.create_buffer(info, None) }.map_err(vulkan("vkCreateBuffer"))?;
-        // SAFETY: `buffer` is live and unbound; destroyed right after.
-        let r = unsafe { aliasable(device, Resource::Buffer(buffer)) };
-        // SAFETY: never bound nor used.
-        unsafe { device.destroy_buffer(buffer, None) };
-        let r = r?;
+        let r = unsafe { requirements::of_buffer_info(self.device(), info) }?;
+        let r = alias_only(&r)?;
         Ok(AliasRequirement {
             size: r.size,
             alignment: r.alignment,
@@ -916,6 +910,18 @@ unsafe fn aliasable(
         ));
     }
     Ok(r)
+}
+
+/// Requirements read from a create info, or [`Error::InvalidAlias`] where
+/// the driver requires the resource to have memory of its own (as
+/// [`aliasable`] for a created resource).
+fn alias_only(r: &requirements::Requirements) -> Result<vk::MemoryRequirements, Error> {
+    if r.dedicated == crate::DriverDedicated::Required {
+        return Err(Error::InvalidAlias(
+            "the driver requires this resource to have memory of its own: it can't be aliased",
+        ));
+    }
+    Ok(r.memory)
 }
 
 /// Where member `member` of `group` binds a resource with requirements `r`.

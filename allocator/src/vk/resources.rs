@@ -7,8 +7,9 @@ use ash::vk;
 use ash::vk::Handle;
 
 use super::bound::{Buffer, DestroyError, Image, MappedBuffer};
+use super::requirements::driver_dedicated;
 use super::AshDevice;
-use crate::desc::{AllocationDesc, AllocationOptions, DriverDedicated, ResourceKind};
+use crate::desc::{AllocationDesc, AllocationOptions, ResourceKind};
 use crate::device::{DedicatedResource, DedicatedTo, DeviceError};
 use crate::error::DeviceCall;
 use crate::{Allocation, Allocator, Error};
@@ -16,20 +17,10 @@ use crate::{Allocation, Allocator, Error};
 /// A failed resource call as an [`Error`]: memory errors through the one
 /// table ([`super::device::device_error`], then the seam's), anything else
 /// as [`Error::Vulkan`] naming the call.
-fn vulkan(call: &'static str) -> impl Fn(vk::Result) -> Error {
+pub(super) fn vulkan(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |result| match super::device::device_error(result) {
         DeviceError::Other(raw) => Error::Vulkan { call, result: raw },
         e => Error::from_device(e, DeviceCall::default()),
-    }
-}
-
-fn driver_dedicated(req: &vk::MemoryDedicatedRequirements<'_>) -> DriverDedicated {
-    if req.requires_dedicated_allocation == vk::TRUE {
-        DriverDedicated::Required
-    } else if req.prefers_dedicated_allocation == vk::TRUE {
-        DriverDedicated::Preferred
-    } else {
-        DriverDedicated::None
     }
 }
 
@@ -186,6 +177,10 @@ impl Allocator<AshDevice> {
             let _ = self.free(allocation);
             return Err(vulkan("vkBindBufferMemory")(e));
         }
+        if self.desc().name_resources && !options.tag.is_empty() {
+            // SAFETY: the buffer was just created on this device.
+            unsafe { self.device().name_object(buffer, options.tag) };
+        }
         Ok(Buffer::new(buffer, allocation, info.size).with_usage(info.usage))
     }
 
@@ -225,6 +220,10 @@ impl Allocator<AshDevice> {
             // Our own fresh allocation: freeing it cannot fail.
             let _ = self.free(allocation);
             return Err(vulkan("vkBindImageMemory")(e));
+        }
+        if self.desc().name_resources && !options.tag.is_empty() {
+            // SAFETY: the image was just created on this device.
+            unsafe { self.device().name_object(image, options.tag) };
         }
         Ok(Image::new(image, allocation, info))
     }

@@ -224,6 +224,7 @@ impl Contender for Ours {
                 tag: r.tag,
                 within_budget: false,
                 pinned: false,
+                priority: None,
             },
         };
         self.allocator

@@ -7,6 +7,7 @@ use ash::vk;
 
 use crate::gpu::memory::{
     AliasGroup, AliasedImage, Image, MappedBuffer, MemOptions, MemoryUsage, PassInterval,
+    TARGET_PRIORITY,
 };
 use crate::gpu::{GpuError, GpuMemory, VkCheck};
 
@@ -135,7 +136,9 @@ impl Target {
         let format = info.format;
         let image = mem.create_image(
             info,
-            &MemOptions::new(MemoryUsage::GpuOnly, tag).dedicated(),
+            &MemOptions::new(MemoryUsage::GpuOnly, tag)
+                .dedicated()
+                .with_priority(TARGET_PRIORITY),
         )?;
         let view = match create_view_for(device, image.raw(), format, aspect, view_usage) {
             Ok(v) => v,
@@ -257,7 +260,9 @@ impl Transients {
                     "bloom",
                 ),
             ],
-            &MemOptions::new(MemoryUsage::GpuOnly, TRANSIENTS_TAG).dedicated(),
+            &MemOptions::new(MemoryUsage::GpuOnly, TRANSIENTS_TAG)
+                .dedicated()
+                .with_priority(TARGET_PRIORITY),
         )?;
         let mut t = Self {
             shadow: AliasedTarget {

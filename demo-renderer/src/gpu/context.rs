@@ -102,6 +102,11 @@ pub struct DeviceInfo {
     pub is_cpu: bool,
     /// Whether `VK_EXT_memory_budget` was enabled.
     pub memory_budget: bool,
+    /// Whether `VK_EXT_memory_priority` was enabled (with `memoryPriority`).
+    pub memory_priority: bool,
+    /// Whether `VK_EXT_pageable_device_local_memory` was enabled (with
+    /// `pageableDeviceLocalMemory`).
+    pub pageable_memory: bool,
     /// Whether materials use one bindless texture array (descriptor indexing,
     /// with `shaderSampledImageArrayNonUniformIndexing`: the atlas-filtering
     /// emulation, `--tune atlas-emulation`, indexes it non-uniformly).
@@ -467,6 +472,37 @@ impl Context {
         if memory_budget {
             extensions.push(ash::ext::memory_budget::NAME.as_ptr());
         }
+        // Memory priority (render targets stay resident before textures when
+        // video memory is oversubscribed) and changing it later, where the
+        // driver has them.
+        let priority_ext = has_ext(ash::ext::memory_priority::NAME);
+        let pageable_ext = priority_ext && has_ext(ash::ext::pageable_device_local_memory::NAME);
+        let mut has_priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
+        let mut has_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
+        {
+            let mut f2 = vk::PhysicalDeviceFeatures2::default();
+            if priority_ext {
+                f2 = f2.push_next(&mut has_priority);
+            }
+            if pageable_ext {
+                f2 = f2.push_next(&mut has_pageable);
+            }
+            // SAFETY: a valid pNext chain of the structs of extensions the device has.
+            unsafe { instance.get_physical_device_features2(chosen, &mut f2) };
+        }
+        let memory_priority = priority_ext && has_priority.memory_priority != 0;
+        let pageable_memory =
+            memory_priority && pageable_ext && has_pageable.pageable_device_local_memory != 0;
+        if memory_priority {
+            extensions.push(ash::ext::memory_priority::NAME.as_ptr());
+        }
+        if pageable_memory {
+            extensions.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
+        }
+        let mut enable_priority =
+            vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
+        let mut enable_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default()
+            .pageable_device_local_memory(true);
 
         // Bindless materials: one array of every texture, indexed per draw and updated
         // while in use (descriptor indexing, core in Vulkan 1.2). The bindless shaders
@@ -523,12 +559,18 @@ impl Context {
                     .queue_priorities(&priorities),
             );
         }
-        let device_info = vk::DeviceCreateInfo::default()
+        let mut device_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_info)
             .enabled_extension_names(&extensions)
             .enabled_features(&features)
             .push_next(&mut e13)
             .push_next(&mut e12);
+        if memory_priority {
+            device_info = device_info.push_next(&mut enable_priority);
+        }
+        if pageable_memory {
+            device_info = device_info.push_next(&mut enable_pageable);
+        }
         // SAFETY: the features and extensions were checked above; pointers outlive the call.
         let device = unsafe { instance.create_device(chosen, &device_info, None) }
             .check("vkCreateDevice")?;
@@ -551,6 +593,8 @@ impl Context {
                 .then_some(props.limits.max_sampler_anisotropy),
             is_cpu,
             memory_budget,
+            memory_priority,
+            pageable_memory,
             bindless,
             fragment_stores: base.fragment_stores_and_atomics != 0,
             visibility_shading,

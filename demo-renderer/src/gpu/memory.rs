@@ -13,7 +13,6 @@ use ash::vk;
 use vkalloc::vk::{AshDevice, AshDeviceOptions};
 use vkalloc::{
     Allocation, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy, MappedAllocation,
-    PoolDesc,
 };
 
 /// A buffer and its memory, as the allocator hands it out; give it back through
@@ -24,7 +23,15 @@ pub use vkalloc::vk::Image;
 /// A buffer in persistently mapped host-visible memory.
 pub use vkalloc::vk::MappedBuffer;
 
-pub use vkalloc::{LinearMode, MemoryUsage, PoolAlgorithm, PoolId};
+pub use vkalloc::{LinearMode, MemoryPriority, MemoryUsage, PoolAlgorithm, PoolDesc, PoolId};
+
+/// The memory priority of the texture pool's blocks: streamed data, evicted
+/// before render targets when video memory is oversubscribed
+/// (`VK_EXT_memory_priority`, where the device has it).
+pub const TEXTURE_PRIORITY: MemoryPriority = MemoryPriority::LOW;
+/// The memory priority of render targets' own memory: touched every frame,
+/// kept resident longest.
+pub const TARGET_PRIORITY: MemoryPriority = MemoryPriority::HIGHEST;
 
 /// One allocation shared by resources whose lifetimes in a frame don't overlap.
 pub use vkalloc::AliasGroup;
@@ -52,6 +59,8 @@ pub struct MemOptions<'a> {
     /// drains and retries, a page atlas that tries a smaller shape): that
     /// failure writes no message and no heap dump.
     pub full_is_expected: bool,
+    /// The memory priority of its own memory (`VK_EXT_memory_priority`).
+    pub priority: Option<vkalloc::MemoryPriority>,
 }
 
 impl<'a> MemOptions<'a> {
@@ -64,7 +73,14 @@ impl<'a> MemOptions<'a> {
             within_budget: false,
             tag,
             full_is_expected: false,
+            priority: None,
         }
+    }
+    /// With a memory priority (for its own memory: see
+    /// [`vkalloc::AllocationOptions::priority`]).
+    pub fn with_priority(mut self, priority: vkalloc::MemoryPriority) -> Self {
+        self.priority = Some(priority);
+        self
     }
     /// In pool `pool`.
     pub fn in_pool(mut self, pool: PoolId) -> Self {
@@ -94,6 +110,7 @@ impl<'a> MemOptions<'a> {
             tag: self.tag,
             within_budget: self.within_budget,
             pinned: false,
+            priority: self.priority,
         }
     }
 }
@@ -145,7 +162,8 @@ impl GpuMemory {
     pub fn new(ctx: &Context) -> Result<Self, GpuError> {
         // SAFETY: the physical device belongs to the instance and the device was created
         // from it with Vulkan 1.3; the Context outlives this GpuMemory (the renderer drops
-        // it first); `memory_budget` says whether VK_EXT_memory_budget was enabled.
+        // it first); `memory_budget`, `memory_priority` and `pageable_memory` say
+        // whether their extensions were enabled.
         let allocator = unsafe {
             Allocator::on_ash(
                 &ctx.instance,
@@ -153,6 +171,10 @@ impl GpuMemory {
                 &ctx.device,
                 AshDeviceOptions {
                     memory_budget: ctx.info.memory_budget,
+                    memory_priority: ctx.info.memory_priority,
+                    pageable_device_local_memory: ctx.info.pageable_memory,
+                    // The demo needs Vulkan 1.3: requirements come from create infos.
+                    maintenance4: true,
                     ..AshDeviceOptions::default()
                 },
                 AllocatorDesc::default(),
@@ -253,17 +275,21 @@ impl GpuMemory {
         max_blocks: u32,
         budget: Option<u64>,
     ) -> Result<PoolId, GpuError> {
-        let desc = PoolDesc {
+        self.create_pool_with(&PoolDesc {
             usage,
             algorithm,
             block_size,
             max_blocks,
             budget,
             ..PoolDesc::new(name)
-        };
+        })
+    }
+
+    /// Creates a pool from a full description (a memory priority, say).
+    pub fn create_pool_with(&self, desc: &PoolDesc) -> Result<PoolId, GpuError> {
         self.allocator
-            .create_pool(&desc)
-            .map_err(|e| alloc_err(name, e))
+            .create_pool(desc)
+            .map_err(|e| alloc_err(&desc.name, e))
     }
 
     /// Destroys a pool (it must be empty).

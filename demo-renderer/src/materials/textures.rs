@@ -14,7 +14,8 @@ use ash::vk;
 use material_baker::ktx2::{Format, Reader};
 
 use crate::gpu::memory::{
-    Image, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolId,
+    Image, LinearMode, MappedBuffer, MemOptions, MemoryUsage, PoolAlgorithm, PoolDesc, PoolId,
+    TEXTURE_PRIORITY,
 };
 use crate::gpu::util::{transition, ImageTransition, OneShot};
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
@@ -416,14 +417,15 @@ impl TextureSet {
             };
             (block, u32::MAX)
         };
-        let texture_pool = mem.create_pool(
-            "textures",
-            MemoryUsage::GpuOnly,
-            PoolAlgorithm::Tlsf,
-            block,
+        let texture_pool = mem.create_pool_with(&PoolDesc {
+            usage: MemoryUsage::GpuOnly,
+            algorithm: PoolAlgorithm::Tlsf,
+            block_size: block,
             max_blocks,
-            Some(budget),
-        )?;
+            budget: Some(budget),
+            priority: Some(TEXTURE_PRIORITY),
+            ..PoolDesc::new("textures")
+        })?;
         let staging_pool = mem.create_pool(
             "staging ring",
             MemoryUsage::Upload,
