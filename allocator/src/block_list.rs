@@ -144,7 +144,9 @@ impl BlockList {
     /// the memory type's `live` bytes, the heap's free bytes and whether
     /// memory objects are `scarce`, a fixed list
     /// always uses its block size; then smaller sizes down to `needed`, for
-    /// when the device is short.
+    /// when the device is short. A growing list's block is at most `cap`
+    /// (the point on the front, [`crate::policy::Point::block_cap`]), or
+    /// `needed` where that is more.
     pub fn next_block_sizes(
         &self,
         needed: u64,
@@ -152,6 +154,7 @@ impl BlockList {
         heap_free: u64,
         scarce: bool,
         room: u64,
+        cap: u64,
     ) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
@@ -163,7 +166,7 @@ impl BlockList {
             (full, full)
         } else {
             (
-                crate::policy::block_size(needed, live, full, heap_free, scarce, room),
+                crate::policy::block_size(needed, live, full.min(cap), heap_free, scarce, room),
                 needed,
             )
         };

@@ -78,6 +78,12 @@ pub(crate) trait OtherTypes {
     /// closed or its placement rules, counts as no room: the type's own
     /// path then decides).
     fn place_in_siblings(&self, memory_type: u32, desc: &AllocationDesc<'_>) -> Option<Allocation>;
+
+    /// A memory type's live bytes fell below half their recent high-water
+    /// mark with freed memory kept ([`crate::policy::fell_from_peak`]): the
+    /// allocator releases it once it has been idle a while
+    /// ([`crate::StrategySettings::idle_release_ms`]).
+    fn arm_idle_release(&self);
 }
 
 /// How a vector's blocks are configured.
@@ -105,6 +111,9 @@ pub(crate) struct VectorConfig {
     /// Live allocations from which a TLSF block makes runs of slots
     /// ([`crate::AllocatorDesc::small_runs_from`]).
     pub runs_from: u32,
+    /// Where the vector's decisions sit on the front
+    /// ([`crate::policy::point`]).
+    pub strategy: crate::Strategy,
 }
 
 /// A shared-block placement: the range to find and where the allocation
@@ -580,6 +589,8 @@ pub(crate) struct BlockVector {
     /// ([`crate::policy::decay_committed_high`]). Freed memory below it is
     /// kept ([`crate::policy::retain_below_peak`]).
     committed_high: AtomicU64,
+    /// [`VectorConfig::strategy`].
+    strategy: crate::Strategy,
 }
 
 // The layout [`BlockVector`] promises: its hot fields in its first 64 bytes.
@@ -644,7 +655,16 @@ impl BlockVector {
             blocks: Counters::default(),
             high_water: AtomicU64::new(0),
             committed_high: AtomicU64::new(0),
+            strategy: config.strategy,
         }
+    }
+
+    /// Where this vector's next decision sits on the front, from the
+    /// pressure on its heap ([`crate::policy::point`]). Default blocks
+    /// only: a pool's blocks keep the size and count its description gives.
+    fn point(&self, env: Env<'_>) -> crate::policy::Point {
+        let (usage, limit) = env.memory.budgets.pressure(self.heap);
+        crate::policy::point(self.strategy, usage, limit, self.block_size)
     }
 
     /// Whether the vector holds a pool's blocks (it has caps), read from
@@ -763,6 +783,15 @@ impl BlockVector {
         let usage = self.usage();
         let live = usage.allocation_bytes;
         let retained = self.retained_bytes();
+        let point = self.point(env);
+        let heap_short = env.memory.budgets.free_bytes(self.heap) < needed;
+        if point.keep_all {
+            // The time end keeps what it has until the heap runs short.
+            if heap_short {
+                self.trim_retained(env, 0);
+            }
+            return;
+        }
         let mut limit = self.keep_limit(
             live,
             live.saturating_add(needed),
@@ -770,7 +799,7 @@ impl BlockVector {
             retained,
             needed,
         );
-        if env.memory.budgets.free_bytes(self.heap) < needed {
+        if heap_short || !point.retain {
             limit = 0;
         }
         // The allocator's committed peak: what is kept here, then in the
@@ -882,12 +911,39 @@ impl BlockVector {
         let high = crate::policy::decay_committed_high(old, in_use, self.pinned);
         self.committed_high.store(high, Ordering::Relaxed);
         let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
+        let point = self.point(env);
+        if point.keep_all {
+            return;
+        }
+        if !point.retain {
+            self.trim_retained(env, 0);
+            return;
+        }
         // Hysteresis: what is kept passes twice the larger of the two
         // limits (memory is freed in whole blocks: a mark just below what is
         // kept would free a block that the next frame makes again).
         if retained > limit.max(below_peak).saturating_mul(2) {
             self.trim_retained(env, limit.max(below_peak));
         }
+    }
+
+    /// The allocator has been idle since this type's live bytes fell below
+    /// half their high-water mark ([`crate::policy::fell_from_peak`]): the
+    /// marks drop to the live bytes and the bytes in use, and kept memory
+    /// is freed down to what the live set alone keeps
+    /// ([`crate::policy::retain_limit`] with no mark; at most one smallest
+    /// block when nothing is live).
+    pub fn release_idle(&self, env: Env<'_>) {
+        if !self.adaptive() {
+            return;
+        }
+        let usage = self.usage();
+        let live = usage.allocation_bytes;
+        self.high_water.store(live, Ordering::Relaxed);
+        let retained = self.retained_bytes();
+        let in_use = usage.block_bytes.saturating_sub(retained);
+        self.committed_high.store(in_use, Ordering::Relaxed);
+        self.trim_retained(env, crate::policy::retain_limit(live, 0));
     }
 
     /// The vector's blocks and allocations: every shard's counters summed
@@ -1091,12 +1147,18 @@ impl BlockVector {
         } else {
             live
         };
+        let cap = if adaptive {
+            self.point(env).block_cap
+        } else {
+            u64::MAX
+        };
         list.next_block_sizes(
             needed,
             live,
             env.memory.budgets.free_bytes(self.heap),
             env.memory.objects_scarce(),
             room,
+            cap,
         )
     }
 
@@ -1473,8 +1535,15 @@ impl BlockVector {
         };
         // The list's own empty bytes (given by the list) are counted here:
         // the other shards are only tried (this one's lock is held).
+        let point = self.adaptive().then(|| self.point(env()));
         let retain = |own_empty: u64| {
-            if !self.adaptive() {
+            let Some(point) = point else {
+                return 0;
+            };
+            if point.keep_all {
+                return u64::MAX;
+            }
+            if !point.retain {
                 return 0;
             }
             let elsewhere = self.retained_bytes();
@@ -1495,15 +1564,29 @@ impl BlockVector {
         let doomed = list.release_emptied(location.block, retain);
         self.freed_under_lock(&mut list, location, moving);
         drop(list);
+        let recycle = point.is_some_and(|p| p.recycle);
         if let Some(block) = doomed {
             let doomed = match &self.recycle {
-                Some(bin) if block.recyclable => bin.lock().keep(block, self.live_bytes()),
+                Some(bin) if block.recyclable && recycle => {
+                    bin.lock().keep(block, self.live_bytes())
+                }
                 _ => vec![block],
             };
             let env = env();
             for block in doomed {
                 self.destroy_block(env, block);
             }
+        }
+        // Memory kept after the live set halved is released once the
+        // allocator has been idle a while, frames or not.
+        if point.is_some()
+            && crate::policy::fell_from_peak(
+                self.live_bytes(),
+                self.high_water.load(Ordering::Relaxed),
+            )
+            && self.retained_bytes() > 0
+        {
+            env().others.arm_idle_release();
         }
     }
 

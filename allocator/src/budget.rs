@@ -288,6 +288,20 @@ impl Budgets {
         }
     }
 
+    /// The pressure on `heap`: the bytes the process uses of it (estimated
+    /// since the last refresh) and its limit, the driver's budget where
+    /// `VK_EXT_memory_budget` gives one, else the heap's size
+    /// ([`crate::policy::point`]).
+    pub fn pressure(&self, heap: u32) -> (u64, u64) {
+        let view = self.view(heap);
+        let limit = if view.from_driver {
+            view.budget
+        } else {
+            self.heap_sizes[heap as usize]
+        };
+        (view.usage, limit)
+    }
+
     /// Bytes of the heap the process does not use (its size less the usage
     /// estimated since the last refresh), whatever the budget.
     pub fn free_bytes(&self, heap: u32) -> u64 {

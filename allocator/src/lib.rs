@@ -82,6 +82,7 @@ pub mod select;
 pub mod sim;
 pub mod snapshot;
 pub mod stats;
+mod strategy;
 #[cfg(feature = "trace")]
 pub mod trace;
 mod type_cache;
@@ -105,3 +106,4 @@ pub use pressure::PoolPressure;
 pub use range::LinearMode;
 pub use select::MemoryUsage;
 pub use snapshot::Snapshot;
+pub use strategy::{Strategy, StrategySettings, MIN_MEMORY_BLOCK_SIZE};

@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::strategy::Strategy;
+
 use crate::block::PoolAlgorithm;
 use crate::select::MemoryUsage;
 
@@ -66,6 +68,14 @@ pub struct PoolDesc {
     /// A hard cap on the device memory the pool commits (blocks and
     /// dedicated allocations together), in bytes.
     pub budget: Option<u64>,
+    /// How many empty blocks above `min_blocks` the pool keeps
+    /// (the policy's `pool_keep_empty`): none at
+    /// [`Strategy::MinMemory`], the allocator's
+    /// [`crate::AllocatorDesc::keep_empty_blocks`] at
+    /// [`Strategy::Balanced`] (the default), all of them (up to
+    /// `max_blocks`) at [`Strategy::MinTime`].
+    #[serde(default)]
+    pub strategy: Strategy,
 }
 
 impl PoolDesc {
@@ -81,6 +91,7 @@ impl PoolDesc {
             max_blocks: u32::MAX,
             algorithm: PoolAlgorithm::Tlsf,
             budget: None,
+            strategy: Strategy::Balanced,
         }
     }
 }
