@@ -34,14 +34,14 @@ pub enum Strategy {
     /// for it in driver calls.
     MinMemory,
     /// The time end while memory is plentiful, sliding towards the memory
-    /// end as a heap's usage nears its budget (`VK_EXT_memory_budget`, else
+    /// end as a heap's usage passes 3/4 and 7/8 of its budget (`VK_EXT_memory_budget`, else
     /// the heap's size): smaller new blocks, no retention, empty blocks
     /// freed, no recycled memory of its own (the policy's `point`).
     #[default]
     Balanced,
     /// As few driver calls as possible: large blocks, and freed memory
-    /// kept (below the heap's budget) until the allocator has been idle a
-    /// while ([`StrategySettings::idle_release_ms`]) or the heap runs short.
+    /// kept until the allocator has been idle a while
+    /// ([`StrategySettings::idle_release_ms`]) or its heap is 7/8 used.
     MinTime,
 }
 

@@ -23,17 +23,6 @@ fn new_allocator(sim: &Arc<SimDevice>) -> Allocator<Arc<SimDevice>> {
     Allocator::new(Arc::clone(sim), AllocatorDesc::default()).expect("allocator")
 }
 
-/// An allocator at the time end of the front (`Strategy::MinTime`): block
-/// sizes as the committed target gives them, with no cut for the heap's
-/// pressure (Balanced's, past half the heap).
-fn time_end(sim: &Arc<SimDevice>) -> Allocator<Arc<SimDevice>> {
-    Allocator::new(
-        Arc::clone(sim),
-        AllocatorDesc::for_strategy(vkalloc::Strategy::MinTime),
-    )
-    .expect("allocator")
-}
-
 fn desc(
     size: u64,
     alignment: u64,
@@ -1009,10 +998,8 @@ fn near_a_full_heap_a_large_request_gets_memory_of_its_own() {
     // (above a quarter of the largest block) finds no room; the committed
     // target cuts its block to about its size, so it gets memory of its own
     // of its size in whole 64 KiB, naming no resource (reusable).
-    // At the time end: Balanced, past half the heap, cuts new blocks to 64
-    // MiB whatever the target (`policy::point`).
     let sim = Arc::new(SimDevice::new(tables::lavapipe()));
-    let allocator = time_end(&sim);
+    let allocator = new_allocator(&sim);
     let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
     let mut live: Vec<_> = (0..7)
         .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
@@ -1081,9 +1068,8 @@ fn beside_memory_of_its_own_a_new_block_keeps_to_the_shared_blocks_target() {
     // MiB more (a full 256 MiB block); over the shared blocks it allows
     // nothing, so the block is what the heap share leaves: 1/8 of the 648
     // MiB left, 82 MiB in whole 2 MiB.
-    // At the time end, as above.
     let sim = Arc::new(SimDevice::new(tables::lavapipe()));
-    let allocator = time_end(&sim);
+    let allocator = new_allocator(&sim);
     let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
     let textures: Vec<_> = (0..7)
         .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
