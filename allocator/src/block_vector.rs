@@ -799,8 +799,12 @@ impl BlockVector {
             retained,
             needed,
         );
-        if heap_short || !point.retain {
+        if heap_short || (!point.retain && !point.below_peak) {
             limit = 0;
+        } else if !point.retain {
+            let high = self.committed_high.load(Ordering::Relaxed);
+            let in_use = usage.block_bytes.saturating_sub(retained);
+            limit = crate::policy::retain_below_peak(high, in_use, needed);
         }
         // The allocator's committed peak: what is kept here, then in the
         // other memory types, makes way for the new memory before it passes
@@ -835,7 +839,11 @@ impl BlockVector {
         }
         // Down to what the live set alone keeps (its high-water mark left
         // out: the peak that matters is the allocator's).
-        let floor = crate::policy::retain_limit(self.live_bytes(), 0);
+        let floor = if self.point(env).retain {
+            crate::policy::retain_limit(self.live_bytes(), 0)
+        } else {
+            0
+        };
         let retained = self.retained_bytes();
         if self.pinned {
             return self.release_pinned(env, bytes, floor, retained);
@@ -916,7 +924,10 @@ impl BlockVector {
             return;
         }
         if !point.retain {
-            self.trim_retained(env, 0);
+            let limit = if point.below_peak { below_peak } else { 0 };
+            if retained > limit.saturating_mul(2) || !point.below_peak {
+                self.trim_retained(env, limit);
+            }
             return;
         }
         // Hysteresis: what is kept passes twice the larger of the two
@@ -1543,7 +1554,7 @@ impl BlockVector {
             if point.keep_all {
                 return u64::MAX;
             }
-            if !point.retain {
+            if !point.retain && !point.below_peak {
                 return 0;
             }
             let elsewhere = self.retained_bytes();
@@ -1556,9 +1567,12 @@ impl BlockVector {
             // the room below the committed high-water mark; new memory
             // trims it to the room itself first (`make_room`).
             let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
-            let limit = self
-                .retain_limit(live.saturating_sub(location.range.size), live)
-                .max(below_peak.saturating_mul(2));
+            let limit = if point.retain {
+                self.retain_limit(live.saturating_sub(location.range.size), live)
+            } else {
+                0
+            }
+            .max(below_peak.saturating_mul(2));
             limit.saturating_sub(elsewhere)
         };
         let doomed = list.release_emptied(location.block, retain);

@@ -28,15 +28,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
-    /// Commit as little as possible beyond the live bytes: small blocks, no
-    /// freed memory kept (empty blocks and freed memory of its own go back
-    /// to the driver as they empty), no recycled memory of its own. Pays
-    /// for it in driver calls.
+    /// Commit as little as possible beyond the live bytes at the committed
+    /// peak: 16 MiB blocks (requests above 8 MiB get memory of their own),
+    /// and freed memory (empty blocks, recycled memory of its own) kept only
+    /// below the type's committed high-water mark, where it raises no peak;
+    /// it goes back once the allocator is idle. Pays for it in driver calls.
     MinMemory,
     /// The time end while memory is plentiful, sliding towards the memory
-    /// end as a heap's usage passes 3/4 and 7/8 of its budget (`VK_EXT_memory_budget`, else
-    /// the heap's size): smaller new blocks, no retention, empty blocks
-    /// freed, no recycled memory of its own (the policy's `point`).
+    /// end as a heap's usage passes 3/4 (new blocks at most a quarter of
+    /// the largest) and 7/8 (16 MiB blocks, nothing kept, empty blocks
+    /// freed, no recycled memory of its own) of its budget
+    /// (`VK_EXT_memory_budget`, else the heap's size; the policy's `point`).
     #[default]
     Balanced,
     /// As few driver calls as possible: large blocks, and freed memory
@@ -71,7 +73,7 @@ impl Strategy {
                 block_size: MIN_MEMORY_BLOCK_SIZE,
                 honour_dedicated_preference_from: 64 << 20,
                 keep_empty_blocks: 0,
-                recycle_bytes: 0,
+                recycle_bytes: 512 << 20,
                 idle_release_ms: 1_000,
             },
             Strategy::Balanced => StrategySettings {
@@ -144,7 +146,7 @@ mod tests {
         let min = Strategy::MinMemory.settings();
         assert_eq!(
             (min.block_size, min.keep_empty_blocks, min.recycle_bytes),
-            (16 * MIB, 0, 0)
+            (16 * MIB, 0, 512 * MIB)
         );
         let balanced = Strategy::Balanced.settings();
         assert_eq!(

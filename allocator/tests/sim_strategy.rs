@@ -136,16 +136,27 @@ fn a_steady_churn_keeps_its_memory_however_long_it_runs() {
     free_all(&allocator, live);
 }
 
-/// MinMemory keeps nothing: every block goes back as it empties.
+/// MinMemory makes 16 MiB blocks and keeps freed memory only below its
+/// committed peak: a churn refills it without raising the peak; once idle
+/// a second, every empty block goes back.
 #[test]
-fn min_memory_frees_blocks_as_they_empty() {
-    let (_sim, allocator) = h200(Strategy::MinMemory);
+fn min_memory_keeps_only_what_lies_below_its_peak() {
+    let (sim, allocator) = h200(Strategy::MinMemory);
     let live = allocate_n(&allocator, MIB, 512);
     let stats = allocator.statistics();
-    // 16 MiB blocks at most.
     assert!(stats.total.block_bytes <= stats.total.block_count as u64 * 16 * MIB);
+    let peak = stats.total.block_bytes;
     free_all(&allocator, live);
-    assert_eq!(allocator.statistics().total.block_count, 0);
+    // The churn comes back: no new memory, no higher peak.
+    let made = allocator.statistics().device_memory_allocations_total;
+    let live = allocate_n(&allocator, MIB, 512);
+    assert_eq!(allocator.statistics().device_memory_allocations_total, made);
+    assert_eq!(allocator.statistics().total.block_bytes, peak);
+    free_all(&allocator, live);
+    sim.advance_clock(1_000);
+    let a = allocator.allocate(&buffer(4096)).expect("allocation");
+    allocator.free(a).expect("free");
+    assert!(at_most_one_block_per_type(&allocator));
 }
 
 /// MinTime keeps what it freed for its idle time (5 s), then gives it back.
