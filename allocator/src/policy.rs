@@ -358,7 +358,6 @@ impl Point {
     /// time 2,583 ms against 69 at the time end.
     pub const MIN_MEMORY: Point = Point {
         below_peak: true,
-        recycle: true,
         ..Point::MEMORY
     };
 }

@@ -73,7 +73,7 @@ impl Strategy {
                 block_size: MIN_MEMORY_BLOCK_SIZE,
                 honour_dedicated_preference_from: 64 << 20,
                 keep_empty_blocks: 0,
-                recycle_bytes: 512 << 20,
+                recycle_bytes: 0,
                 idle_release_ms: 1_000,
             },
             Strategy::Balanced => StrategySettings {
@@ -146,7 +146,7 @@ mod tests {
         let min = Strategy::MinMemory.settings();
         assert_eq!(
             (min.block_size, min.keep_empty_blocks, min.recycle_bytes),
-            (16 * MIB, 0, 512 * MIB)
+            (16 * MIB, 0, 0)
         );
         let balanced = Strategy::Balanced.settings();
         assert_eq!(
