@@ -98,7 +98,13 @@ pub struct AllocatorDesc {
     /// of the way to the bytes in use each frame), unless new memory would
     /// pass the allocator's committed peak by more than 1/16: then kept
     /// memory of that type, then of the others, is freed first (see
-    /// `policy.rs`).
+    /// `policy.rs`). Frames are not needed for kept memory to come back:
+    /// once a type's live bytes have fallen below half their high-water
+    /// mark, the first allocation or free after the strategy's idle time
+    /// ([`crate::StrategySettings::idle_release_ms`]) frees what the live
+    /// set alone does not keep. How much is kept at all depends on
+    /// [`Self::strategy`] and, for [`Strategy::Balanced`], on the heap's
+    /// pressure.
     pub keep_empty_blocks: u32,
     /// Bytes of corruption margin before and after each allocation in
     /// host-visible shared blocks, filled with a pattern and checked on free
