@@ -784,7 +784,7 @@ impl BlockVector {
         let live = usage.allocation_bytes;
         let retained = self.retained_bytes();
         let point = self.point(env);
-        let heap_short = env.memory.budgets.free_bytes(self.heap) < needed;
+        let heap_short = env.memory.budgets.policy_free_bytes(self.heap) < needed;
         if point.keep_all {
             // The time end keeps what it has until the heap runs short.
             if heap_short {
@@ -1166,7 +1166,7 @@ impl BlockVector {
         list.next_block_sizes(
             needed,
             live,
-            env.memory.budgets.free_bytes(self.heap),
+            env.memory.budgets.policy_free_bytes(self.heap),
             env.memory.objects_scarce(),
             room,
             cap,

@@ -308,6 +308,15 @@ impl Budgets {
         self.heap_sizes[heap as usize].saturating_sub(self.view(heap).usage)
     }
 
+    /// Bytes the process may still take of `heap` before its usage passes
+    /// the limit of [`Self::pressure`] (the driver's budget, else the
+    /// heap's size), and never more than [`Self::free_bytes`]: what the
+    /// policy sizes new blocks from and frees kept memory for.
+    pub fn policy_free_bytes(&self, heap: u32) -> u64 {
+        let (usage, limit) = self.pressure(heap);
+        limit.saturating_sub(usage).min(self.free_bytes(heap))
+    }
+
     /// [`HeapState::rebar_limit`] of `heap`.
     #[inline]
     pub fn rebar_limit(&self, heap: u32) -> u64 {
