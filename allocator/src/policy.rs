@@ -13,9 +13,10 @@
 //!   most about a quarter of the live set, whatever the trace; the number of
 //!   blocks grows with the logarithm of the live set, as with doubling.
 //! - **The heap.** A block is never made larger than what is left of the heap
-//!   (its size, less what the process uses of it) when a smaller one can still
-//!   hold the request, so the allocator does not commit past a heap that
-//!   its live set fits in twice, whether or not the driver reports budgets.
+//!   (its budget where the driver reports one, else its size, less what the
+//!   process uses of it) when a smaller one can still hold the request, so
+//!   the allocator does not commit past a heap that its live set fits in
+//!   twice.
 //! - **A committed target near a full heap.** A new block is no larger
 //!   than the larger of 1/[`HEAP_SHARE_DIVISOR`] of what is left of the
 //!   heap and what keeps the committed bytes in use of the type's shared
