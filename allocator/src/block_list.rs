@@ -143,10 +143,12 @@ impl BlockList {
     /// The sizes to try for a new block that must hold `needed` bytes, best
     /// first: a growing list sizes it by [`crate::policy::block_size`] from
     /// the memory type's `live` bytes, the heap's free bytes and whether
-    /// memory objects are `scarce`, a fixed list uses its block size, or
-    /// what is left of its pool's budget (`budget_left`) where that is less
-    /// and still holds `needed` (so a byte budget is usable to the byte);
-    /// then smaller sizes down to `needed`, for when the device is short.
+    /// memory objects are `scarce`, at most `limit` (the point on the front,
+    /// [`crate::policy::Point::block_cap`]) or `needed` where that is more;
+    /// a fixed list uses its block size, or `limit` (what is left of its
+    /// pool's budget) where that is less and still holds `needed` (so a byte
+    /// budget is usable to the byte); then smaller sizes down to `needed`,
+    /// for when the device is short.
     pub fn next_block_sizes(
         &self,
         needed: u64,
@@ -154,7 +156,7 @@ impl BlockList {
         heap_free: u64,
         scarce: bool,
         room: u64,
-        budget_left: u64,
+        limit: u64,
     ) -> std::iter::Take<Sizes> {
         let full = self.config.block_size;
         let (first, smallest) = if self.config.fixed_block_size {
@@ -166,15 +168,15 @@ impl BlockList {
             // The last block takes the rest of the budget. Where even that
             // can't hold the request, the full size is tried, and refused
             // with the pool's budget in the error.
-            let size = if needed <= budget_left {
-                full.min(budget_left)
+            let size = if needed <= limit {
+                full.min(limit)
             } else {
                 full
             };
             (size, size)
         } else {
             (
-                crate::policy::block_size(needed, live, full, heap_free, scarce, room),
+                crate::policy::block_size(needed, live, full.min(limit), heap_free, scarce, room),
                 needed,
             )
         };

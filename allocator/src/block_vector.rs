@@ -79,6 +79,12 @@ pub(crate) trait OtherTypes {
     /// closed or its placement rules, counts as no room: the type's own
     /// path then decides).
     fn place_in_siblings(&self, memory_type: u32, desc: &AllocationDesc<'_>) -> Option<Allocation>;
+
+    /// A memory type's live bytes fell below half their recent high-water
+    /// mark with freed memory kept ([`crate::policy::fell_from_peak`]): the
+    /// allocator releases it once it has been idle a while
+    /// ([`crate::StrategySettings::idle_release_ms`]).
+    fn arm_idle_release(&self);
 }
 
 /// How a vector's blocks are configured.
@@ -108,6 +114,9 @@ pub(crate) struct VectorConfig {
     pub runs_from: u32,
     /// The pool's name (debug names); `None` for default blocks.
     pub pool_name: Option<Box<str>>,
+    /// Where the vector's decisions sit on the front
+    /// ([`crate::policy::point`]).
+    pub strategy: crate::Strategy,
 }
 
 /// A shared-block placement: the range to find and where the allocation
@@ -597,6 +606,8 @@ pub(crate) struct BlockVector {
     /// The pool's name, for debug names of its memory; `None` for default
     /// blocks.
     pool_name: Option<Box<str>>,
+    /// [`VectorConfig::strategy`].
+    strategy: crate::Strategy,
 }
 
 // The layout [`BlockVector`] promises: its hot fields in its first 64 bytes.
@@ -662,7 +673,16 @@ impl BlockVector {
             high_water: AtomicU64::new(0),
             committed_high: AtomicU64::new(0),
             pool_name: config.pool_name,
+            strategy: config.strategy,
         }
+    }
+
+    /// Where this vector's next decision sits on the front, from the
+    /// pressure on its heap ([`crate::policy::point`]). Default blocks
+    /// only: a pool's blocks keep the size and count its description gives.
+    fn point(&self, env: Env<'_>) -> crate::policy::Point {
+        let (usage, limit) = env.memory.budgets.pressure(self.heap);
+        crate::policy::point(self.strategy, usage, limit, self.block_size)
     }
 
     /// Whether the vector holds a pool's blocks (it has caps), read from
@@ -781,6 +801,15 @@ impl BlockVector {
         let usage = self.usage();
         let live = usage.allocation_bytes;
         let retained = self.retained_bytes();
+        let point = self.point(env);
+        let heap_short = env.memory.budgets.policy_free_bytes(self.heap) < needed;
+        if point.keep_all {
+            // The time end keeps what it has until the heap runs short.
+            if heap_short {
+                self.trim_retained(env, 0);
+            }
+            return;
+        }
         let mut limit = self.keep_limit(
             live,
             live.saturating_add(needed),
@@ -788,8 +817,12 @@ impl BlockVector {
             retained,
             needed,
         );
-        if env.memory.budgets.free_bytes(self.heap) < needed {
+        if heap_short || (!point.retain && !point.below_peak) {
             limit = 0;
+        } else if !point.retain {
+            let high = self.committed_high.load(Ordering::Relaxed);
+            let in_use = usage.block_bytes.saturating_sub(retained);
+            limit = crate::policy::retain_below_peak(high, in_use, needed);
         }
         // The allocator's committed peak: what is kept here, then in the
         // other memory types, makes way for the new memory before it passes
@@ -824,7 +857,11 @@ impl BlockVector {
         }
         // Down to what the live set alone keeps (its high-water mark left
         // out: the peak that matters is the allocator's).
-        let floor = crate::policy::retain_limit(self.live_bytes(), 0);
+        let floor = if self.point(env).retain {
+            crate::policy::retain_limit(self.live_bytes(), 0)
+        } else {
+            0
+        };
         let retained = self.retained_bytes();
         if self.pinned {
             return self.release_pinned(env, bytes, floor, retained);
@@ -900,12 +937,42 @@ impl BlockVector {
         let high = crate::policy::decay_committed_high(old, in_use, self.pinned);
         self.committed_high.store(high, Ordering::Relaxed);
         let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
+        let point = self.point(env);
+        if point.keep_all {
+            return;
+        }
+        if !point.retain {
+            let limit = if point.below_peak { below_peak } else { 0 };
+            if retained > limit.saturating_mul(2) || !point.below_peak {
+                self.trim_retained(env, limit);
+            }
+            return;
+        }
         // Hysteresis: what is kept passes twice the larger of the two
         // limits (memory is freed in whole blocks: a mark just below what is
         // kept would free a block that the next frame makes again).
         if retained > limit.max(below_peak).saturating_mul(2) {
             self.trim_retained(env, limit.max(below_peak));
         }
+    }
+
+    /// The allocator has been idle since this type's live bytes fell below
+    /// half their high-water mark ([`crate::policy::fell_from_peak`]): the
+    /// marks drop to the live bytes and the bytes in use, and kept memory
+    /// is freed down to what the live set alone keeps
+    /// ([`crate::policy::retain_limit`] with no mark; at most one smallest
+    /// block when nothing is live).
+    pub fn release_idle(&self, env: Env<'_>) {
+        if !self.adaptive() {
+            return;
+        }
+        let usage = self.usage();
+        let live = usage.allocation_bytes;
+        self.high_water.store(live, Ordering::Relaxed);
+        let retained = self.retained_bytes();
+        let in_use = usage.block_bytes.saturating_sub(retained);
+        self.committed_high.store(in_use, Ordering::Relaxed);
+        self.trim_retained(env, crate::policy::retain_limit(live, 0));
     }
 
     /// The vector's blocks and allocations: every shard's counters summed
@@ -1109,17 +1176,23 @@ impl BlockVector {
         } else {
             live
         };
-        let budget_left = self.caps.as_ref().map_or(u64::MAX, |caps| {
-            caps.budget
-                .saturating_sub(caps.committed.load(Ordering::Acquire))
-        });
+        // The most a new block should take: the point on the front's cap
+        // where the policy sizes blocks, else what is left of a pool's budget.
+        let limit = if adaptive {
+            self.point(env).block_cap
+        } else {
+            self.caps.as_ref().map_or(u64::MAX, |caps| {
+                caps.budget
+                    .saturating_sub(caps.committed.load(Ordering::Acquire))
+            })
+        };
         list.next_block_sizes(
             needed,
             live,
-            env.memory.budgets.free_bytes(self.heap),
+            env.memory.budgets.policy_free_bytes(self.heap),
             env.memory.objects_scarce(),
             room,
-            budget_left,
+            limit,
         )
     }
 
@@ -1510,8 +1583,15 @@ impl BlockVector {
         };
         // The list's own empty bytes (given by the list) are counted here:
         // the other shards are only tried (this one's lock is held).
+        let point = self.adaptive().then(|| self.point(env()));
         let retain = |own_empty: u64| {
-            if !self.adaptive() {
+            let Some(point) = point else {
+                return 0;
+            };
+            if point.keep_all {
+                return u64::MAX;
+            }
+            if !point.retain && !point.below_peak {
                 return 0;
             }
             let elsewhere = self.retained_bytes();
@@ -1524,23 +1604,40 @@ impl BlockVector {
             // the room below the committed high-water mark; new memory
             // trims it to the room itself first (`make_room`).
             let below_peak = crate::policy::retain_below_peak(high, in_use, 0);
-            let limit = self
-                .retain_limit(live.saturating_sub(location.range.size), live)
-                .max(below_peak.saturating_mul(2));
+            let limit = if point.retain {
+                self.retain_limit(live.saturating_sub(location.range.size), live)
+            } else {
+                0
+            }
+            .max(below_peak.saturating_mul(2));
             limit.saturating_sub(elsewhere)
         };
         let doomed = list.release_emptied(location.block, retain);
         self.freed_under_lock(&mut list, location, moving);
         drop(list);
+        let recycle = point.is_some_and(|p| p.recycle);
         if let Some(block) = doomed {
             let doomed = match &self.recycle {
-                Some(bin) if block.recyclable => bin.lock().keep(block, self.live_bytes()),
+                Some(bin) if block.recyclable && recycle => {
+                    bin.lock().keep(block, self.live_bytes())
+                }
                 _ => vec![block],
             };
             let env = env();
             for block in doomed {
                 self.destroy_block(env, block);
             }
+        }
+        // Memory kept after the live set halved is released once the
+        // allocator has been idle a while, frames or not.
+        if point.is_some()
+            && crate::policy::fell_from_peak(
+                self.live_bytes(),
+                self.high_water.load(Ordering::Relaxed),
+            )
+            && self.retained_bytes() > 0
+        {
+            env().others.arm_idle_release();
         }
     }
 

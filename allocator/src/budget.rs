@@ -288,10 +288,33 @@ impl Budgets {
         }
     }
 
+    /// The pressure on `heap`: the bytes the process uses of it (estimated
+    /// since the last refresh) and its limit, the driver's budget where
+    /// `VK_EXT_memory_budget` gives one, else the heap's size
+    /// ([`crate::policy::point`]).
+    pub fn pressure(&self, heap: u32) -> (u64, u64) {
+        let view = self.view(heap);
+        let limit = if view.from_driver {
+            view.budget
+        } else {
+            self.heap_sizes[heap as usize]
+        };
+        (view.usage, limit)
+    }
+
     /// Bytes of the heap the process does not use (its size less the usage
     /// estimated since the last refresh), whatever the budget.
     pub fn free_bytes(&self, heap: u32) -> u64 {
         self.heap_sizes[heap as usize].saturating_sub(self.view(heap).usage)
+    }
+
+    /// Bytes the process may still take of `heap` before its usage passes
+    /// the limit of [`Self::pressure`] (the driver's budget, else the
+    /// heap's size), and never more than [`Self::free_bytes`]: what the
+    /// policy sizes new blocks from and frees kept memory for.
+    pub fn policy_free_bytes(&self, heap: u32) -> u64 {
+        let (usage, limit) = self.pressure(heap);
+        limit.saturating_sub(usage).min(self.free_bytes(heap))
     }
 
     /// [`HeapState::rebar_limit`] of `heap`.

@@ -512,6 +512,21 @@ pub unsafe trait MemoryDevice: Send + Sync {
     /// - `memory` is live, and [`DeviceLimits::debug_utils`] is `true` (the
     ///   instance has the extension enabled).
     unsafe fn set_memory_name(&self, memory: DeviceMemory, name: &str);
+    /// Milliseconds on a monotonic clock: the allocator's idle release
+    /// ([`crate::StrategySettings::idle_release_ms`]) reads it. The default
+    /// is the process's monotonic clock (`std::time::Instant`); a simulated
+    /// device gives its own, which tests move by hand.
+    fn monotonic_ms(&self) -> u64 {
+        process_ms()
+    }
+}
+
+/// Milliseconds since the first call in this process, on
+/// `std::time::Instant`'s monotonic clock.
+pub fn process_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A shared device is a device: tests keep an `Arc<SimDevice>` to inspect it
@@ -528,6 +543,10 @@ unsafe impl<T: MemoryDevice + ?Sized> MemoryDevice for std::sync::Arc<T> {
 
     fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {
         (**self).heap_budgets(out)
+    }
+
+    fn monotonic_ms(&self) -> u64 {
+        (**self).monotonic_ms()
     }
 
     unsafe fn allocate_memory(

@@ -94,6 +94,7 @@ pub mod select;
 pub mod sim;
 pub mod snapshot;
 pub mod stats;
+mod strategy;
 #[cfg(feature = "trace")]
 pub mod trace;
 mod type_cache;
@@ -129,3 +130,4 @@ pub use priority::MemoryPriority;
 pub use range::LinearMode;
 pub use select::MemoryUsage;
 pub use snapshot::Snapshot;
+pub use strategy::{Strategy, StrategySettings, MIN_MEMORY_BLOCK_SIZE};

@@ -13,6 +13,7 @@ use crate::external::ExternalMemoryHandleTypes;
 use crate::priority::MemoryPriority;
 use crate::range::LinearMode;
 use crate::select::MemoryUsage;
+use crate::strategy::Strategy;
 
 /// The algorithm a block list places allocations with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -95,6 +96,14 @@ pub struct PoolDesc {
     /// [`crate::external`]); empty: not exportable.
     #[serde(default)]
     pub export: ExternalMemoryHandleTypes,
+    /// How many empty blocks above `min_blocks` the pool keeps
+    /// (the policy's `pool_keep_empty`): none at
+    /// [`Strategy::MinMemory`], the allocator's
+    /// [`crate::AllocatorDesc::keep_empty_blocks`] at
+    /// [`Strategy::Balanced`] (the default), all of them (up to
+    /// `max_blocks`) at [`Strategy::MinTime`].
+    #[serde(default)]
+    pub strategy: Strategy,
 }
 
 impl PoolDesc {
@@ -112,6 +121,7 @@ impl PoolDesc {
             budget: None,
             priority: None,
             export: ExternalMemoryHandleTypes::NONE,
+            strategy: Strategy::Balanced,
         }
     }
 }

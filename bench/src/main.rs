@@ -50,6 +50,11 @@ USAGE: cargo run --release -p bench -- [OPTIONS]
   --seed N               standard trace seed (default 1592598566)
   --reps N               repetitions per trace and allocator, alternating (default 5)
   --allocators A,B       subset of ours,vma,gpu-allocator (default all)
+  --strategy S           ours' strategy: balanced (default), min-memory or min-time; every row
+                         of ours carries it (`strategy`), with --corpus and --trace alike
+  --heap-cap F           with --sim: every heap holds F x the trace's peak live bytes (capacity
+                         and the budget ours reads); rows gain cap_bytes, failed allocations
+                         count in failures
   --device N             physical device index (default: first discrete GPU, else the first)
   --list-devices         list the physical devices and exit
   --out PATH             JSON rows (default target/bench/allocators.json); a Markdown table
@@ -121,6 +126,10 @@ struct Args {
     /// `--only`: name prefixes of the traces to keep.
     name_prefixes: Option<Vec<String>>,
     sim: Option<String>,
+    /// `--strategy`: ours' strategy.
+    strategy: vkalloc::Strategy,
+    /// `--heap-cap`: heaps capped at this times the trace's peak live bytes.
+    heap_cap: Option<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -155,6 +164,8 @@ fn parse_args() -> Result<Args, String> {
         corpus_budget: corpus::INDEPENDENT_BUDGET,
         name_prefixes: None,
         sim: None,
+        strategy: vkalloc::Strategy::default(),
+        heap_cap: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -213,6 +224,16 @@ fn parse_args() -> Result<Args, String> {
             "--tags" => a.tags = true,
             "--explain-peak" => a.explain_peak = true,
             "--sim" => a.sim = Some(value("--sim")?),
+            "--strategy" => a.strategy = value("--strategy")?.parse()?,
+            "--heap-cap" => {
+                let f: f64 = value("--heap-cap")?
+                    .parse()
+                    .map_err(|e| format!("--heap-cap: {e}"))?;
+                if !(f.is_finite() && f > 0.0) {
+                    return Err(format!("--heap-cap {f}: a positive number"));
+                }
+                a.heap_cap = Some(f);
+            }
             "--vma-ignore-preferred" => a.baseline.vma_ignore_preferred = true,
             "--no-memory-budget" => a.memory_budget = false,
             "--no-range" => a.range = false,
@@ -591,6 +612,12 @@ fn run() -> Result<(), String> {
         return run_sim(&a, table);
     }
 
+    if a.heap_cap.is_some() {
+        return Err(
+            "--heap-cap runs with --sim only: on a device the budget ours reads can't be capped yet"
+                .into(),
+        );
+    }
     let ctx = VulkanContext::new(a.device, a.memory_budget)?;
     let i = &ctx.info;
     println!(
@@ -624,6 +651,7 @@ fn run() -> Result<(), String> {
         tags: a.tags,
         explain_peak: a.explain_peak,
         defrag: a.defrag,
+        strategy: a.strategy,
     };
     let mut rows = Vec::new();
     for trace in &traces {
@@ -673,12 +701,12 @@ fn run() -> Result<(), String> {
     if a.corpus {
         let summary = corpus::format_summary(&rows);
         println!(
-            "\n## Trace corpus (seed {}, {} configurations, scale {})\n\n{summary}",
-            a.corpus_seed, a.corpus_size, a.scale
+            "\n## Trace corpus (seed {}, {} configurations, scale {}, ours' strategy {})\n\n{summary}",
+            a.corpus_seed, a.corpus_size, a.scale, a.strategy
         );
         table.push_str(&format!(
-            "\n## Trace corpus (seed {})\n\n{summary}",
-            a.corpus_seed
+            "\n## Trace corpus (seed {}, ours' strategy {})\n\n{summary}",
+            a.corpus_seed, a.strategy
         ));
     }
     if a.defrag {
@@ -709,7 +737,7 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
             vkalloc::sim::TABLE_NAMES.join(", ")
         )
     })?;
-    let desc = bench::contenders::ours::desc_from_env()?;
+    let desc = bench::contenders::ours::desc_from_env(a.strategy)?;
     let mut traces = Vec::new();
     if a.corpus {
         let mut resolver = SimResolver::new(table.clone());
@@ -757,7 +785,7 @@ fn run_sim(a: &Args, name: &str) -> Result<(), String> {
     );
     let mut rows = Vec::new();
     for t in &traces {
-        let row = sim_replay::replay(t, &table, desc, a.explain_peak, a.tags)?;
+        let row = sim_replay::replay_capped(t, &table, desc, a.explain_peak, a.tags, a.heap_cap)?;
         if let Some(p) = &row.at_peak {
             println!("  {} at peak: {p}", row.trace);
         }

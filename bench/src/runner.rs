@@ -34,6 +34,8 @@ pub struct RunConfig {
     pub explain_peak: bool,
     /// Compact ours at the end of each trace ([`crate::compact`]).
     pub defrag: bool,
+    /// Ours' strategy (`--strategy`).
+    pub strategy: vkalloc::Strategy,
 }
 
 impl Default for RunConfig {
@@ -47,6 +49,7 @@ impl Default for RunConfig {
             tags: false,
             explain_peak: false,
             defrag: false,
+            strategy: vkalloc::Strategy::default(),
         }
     }
 }
@@ -95,6 +98,10 @@ pub struct Row {
     pub trace: String,
     /// `ours`, `vma` or `gpu-allocator`.
     pub allocator: String,
+    /// Ours' strategy (`balanced`, `min-memory`, `min-time`); `None` for
+    /// the peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
     /// Repetitions.
     pub reps: usize,
     /// Allocations in the trace.
@@ -217,7 +224,12 @@ pub fn run_contender(
         (stats, after.saturating_sub(before))
     }
     Ok(match name {
-        "ours" => go(Ours::new(ctx)?, prepared, timer_overhead_ticks, config),
+        "ours" => go(
+            Ours::new(ctx, config.strategy)?,
+            prepared,
+            timer_overhead_ticks,
+            config,
+        ),
         "vma" => go(
             Vma::new(ctx, config.baseline)?,
             prepared,
@@ -278,6 +290,7 @@ pub fn bench_trace(
                 leaked,
                 crate::clock::ticks_to_ns(timer_overhead_ticks as f64),
                 &ctx.info.name,
+                config.strategy,
             )
         })
         .collect())
@@ -290,6 +303,7 @@ fn aggregate(
     leaked_bytes: u64,
     timer_overhead_ns: f64,
     device: &str,
+    strategy: vkalloc::Strategy,
 ) -> Row {
     let mut spread = BTreeMap::new();
     let mut field = |key: &'static str, f: &dyn Fn(&RunStats) -> f64| {
@@ -347,6 +361,7 @@ fn aggregate(
     Row {
         trace: prepared.name.clone(),
         allocator: name.to_owned(),
+        strategy: (name == "ours").then(|| strategy.name().to_owned()),
         reps: runs.len(),
         allocs: prepared.summary.allocs,
         frees: prepared.summary.frees,

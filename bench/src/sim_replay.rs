@@ -89,6 +89,12 @@ impl Resolve for SimResolver {
 pub struct SimRow {
     /// The trace's name.
     pub trace: String,
+    /// Ours' strategy ([`vkalloc::Strategy::name`]).
+    pub strategy: String,
+    /// With `--heap-cap F`: every heap's capacity and budget, F times the
+    /// trace's peak live bytes (allocations past it fail, counted in
+    /// `failures`).
+    pub cap_bytes: Option<u64>,
     /// The most device memory (bytes of live `VkDeviceMemory`) at any time.
     pub peak_committed_bytes: u64,
     /// The most bytes of live allocations (as the trace asked) at any time.
@@ -187,14 +193,48 @@ pub fn replay(
     explain: bool,
     tags: bool,
 ) -> Result<SimRow, String> {
-    trace.validate().map_err(|e| e.to_string())?;
+    replay_capped(trace, table, desc, explain, tags, None)
+}
+
+/// [`replay`] with every heap capped at `cap` times the trace's peak live
+/// bytes (`--heap-cap`): the heaps' capacity (the device refuses memory
+/// past it) and the budget the allocator reads (`VK_EXT_memory_budget`,
+/// turned on).
+///
+/// # Errors
+/// As [`replay`]; a cap that is not a positive finite number.
+pub fn replay_capped(
+    trace: &Trace,
+    table: &GpuTable,
+    desc: AllocatorDesc,
+    explain: bool,
+    tags: bool,
+    cap: Option<f64>,
+) -> Result<SimRow, String> {
+    let summary = trace.validate().map_err(|e| e.to_string())?;
     let largest_heap = largest_heap(table);
-    let device = SimDevice::new(table.clone());
+    let cap_bytes = match cap {
+        Some(f) if f.is_finite() && f > 0.0 => Some((summary.peak_live_bytes as f64 * f) as u64),
+        Some(f) => return Err(format!("--heap-cap {f}: a positive number")),
+        None => None,
+    };
+    let device = match cap_bytes {
+        Some(bytes) => {
+            let mut b = SimDevice::builder(table.clone()).memory_budget(true);
+            for heap in 0..table.memory_properties.heaps.len() as u32 {
+                b = b.heap_capacity(heap, bytes).heap_budget(heap, bytes);
+            }
+            b.build()
+        }
+        None => SimDevice::new(table.clone()),
+    };
     let allocator = Allocator::new(device, desc).map_err(|e| format!("vkalloc: {e}"))?;
     let mut live = std::collections::HashMap::new();
     let mut live_bytes = 0u64;
     let mut row = SimRow {
         trace: trace.header.name.clone(),
+        strategy: desc.strategy.name().to_owned(),
+        cap_bytes,
         peak_committed_bytes: 0,
         peak_live_bytes: 0,
         allocate_calls: 0,
@@ -755,12 +795,15 @@ pub fn geomean(values: impl Iterator<Item = f64>) -> f64 {
 /// past the largest heap while their live set is at most half of it.
 pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
     let mut out = String::from(
-        "| trace | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | allocated MiB | vkFreeMemory | H200-model driver ms | failures |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| trace | strategy | cap MiB | peak live MiB | peak committed MiB | committed/live | vkAllocateMemory | allocated MiB | vkFreeMemory | H200-model driver ms | failures |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {:.1} | {} |\n",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {:.1} | {} |\n",
             r.trace,
+            r.strategy,
+            r.cap_bytes
+                .map_or_else(|| "-".to_owned(), |b| format!("{:.1}", mib(b))),
             r.peak_live_bytes as f64 / (1 << 20) as f64,
             r.peak_committed_bytes as f64 / (1 << 20) as f64,
             r.ratio(),
@@ -773,7 +816,9 @@ pub fn format_rows(rows: &[SimRow], largest_heap: u64) -> String {
     }
     let worst = |f: &dyn Fn(&SimRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
     out.push_str(&format!(
-        "\ncommitted/live: geomean {:.2}, worst {:.2}; peak committed MiB: geomean {:.1}, worst {:.1}; vkAllocateMemory: geomean {:.1}, worst {}; allocated MiB: geomean {:.1}, worst {:.1}; allocated/peak committed: geomean {:.2}, worst {:.2}; H200-model driver ms: geomean {:.1}, worst {:.1}; traces over the heap with live <= heap/2: {}\n",
+        "\nfailures: {} traces, {} allocations; committed/live: geomean {:.2}, worst {:.2}; peak committed MiB: geomean {:.1}, worst {:.1}; vkAllocateMemory: geomean {:.1}, worst {}; allocated MiB: geomean {:.1}, worst {:.1}; allocated/peak committed: geomean {:.2}, worst {:.2}; H200-model driver ms: geomean {:.1}, worst {:.1}; traces over the heap with live <= heap/2: {}\n",
+        rows.iter().filter(|r| r.failures > 0).count(),
+        rows.iter().map(|r| r.failures).sum::<u64>(),
         geomean(rows.iter().map(SimRow::ratio)),
         worst(&|r| r.ratio()),
         geomean(rows.iter().map(|r| mib(r.peak_committed_bytes))),

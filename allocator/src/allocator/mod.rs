@@ -31,9 +31,7 @@ mod teardown;
 
 #[cfg(feature = "trace")]
 use std::io::Write;
-#[cfg(feature = "trace")]
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[cfg(feature = "trace")]
@@ -48,6 +46,7 @@ use crate::device::{MemoryDevice, MemoryPropertyFlags};
 use crate::error::Error;
 use crate::memory::{self, ObjectCount};
 use crate::pool::{PoolDesc, PoolId};
+use crate::strategy::Strategy;
 #[cfg(feature = "trace")]
 use crate::trace::{Recorder, TraceError};
 use crate::type_cache::TypeCache;
@@ -58,6 +57,14 @@ pub use diagnostics::{Leak, LeakReport};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AllocatorDesc {
+    /// Where the allocator sits between committed memory and driver calls
+    /// ([`Strategy`]); [`Self::for_strategy`] fills the fields below with
+    /// its settings, and it decides what the fields don't say: whether
+    /// freed memory is kept at all ([`Strategy::MinMemory`] keeps none),
+    /// how long an idle allocator keeps it, and (for
+    /// [`Strategy::Balanced`], the default) how block sizes, retention and
+    /// recycling tighten as a heap's usage nears its budget.
+    pub strategy: Strategy,
     /// The largest default block on heaps larger than 1 GiB (smaller heaps
     /// use 1/8 of their size). Below it, a memory type's next block is sized
     /// from what the type holds (see the crate's `policy` module): about a
@@ -95,7 +102,13 @@ pub struct AllocatorDesc {
     /// of the way to the bytes in use each frame), unless new memory would
     /// pass the allocator's committed peak by more than 1/16: then kept
     /// memory of that type, then of the others, is freed first (see
-    /// `policy.rs`).
+    /// `policy.rs`). Frames are not needed for kept memory to come back:
+    /// once a type's live bytes have fallen below half their high-water
+    /// mark, the first allocation or free after the strategy's idle time
+    /// ([`crate::StrategySettings::idle_release_ms`]) frees what the live
+    /// set alone does not keep. How much is kept at all depends on
+    /// [`Self::strategy`] and, for [`Strategy::Balanced`], on the heap's
+    /// pressure.
     pub keep_empty_blocks: u32,
     /// Bytes of corruption margin before and after each allocation in
     /// host-visible shared blocks, filled with a pattern and checked on free
@@ -131,16 +144,9 @@ pub struct AllocatorDesc {
 }
 
 impl Default for AllocatorDesc {
+    /// [`Self::for_strategy`] of [`Strategy::Balanced`].
     fn default() -> Self {
-        Self {
-            block_size: 256 << 20,
-            honour_dedicated_preference_from: 64 << 20,
-            keep_empty_blocks: 1,
-            debug_margin: 0,
-            recycle_bytes: 512 << 20,
-            small_runs_from: crate::range::tlsf::RUNS_FROM,
-            name_resources: false,
-        }
+        Self::for_strategy(Strategy::default())
     }
 }
 
@@ -158,6 +164,36 @@ impl AllocatorDesc {
         Self {
             name_resources,
             ..self
+        }
+    }
+
+    /// The settings of `strategy` ([`Strategy::settings`]), no corruption
+    /// margin, and runs of slots from [`crate::range::tlsf::RUNS_FROM`]
+    /// live allocations.
+    pub fn for_strategy(strategy: Strategy) -> Self {
+        let s = strategy.settings();
+        Self {
+            strategy,
+            block_size: s.block_size,
+            honour_dedicated_preference_from: s.honour_dedicated_preference_from,
+            keep_empty_blocks: s.keep_empty_blocks,
+            debug_margin: 0,
+            recycle_bytes: s.recycle_bytes,
+            small_runs_from: crate::range::tlsf::RUNS_FROM,
+            name_resources: false,
+        }
+    }
+
+    /// The same settings with `strategy` and its block size, dedicated
+    /// threshold, kept blocks and recycle bin ([`Self::for_strategy`]);
+    /// the corruption margin and [`Self::small_runs_from`] stay. Call it
+    /// before the builders of those fields.
+    pub fn with_strategy(self, strategy: Strategy) -> Self {
+        Self {
+            debug_margin: self.debug_margin,
+            small_runs_from: self.small_runs_from,
+            name_resources: self.name_resources,
+            ..Self::for_strategy(strategy)
         }
     }
 
@@ -263,6 +299,10 @@ pub struct Allocator<D: MemoryDevice> {
     hot: Hot,
     frame: AtomicU64,
     pub(crate) id: u32,
+    /// A memory type keeps freed memory after its live set halved
+    /// ([`OtherTypes::arm_idle_release`]): every allocation and free reads
+    /// it, and only when set the clock ([`Self::poll_idle`]).
+    idle_armed: AtomicBool,
     /// Whether `recorder` holds a recorder: checked without locking.
     #[cfg(feature = "trace")]
     recording: AtomicBool,
@@ -285,6 +325,8 @@ pub struct Allocator<D: MemoryDevice> {
     recorder: Mutex<Option<Recorder>>,
     /// Set by [`Self::destroy`], which reports leaks itself.
     leaks_reported: bool,
+    /// When `idle_armed` was set, on [`MemoryDevice::monotonic_ms`]'s clock.
+    idle_since_ms: AtomicU64,
 }
 
 /// The device's limits and the settings the allocation path reads, copied
@@ -405,6 +447,7 @@ impl<D: MemoryDevice> Allocator<D> {
                         list_ref: ListRef::Type(index as u32),
                         pool_name: None,
                         runs_from: desc.small_runs_from,
+                        strategy: desc.strategy,
                     }),
                 }
             })
@@ -436,6 +479,8 @@ impl<D: MemoryDevice> Allocator<D> {
             #[cfg(feature = "trace")]
             recorder: Mutex::new(None),
             leaks_reported: false,
+            idle_armed: AtomicBool::new(false),
+            idle_since_ms: AtomicU64::new(0),
         })
     }
 
@@ -519,6 +564,33 @@ impl<D: MemoryDevice> Allocator<D> {
 
     // ---- shared internals -------------------------------------------------
 
+    /// Kept memory armed for release ([`OtherTypes::arm_idle_release`]):
+    /// once the strategy's idle time has passed since, every memory type
+    /// gives back what its live set alone does not keep
+    /// ([`BlockVector::release_idle`]). Read on every allocation and free
+    /// while armed, so memory comes back at the first call after the idle
+    /// time, whether or not the application counts frames.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn poll_idle(&self) {
+        let now = self.device.monotonic_ms();
+        let since = self.idle_since_ms.load(Ordering::Acquire);
+        let idle = self.desc.strategy.settings().idle_release_ms;
+        if now.saturating_sub(since) < idle || !self.idle_armed.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        for ts in &self.types {
+            ts.vector.release_idle(self.env());
+        }
+    }
+
+    /// Whether memory is armed for release when idle (read on every
+    /// allocation and free).
+    #[inline(always)]
+    pub(crate) fn idle_armed(&self) -> bool {
+        self.idle_armed.load(Ordering::Relaxed)
+    }
+
     fn env(&self) -> Env<'_> {
         Env {
             memory: memory::Context {
@@ -581,6 +653,14 @@ impl<D: MemoryDevice> OtherTypes for Allocator<D> {
             }
         }
         freed
+    }
+
+    fn arm_idle_release(&self) {
+        if !self.idle_armed.load(Ordering::Relaxed) {
+            self.idle_since_ms
+                .store(self.device.monotonic_ms(), Ordering::Release);
+            self.idle_armed.store(true, Ordering::Release);
+        }
     }
 
     fn place_in_siblings(

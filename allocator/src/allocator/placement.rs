@@ -102,6 +102,9 @@ impl<D: MemoryDevice> Allocator<D> {
         extra_required: MemoryPropertyFlags,
     ) -> Result<Allocation, Error> {
         check_request(desc)?;
+        if self.idle_armed() {
+            self.poll_idle();
+        }
         // The result is handed back as it came (never unpacked and packed
         // again), so the `Allocation` is not copied on the way out.
         let result = match desc.options.pool {
@@ -423,6 +426,9 @@ impl<D: MemoryDevice> Allocator<D> {
     /// of the whole allocation on every free).
     #[inline(never)]
     fn free_allocation(&self, allocation: Allocation) -> Result<(), FreeError> {
+        if self.idle_armed() {
+            self.poll_idle();
+        }
         // Borrowed, not copied: the hot path reads a few of its fields.
         let location = &allocation.location;
         if location.allocator != self.id {

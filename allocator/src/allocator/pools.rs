@@ -110,7 +110,10 @@ impl<D: MemoryDevice> Allocator<D> {
                     block_size,
                     fixed_block_size: true,
                     min_blocks: desc.min_blocks,
-                    keep_empty: self.desc.keep_empty_blocks,
+                    keep_empty: crate::policy::pool_keep_empty(
+                        desc.strategy,
+                        self.desc.keep_empty_blocks,
+                    ),
                 },
                 caps: Some(PoolCaps {
                     id,
@@ -126,6 +129,7 @@ impl<D: MemoryDevice> Allocator<D> {
                 list_ref: ListRef::Pool(id),
                 runs_from: self.desc.small_runs_from,
                 pool_name: Some(desc.name.as_str().into()),
+                strategy: desc.strategy,
             }),
         });
         let made = pool.vector.reserve_blocks(self.env(), desc.min_blocks);

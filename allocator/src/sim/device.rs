@@ -290,6 +290,9 @@ pub struct SimDevice {
     flush_calls: AtomicU64,
     invalidate_calls: AtomicU64,
     budget_calls: AtomicU64,
+    /// The simulated monotonic clock ([`MemoryDevice::monotonic_ms`]):
+    /// still unless [`SimDevice::advance_clock`] moves it.
+    clock_ms: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -435,6 +438,7 @@ impl SimDeviceBuilder {
             map_calls: AtomicU64::new(0),
             unmap_calls: AtomicU64::new(0),
             budget_calls: AtomicU64::new(0),
+            clock_ms: AtomicU64::new(0),
             flush_calls: AtomicU64::new(0),
             invalidate_calls: AtomicU64::new(0),
             state: Mutex::new(State {
@@ -523,6 +527,13 @@ impl SimDevice {
     /// If there is no heap `heap`.
     pub fn set_heap_capacity(&self, heap: u32, bytes: u64) {
         heap_slot(&mut self.state.lock().heaps, heap).capacity = bytes;
+    }
+
+    /// Moves the simulated clock ([`MemoryDevice::monotonic_ms`]) on by
+    /// `ms` milliseconds: the device's time passes only here, so a test
+    /// sees the allocator idle for exactly as long as it says.
+    pub fn advance_clock(&self, ms: u64) {
+        self.clock_ms.fetch_add(ms, Ordering::Relaxed);
     }
 
     /// Sets the budget heap `heap` reports; `None` reports its capacity.
@@ -782,6 +793,10 @@ unsafe impl MemoryDevice for SimDevice {
 
     fn limits(&self) -> &DeviceLimits {
         &self.limits
+    }
+
+    fn monotonic_ms(&self) -> u64 {
+        self.clock_ms.load(Ordering::Relaxed)
     }
 
     fn heap_budgets(&self, out: &mut [HeapBudget]) -> bool {

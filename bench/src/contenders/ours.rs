@@ -7,19 +7,20 @@ use ash::vk::Handle;
 use vkalloc::vk::{AshDevice, AshDeviceOptions, Buffer, Movable};
 use vkalloc::{
     Allocation, AllocationDesc, AllocationId, AllocationOptions, Allocator, AllocatorDesc,
-    DedicatedPolicy,
+    DedicatedPolicy, Strategy,
 };
 
 use super::{Contender, Placement, Request};
 use crate::compact::{compact, CompactStats};
 use crate::vkdev::VulkanContext;
 
-/// vkalloc's settings: the defaults, or those `VKALLOC_BENCH_DESC` names for
-/// exploring a policy (`block_size=N,keep_empty_blocks=N,recycle_bytes=N,
+/// vkalloc's settings: those of `strategy` (`--strategy`), or what
+/// `VKALLOC_BENCH_DESC` names on top of them for exploring a policy
+/// (`block_size=N,keep_empty_blocks=N,recycle_bytes=N,
 /// honour_dedicated_preference_from=N,small_runs_from=N`, bytes or counts). Rows stay labelled
 /// `ours`: set it only for experiments, and say so with their figures.
-pub fn desc_from_env() -> Result<AllocatorDesc, String> {
-    let mut desc = AllocatorDesc::default();
+pub fn desc_from_env(strategy: Strategy) -> Result<AllocatorDesc, String> {
+    let mut desc = AllocatorDesc::for_strategy(strategy);
     let Ok(spec) = std::env::var("VKALLOC_BENCH_DESC") else {
         return Ok(desc);
     };
@@ -56,8 +57,9 @@ const MOVE_USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
 );
 
 impl Ours {
-    /// Creates the allocator on the context's device.
-    pub fn new(ctx: &VulkanContext) -> Result<Self, String> {
+    /// Creates the allocator on the context's device, with `strategy`'s
+    /// settings ([`desc_from_env`]).
+    pub fn new(ctx: &VulkanContext, strategy: Strategy) -> Result<Self, String> {
         // SAFETY: the device outlives the allocator (the caller drops it
         // before the context), and `memory_budget` says whether the
         // extension was enabled on it.
@@ -70,7 +72,7 @@ impl Ours {
                     memory_budget: ctx.info.memory_budget,
                     ..AshDeviceOptions::default()
                 },
-                desc_from_env()?,
+                desc_from_env(strategy)?,
             )
         }
         .map_err(|e| format!("vkalloc: {e}"))?;

@@ -1195,7 +1195,6 @@ impl SceneStreaming for GalleryPass {
     fn streaming_panel(&self) -> Option<crate::streaming::Panel> {
         self.streamer.as_ref().map(|s| s.panel(&self.textures))
     }
-
 }
 
 impl CameraRig for GalleryPass {
