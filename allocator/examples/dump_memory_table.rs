@@ -15,6 +15,8 @@ use vkalloc::vk::{AshDevice, AshDeviceOptions};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let index: usize = args.first().map(|s| s.parse()).transpose()?.unwrap_or(0);
+    // A minimal instance and device of its own, not the workspace's `gpu-bootstrap`:
+    // this example builds from the packaged `vkalloc` alone (plus ash).
     // SAFETY: loading the system's Vulkan loader runs its initialisation; we
     // trust the installed loader.
     let entry = unsafe { ash::Entry::load() }?;

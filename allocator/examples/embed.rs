@@ -47,6 +47,8 @@ struct Gpu {
     memory_budget: bool,
 }
 
+// A minimal instance and device of its own, not the workspace's `gpu-bootstrap`:
+// this example builds from the packaged `vkalloc` alone (plus ash).
 fn gpu() -> Result<Gpu> {
     // SAFETY: loading the system's Vulkan loader runs its initialisation.
     let entry = unsafe { ash::Entry::load() }?;

@@ -28,6 +28,7 @@ use std::sync::{Mutex, OnceLock};
 
 use ash::vk;
 use ash::vk::Handle;
+use gpu_bootstrap::{BootstrapError, DevicePick};
 
 use crate::clock;
 
@@ -419,9 +420,7 @@ pub struct DeviceInfo {
 
 /// One line per physical device: index, name, type.
 pub fn list_devices() -> Result<Vec<String>, String> {
-    // SAFETY: loading the Vulkan loader library runs its initialisers; we
-    // trust the system's loader.
-    let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+    let entry = gpu_bootstrap::load_entry().map_err(|e| e.to_string())?;
     let instance = create_instance(&entry)?;
     // SAFETY: the instance is live; it is destroyed below and nothing
     // created from it outlives that.
@@ -455,13 +454,14 @@ fn cstr_to_string(chars: &[c_char]) -> String {
 }
 
 fn create_instance(entry: &ash::Entry) -> Result<ash::Instance, String> {
-    let app = vk::ApplicationInfo::default()
-        .application_name(c"vkalloc-bench")
-        .api_version(vk::API_VERSION_1_3);
-    let info = vk::InstanceCreateInfo::default().application_info(&app);
-    // SAFETY: `info` and what it points to live across the call.
-    unsafe { entry.create_instance(&info, None) }
-        .map_err(|e| format!("vkCreateInstance failed: {e}"))
+    let desc = gpu_bootstrap::InstanceDesc {
+        application_name: Some(c"vkalloc-bench"),
+        ..gpu_bootstrap::InstanceDesc::default()
+    };
+    // SAFETY: no extensions, no messenger: nothing for the caller to keep alive.
+    unsafe { gpu_bootstrap::create_instance(entry, &desc) }
+        .map(|created| created.instance)
+        .map_err(|e| e.to_string())
 }
 
 /// A Vulkan instance and a device with counting memory functions.
@@ -485,8 +485,7 @@ impl VulkanContext {
     /// default on the first discrete GPU (else the first device). Fails if
     /// there is no Vulkan device.
     pub fn new(index: Option<usize>, want_memory_budget: bool) -> Result<Self, String> {
-        // SAFETY: see `list_devices`.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
+        let entry = gpu_bootstrap::load_entry().map_err(|e| e.to_string())?;
         let instance = create_instance(&entry)?;
         // SAFETY: the instance is live. On error paths it is destroyed
         // before returning, with nothing created from it left.
@@ -519,30 +518,18 @@ impl VulkanContext {
         // the pointers vkGetDeviceProcAddr returns for the two requirements
         // queries have those commands' signatures, as transmuted.
         unsafe {
-            let devices = instance
-                .enumerate_physical_devices()
-                .map_err(|e| format!("vkEnumeratePhysicalDevices failed: {e}"))?;
-            if devices.is_empty() {
-                return Err("no Vulkan physical device found (is a driver such as Mesa's lavapipe installed?)".into());
-            }
-            let index = match index {
-                Some(i) if i < devices.len() => i,
-                Some(i) => {
-                    return Err(format!(
-                        "--device {i}: only {} devices (0..{})",
-                        devices.len(),
-                        devices.len() - 1
-                    ))
-                }
-                None => devices
-                    .iter()
-                    .position(|&pd| {
-                        instance.get_physical_device_properties(pd).device_type
-                            == vk::PhysicalDeviceType::DISCRETE_GPU
-                    })
-                    .unwrap_or(0),
+            let pick = match index {
+                Some(i) => DevicePick::Index(i),
+                None => DevicePick::FirstDiscreteElseFirst,
             };
-            let pd = devices[index];
+            let (index, pd) = gpu_bootstrap::pick_physical_device(instance, pick).map_err(|e| match e {
+                BootstrapError::NoDevice => "no Vulkan physical device found (is a driver such as Mesa's lavapipe installed?)".to_string(),
+                BootstrapError::BadDeviceIndex { index, count } => format!(
+                    "--device {index}: only {count} devices (0..{})",
+                    count - 1
+                ),
+                e => e.to_string(),
+            })?;
             let props = instance.get_physical_device_properties(pd);
             let api_version = props.api_version.min(vk::API_VERSION_1_3);
             let mut driver_props = vk::PhysicalDeviceDriverProperties::default();

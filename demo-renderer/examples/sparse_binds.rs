@@ -20,6 +20,7 @@
 use std::time::Instant;
 
 use ash::vk;
+use gpu_bootstrap::{BootstrapError, DevicePick, InstanceDesc};
 
 /// Tiles bound by each shape.
 const TILES: u32 = 256;
@@ -91,17 +92,11 @@ struct Bind {
 }
 
 fn run(reps: usize) -> Result<(), String> {
-    // SAFETY: loading the system Vulkan loader; nothing else runs Vulkan here.
-    let entry = unsafe { ash::Entry::load() }.map_err(|e| e.to_string())?;
-    let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_3);
-    // SAFETY: the create info's pointers outlive the call.
-    let instance = unsafe {
-        entry.create_instance(
-            &vk::InstanceCreateInfo::default().application_info(&app),
-            None,
-        )
-    }
-    .map_err(|e| format!("vkCreateInstance: {e}"))?;
+    let entry = gpu_bootstrap::load_entry().map_err(|e| e.to_string())?;
+    // SAFETY: no extensions, no messenger: nothing for the caller to keep alive.
+    let instance = unsafe { gpu_bootstrap::create_instance(&entry, &InstanceDesc::default()) }
+        .map_err(|e| e.to_string())?
+        .instance;
     let r = Bench::new(&instance).and_then(|b| {
         let r = b.shapes(reps).and_then(|()| b.overlap(reps));
         b.destroy();
@@ -114,19 +109,12 @@ fn run(reps: usize) -> Result<(), String> {
 
 impl Bench {
     fn new(instance: &ash::Instance) -> Result<Self, String> {
-        // SAFETY: plain queries on a live instance.
-        let devices = unsafe { instance.enumerate_physical_devices() }
-            .map_err(|e| format!("vkEnumeratePhysicalDevices: {e}"))?;
-        let pick = devices
-            .iter()
-            .copied()
-            .find(|&p| {
-                // SAFETY: plain query.
-                let props = unsafe { instance.get_physical_device_properties(p) };
-                props.device_type == vk::PhysicalDeviceType::DISCRETE_GPU
-            })
-            .or_else(|| devices.first().copied())
-            .ok_or("no Vulkan device")?;
+        let (_, pick) =
+            gpu_bootstrap::pick_physical_device(instance, DevicePick::FirstDiscreteElseFirst)
+                .map_err(|e| match e {
+                    BootstrapError::NoDevice => "no Vulkan device".to_string(),
+                    e => e.to_string(),
+                })?;
         // SAFETY: plain queries on a live physical device.
         let (props, features, families) = unsafe {
             (

@@ -31,6 +31,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use ash::vk;
+use gpu_bootstrap::{ApiVersion, BootstrapError, DevicePick, InstanceDesc, Messenger, Validation};
 use parking_lot::Mutex;
 use vkalloc::vk::{AshDevice, AshDeviceOptions};
 use vkalloc::{Allocator, AllocatorDesc, LeakReport};
@@ -41,7 +42,6 @@ pub use messenger::MessageCounters;
 /// The allocator type every GPU test uses.
 pub type GpuAllocator = Allocator<AshDevice>;
 
-const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 const REQUIRE_VALIDATION_ENV: &str = "VKALLOC_REQUIRE_VALIDATION";
 const DEVICE_INDEX_ENV: &str = "VKALLOC_DEVICE_INDEX";
 
@@ -107,6 +107,32 @@ pub enum HarnessError {
 fn no_device() -> HarnessError {
     HarnessError::NoDevice {
         driver_files: std::env::var("VK_DRIVER_FILES").unwrap_or_else(|_| "<unset>".into()),
+    }
+}
+
+/// The harness's error for a failure of the shared start-up.
+fn bootstrap_err(e: BootstrapError) -> HarnessError {
+    match e {
+        BootstrapError::Loader(reason) => HarnessError::NoLoader(reason),
+        BootstrapError::NoValidationLayer => HarnessError::NoValidationLayer,
+        BootstrapError::LoaderTooOld { found, .. } => HarnessError::TooOld {
+            name: "the Vulkan loader".into(),
+            version: found,
+        },
+        BootstrapError::NoDevice => no_device(),
+        // The loader's answers when it finds no driver at all.
+        BootstrapError::Vulkan {
+            call: "vkCreateInstance",
+            result: vk::Result::ERROR_INCOMPATIBLE_DRIVER,
+        }
+        | BootstrapError::Vulkan {
+            call: "vkEnumeratePhysicalDevices",
+            result: vk::Result::ERROR_INITIALIZATION_FAILED,
+        } => no_device(),
+        BootstrapError::Vulkan { call, result } => HarnessError::Vulkan { call, result },
+        BootstrapError::BadDeviceIndex { index, count } => {
+            HarnessError::BadDeviceIndex { index, count }
+        }
     }
 }
 
@@ -279,11 +305,7 @@ impl GpuContext {
     /// # Errors
     /// As [`GpuContext::new`].
     pub fn with_desc(desc: AllocatorDesc) -> Result<Self, HarnessError> {
-        // SAFETY: loading the system's Vulkan loader runs its initialization
-        // code; it is the library every Vulkan program loads, and nothing else
-        // in this process unloads it while `entry` lives.
-        let entry =
-            unsafe { ash::Entry::load() }.map_err(|e| HarnessError::NoLoader(e.to_string()))?;
+        let entry = gpu_bootstrap::load_entry().map_err(bootstrap_err)?;
         let mut partial = Partial {
             entry,
             counters: Box::default(),
@@ -295,139 +317,57 @@ impl GpuContext {
         let require_validation = env_flag(REQUIRE_VALIDATION_ENV);
 
         // --- instance ----------------------------------------------------
-        // SAFETY: plain queries of the loader, no handles involved.
-        let (instance_version, layers, extensions) = unsafe {
-            (
-                partial
-                    .entry
-                    .try_enumerate_instance_version()
-                    .map_err(vk_err("vkEnumerateInstanceVersion"))?
-                    .unwrap_or(vk::API_VERSION_1_0),
-                partial
-                    .entry
-                    .enumerate_instance_layer_properties()
-                    .map_err(vk_err("vkEnumerateInstanceLayerProperties"))?,
-                partial
-                    .entry
-                    .enumerate_instance_extension_properties(None)
-                    .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?,
-            )
+        let counters_ptr: *const MessageCounters = &*partial.counters;
+        let instance_desc = InstanceDesc {
+            application_name: Some(c"vkalloc gpu-tests"),
+            engine_name: Some(c"vkalloc"),
+            api_version: ApiVersion::LoaderUpTo {
+                min: vk::API_VERSION_1_1,
+                max: vk::API_VERSION_1_3,
+            },
+            validation: if require_validation {
+                Validation::Required
+            } else {
+                Validation::IfInstalled
+            },
+            // Synchronization validation: hazards between commands (a copy
+            // racing a read, a missing barrier) are reported as errors too.
+            sync_validation: true,
+            messenger: Some(Messenger {
+                severities: messenger::severities(),
+                types: messenger::message_types(),
+                callback: Some(messenger::callback),
+                user_data: counters_ptr as *mut std::ffi::c_void,
+                // Chained so that instance creation and destruction are reported too.
+                report_instance_lifetime: true,
+                without_validation: true,
+            }),
+            ..InstanceDesc::default()
         };
-        let validation = layers
-            .iter()
-            .any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
+        // SAFETY: the messenger's user data is the boxed counters its callback
+        // expects; the box outlives the messenger and the instance (`Partial`
+        // and `Drop` destroy them first).
+        let created = unsafe { gpu_bootstrap::create_instance(&partial.entry, &instance_desc) }
+            .map_err(bootstrap_err)?;
+        let (instance, validation, api_version) =
+            (created.instance, created.validation, created.api_version);
+        partial.instance = Some(instance.clone());
+        partial.debug = created.debug;
         if !validation {
-            if require_validation {
-                return Err(HarnessError::NoValidationLayer);
-            }
             eprintln!(
                 "GPU test harness: warning: VK_LAYER_KHRONOS_validation not found, running without \
                  validation (install vulkan-validationlayers)"
             );
         }
-        let debug_utils_available = validation
-            || extensions
-                .iter()
-                .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::debug_utils::NAME));
-        if instance_version < vk::API_VERSION_1_1 {
-            return Err(HarnessError::TooOld {
-                name: "the Vulkan loader".into(),
-                version: version_string(instance_version),
-            });
-        }
-        let api_version = instance_version.min(vk::API_VERSION_1_3);
-
-        let app_info = vk::ApplicationInfo::default()
-            .application_name(c"vkalloc gpu-tests")
-            .engine_name(c"vkalloc")
-            .api_version(api_version);
-        let layer_names: Vec<*const c_char> = if validation {
-            vec![VALIDATION_LAYER.as_ptr()]
-        } else {
-            Vec::new()
-        };
-        let mut extension_names: Vec<*const c_char> = if debug_utils_available {
-            vec![ash::ext::debug_utils::NAME.as_ptr()]
-        } else {
-            Vec::new()
-        };
-        // Synchronization validation: hazards between commands (a copy
-        // racing a read, a missing barrier) are reported as errors too.
-        // VK_EXT_validation_features is provided by the validation layer.
-        let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
-        let mut validation_features =
-            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
-        if validation {
-            extension_names.push(ash::ext::validation_features::NAME.as_ptr());
-        }
-        let counters_ptr: *const MessageCounters = &*partial.counters;
-        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(messenger::severities())
-            .message_type(messenger::message_types())
-            .pfn_user_callback(Some(messenger::callback))
-            .user_data(counters_ptr as *mut std::ffi::c_void);
-        let mut instance_info = vk::InstanceCreateInfo::default()
-            .application_info(&app_info)
-            .enabled_layer_names(&layer_names)
-            .enabled_extension_names(&extension_names);
-        if debug_utils_available {
-            // Chained so that instance creation and destruction are reported too.
-            instance_info = instance_info.push_next(&mut messenger_info);
-        }
-        if validation {
-            instance_info = instance_info.push_next(&mut validation_features);
-        }
-        // SAFETY: the create info and everything it points to (names, app
-        // info, messenger info whose user data outlives the instance) live
-        // across the call.
-        let instance =
-            unsafe { partial.entry.create_instance(&instance_info, None) }.map_err(|result| {
-                match result {
-                    // The loader's answer when it finds no driver at all.
-                    vk::Result::ERROR_INCOMPATIBLE_DRIVER => no_device(),
-                    result => HarnessError::Vulkan {
-                        call: "vkCreateInstance",
-                        result,
-                    },
-                }
-            })?;
-        partial.instance = Some(instance.clone());
-
-        if debug_utils_available {
-            let loader = ash::ext::debug_utils::Instance::new(&partial.entry, &instance);
-            // SAFETY: the instance is live with VK_EXT_debug_utils enabled; the
-            // callback's user data (the boxed counters) outlives the messenger,
-            // which is destroyed before the box is dropped.
-            let messenger = unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
-                .map_err(vk_err("vkCreateDebugUtilsMessengerEXT"))?;
-            partial.debug = Some((loader, messenger));
-        } else if require_validation {
-            return Err(HarnessError::NoValidationLayer);
-        }
 
         // --- physical device ---------------------------------------------
-        // SAFETY: the instance is live.
-        let physical_devices =
-            unsafe { instance.enumerate_physical_devices() }.map_err(|result| match result {
-                vk::Result::ERROR_INITIALIZATION_FAILED => no_device(),
-                result => HarnessError::Vulkan {
-                    call: "vkEnumeratePhysicalDevices",
-                    result,
-                },
-            })?;
-        if physical_devices.is_empty() {
-            return Err(no_device());
-        }
         let index = match std::env::var(DEVICE_INDEX_ENV) {
             Ok(v) => v.trim().parse::<usize>().unwrap_or(usize::MAX),
             Err(_) => 0,
         };
-        let Some(&physical_device) = physical_devices.get(index) else {
-            return Err(HarnessError::BadDeviceIndex {
-                index,
-                count: physical_devices.len(),
-            });
-        };
+        let (_, physical_device) =
+            gpu_bootstrap::pick_physical_device(&instance, DevicePick::Index(index))
+                .map_err(bootstrap_err)?;
         // SAFETY: `physical_device` came from this live instance.
         let (properties, memory_properties, families, device_extensions) = unsafe {
             (

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ash::vk;
+use gpu_bootstrap::{ApiVersion, DevicePick, InstanceDesc, Messenger, Validation};
 use gpu_tests::resources::image_info;
 use gpu_tests::GpuContext;
 use vkalloc::device::MemoryDevice;
@@ -156,37 +157,29 @@ struct OwnDevice {
 
 impl OwnDevice {
     fn new(options: AshDeviceOptions) -> Self {
-        // SAFETY: loads the system's Vulkan loader.
-        let entry = unsafe { ash::Entry::load() }.expect("Vulkan loader");
+        let entry = gpu_bootstrap::load_entry().expect("Vulkan loader");
         let errors: Box<Errors> = Box::default();
-        let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_2);
-        let layers = [c"VK_LAYER_KHRONOS_validation".as_ptr()];
-        let exts = [ash::ext::debug_utils::NAME.as_ptr()];
-        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
+        let desc = InstanceDesc {
+            api_version: ApiVersion::Exactly(vk::API_VERSION_1_2),
+            validation: Validation::Required,
+            messenger: Some(Messenger {
+                severities: vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
                     | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
-            )
-            .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                types: vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
                     | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION,
-            )
-            .pfn_user_callback(Some(count_errors))
-            .user_data(&*errors as *const Errors as *mut c_void);
-        let info = vk::InstanceCreateInfo::default()
-            .application_info(&app)
-            .enabled_layer_names(&layers)
-            .enabled_extension_names(&exts);
-        // SAFETY: a valid create info that outlives the call.
-        let instance = unsafe { entry.create_instance(&info, None) }.expect("vkCreateInstance");
-        let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
-        // SAFETY: the instance has VK_EXT_debug_utils; the user data outlives it.
-        let messenger = unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
-            .expect("messenger");
-        messenger_info = messenger_info.user_data(std::ptr::null_mut());
-        let _ = messenger_info;
-        // SAFETY: the instance is live.
-        let pd = unsafe { instance.enumerate_physical_devices() }.expect("devices")[0];
+                callback: Some(count_errors),
+                user_data: &*errors as *const Errors as *mut c_void,
+                report_instance_lifetime: false,
+                without_validation: false,
+            }),
+            ..InstanceDesc::default()
+        };
+        // SAFETY: the user data is the boxed `Errors` that `count_errors`
+        // expects; the box outlives the messenger (destroyed in `finish`).
+        let created = unsafe { gpu_bootstrap::create_instance(&entry, &desc) }.expect("instance");
+        let (instance, debug) = (created.instance, created.debug.expect("messenger"));
+        let (_, pd) =
+            gpu_bootstrap::pick_physical_device(&instance, DevicePick::Index(0)).expect("devices");
         let priorities = [1.0f32];
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(0)
@@ -208,7 +201,7 @@ impl OwnDevice {
         Self {
             allocator: Some(allocator),
             device,
-            debug: (loader, messenger),
+            debug,
             instance,
             errors,
             _entry: entry,

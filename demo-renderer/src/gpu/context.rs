@@ -1,11 +1,12 @@
 //! Instance, debug messenger, physical-device choice, logical device and queues
 //! (graphics, and a transfer-only one for streaming uploads where there is one).
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use ash::vk;
+use gpu_bootstrap::{ApiVersion, BootstrapError, DevicePick, InstanceDesc, Messenger, Validation};
 
 use super::{GpuError, VkCheck};
 
@@ -185,7 +186,14 @@ unsafe extern "system" fn debug_callback(
     vk::FALSE
 }
 
-const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+/// The demo's error for a failure of the shared start-up.
+fn bootstrap_err(e: BootstrapError) -> GpuError {
+    match e {
+        BootstrapError::Loader(reason) => GpuError::Loader(reason),
+        BootstrapError::Vulkan { call, result } => GpuError::Vk { call, result },
+        e => GpuError::NoDevice(e.to_string()),
+    }
+}
 
 /// The layer's performance hint that a copy's destination image is in
 /// `GENERAL` rather than `TRANSFER_DST_OPTIMAL`, ignored: the sparse images of
@@ -202,80 +210,43 @@ impl Context {
         surface_ok: &dyn Fn(&ash::Entry, &ash::Instance, vk::PhysicalDevice, u32) -> bool,
         pre_device: &mut dyn FnMut(&ash::Entry, &ash::Instance) -> Result<(), GpuError>,
     ) -> Result<Self, GpuError> {
-        // SAFETY: loading the system Vulkan loader; nothing else runs Vulkan yet.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| GpuError::Loader(e.to_string()))?;
-
-        // SAFETY: plain queries on a loaded entry.
-        let layers = unsafe { entry.enumerate_instance_layer_properties() }
-            .check("vkEnumerateInstanceLayerProperties")?;
-        let has_validation = layers.iter().any(|l| {
-            l.layer_name_as_c_str()
-                .map(|n| n == VALIDATION_LAYER)
-                .unwrap_or(false)
-        });
-        let validation = desc.validation && has_validation;
-        if desc.validation && !has_validation {
+        let entry = gpu_bootstrap::load_entry().map_err(bootstrap_err)?;
+        let messages = Arc::new(MessageCounts::default());
+        let instance_desc = InstanceDesc {
+            application_name: Some(c"vkalloc demo"),
+            application_version: 1,
+            engine_name: Some(c"vkalloc demo"),
+            api_version: ApiVersion::Exactly(vk::API_VERSION_1_3),
+            extensions: &desc.surface_extensions,
+            validation: if desc.validation {
+                Validation::IfInstalled
+            } else {
+                Validation::Off
+            },
+            sync_validation: true,
+            messenger: Some(Messenger {
+                severities: vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
+                types: vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+                callback: Some(debug_callback),
+                user_data: Arc::as_ptr(&messages) as *mut c_void,
+                report_instance_lifetime: true,
+                without_validation: false,
+            }),
+        };
+        // SAFETY: the surface extensions are static names; the messenger's
+        // user data (`messages`) lives in the Context, which destroys the
+        // messenger first.
+        let created = unsafe { gpu_bootstrap::create_instance(&entry, &instance_desc) }
+            .map_err(bootstrap_err)?;
+        if desc.validation && !created.validation {
             eprintln!(
                 "note: VK_LAYER_KHRONOS_validation is not installed; running without validation"
             );
         }
-
-        let app_name = CString::new("vkalloc demo").unwrap();
-        let app = vk::ApplicationInfo::default()
-            .application_name(&app_name)
-            .application_version(1)
-            .engine_name(&app_name)
-            .api_version(vk::API_VERSION_1_3);
-        let mut extensions = desc.surface_extensions.clone();
-        if validation {
-            extensions.push(ash::ext::debug_utils::NAME.as_ptr());
-            // Provided by the validation layer; turns on synchronization validation below.
-            extensions.push(ash::ext::validation_features::NAME.as_ptr());
-        }
-        let sync_validation = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
-        let mut validation_features =
-            vk::ValidationFeaturesEXT::default().enabled_validation_features(&sync_validation);
-        let layer_ptrs = if validation {
-            vec![VALIDATION_LAYER.as_ptr()]
-        } else {
-            vec![]
-        };
-        let messages = Arc::new(MessageCounts::default());
-        let mut messenger_info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-            .message_severity(
-                vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
-                    | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
-            )
-            .message_type(
-                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
-                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
-            )
-            .pfn_user_callback(Some(debug_callback))
-            .user_data(Arc::as_ptr(&messages) as *mut c_void);
-        let mut instance_info = vk::InstanceCreateInfo::default()
-            .application_info(&app)
-            .enabled_layer_names(&layer_ptrs)
-            .enabled_extension_names(&extensions);
-        if validation {
-            instance_info = instance_info
-                .push_next(&mut messenger_info)
-                .push_next(&mut validation_features);
-        }
-        // SAFETY: every pointer in `instance_info` outlives the call.
-        let instance =
-            unsafe { entry.create_instance(&instance_info, None) }.check("vkCreateInstance")?;
-
-        let debug = if validation {
-            let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
-            // SAFETY: the instance was created with VK_EXT_debug_utils; the user data
-            // (`messages`) lives in the Context, which destroys the messenger first.
-            let messenger = unsafe { loader.create_debug_utils_messenger(&messenger_info, None) }
-                .check("vkCreateDebugUtilsMessengerEXT")?;
-            Some((loader, messenger))
-        } else {
-            None
-        };
+        let (instance, debug) = (created.instance, created.debug);
         pre_device(&entry, &instance)?;
 
         // From here on, failures must destroy the instance; wrap the rest.
@@ -355,33 +326,24 @@ impl Context {
         ),
         GpuError,
     > {
-        // SAFETY: plain query on a live instance.
-        let devices =
-            unsafe { instance.enumerate_physical_devices() }.check("vkEnumeratePhysicalDevices")?;
-        if devices.is_empty() {
-            return Err(GpuError::NoDevice(
-                "the Vulkan loader found no physical device (install a driver; on machines without a GPU, \
-                 lavapipe: `apt-get install mesa-vulkan-drivers`)"
-                    .into(),
-            ));
-        }
-        let listing = Self::list_devices(instance).join("; ");
-        let chosen = match desc.device_index {
-            Some(i) if i >= devices.len() => {
-                return Err(GpuError::NoDevice(format!(
-                    "--device {i} is out of range; the devices are: {listing}"
-                )))
-            }
-            Some(i) => devices[i],
-            None => {
-                // SAFETY: plain queries on devices of this instance.
-                let discrete = devices.iter().copied().find(|&pd| unsafe {
-                    instance.get_physical_device_properties(pd).device_type
-                        == vk::PhysicalDeviceType::DISCRETE_GPU
-                });
-                discrete.unwrap_or(devices[0])
-            }
+        let pick = match desc.device_index {
+            Some(i) => DevicePick::Index(i),
+            None => DevicePick::FirstDiscreteElseFirst,
         };
+        let (_, chosen) =
+            gpu_bootstrap::pick_physical_device(instance, pick).map_err(|e| match e {
+                BootstrapError::NoDevice => GpuError::NoDevice(
+                    "the Vulkan loader found no physical device (install a driver; on machines without a GPU, \
+                     lavapipe: `apt-get install mesa-vulkan-drivers`)"
+                        .into(),
+                ),
+                BootstrapError::BadDeviceIndex { index, .. } => GpuError::NoDevice(format!(
+                    "--device {index} is out of range; the devices are: {}",
+                    Self::list_devices(instance).join("; ")
+                )),
+                e => bootstrap_err(e),
+            })?;
+        let listing = Self::list_devices(instance).join("; ");
         // SAFETY: `chosen` came from this instance.
         let props = unsafe { instance.get_physical_device_properties(chosen) };
         let name = props

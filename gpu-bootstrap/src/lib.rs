@@ -1,0 +1,75 @@
+//! The workspace's one Vulkan start-up, shared by the demo, the GPU tests and
+//! the bench: load the loader, create an instance ([`create_instance`], with
+//! the validation layer and a `VK_EXT_debug_utils` messenger when the caller
+//! asks), pick a physical device ([`pick_physical_device`]).
+//!
+//! Each caller's differences (API version, application name, whether a missing
+//! validation layer is an error, whether the messenger also reports instance
+//! creation, which device is picked) are typed options of [`InstanceDesc`] and
+//! [`DevicePick`], not copies of this code. Device creation stays with each
+//! caller: the features, extensions and queues they enable have nothing in
+//! common.
+//!
+//! The allocator's own examples (`allocator/examples/`) do not use this crate:
+//! they build from the packaged `vkalloc` alone, so they keep a minimal
+//! instance setup of their own.
+
+mod instance;
+mod pick;
+
+pub use instance::{
+    create_instance, load_entry, ApiVersion, InstanceDesc, Messenger, Validation, VulkanInstance,
+};
+pub use pick::{pick_physical_device, DevicePick};
+
+use ash::vk;
+
+/// Why start-up failed. Each variant says what to install or change.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// The Vulkan loader library could not be loaded.
+    #[error("no Vulkan loader ({0}); install one (e.g. `libvulkan1`)")]
+    Loader(String),
+    /// The validation layer was required and is not installed.
+    #[error(
+        "VK_LAYER_KHRONOS_validation is required and not installed (install vulkan-validationlayers)"
+    )]
+    NoValidationLayer,
+    /// The loader's instance version is below the lowest the caller accepts.
+    #[error("the Vulkan loader supports Vulkan {found}; at least {needed} is needed")]
+    LoaderTooOld {
+        /// The loader's version, `major.minor.patch`.
+        found: String,
+        /// The lowest accepted, `major.minor.patch`.
+        needed: String,
+    },
+    /// The instance has no physical device.
+    #[error("the Vulkan loader found no physical device")]
+    NoDevice,
+    /// A device index beyond the instance's devices was asked for.
+    #[error("device index {index} is out of range: there are {count} devices")]
+    BadDeviceIndex {
+        /// The index asked for.
+        index: usize,
+        /// How many devices there are.
+        count: usize,
+    },
+    /// A Vulkan call failed.
+    #[error("{call} failed: {result}")]
+    Vulkan {
+        /// The Vulkan function.
+        call: &'static str,
+        /// What it returned.
+        result: vk::Result,
+    },
+}
+
+/// `major.minor.patch` of a Vulkan version number.
+pub fn version_string(v: u32) -> String {
+    format!(
+        "{}.{}.{}",
+        vk::api_version_major(v),
+        vk::api_version_minor(v),
+        vk::api_version_patch(v)
+    )
+}
