@@ -353,6 +353,8 @@ impl GpuContext {
             (created.instance, created.validation, created.api_version);
         partial.instance = Some(instance.clone());
         partial.debug = created.debug;
+        // The messenger exists exactly where the instance has VK_EXT_debug_utils.
+        let debug_utils_available = partial.debug.is_some();
         if !validation {
             eprintln!(
                 "GPU test harness: warning: VK_LAYER_KHRONOS_validation not found, running without \
