@@ -449,7 +449,7 @@ mod tests {
     /// that usage but was in the allocator's count of what the driver held
     /// for it: subtracting the count read before would take the freed bytes
     /// off twice, and the estimate would come out low by them (the heap went
-    /// past its budget by a few MiB in `adversary_threads`' probe).
+    /// past its budget by a few MiB in `races.rs`' probe).
     #[test]
     fn memory_freed_during_a_refresh_is_not_subtracted_twice() {
         const MIB: u64 = 1 << 20;

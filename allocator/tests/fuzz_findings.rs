@@ -2,8 +2,8 @@
 //! the smallest reproducer found, kept as a regression test now that it is
 //! fixed.
 //!
-//! Each test asserts the behaviour that is right: no panic, and an error
-//! rather than an allocation where the request can't be met.
+//! Each test asserts the behaviour that is right: no panic, and the error
+//! that says why where the request can't be met.
 //!
 //! A seventh finding, "safe `reset_pool` leaves mapped handles that alias
 //! later allocations", was fixed by making `reset_pool` an `unsafe fn`: the
@@ -13,8 +13,8 @@
 use vkalloc::device::MemoryPropertyFlags;
 use vkalloc::sim::{tables, SimDevice};
 use vkalloc::{
-    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy, MemoryUsage,
-    ResourceKind,
+    AllocationDesc, AllocationOptions, Allocator, AllocatorDesc, DedicatedPolicy, Error,
+    MemoryUsage, ResourceKind,
 };
 
 fn upload(size: u64, dedicated: DedicatedPolicy) -> AllocationDesc<'static> {
@@ -30,12 +30,27 @@ fn upload(size: u64, dedicated: DedicatedPolicy) -> AllocationDesc<'static> {
     }
 }
 
-/// Allocates and frees `desc`; an error is fine, a panic is the finding.
-fn allocate_and_free(allocator: &Allocator<SimDevice>, desc: &AllocationDesc<'_>) {
-    if let Ok(allocation) = allocator.allocate(desc) {
-        allocator.free(allocation).unwrap();
+/// Allocates `desc`, which can't be met: the allocator must refuse it with an
+/// error `expected` accepts (a panic was the finding), and stay valid with
+/// nothing live.
+fn refused(
+    allocator: &Allocator<SimDevice>,
+    desc: &AllocationDesc<'_>,
+    expected: impl Fn(&Error) -> bool,
+) {
+    match allocator.allocate(desc) {
+        Ok(a) => panic!(
+            "{} bytes allocated where the request can't be met",
+            a.size()
+        ),
+        Err(e) => assert!(expected(&e), "unexpected error {e:?}"),
     }
     allocator.validate().unwrap();
+    assert_eq!(allocator.statistics().total.allocation_count, 0);
+}
+
+fn too_large(e: &Error) -> bool {
+    matches!(e, Error::TooLarge { .. })
 }
 
 /// `AllocatorDesc::debug_margin` is not checked: a margin near `u64::MAX`
@@ -47,10 +62,9 @@ fn allocate_and_free(allocator: &Allocator<SimDevice>, desc: &AllocationDesc<'_>
 #[test]
 fn huge_debug_margin_does_not_overflow() {
     let desc = AllocatorDesc::default().with_debug_margin(u64::MAX / 2 + 1);
-    let Ok(allocator) = Allocator::new(SimDevice::new(tables::lavapipe()), desc) else {
-        return; // Refusing the margin up front is a fix too.
-    };
-    allocate_and_free(&allocator, &upload(4096, DedicatedPolicy::Auto));
+    let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), desc)
+        .expect("the margin is taken; what it can't hold is refused per request");
+    refused(&allocator, &upload(4096, DedicatedPolicy::Auto), too_large);
 }
 
 /// A size near `u64::MAX` that must share a block (`DedicatedPolicy::Never`)
@@ -61,7 +75,11 @@ fn huge_debug_margin_does_not_overflow() {
 fn size_near_max_with_margins_does_not_overflow() {
     let desc = AllocatorDesc::default().with_debug_margin(16);
     let allocator = Allocator::new(SimDevice::new(tables::lavapipe()), desc).unwrap();
-    allocate_and_free(&allocator, &upload(u64::MAX - 8, DedicatedPolicy::Never));
+    refused(
+        &allocator,
+        &upload(u64::MAX - 8, DedicatedPolicy::Never),
+        too_large,
+    );
 }
 
 /// The same in non-coherent memory without margins: rounding the size up to
@@ -74,14 +92,19 @@ fn size_near_max_in_non_coherent_memory_does_not_overflow() {
         ty.flags = MemoryPropertyFlags(ty.flags.0 & !MemoryPropertyFlags::HOST_COHERENT.0);
     }
     let allocator = Allocator::new(SimDevice::new(table), AllocatorDesc::default()).unwrap();
-    allocate_and_free(&allocator, &upload(u64::MAX - 8, DedicatedPolicy::Never));
+    refused(
+        &allocator,
+        &upload(u64::MAX - 8, DedicatedPolicy::Never),
+        too_large,
+    );
 }
 
 /// `AllocatorDesc::block_size` is not checked: above `2^63` (with a heap
 /// larger than 1 GiB and a large `maxMemoryAllocationSize`), growing a new
 /// block for a request of more than `2^62` bytes doubles the candidate size
 /// past `u64::MAX` in `BlockList::next_block_sizes` (block_list.rs, "attempt
-/// to multiply with overflow").
+/// to multiply with overflow"). Refused now: larger than the type's largest
+/// allocation, or than its heap.
 #[test]
 fn huge_block_size_does_not_overflow() {
     let desc = AllocatorDesc::default().with_block_size(u64::MAX - 41);
@@ -89,7 +112,9 @@ fn huge_block_size_does_not_overflow() {
         let allocator = Allocator::new(SimDevice::new(table), desc).unwrap();
         let mut request = upload((1 << 63) + 1, DedicatedPolicy::Never);
         request.options.usage = MemoryUsage::GpuOnly;
-        allocate_and_free(&allocator, &request);
+        refused(&allocator, &request, |e| {
+            matches!(e, Error::TooLarge { .. } | Error::OutOfDeviceMemory { .. })
+        });
     }
 }
 
@@ -141,19 +166,18 @@ fn zero_block_size_allocates_no_empty_memory() {
     use vkalloc::PoolDesc;
     let sim = Arc::new(SimDevice::new(tables::nvidia_h200()));
     let desc = AllocatorDesc::default().with_block_size(0);
-    let Ok(allocator) = Allocator::new(Arc::clone(&sim), desc) else {
-        return; // Refusing the block size up front is a fix too.
-    };
-    let pool = allocator.create_pool(&PoolDesc {
-        usage: MemoryUsage::GpuOnly,
-        block_size: 0,
-        min_blocks: 1,
-        max_blocks: 1,
-        ..PoolDesc::new("default-sized")
-    });
-    if let Ok(pool) = pool {
-        allocator.destroy_pool(pool).unwrap();
-    }
+    let allocator = Allocator::new(Arc::clone(&sim), desc)
+        .expect("block size 0 is taken: a type's blocks are at least 1 MiB");
+    let pool = allocator
+        .create_pool(&PoolDesc {
+            usage: MemoryUsage::GpuOnly,
+            block_size: 0,
+            min_blocks: 1,
+            max_blocks: 1,
+            ..PoolDesc::new("default-sized")
+        })
+        .expect("a pool of the type's default block size");
+    allocator.destroy_pool(pool).unwrap();
     assert_eq!(sim.violations(), 0, "{:?}", sim.violation_log());
 }
 

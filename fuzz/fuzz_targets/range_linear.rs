@@ -1,19 +1,8 @@
-//! The linear range allocator (stack and ring) against the shadow model.
+//! The linear range allocator (stack and ring) against the shadow model:
+//! `vkalloc_fuzz::range::linear`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vkalloc::range::shadow::Policy;
-use vkalloc::range::{LinearAllocator, LinearMode};
-use vkalloc_fuzz::range::{run, RangeInput};
+use vkalloc_fuzz::range::{linear, RangeInput};
 
-fuzz_target!(|input: RangeInput| {
-    let (policy, mode) = if input.ring {
-        (Policy::Ring, LinearMode::Ring)
-    } else {
-        (Policy::Stack, LinearMode::Stack)
-    };
-    let ops = run(&input, policy, |capacity, granularity| {
-        Box::new(LinearAllocator::new(capacity, mode, granularity))
-    });
-    vkalloc_fuzz::count("range_linear", ops);
-});
+fuzz_target!(|input: RangeInput| linear(&input));

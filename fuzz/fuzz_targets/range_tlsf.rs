@@ -1,15 +1,7 @@
-//! The TLSF range allocator against the shadow model.
+//! The TLSF range allocator against the shadow model: `vkalloc_fuzz::range::tlsf`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vkalloc::range::shadow::Policy;
-use vkalloc::range::TlsfAllocator;
-use vkalloc_fuzz::range::{run, RangeInput};
+use vkalloc_fuzz::range::{tlsf, RangeInput};
 
-fuzz_target!(|input: RangeInput| {
-    let ops = run(&input, Policy::GoodFit, |capacity, granularity| {
-        // Runs from the first allocation, so the fuzzer reaches them.
-        Box::new(TlsfAllocator::new(capacity, granularity).with_runs_from(0))
-    });
-    vkalloc_fuzz::count("range_tlsf", ops);
-});
+fuzz_target!(|input: RangeInput| tlsf(&input));

@@ -5,7 +5,7 @@
 //! cargo xtask demo  [--driver ...] [-- ] [demo args...]
 //! cargo xtask bench [--driver ...] [-- ] [bench args...]
 //! cargo xtask setup
-//! cargo xtask fuzz
+//! cargo xtask fuzz  [--seconds N]
 //! ```
 //!
 //! Every command first makes sure the system packages the project needs are
@@ -108,7 +108,8 @@ usage: cargo xtask <command> [--driver lavapipe|system|PATH.json] [--] [args...]
 
 commands:
   test    install what is missing, then fmt check, clippy, doc, and every test
-          on lavapipe with the validation layer on; stops at the first failing
+          on lavapipe with the validation layer on (the embedding example and
+          the fuzz corpora's replay included); stops at the first failing
           step unless given --keep-going; --release builds the tests optimized.
           The demo's tile tests run on lavapipe from bookworm-backports (sparse
           residency), downloaded once into target/xtask/sparse-lavapipe/
@@ -122,7 +123,9 @@ commands:
           vkalloc-heapmap; no GPU needed):
             cargo xtask heapmap DUMP.json --out heap.png [--width PIXELS]
             cargo xtask heapmap --diff OLD.json NEW.json --out diff.png
-  fuzz    only the test command's fuzz step (installs cargo-fuzz if missing)
+  fuzz    timed fuzzing, not part of `test` (which replays the committed
+          corpora as ordinary tests): installs cargo-fuzz if missing, then
+          runs each target from its corpus for 20 s, or --seconds N
   package only the test command's package step: vkalloc packaged as for
           crates.io, unpacked under target/xtask/package/ and tested there on
           its own, with the default features and with all features
@@ -236,7 +239,7 @@ fn run(args: Vec<String>) -> Result<()> {
             let options = parse_test_options(&invocation.rest)?;
             test(&invocation.driver, &options)
         }
-        "fuzz" => fuzz_step(),
+        "fuzz" => fuzz_step(parse_fuzz_seconds(&invocation.rest)?),
         "package" => package::package_step(),
         "msrv" => package::msrv_step(),
         "demo" => {
@@ -425,22 +428,30 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
         tests.env("RUST_BACKTRACE", "1");
     }
 
-    // The embedding guide's example walks every step on the real device.
-    let mut example = cargo();
-    example.args(["run", "--quiet", "-p", "vkalloc", "--example", "embed"]);
-    if !options.release && env::var_os("CARGO_PROFILE_DEV_DEBUG").is_none() {
-        example.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
-    }
+    // The libFuzzer wrappers in the two fuzz directories (outside the
+    // workspace, so not in `cargo fmt --all`); their bodies are in
+    // `fuzz/harness`, a member.
+    let mut fuzz_fmt = Command::new("rustfmt");
+    fuzz_fmt.args(["--edition", "2021", "--check"]);
+    fuzz_fmt.args(fuzz_wrappers()?);
 
+    // The embedding example runs in the test step (`test = true` on it in
+    // allocator/Cargo.toml), and the committed fuzz corpora are replayed there
+    // too (`fuzz/harness/tests/corpus.rs`): timed fuzzing is `cargo xtask fuzz`.
     let steps: [(&str, Command, &str); 7] = [
         ("fmt", fmt, "run `cargo fmt --all` to fix the formatting"),
+        (
+            "fmt fuzz targets",
+            fuzz_fmt,
+            "run `rustfmt --edition 2021` on the files above",
+        ),
         ("clippy", clippy, "fix the lints above"),
         ("doc", doc, "fix the documentation warnings above"),
-        ("test", tests, "see the failing tests above"),
         (
-            "example",
-            example,
-            "the embedding example failed: see its output above",
+            "test",
+            tests,
+            "see the failing tests above (a corpus file that fails: RELIABILITY.md, \
+             reproducing a crash)",
         ),
         (
             "package",
@@ -474,21 +485,9 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
             }
         }
     }
-    let start = Instant::now();
-    match fuzz_step() {
-        Ok(()) => timings.push(format!("fuzz {}", seconds(start.elapsed()))),
-        Err(err) => {
-            let err = hint(err, "see RELIABILITY.md for reproducing a fuzz crash");
-            if !options.keep_going {
-                return Err(err);
-            }
-            timings.push(format!("fuzz FAILED {}", seconds(start.elapsed())));
-            failures.push(err.to_string());
-        }
-    }
     if failures.is_empty() {
         println!(
-            "\nxtask test: OK: fmt, clippy, doc, tests and fuzzing all passed in {} ({})",
+            "\nxtask test: OK: fmt, clippy, doc and every test passed in {} ({})",
             seconds(total.elapsed()),
             timings.join(", ")
         );
@@ -504,10 +503,11 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
     }
 }
 
-/// The fuzz targets in `fuzz/` (a crate outside the workspace), each run for
-/// this many seconds over its committed corpus in `fuzz/corpus/`.
-/// (cargo-fuzz directory, target): the allocator's targets, and the KTX2
-/// reader's in a fuzz directory of its own (`fuzz/ktx2`, its own lock file).
+/// The libFuzzer targets: (cargo-fuzz directory, target): the allocator's in
+/// `fuzz/` (a crate outside the workspace), and the KTX2 reader's in a fuzz
+/// directory of its own (`fuzz/ktx2`, its own lock file). Their bodies are
+/// in `fuzz/harness`, whose test replays `fuzz/corpus/<target>/` in
+/// `cargo xtask test`.
 const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("fuzz", "range_tlsf"),
     ("fuzz", "range_linear"),
@@ -515,15 +515,48 @@ const FUZZ_TARGETS: &[(&str, &str)] = &[
     ("fuzz", "allocator_defrag"),
     ("fuzz/ktx2", "ktx2_reader"),
 ];
+/// Seconds `cargo xtask fuzz` runs each target unless given `--seconds`.
 const FUZZ_SECONDS: u32 = 20;
 
-/// Time-boxed fuzzing: installs cargo-fuzz when missing, checks the fuzz
-/// crate's formatting, then runs each target for [`FUZZ_SECONDS`]; a crash
-/// fails the step. `-s none` builds on the stable toolchain (a sanitizer
+/// `cargo xtask fuzz [--seconds N]`: the seconds per target.
+fn parse_fuzz_seconds(rest: &[String]) -> Result<u32> {
+    match rest {
+        [] => Ok(FUZZ_SECONDS),
+        [flag, n] if flag == "--seconds" => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => fail(format!("--seconds needs a whole number above 0, not {n:?}")),
+        },
+        _ => fail(format!(
+            "`cargo xtask fuzz` takes only --seconds N (got {rest:?})"
+        )),
+    }
+}
+
+/// The libFuzzer wrappers' sources (`fuzz/fuzz_targets/*.rs`,
+/// `fuzz/ktx2/fuzz_targets/*.rs`), sorted.
+fn fuzz_wrappers() -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for dir in ["fuzz/fuzz_targets", "fuzz/ktx2/fuzz_targets"] {
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| XtaskError(format!("cannot read {dir}: {e}")))?;
+        files.extend(
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "rs")),
+        );
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Time-boxed fuzzing (`cargo xtask fuzz`): installs cargo-fuzz when
+/// missing, checks the fuzz crates' formatting, then runs each target for
+/// `seconds`; a crash fails the step. `-s none` builds on the stable toolchain (a sanitizer
 /// needs nightly flags); debug assertions and overflow checks stay on. New
 /// inputs go to `fuzz/target/xtask-corpus/`, so the committed corpus stays
 /// as it is.
-fn fuzz_step() -> Result<()> {
+fn fuzz_step(seconds: u32) -> Result<()> {
     let installed = cargo()
         .args(["fuzz", "--version"])
         .output()
@@ -570,7 +603,7 @@ fn fuzz_step() -> Result<()> {
             .arg(&scratch)
             .arg(Path::new(dir).join("corpus").join(target))
             .args(["--", "-len_control=0"])
-            .arg(format!("-max_total_time={FUZZ_SECONDS}"));
+            .arg(format!("-max_total_time={seconds}"));
         command.env("VKALLOC_FUZZ_STATS", "1");
         run_step(&format!("fuzz {target}"), &mut command)?;
     }
@@ -1209,6 +1242,18 @@ mod tests {
             }
         );
         assert!(parse_test_options(&args(&["stress"])).is_err());
+    }
+
+    #[test]
+    fn parses_fuzz_seconds() {
+        assert_eq!(parse_fuzz_seconds(&[]).unwrap(), FUZZ_SECONDS);
+        assert_eq!(
+            parse_fuzz_seconds(&args(&["--seconds", "300"])).unwrap(),
+            300
+        );
+        assert!(parse_fuzz_seconds(&args(&["--seconds", "0"])).is_err());
+        assert!(parse_fuzz_seconds(&args(&["--seconds"])).is_err());
+        assert!(parse_fuzz_seconds(&args(&["300"])).is_err());
     }
 
     #[test]

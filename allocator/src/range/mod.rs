@@ -12,8 +12,8 @@ pub mod buddy;
 pub mod linear;
 pub(crate) mod runs;
 /// The shadow model the property tests and the fuzz targets check the
-/// algorithms against; built for tests and under `cfg(fuzzing)` only.
-#[cfg(any(test, fuzzing))]
+/// algorithms against; built for tests and with the `shadow` feature only.
+#[cfg(any(test, feature = "shadow"))]
 #[doc(hidden)]
 pub mod shadow;
 pub mod tlsf;

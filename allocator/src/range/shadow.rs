@@ -6,8 +6,8 @@
 //! [`Driver::free_id`], [`Driver::stale_free`], [`Driver::clear`],
 //! [`Driver::drain`]), so that the fuzz targets in `fuzz/` can drive them
 //! from their input; the unit tests pick them at random ([`run_suite`]).
-//! Compiled for tests and under `cfg(fuzzing)` (set by `cargo fuzz`); not
-//! part of the crate's API.
+//! Compiled for tests and with the `shadow` feature (which `fuzz/harness`
+//! enables); not part of the crate's API.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,12 +1,24 @@
-//! Shared parts of the vkalloc fuzz targets: operation counting, the
-//! range-allocator driver and the allocator targets' handles.
+//! The bodies of the fuzz targets, as library functions: the input each
+//! decodes, the operations it runs and the checks after each one. The
+//! libFuzzer targets in `fuzz/fuzz_targets/` and `fuzz/ktx2/` are one line
+//! each around these; `tests/corpus.rs` replays every committed corpus file
+//! through the same functions as an ordinary test, with neither cargo-fuzz
+//! nor a sanitizer build (see RELIABILITY.md).
 //!
 //! With `VKALLOC_FUZZ_STATS=1` in the environment a target prints, when the
 //! process exits, how many inputs it ran and how many operations they held:
 //! `vkalloc-fuzz: <target>: <inputs> inputs, <ops> operations`, then how
 //! often each event a target [`note`]s happened (what the inputs reached).
 
+#[cfg(feature = "allocator")]
+pub mod allocator_defrag;
+#[cfg(feature = "allocator")]
+pub mod allocator_sim;
+#[cfg(feature = "allocator")]
 pub mod handle;
+#[cfg(feature = "ktx2")]
+pub mod ktx2;
+#[cfg(feature = "allocator")]
 pub mod range;
 
 use std::collections::BTreeMap;
@@ -70,4 +82,15 @@ pub fn count(target: &'static str, ops: u64) {
     });
     INPUTS.fetch_add(1, Ordering::Relaxed);
     OPS.fetch_add(ops, Ordering::Relaxed);
+}
+
+/// The value libFuzzer's `fuzz_target!` would hand a target for `bytes`:
+/// `None` where it would skip the input (shorter than the type's smallest
+/// encoding, or not decodable).
+#[cfg(feature = "allocator")]
+pub fn decode<T: for<'a> arbitrary::Arbitrary<'a>>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < T::size_hint(0).0 {
+        return None;
+    }
+    T::arbitrary_take_rest(arbitrary::Unstructured::new(bytes)).ok()
 }

@@ -1,4 +1,4 @@
-//! Adversarial concurrency tests: several threads on one `Allocator`,
+//! Races: several threads on one `Allocator`,
 //! racing defragmentation passes (two sessions at once, commits, frees of
 //! sources and of committed destinations, `set_movable`), alias groups,
 //! pool creation/destruction, linear pools, trims, frames and every

@@ -6,7 +6,9 @@
 
 use arbitrary::Arbitrary;
 use vkalloc::range::shadow::{Driver, Policy};
-use vkalloc::range::{RangeAllocator, RangeKind, RangeRequest};
+use vkalloc::range::{
+    LinearAllocator, LinearMode, RangeAllocator, RangeKind, RangeRequest, TlsfAllocator,
+};
 
 /// One fuzz input: the allocator's shape, then the operations.
 #[derive(Arbitrary, Debug)]
@@ -197,4 +199,27 @@ pub fn run(
     }
     driver.drain(0);
     driver.ops() as u64
+}
+
+/// The `range_tlsf` target: the TLSF allocator against the shadow model.
+pub fn tlsf(input: &RangeInput) {
+    let ops = run(input, Policy::GoodFit, |capacity, granularity| {
+        // Runs from the first allocation, so the fuzzer reaches them.
+        Box::new(TlsfAllocator::new(capacity, granularity).with_runs_from(0))
+    });
+    crate::count("range_tlsf", ops);
+}
+
+/// The `range_linear` target: the linear allocator (a stack, or a ring when
+/// the input says so) against the shadow model.
+pub fn linear(input: &RangeInput) {
+    let (policy, mode) = if input.ring {
+        (Policy::Ring, LinearMode::Ring)
+    } else {
+        (Policy::Stack, LinearMode::Stack)
+    };
+    let ops = run(input, policy, |capacity, granularity| {
+        Box::new(LinearAllocator::new(capacity, mode, granularity))
+    });
+    crate::count("range_linear", ops);
 }
