@@ -19,46 +19,9 @@ impl FreeQueue {
     /// frame replaces is queued with the value its submission signals, and
     /// destroyed once the GPU has passed it.
     ///
-    /// ```no_run
-    /// use ash::vk;
-    /// use vkalloc::vk::{AshDevice, Buffer, Image};
-    /// use vkalloc::{Allocator, FreeQueue};
-    ///
-    /// struct Frames {
-    ///     retired: FreeQueue,
-    ///     timeline: vk::Semaphore,
-    ///     /// The value this frame's submission signals.
-    ///     signalled: u64,
-    /// }
-    ///
-    /// fn end_frame(
-    ///     device: &ash::Device,
-    ///     allocator: &Allocator<AshDevice>,
-    ///     frames: &mut Frames,
-    ///     old_vertices: Buffer,
-    ///     old_texture: Image,
-    /// ) -> Result<(), vk::Result> {
-    ///     // SAFETY: no command after this frame's submission uses them, and
-    ///     // no view of them is left.
-    ///     unsafe {
-    ///         frames.retired.destroy_buffer_after(old_vertices, frames.signalled);
-    ///         frames.retired.destroy_image_after(old_texture, frames.signalled);
-    ///     }
-    ///     // SAFETY: the semaphore is live.
-    ///     let reached = unsafe { device.get_semaphore_counter_value(frames.timeline) }?;
-    ///     let done = frames.retired.collect(allocator, reached);
-    ///     assert!(done.refused_resources.is_empty(), "one allocator made them all");
-    ///     allocator.begin_frame();
-    ///     frames.signalled += 1;
-    ///     Ok(())
-    /// }
-    ///
-    /// fn teardown(device: &ash::Device, allocator: &Allocator<AshDevice>, frames: &Frames) {
-    ///     // SAFETY: waiting for the device is always valid.
-    ///     let _ = unsafe { device.device_wait_idle() };
-    ///     frames.retired.collect_all(allocator);
-    /// }
-    /// ```
+    /// The embedding guide (`docs/embedding.md` in the crate, section 4,
+    /// *Retiring buffers and images in the frame loop*) shows it in a frame
+    /// loop; its code is compiled with the crate's doctests.
     ///
     /// # Safety
     /// Once the GPU has reached `value` the device no longer uses the buffer
