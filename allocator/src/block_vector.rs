@@ -2179,6 +2179,19 @@ impl BlockVector {
         &self,
         location: &crate::allocation::Location,
     ) -> Result<(crate::device::DeviceMemory, u64), Error> {
+        self.with_block_at(location, |block| Ok((block.memory, block.size)))
+    }
+
+    /// Runs `f` on the block holding the allocation at `location`, under its
+    /// shard's lock (so its memory is not freed meanwhile).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPool`] when its pool was reset since; what `f` returns.
+    fn with_block_at<R>(
+        &self,
+        location: &crate::allocation::Location,
+        f: impl FnOnce(&Block) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         let shard = self
             .shards
             .get(usize::from(location.shard))
@@ -2192,7 +2205,7 @@ impl BlockVector {
         let block = list
             .block(location.block)
             .ok_or_else(|| missing_block(location.block))?;
-        Ok((block.memory, block.size))
+        f(block)
     }
 
     /// The handle types the pool's memory is exportable with.
@@ -2218,23 +2231,12 @@ impl BlockVector {
         location: &crate::allocation::Location,
         priority: MemoryPriority,
     ) -> Result<(), Error> {
-        let shard = self
-            .shards
-            .get(usize::from(location.shard))
-            .ok_or_else(|| missing_shard(location.shard))?;
-        let list = shard.list.lock();
-        if self.epoch.load(Ordering::Relaxed) != location.epoch {
-            return Err(Error::InvalidPool(
-                "the allocation's pool was reset since: it holds no memory",
-            ));
-        }
-        let block = list
-            .block(location.block)
-            .ok_or_else(|| missing_block(location.block))?;
-        if !block.is_dedicated() {
-            return Err(Error::NotDedicated);
-        }
-        memory::set_priority(device, block.memory, priority)
+        self.with_block_at(location, |block| {
+            if !block.is_dedicated() {
+                return Err(Error::NotDedicated);
+            }
+            memory::set_priority(device, block.memory, priority)
+        })
     }
 
     /// Sets the pool's priority: its new blocks get it, and every shared
