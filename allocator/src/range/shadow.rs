@@ -2,10 +2,10 @@
 //! `BTreeMap`, and a driver that runs operations on an allocator and checks
 //! it against the model after each one.
 //!
-//! The operations are steps with explicit arguments ([`Driver::allocate`],
-//! [`Driver::free_id`], [`Driver::stale_free`], [`Driver::clear`],
-//! [`Driver::drain`]), so that the fuzz targets in `fuzz/` can drive them
-//! from their input; the unit tests pick them at random ([`run_suite`]).
+//! The operations are steps with explicit arguments (`Driver::allocate`,
+//! `Driver::free_id`, `Driver::stale_free`, `Driver::clear`,
+//! `Driver::drain`), so that the fuzz targets in `fuzz/` can drive them
+//! from their input; the unit tests pick them at random (`run_suite`).
 //! Compiled for tests and with the `shadow` feature (which `fuzz/harness`
 //! enables); not part of the crate's API.
 
@@ -235,7 +235,7 @@ impl Shadow {
     }
 }
 
-/// Runs operations on one allocator against a [`Shadow`].
+/// Runs operations on one allocator against a shadow model (`Shadow`).
 pub struct Driver<'a> {
     allocator: &'a mut dyn RangeAllocator,
     policy: Policy,
