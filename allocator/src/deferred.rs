@@ -36,11 +36,13 @@ pub use crate::device::RetiredResource;
 use crate::{Allocation, Allocator, Error};
 
 /// Destroys a queued resource's handle (through the device seam) and frees
-/// its memory.
+/// its memory: `Err` when it was not destroyed (another allocator made its
+/// memory), else the free's own result (its pool may have been destroyed
+/// since, for one).
 fn retire<D: MemoryDevice>(
     resource: RetiredResource,
     allocator: &Allocator<D>,
-) -> Result<(), RefusedResource> {
+) -> Result<Result<(), crate::FreeError>, RefusedResource> {
     if !allocator.owns(resource.allocation()) {
         return Err(RefusedResource {
             error: Error::ForeignAllocation,
@@ -49,9 +51,7 @@ fn retire<D: MemoryDevice>(
     }
     crate::memory::destroy_retired(allocator.device(), &resource);
     let (_, allocation) = resource.into_parts();
-    // Checked above: this allocator made it, so freeing cannot fail.
-    let _ = allocator.free(allocation);
-    Ok(())
+    Ok(allocator.free(allocation))
 }
 
 /// A queued resource the allocator would not destroy: another allocator
@@ -186,9 +186,14 @@ impl FreeQueue {
                     }
                 },
                 Retired::Resource(r) => match retire(r, allocator) {
-                    Ok(()) => {
+                    Ok(Ok(())) => {
                         c.destroyed += 1;
                         true
+                    }
+                    Ok(Err(failed)) => {
+                        c.destroyed += 1;
+                        c.failures.push(failed);
+                        false
                     }
                     Err(refused) => {
                         c.refused_resources.push(refused);

@@ -62,7 +62,7 @@ impl PoolCaps {
                     pool: self.id,
                     requested: size,
                     used,
-                    budget: budget.min(self.max_blocks as u64 * size),
+                    budget: budget.min(u64::from(self.max_blocks).saturating_mul(size)),
                 });
             }
         }

@@ -63,6 +63,25 @@ const PACKAGES: &[(&str, &str)] = &[
         "debian-archive-keyring",
         "the keys that signed the bookworm-backports index",
     ),
+    // The MSRV step's Rust 1.85 (bookworm's rustc-web and cargo-web) is
+    // unpacked, not installed; these are the shared libraries it and its
+    // libllvm19 load, installed so that apt resolves their own dependencies.
+    ("libcurl4", "loaded by cargo 1.85 (the MSRV step)"),
+    ("libsqlite3-0", "loaded by cargo 1.85 (the MSRV step)"),
+    ("libssh2-1", "loaded by cargo 1.85 (the MSRV step)"),
+    ("libssl3", "loaded by cargo 1.85 (the MSRV step)"),
+    (
+        "libz3-4",
+        "loaded by LLVM 19, rustc 1.85's backend (the MSRV step)",
+    ),
+    (
+        "libxml2",
+        "loaded by LLVM 19, rustc 1.85's backend (the MSRV step)",
+    ),
+    (
+        "libedit2",
+        "loaded by LLVM 19, rustc 1.85's backend (the MSRV step)",
+    ),
 ];
 
 /// Where Vulkan drivers (ICDs) describe themselves on Debian.
