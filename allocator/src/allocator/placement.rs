@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 
 use super::Allocator;
 use crate::allocation::{Allocation, FreeError, ListRef, MappedAllocation};
-use crate::block_vector::{BlockVector, DedicatedPlacement, FreeOutcome, SharedPlacement};
+use crate::block_vector::{
+    BlockVector, DedicatedPlacement, FreeOutcome, ListKind, SharedPlacement,
+};
 use crate::corruption;
 use crate::desc::{AllocationDesc, DedicatedPolicy, DriverDedicated};
 use crate::device::{MappedRange, MemoryDevice, MemoryPropertyFlags};
@@ -204,33 +206,33 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let block_size = vector.block_size;
-        let in_pool = vector.in_pool();
-        let linear = vector.is_linear();
+        let kind = vector.kind();
         // A linear pool's blocks are its whole capacity: a larger request
         // never fits, and a dedicated allocation would defeat its purpose.
-        if linear && desc.size > block_size {
+        if kind == ListKind::LinearPool && desc.size > block_size {
             return Err(Error::TooLarge {
                 size: desc.size,
                 max: block_size,
             });
         }
         let mut dedicated = self.wants_dedicated(desc, block_size)?;
-        if in_pool {
+        let required = desc.driver_dedicated == DriverDedicated::Required;
+        match kind {
+            ListKind::Default => {
+                dedicated = dedicated
+                    || (desc.driver_dedicated == DriverDedicated::Preferred
+                        && self.minor_preference_takes_own(vector, desc));
+            }
             // In a pool, memory of its own only where the driver requires it
-            // or the allocation is larger than half a block.
-            dedicated &= desc.driver_dedicated == DriverDedicated::Required
-                || (!linear && desc.size > block_size / 2);
-        }
-        if !dedicated
-            && desc.driver_dedicated == DriverDedicated::Preferred
-            && !in_pool
-            && !linear
-            && self.minor_preference_takes_own(vector, desc)
-        {
-            dedicated = true;
+            // or the allocation is larger than half a block (a linear pool:
+            // only where the driver requires it).
+            ListKind::Pool => dedicated &= required || desc.size > block_size / 2,
+            ListKind::LinearPool => dedicated &= required,
         }
         if dedicated {
-            let placement = if in_pool {
+            let placement = if kind == ListKind::Default {
+                self.dedicated_placement(desc)
+            } else {
                 // Exactly the request: a pool recycles nothing, and its
                 // budget is counted to the byte.
                 DedicatedPlacement {
@@ -239,8 +241,6 @@ impl<D: MemoryDevice> Allocator<D> {
                     recyclable: false,
                     import_fd: None,
                 }
-            } else {
-                self.dedicated_placement(desc)
             };
             return vector.allocate_dedicated(self.env(), &placement, desc);
         }
@@ -250,8 +250,7 @@ impl<D: MemoryDevice> Allocator<D> {
         // running short: a large request ([`crate::policy::large_request`])
         // takes room in an existing block, else memory of its own where the
         // committed target cuts its block, else a new block.
-        if !in_pool
-            && !linear
+        if kind == ListKind::Default
             && desc.options.dedicated == DedicatedPolicy::Auto
             && crate::policy::large_request(desc.size, block_size)
             && !self.objects_crowded()

@@ -168,6 +168,20 @@ fn invariant(e: crate::range::RangeError) -> Error {
     Error::Invariant(e.to_string())
 }
 
+/// Which kind of list a vector holds: where its allocations may take
+/// memory of their own, and which of the adaptive policy's shortcuts apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    /// A memory type's default blocks (TLSF): sized and bounded by the
+    /// adaptive policy, with a recycle bin and sibling types.
+    Default,
+    /// A TLSF pool's blocks: the size and count its description gives.
+    Pool,
+    /// A linear pool's blocks: its whole capacity, no memory of their own
+    /// unless the driver requires it.
+    LinearPool,
+}
+
 /// What freeing found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum FreeOutcome {
@@ -378,13 +392,21 @@ impl BlockVector {
         crate::policy::point(self.strategy, usage, limit, self.block_size)
     }
 
-    /// Whether the vector holds a pool's blocks (it has caps), read from
-    /// the list it names: on the cache line the allocation reads anyway.
+    /// Which kind of list the vector holds: a memory type's default blocks,
+    /// a pool's, or a linear pool's. Whether it is a pool's (it has caps) is
+    /// read from the list it names: on the cache line the allocation reads
+    /// anyway.
     #[inline]
-    pub fn in_pool(&self) -> bool {
+    pub fn kind(&self) -> ListKind {
         let in_pool = matches!(self.list_ref, ListRef::Pool(_));
         debug_assert_eq!(in_pool, self.caps.is_some());
-        in_pool
+        // A type's default blocks are always TLSF.
+        debug_assert!(in_pool || !self.is_linear());
+        match (in_pool, self.is_linear()) {
+            (false, _) => ListKind::Default,
+            (true, false) => ListKind::Pool,
+            (true, true) => ListKind::LinearPool,
+        }
     }
 
     /// Whether the adaptive policy ([`crate::policy`]) sizes this vector's
@@ -697,8 +719,7 @@ impl BlockVector {
         // blocks a transient upload type keeps empty on a device with a
         // resizable BAR. A type's default blocks only, for a request that
         // left the choice of memory to the allocator.
-        if !self.in_pool()
-            && !self.is_linear()
+        if self.kind() == ListKind::Default
             && desc.options.dedicated == crate::desc::DedicatedPolicy::Auto
         {
             if let Some(allocation) = env.others.place_in_siblings(self.memory_type, desc) {
@@ -1468,7 +1489,7 @@ impl BlockVector {
     /// already committed instead of new memory. Not in pools (no recycle
     /// bin) nor linear lists.
     fn recycled_as_shared(&self, env: Env<'_>, needed: u64, planned: u64) -> Option<Block> {
-        if self.caps.is_some() || self.is_linear() {
+        if self.kind() != ListKind::Default {
             return None;
         }
         let old = self
