@@ -39,7 +39,8 @@ impl<D: MemoryDevice> Allocator<D> {
     /// create info (`Allocator::buffer_requirements` with feature `ash`), an
     /// engine learns where a resource would live before creating it.
     ///
-    /// ```
+    #[cfg_attr(feature = "sim", doc = "```")]
+    #[cfg_attr(not(feature = "sim"), doc = "```ignore")]
     /// use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, MemoryUsage};
     /// use vkalloc::sim::{SimDevice, tables};
     ///

@@ -26,7 +26,8 @@ impl<D: MemoryDevice> Allocator<D> {
     /// (`vkSetDeviceMemoryPriorityEXT`): a texture that left the view can
     /// be let go first when video memory runs short.
     ///
-    /// ```
+    #[cfg_attr(feature = "sim", doc = "```")]
+    #[cfg_attr(not(feature = "sim"), doc = "```ignore")]
     /// use vkalloc::{Allocator, AllocatorDesc, AllocationDesc, AllocationOptions, DedicatedPolicy, MemoryPriority, MemoryUsage};
     /// use vkalloc::sim::{SimDevice, tables};
     ///
