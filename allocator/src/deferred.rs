@@ -111,7 +111,9 @@ pub struct Collected {
     /// Buffers and images destroyed (their memory is counted in `freed`).
     pub destroyed: usize,
     /// Frees the allocator refused (a programming error such as a foreign
-    /// allocation), each with its allocation handed back.
+    /// allocation, or a retired resource whose pool was destroyed since: its
+    /// handle was destroyed, its memory was not freed), each with its
+    /// allocation handed back.
     pub failures: Vec<crate::FreeError>,
     /// Resources the allocator refused to destroy (their memory is
     /// another allocator's), each handed back untouched.

@@ -14,6 +14,8 @@
 //! they build from the packaged `vkalloc` alone, so they keep a minimal
 //! instance setup of their own.
 
+#![warn(missing_docs)]
+
 mod instance;
 mod pick;
 
@@ -36,7 +38,7 @@ pub enum BootstrapError {
     )]
     NoValidationLayer,
     /// The loader's instance version is below the lowest the caller accepts.
-    #[error("the Vulkan loader supports Vulkan {found}; at least {needed} is needed")]
+    #[error("the Vulkan loader supports Vulkan {found}; at least {needed} is needed (update the loader, e.g. Debian's `libvulkan1`)")]
     LoaderTooOld {
         /// The loader's version, `major.minor.patch`.
         found: String,
@@ -44,10 +46,10 @@ pub enum BootstrapError {
         needed: String,
     },
     /// The instance has no physical device.
-    #[error("the Vulkan loader found no physical device")]
+    #[error("the Vulkan loader found no physical device (install a driver, e.g. `mesa-vulkan-drivers` for lavapipe, or point VK_DRIVER_FILES at one; `vulkaninfo --summary` lists what the loader sees)")]
     NoDevice,
     /// A device index beyond the instance's devices was asked for.
-    #[error("device index {index} is out of range: there are {count} devices")]
+    #[error("device index {index} is out of range: there are {count} devices (pick one of 0..{count}; `vulkaninfo --summary` lists them)")]
     BadDeviceIndex {
         /// The index asked for.
         index: usize,
@@ -55,7 +57,7 @@ pub enum BootstrapError {
         count: usize,
     },
     /// A Vulkan call failed.
-    #[error("{call} failed: {result}")]
+    #[error("{call} failed: {result} (the driver refused it; run with the validation layer to learn why)")]
     Vulkan {
         /// The Vulkan function.
         call: &'static str,
