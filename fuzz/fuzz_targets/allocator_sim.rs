@@ -4,4 +4,4 @@
 use libfuzzer_sys::fuzz_target;
 use vkalloc_fuzz::allocator_sim::{run, Input};
 
-fuzz_target!(|input: Input| run(&input));
+fuzz_target!(|input: Input| run(input));

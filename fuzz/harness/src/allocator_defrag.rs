@@ -50,19 +50,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::handle::{kind, small_runs_from, Handle};
+use crate::interpreter::{self, Target};
+use crate::ops::{self, conflicts, Alloc, Common, Key, Ranges, Sim};
 use arbitrary::Arbitrary;
-use vkalloc::device::DeviceMemory;
 use vkalloc::sim::{tables, GpuTable, SimDevice};
-use vkalloc::stats::DefragStats;
+use vkalloc::stats::{DefragStats, DetailedStatistics, Statistics};
 use vkalloc::{
     AliasGroup, AliasRequirement, Allocation, AllocationDesc, AllocationOptions, Allocator,
     AllocatorDesc, CommitErrorKind, DedicatedPolicy, DefragAlgorithm, DefragDesc, DefragError,
     Defragmentation, Error, LinearMode, MemoryUsage, Move, PassInterval, PoolAlgorithm, PoolDesc,
     PoolId, ResourceKind, Snapshot,
 };
-
-type Sim = Arc<SimDevice>;
-type Alloc = Allocator<Sim>;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -83,12 +81,12 @@ fn note(event: &'static str) {
 
 // ---- The input ---------------------------------------------------------------
 
+/// The target's input: a setup, then its operations (as the interpreter's
+/// input, which it decodes the same as).
 #[derive(Arbitrary, Debug)]
-pub struct Input {
-    setup: Setup,
-    ops: Vec<Op>,
-}
+pub struct Input(interpreter::Input<Setup, Op>);
 
+/// The allocator, a pool and the fragmentation to start from.
 #[derive(Arbitrary, Debug)]
 struct Setup {
     table: u8,
@@ -325,6 +323,7 @@ enum MoveAction {
     Leave,
 }
 
+/// One operation of the input.
 #[derive(Arbitrary, Debug, Clone)]
 enum Op {
     /// A pass of a session (a new one with `algorithm` if `new_session` or
@@ -481,8 +480,6 @@ struct PoolShadow {
     linear: bool,
 }
 
-type Key = (DeviceMemory, u64);
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RecState {
     /// Handed out; the source is live, held by the caller.
@@ -524,12 +521,6 @@ struct Session {
     stats: DefragStats,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    size: u64,
-    kind: ResourceKind,
-}
-
 struct State {
     sim: Sim,
     allocator: Alloc,
@@ -550,10 +541,11 @@ struct State {
     /// Moves kept past their pass.
     stale_moves: Vec<Move>,
     /// Every range the allocator holds for us, by memory and offset.
-    ranges: BTreeMap<Key, Span>,
+    ranges: Ranges,
     /// What every ended pass reported, summed.
     defrag_totals: DefragStats,
     snapshot: Snapshot,
+    /// The number of the operation running (from 1), for tags.
     ops: u64,
 }
 
@@ -567,16 +559,6 @@ fn tables_list() -> [fn() -> GpuTable; 7] {
         tables::amd_discrete,
         tables::nvidia_discrete_rebar,
     ]
-}
-
-/// Whether two resource kinds must not share a granularity page.
-fn conflicts(a: ResourceKind, b: ResourceKind) -> bool {
-    let class = |k: ResourceKind| match k {
-        ResourceKind::Buffer | ResourceKind::LinearImage => 0,
-        ResourceKind::OptimalImage => 1,
-        ResourceKind::Unknown => 2,
-    };
-    class(a) != class(b) || class(a) == 2
 }
 
 fn add_stats(total: &mut DefragStats, s: &DefragStats) {
@@ -640,7 +622,7 @@ impl State {
             orphans: Vec::new(),
             sessions_dropped_mid_pass: 0,
             stale_moves: Vec::new(),
-            ranges: BTreeMap::new(),
+            ranges: Ranges::new(granularity),
             defrag_totals: DefragStats::default(),
             snapshot: Snapshot::default(),
             ops: 0,
@@ -649,61 +631,16 @@ impl State {
 
     // ---- ranges ----
 
-    /// Records a range the allocator holds for us, checking it against its
-    /// neighbours: no overlap, no granularity page shared by conflicting
-    /// kinds.
     fn claim(&mut self, key: Key, size: u64, kind: ResourceKind, what: &str) {
-        let (memory, offset) = key;
-        let end = offset
-            .checked_add(size)
-            .unwrap_or_else(|| panic!("{what} at {offset} +{size} ends past u64::MAX"));
-        let page = self.granularity.max(1);
-        if let Some((&(m, o), s)) = self.ranges.range(..=key).next_back() {
-            if m == memory {
-                assert!(
-                    o + s.size <= offset,
-                    "{what} [{offset}, +{size}) overlaps [{o}, +{}) in {memory:?}",
-                    s.size
-                );
-                if page > 1 && conflicts(s.kind, kind) {
-                    assert!(
-                        (o + s.size - 1) / page < offset / page,
-                        "{what} [{offset}, +{size}) {kind:?} shares a {page}-byte page with [{o}, +{}) {:?}",
-                        s.size,
-                        s.kind
-                    );
-                }
-            }
-        }
-        if let Some((&(m, o), s)) = self.ranges.range(key..).next() {
-            if m == memory {
-                assert!(
-                    end <= o,
-                    "{what} [{offset}, +{size}) overlaps [{o}, +{}) in {memory:?}",
-                    s.size
-                );
-                if page > 1 && conflicts(s.kind, kind) {
-                    assert!(
-                        (end - 1) / page < o / page,
-                        "{what} [{offset}, +{size}) {kind:?} shares a {page}-byte page with [{o}, +{}) {:?}",
-                        s.size,
-                        s.kind
-                    );
-                }
-            }
-        }
-        self.ranges.insert(key, Span { size, kind });
+        self.ranges.claim(key, size, kind, what);
     }
 
     fn release(&mut self, key: Key) {
-        assert!(
-            self.ranges.remove(&key).is_some(),
-            "range {key:?} missing from the shadow"
-        );
+        self.ranges.release(key);
     }
 
     fn key(a: &Allocation) -> Key {
-        (a.memory(), a.offset())
+        ops::key(a)
     }
 
     // ---- indices ----
@@ -744,7 +681,6 @@ impl State {
     // ---- operations ----
 
     fn apply(&mut self, op: Op) {
-        self.ops += 1;
         match op {
             Op::Allocate(req) => self.allocate(req),
             Op::Pass {
@@ -1044,60 +980,13 @@ impl State {
                     self.check();
                 }
             }
-            Op::Trim => {
-                self.allocator.trim();
-                self.orphans_ended();
-            }
-            Op::BeginFrame => {
-                self.allocator.begin_frame();
-                self.orphans_ended();
-            }
-            Op::Statistics => {
-                let stats = self.allocator.statistics();
-                let heaps: u64 = stats.heaps.iter().map(|h| h.usage.allocation_count).sum();
-                let types: u64 = stats.types.iter().map(|t| t.usage.allocation_count).sum();
-                assert_eq!(heaps, stats.total.allocation_count);
-                assert_eq!(types, stats.total.allocation_count);
-                assert!(stats.total.allocation_bytes <= stats.total.block_bytes);
-                assert_eq!(
-                    stats.defragmentation, self.defrag_totals,
-                    "the allocator's defragmentation totals"
-                );
-                for s in &self.sessions {
-                    assert_eq!(s.defrag.statistics(), s.stats, "a session's totals");
-                }
-            }
-            Op::DetailedStatistics => {
-                let details = self.allocator.detailed_statistics();
-                let count: usize = details
-                    .lists
-                    .iter()
-                    .flat_map(|l| &l.blocks)
-                    .map(|b| b.allocations.len())
-                    .sum();
-                assert_eq!(count as u64, self.expected_count(), "detailed statistics");
-                let members: usize = self.groups.iter().map(|g| g.group.members().len()).sum();
-                assert_eq!(
-                    details.alias_member_count, members as u64,
-                    "alias members in the detailed statistics"
-                );
-                let saved: u64 = self.groups.iter().map(|g| g.group.bytes_saved()).sum();
-                // The statistics subtract each group's range (padding and
-                // margins included), `bytes_saved` its size as asked.
-                assert!(details.aliased_bytes_saved <= saved, "aliased bytes saved");
-            }
-            Op::Json => {
-                let json = self.allocator.to_json();
-                serde_json::from_str::<serde_json::Value>(&json).expect("to_json is JSON");
-            }
-            Op::Leaks => {
-                let leaks = self.allocator.leaks();
-                self.orphans_ended();
-                assert_eq!(leaks.len() as u64, self.expected_count(), "leaks");
-            }
-            Op::CheckCorruption => {
-                assert_eq!(self.allocator.check_corruption(), 0, "corruption found");
-            }
+            Op::Trim
+            | Op::BeginFrame
+            | Op::Statistics
+            | Op::DetailedStatistics
+            | Op::Json
+            | Op::Leaks
+            | Op::CheckCorruption => unreachable!("the interpreter runs the common operations"),
             Op::Snapshot => {
                 self.allocator.refresh_snapshot(&mut self.snapshot);
                 let fresh = self.allocator.snapshot();
@@ -1148,12 +1037,8 @@ impl State {
             Err(_) => return,
         };
         let a = handle.allocation();
-        assert_eq!(a.size(), desc.size, "size");
+        ops::check_new(a, &desc);
         let alignment = desc.alignment.max(1);
-        assert_eq!(a.offset() % alignment, 0, "alignment of {desc:?}");
-        assert_ne!(desc.memory_type_bits & (1 << a.memory_type()), 0);
-        assert_eq!(a.kind(), desc.kind);
-        assert_eq!(a.pool(), desc.options.pool, "pool");
         let id = a.id().0;
         assert!(
             self.find_live(id).is_none() && self.records().all(|r| r.id != id),
@@ -2138,45 +2023,110 @@ impl State {
     fn expected_count(&self) -> u64 {
         (self.live.len() + self.groups.len() + self.records().filter(|r| r.counted).count()) as u64
     }
+}
+
+impl Target for State {
+    const NAME: &'static str = "allocator_defrag";
+    type Setup = Setup;
+    type Op = Op;
+
+    fn new(setup: &Setup) -> Option<State> {
+        State::new(setup)
+    }
+
+    /// The pool the setup asks for, then the fragmentation.
+    fn start(&mut self, setup: &Setup) {
+        if let Some(pool) = setup.pool {
+            self.create_pool(pool);
+        }
+        self.fill(setup.prefill);
+        if let Some(fill) = setup.prefill2 {
+            self.fill(fill);
+        }
+        self.check();
+    }
+
+    fn common(op: Op) -> Result<Common, Op> {
+        Ok(match op {
+            Op::Trim => Common::Trim,
+            Op::BeginFrame => Common::BeginFrame,
+            Op::Statistics => Common::Statistics,
+            Op::DetailedStatistics => Common::DetailedStatistics,
+            Op::Json => Common::Json,
+            Op::Leaks => Common::Leaks,
+            Op::CheckCorruption => Common::CheckCorruption,
+            op => return Err(op),
+        })
+    }
+
+    fn apply(&mut self, op: Op, number: u64) {
+        self.ops = number;
+        State::apply(self, op);
+    }
+
+    fn allocator(&self) -> &Alloc {
+        &self.allocator
+    }
+
+    fn expected_count(&self) -> u64 {
+        State::expected_count(self)
+    }
+
+    /// The allocator ended the open passes of dropped sessions, if any.
+    fn settled(&mut self) {
+        self.orphans_ended();
+    }
+
+    fn check_statistics(&self, stats: &Statistics) {
+        assert_eq!(
+            stats.defragmentation, self.defrag_totals,
+            "the allocator's defragmentation totals"
+        );
+        for s in &self.sessions {
+            assert_eq!(s.defrag.statistics(), s.stats, "a session's totals");
+        }
+    }
+
+    fn check_details(&self, details: &DetailedStatistics) {
+        let members: usize = self.groups.iter().map(|g| g.group.members().len()).sum();
+        assert_eq!(
+            details.alias_member_count, members as u64,
+            "alias members in the detailed statistics"
+        );
+        let saved: u64 = self.groups.iter().map(|g| g.group.bytes_saved()).sum();
+        // The statistics subtract each group's range (padding and
+        // margins included), `bytes_saved` its size as asked.
+        assert!(details.aliased_bytes_saved <= saved, "aliased bytes saved");
+    }
 
     fn check(&self) {
-        if let Err(e) = self.allocator.validate() {
-            panic!("validate: {e}");
-        }
         if let Err(e) = self.other.validate() {
             panic!("validate (other allocator): {e}");
         }
-        assert_eq!(self.sim.violations(), 0, "{:?}", self.sim.violation_log());
-        let stats = self.allocator.statistics();
+        let counted = self.allocator.statistics().total.allocation_count;
         assert_eq!(
-            stats.total.allocation_count,
+            counted,
             self.expected_count(),
             "allocation count: {} live, {} groups, records {:?}",
             self.live.len(),
             self.groups.len(),
             self.records().collect::<Vec<_>>()
         );
-        assert_eq!(stats.corruptions_detected, 0, "corruption detected");
-        for (p, shadow) in self.pools.iter().enumerate() {
-            if !shadow.live {
-                continue;
-            }
-            let pool = stats
-                .pools
-                .iter()
-                .find(|s| s.index == shadow.id.index())
-                .unwrap_or_else(|| panic!("pool {p} missing from the statistics"));
+        let pools = self
+            .pools
+            .iter()
+            .enumerate()
+            .filter(|(_, shadow)| shadow.live);
+        let pools = pools.map(|(p, shadow)| {
             let expected = self.live.iter().filter(|l| l.pool == Some(p)).count()
                 + self.groups.iter().filter(|g| g.pool == Some(p)).count()
                 + self
                     .records()
                     .filter(|r| r.counted && r.pool == Some(p))
                     .count();
-            assert_eq!(
-                pool.usage.allocation_count, expected as u64,
-                "pool {p} count"
-            );
-        }
+            (p, shadow.id, expected as u64)
+        });
+        ops::check_allocator(&self.allocator, &self.sim, self.expected_count(), pools);
         for i in 0..self.live.len() {
             self.check_written(i);
         }
@@ -2238,23 +2188,5 @@ impl State {
 /// the checks after each, then the end (sessions ended, everything freed,
 /// the leak report checked).
 pub fn run(input: Input) {
-    let Some(mut state) = State::new(&input.setup) else {
-        crate::count("allocator_defrag", 0);
-        return;
-    };
-    if let Some(pool) = input.setup.pool {
-        state.create_pool(pool);
-    }
-    state.fill(input.setup.prefill);
-    if let Some(fill) = input.setup.prefill2 {
-        state.fill(fill);
-    }
-    state.check();
-    for op in input.ops {
-        state.apply(op);
-        state.check();
-    }
-    let ops = state.ops;
-    state.finish();
-    crate::count("allocator_defrag", ops);
+    interpreter::run::<State>(input.0);
 }

@@ -15,10 +15,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use crate::handle::{kind, small_runs_from, Handle};
+use crate::interpreter::{self, Target};
+use crate::ops::{self, Alloc, Common, Ranges, Sim};
 use arbitrary::Arbitrary;
-use vkalloc::device::{
-    DedicatedResource, DedicatedTo, DeviceError, DeviceMemory, MemoryPropertyFlags,
-};
+use vkalloc::device::{DedicatedResource, DedicatedTo, DeviceError, MemoryPropertyFlags};
 use vkalloc::select::TypeFlags;
 use vkalloc::sim::{self, FailurePlan, GpuTable, SimDevice};
 use vkalloc::{
@@ -31,9 +31,6 @@ use vkalloc::{
 //
 // Every call into `Allocator` goes through these helpers, so a change of the
 // public API is an edit here.
-
-type Sim = Arc<SimDevice>;
-type Alloc = Allocator<Sim>;
 
 fn new_allocator(sim: &Sim, desc: AllocatorDesc) -> Result<Alloc, Error> {
     Allocator::new(Arc::clone(sim), desc)
@@ -111,12 +108,12 @@ const MAX_IO: usize = 64;
 /// so the target now goes through them.
 const AVOID_KNOWN_FINDINGS: bool = false;
 
+/// The target's input: a setup, then its operations (as the interpreter's
+/// input, which it decodes the same as).
 #[derive(Arbitrary, Debug)]
-pub struct Input {
-    setup: Setup,
-    ops: Vec<Op>,
-}
+pub struct Input(interpreter::Input<Setup, Op>);
 
+/// What the allocators and the simulated device start from.
 #[derive(Arbitrary, Debug)]
 struct Setup {
     /// Index into `sim::all_tables()`, modulo their number.
@@ -349,6 +346,7 @@ impl Offset {
     }
 }
 
+/// One operation of the input.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Op {
     Allocate(Req),
@@ -429,13 +427,11 @@ struct State {
     /// Allocations lost to a refused free (still live in the allocator).
     leaked: u64,
     leaked_by_pool: HashMap<usize, u64>,
-    /// Live ranges by memory object and offset, with their sizes, to check
-    /// that none overlap.
-    ranges: BTreeMap<(DeviceMemory, u64), u64>,
+    /// Live ranges by memory object and offset, to check that none overlap.
+    ranges: Ranges,
     /// Every pool id made, live or destroyed.
     pool_ids: Vec<PoolId>,
     pool_live: Vec<bool>,
-    ops: u64,
 }
 
 fn tables() -> &'static [GpuTable] {
@@ -488,10 +484,9 @@ impl State {
             stale: Vec::new(),
             leaked: 0,
             leaked_by_pool: HashMap::new(),
-            ranges: BTreeMap::new(),
+            ranges: Ranges::new(1),
             pool_ids: Vec::new(),
             pool_live: Vec::new(),
-            ops: 0,
         })
     }
 
@@ -504,7 +499,6 @@ impl State {
     }
 
     fn apply(&mut self, op: Op) {
-        self.ops += 1;
         match op {
             Op::Allocate(req) => self.allocate(req, false),
             Op::AllocateMapped(req) => self.allocate(req, true),
@@ -693,8 +687,13 @@ impl State {
                     Err(e) => panic!("reset_pool: unexpected {e:?}"),
                 }
             }
-            Op::Trim => self.allocator.trim(),
-            Op::BeginFrame => self.allocator.begin_frame(),
+            Op::Trim
+            | Op::BeginFrame
+            | Op::Statistics
+            | Op::DetailedStatistics
+            | Op::Json
+            | Op::Leaks
+            | Op::CheckCorruption => unreachable!("the interpreter runs the common operations"),
             Op::SetFailures(failures) => self.sim.set_failure_plan(failures.plan()),
             Op::SetHeap {
                 heap,
@@ -711,37 +710,8 @@ impl State {
                 self.sim
                     .set_external_usage(h as u32, u64::from(external % 16) * 4 * MIB);
             }
-            Op::Statistics => {
-                let stats = self.allocator.statistics();
-                let heaps: u64 = stats.heaps.iter().map(|h| h.usage.allocation_count).sum();
-                let types: u64 = stats.types.iter().map(|t| t.usage.allocation_count).sum();
-                assert_eq!(heaps, stats.total.allocation_count);
-                assert_eq!(types, stats.total.allocation_count);
-                assert!(stats.total.allocation_bytes <= stats.total.block_bytes);
-            }
-            Op::DetailedStatistics => {
-                let details = self.allocator.detailed_statistics();
-                let count: usize = details
-                    .lists
-                    .iter()
-                    .flat_map(|l| &l.blocks)
-                    .map(|b| b.allocations.len())
-                    .sum();
-                assert_eq!(count as u64, self.expected_count(), "detailed statistics");
-            }
-            Op::Json => {
-                let json = self.allocator.to_json();
-                serde_json::from_str::<serde_json::Value>(&json).expect("to_json is JSON");
-            }
             Op::Summary => {
                 let _ = self.allocator.summary();
-            }
-            Op::Leaks => {
-                let leaks = self.allocator.leaks();
-                assert_eq!(leaks.len() as u64, self.expected_count(), "leaks");
-            }
-            Op::CheckCorruption => {
-                assert_eq!(self.allocator.check_corruption(), 0, "corruption found");
             }
         }
     }
@@ -807,45 +777,16 @@ impl State {
             Err(_) => return,
         };
         let a = handle.allocation();
-        assert_eq!(a.size(), desc.size, "size");
+        ops::check_new(a, &desc);
         assert_ne!(desc.size, 0);
-        if desc.alignment > 1 {
-            assert_eq!(a.offset() % desc.alignment, 0, "alignment of {desc:?}");
-        }
-        assert_ne!(
-            desc.memory_type_bits & (1 << a.memory_type()),
-            0,
-            "memory type {} outside the bits of {desc:?}",
-            a.memory_type()
-        );
-        assert_eq!(a.kind(), desc.kind);
-        assert_eq!(a.pool(), desc.options.pool, "pool");
         if mapped {
             assert!(a.is_host_visible(), "mapped memory is not host-visible");
         }
         if desc.driver_dedicated == DriverDedicated::Required {
             assert!(a.is_dedicated(), "required dedicated memory is shared");
         }
-        let end = a
-            .offset()
-            .checked_add(a.size())
-            .expect("allocation ends past u64::MAX");
-        let key = (a.memory(), a.offset());
-        if let Some((&(m, offset), &size)) = self.ranges.range(..=key).next_back() {
-            assert!(
-                m != a.memory() || offset + size <= a.offset(),
-                "{desc:?} at {} overlaps [{offset}, +{size})",
-                a.offset()
-            );
-        }
-        if let Some((&(m, offset), &size)) = self.ranges.range(key..).next() {
-            assert!(
-                m != a.memory() || end <= offset,
-                "{desc:?} at {} overlaps [{offset}, +{size})",
-                a.offset()
-            );
-        }
-        self.ranges.insert(key, a.size());
+        self.ranges
+            .claim(ops::key(a), a.size(), a.kind(), "a new allocation");
         let mut live = Live {
             handle,
             pool: pool.map(|(p, _)| p),
@@ -887,9 +828,7 @@ impl State {
 
     fn remove_live(&mut self, i: usize) -> Live {
         let live = self.live.swap_remove(i);
-        let a = live.handle.allocation();
-        let removed = self.ranges.remove(&(a.memory(), a.offset()));
-        assert!(removed.is_some(), "a live allocation missing from the map");
+        self.ranges.release(ops::key(live.handle.allocation()));
         live
     }
 
@@ -925,28 +864,61 @@ impl State {
     fn expected_count(&self) -> u64 {
         self.live.len() as u64 + self.leaked
     }
+}
+
+impl Target for State {
+    const NAME: &'static str = "allocator_sim";
+    type Setup = Setup;
+    type Op = Op;
+
+    fn new(setup: &Setup) -> Option<State> {
+        State::new(setup)
+    }
+
+    fn common(op: Op) -> Result<Common, Op> {
+        Ok(match op {
+            Op::Trim => Common::Trim,
+            Op::BeginFrame => Common::BeginFrame,
+            Op::Statistics => Common::Statistics,
+            Op::DetailedStatistics => Common::DetailedStatistics,
+            Op::Json => Common::Json,
+            Op::Leaks => Common::Leaks,
+            Op::CheckCorruption => Common::CheckCorruption,
+            op => return Err(op),
+        })
+    }
+
+    fn apply(&mut self, op: Op, _number: u64) {
+        State::apply(self, op);
+    }
+
+    fn allocator(&self) -> &Alloc {
+        &self.allocator
+    }
+
+    fn expected_count(&self) -> u64 {
+        State::expected_count(self)
+    }
 
     /// Checks everything after an operation.
     fn check(&self) {
-        if let Err(e) = self.allocator.validate() {
-            panic!("validate: {e}");
-        }
-        assert_eq!(self.sim.violations(), 0, "{:?}", self.sim.violation_log());
-        let stats = self.allocator.statistics();
-        assert_eq!(stats.total.allocation_count, self.expected_count());
-        assert_eq!(stats.corruptions_detected, 0, "corruption detected");
-        let live_pools = self.pool_live.iter().filter(|&&live| live).count();
-        assert_eq!(stats.pools.len(), live_pools, "live pools");
-        for (p, &id) in self.pool_ids.iter().enumerate() {
-            if !self.pool_live[p] {
-                continue;
-            }
-            let pool = stats.pools.iter().find(|s| s.index == id.index());
-            let pool = pool.unwrap_or_else(|| panic!("pool {p} missing from the statistics"));
+        let pools = self
+            .pool_ids
+            .iter()
+            .enumerate()
+            .filter(|&(p, _)| self.pool_live[p]);
+        let pools = pools.map(|(p, &id)| {
             let expected = self.live.iter().filter(|l| l.pool == Some(p)).count() as u64
                 + self.leaked_by_pool.get(&p).copied().unwrap_or(0);
-            assert_eq!(pool.usage.allocation_count, expected, "pool {p} count");
-        }
+            (p, id, expected)
+        });
+        ops::check_allocator(&self.allocator, &self.sim, self.expected_count(), pools);
+        let live_pools = self.pool_live.iter().filter(|&&live| live).count();
+        assert_eq!(
+            self.allocator.statistics().pools.len(),
+            live_pools,
+            "live pools"
+        );
         for i in 0..self.live.len() {
             self.check_written(i);
         }
@@ -977,16 +949,6 @@ impl State {
 
 /// Runs one input: the setup, every operation with the checks after each,
 /// then the end (everything freed, no device memory left).
-pub fn run(input: &Input) {
-    let Some(mut state) = State::new(&input.setup) else {
-        crate::count("allocator_sim", 0);
-        return;
-    };
-    for &op in &input.ops {
-        state.apply(op);
-        state.check();
-    }
-    let ops = state.ops;
-    state.finish();
-    crate::count("allocator_sim", ops);
+pub fn run(input: Input) {
+    interpreter::run::<State>(input.0);
 }

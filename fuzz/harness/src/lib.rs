@@ -16,8 +16,12 @@ pub mod allocator_defrag;
 pub mod allocator_sim;
 #[cfg(feature = "allocator")]
 pub mod handle;
+#[cfg(feature = "allocator")]
+pub mod interpreter;
 #[cfg(feature = "ktx2")]
 pub mod ktx2;
+#[cfg(feature = "allocator")]
+pub mod ops;
 #[cfg(feature = "allocator")]
 pub mod range;
 

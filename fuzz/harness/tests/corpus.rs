@@ -66,7 +66,7 @@ fn range_linear_corpus() {
 
 #[test]
 fn allocator_sim_corpus() {
-    let ran = replay("corpus/allocator_sim", |input| allocator_sim::run(&input));
+    let ran = replay("corpus/allocator_sim", allocator_sim::run);
     assert!(ran > 0, "no allocator_sim corpus file decodes");
 }
 
