@@ -28,7 +28,7 @@ use std::sync::{Mutex, OnceLock};
 
 use ash::vk;
 use ash::vk::Handle;
-use gpu_bootstrap::{BootstrapError, DevicePick};
+use gpu_bootstrap::{BootstrapError, DeviceDesc, DevicePick, DeviceSupport, QueueRequest};
 
 use crate::clock;
 
@@ -544,30 +544,27 @@ impl VulkanContext {
             } else {
                 format!("driver version {:#x}", props.driver_version)
             };
-            let extensions = instance
-                .enumerate_device_extension_properties(pd)
-                .unwrap_or_default();
-            let has_budget = extensions
-                .iter()
-                .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
-            let memory_budget = want_memory_budget && has_budget;
+            let support = DeviceSupport::query(instance, pd, vk::API_VERSION_1_3)
+                .map_err(|e| e.to_string())?;
+            let memory_budget =
+                want_memory_budget && support.has_extension(ash::ext::memory_budget::NAME);
             let mem = instance.get_physical_device_memory_properties(pd);
 
-            let priorities = [1.0f32];
-            let queue = [vk::DeviceQueueCreateInfo::default()
-                .queue_family_index(0)
-                .queue_priorities(&priorities)];
-            let ext_names: Vec<*const c_char> = if memory_budget {
-                vec![ash::ext::memory_budget::NAME.as_ptr()]
+            let extensions: &[&CStr] = if memory_budget {
+                &[ash::ext::memory_budget::NAME]
             } else {
-                Vec::new()
+                &[]
             };
-            let create = vk::DeviceCreateInfo::default()
-                .queue_create_infos(&queue)
-                .enabled_extension_names(&ext_names);
-            let plain = instance
-                .create_device(pd, &create, None)
-                .map_err(|e| format!("vkCreateDevice failed: {e}"))?;
+            let desc = DeviceDesc {
+                queues: &[QueueRequest {
+                    family: 0,
+                    count: 1,
+                }],
+                extensions,
+                ..DeviceDesc::default()
+            };
+            let plain = gpu_bootstrap::create_device(instance, &support, &desc)
+                .map_err(|e| e.to_string())?;
             let handle = plain.handle();
             let gdpa = instance.fp_v1_0().get_device_proc_addr;
             let lookup = |name: &CStr| -> *const c_void {

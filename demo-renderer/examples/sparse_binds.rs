@@ -20,7 +20,9 @@
 use std::time::Instant;
 
 use ash::vk;
-use gpu_bootstrap::{BootstrapError, DevicePick, InstanceDesc};
+use gpu_bootstrap::{
+    BootstrapError, DeviceDesc, DevicePick, DeviceSupport, Feature, InstanceDesc, QueueRequest,
+};
 
 /// Tiles bound by each shape.
 const TILES: u32 = 256;
@@ -115,23 +117,17 @@ impl Bench {
                     BootstrapError::NoDevice => "no Vulkan device".to_string(),
                     e => e.to_string(),
                 })?;
-        // SAFETY: plain queries on a live physical device.
-        let (props, features, families) = unsafe {
-            (
-                instance.get_physical_device_properties(pick),
-                instance.get_physical_device_features(pick),
-                instance.get_physical_device_queue_family_properties(pick),
-            )
-        };
-        let name = props
-            .device_name_as_c_str()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        // SAFETY: `pick` came from this live instance, created at Vulkan 1.3.
+        let support = unsafe { DeviceSupport::query(instance, pick, vk::API_VERSION_1_3) }
+            .map_err(|e| e.to_string())?;
+        let (props, families) = (support.properties, &support.queue_families);
+        let name = support.name();
         println!("device: {name}");
         for (i, f) in families.iter().enumerate() {
             println!("queue family {i}: {:?} x{}", f.queue_flags, f.queue_count);
         }
-        if features.sparse_binding == 0 || features.sparse_residency_image2_d == 0 {
+        let sparse = [Feature::SparseBinding, Feature::SparseResidencyImage2D];
+        if !sparse.iter().all(|&f| support.supports(f)) {
             return Err(format!("{name}: no sparse residency of 2D images"));
         }
         let family = families
@@ -141,26 +137,20 @@ impl Bench {
                     .contains(vk::QueueFlags::GRAPHICS | vk::QueueFlags::SPARSE_BINDING)
             })
             .ok_or("no graphics queue that binds sparse memory")? as u32;
-        let enabled = vk::PhysicalDeviceFeatures::default()
-            .sparse_binding(true)
-            .sparse_residency_image2_d(true)
-            .texture_compression_bc(features.texture_compression_bc != 0);
-        let count = families[family as usize].queue_count.min(4);
-        let priorities = &[1.0f32; 4][..count as usize];
-        let queues = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(family)
-            .queue_priorities(priorities)];
-        // SAFETY: a valid create info whose pointers outlive the call.
-        let device = unsafe {
-            instance.create_device(
-                pick,
-                &vk::DeviceCreateInfo::default()
-                    .queue_create_infos(&queues)
-                    .enabled_features(&enabled),
-                None,
-            )
+        let bc = support.supports(Feature::TextureCompressionBc);
+        let mut features = sparse.to_vec();
+        if bc {
+            features.push(Feature::TextureCompressionBc);
         }
-        .map_err(|e| format!("vkCreateDevice: {e}"))?;
+        let count = families[family as usize].queue_count.min(4);
+        let desc = DeviceDesc {
+            queues: &[QueueRequest { family, count }],
+            features: &features,
+            ..DeviceDesc::default()
+        };
+        // SAFETY: `instance` is the live instance `support` was queried from.
+        let device = unsafe { gpu_bootstrap::create_device(instance, &support, &desc) }
+            .map_err(|e| e.to_string())?;
         // SAFETY: the family was created with `count` queues.
         let queue = unsafe { device.get_device_queue(family, 0) };
         // SAFETY: as above.
@@ -169,7 +159,7 @@ impl Bench {
         let all = (0..count)
             .map(|i| unsafe { device.get_device_queue(family, i) })
             .collect();
-        let format = if features.texture_compression_bc != 0 {
+        let format = if bc {
             vk::Format::BC7_UNORM_BLOCK
         } else {
             vk::Format::R8G8B8A8_UNORM

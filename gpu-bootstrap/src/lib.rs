@@ -6,9 +6,12 @@
 //! Each caller's differences (API version, application name, whether a missing
 //! validation layer is an error, whether the messenger also reports instance
 //! creation, which device is picked) are typed options of [`InstanceDesc`] and
-//! [`DevicePick`], not copies of this code. Device creation stays with each
-//! caller: the features, extensions and queues they enable have nothing in
-//! common.
+//! [`DevicePick`], not copies of this code. The logical device is one builder
+//! too: [`DeviceSupport`] says what a physical device supports, each caller
+//! decides from it which queues, extensions and [`Feature`]s it asks for, and
+//! [`create_device`] checks them (a missing one is
+//! [`BootstrapError::Unsupported`], naming it), chains the feature structs the
+//! device's API version allows, and creates the device.
 //!
 //! The allocator's own examples (`allocator/examples/`) do not use this crate:
 //! they build from the packaged `vkalloc` alone, so they keep a minimal
@@ -16,9 +19,11 @@
 
 #![warn(missing_docs)]
 
+mod device;
 mod instance;
 mod pick;
 
+pub use device::{create_device, DeviceDesc, DeviceSupport, Feature, QueueRequest};
 pub use instance::{
     create_instance, load_entry, ApiVersion, InstanceDesc, Messenger, Validation, VulkanInstance,
 };
@@ -55,6 +60,26 @@ pub enum BootstrapError {
         index: usize,
         /// How many devices there are.
         count: usize,
+    },
+    /// The device lacks features or extensions the caller asked for.
+    #[error("{device} (Vulkan {api_version}) does not support {}: pick another device, or update its driver", missing.join(", "))]
+    Unsupported {
+        /// `deviceName`.
+        device: String,
+        /// The API version the instance and the device share.
+        api_version: String,
+        /// The missing features (by their Vulkan names) and extensions.
+        missing: Vec<String>,
+    },
+    /// A queue family the device does not have, or more queues than it has.
+    #[error("queue family {family} with {count} queues: the device has no such family or fewer queues in it ({families} families; pick a family from the device's queue family properties)")]
+    NoQueueFamily {
+        /// The family asked for.
+        family: u32,
+        /// The queues asked for.
+        count: u32,
+        /// How many families the device has.
+        families: usize,
     },
     /// A Vulkan call failed.
     #[error("{call} failed: {result} (the driver refused it; run with the validation layer to learn why)")]

@@ -31,7 +31,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use ash::vk;
-use gpu_bootstrap::{ApiVersion, BootstrapError, DevicePick, InstanceDesc, Messenger, Validation};
+use gpu_bootstrap::{
+    ApiVersion, BootstrapError, DeviceDesc, DevicePick, DeviceSupport, Feature, InstanceDesc,
+    Messenger, QueueRequest, Validation,
+};
 use parking_lot::Mutex;
 use vkalloc::vk::{AshDevice, AshDeviceOptions};
 use vkalloc::{Allocator, AllocatorDesc, LeakReport};
@@ -91,6 +94,10 @@ pub enum HarnessError {
     /// The device has no queue that can copy.
     #[error("device {0} has no queue family with graphics, compute or transfer support")]
     NoQueue(String),
+    /// The device lacks a feature, extension or queue the harness asked for
+    /// (the message names it).
+    #[error(transparent)]
+    Device(BootstrapError),
     /// A Vulkan call failed.
     #[error("{call} failed: {result}")]
     Vulkan {
@@ -132,6 +139,9 @@ fn bootstrap_err(e: BootstrapError) -> HarnessError {
         BootstrapError::Vulkan { call, result } => HarnessError::Vulkan { call, result },
         BootstrapError::BadDeviceIndex { index, count } => {
             HarnessError::BadDeviceIndex { index, count }
+        }
+        e @ (BootstrapError::Unsupported { .. } | BootstrapError::NoQueueFamily { .. }) => {
+            HarnessError::Device(e)
         }
     }
 }
@@ -370,17 +380,14 @@ impl GpuContext {
         let (_, physical_device) =
             gpu_bootstrap::pick_physical_device(&instance, DevicePick::Index(index))
                 .map_err(bootstrap_err)?;
-        // SAFETY: `physical_device` came from this live instance.
-        let (properties, memory_properties, families, device_extensions) = unsafe {
-            (
-                instance.get_physical_device_properties(physical_device),
-                instance.get_physical_device_memory_properties(physical_device),
-                instance.get_physical_device_queue_family_properties(physical_device),
-                instance
-                    .enumerate_device_extension_properties(physical_device)
-                    .map_err(vk_err("vkEnumerateDeviceExtensionProperties"))?,
-            )
-        };
+        // SAFETY: `physical_device` came from this live instance, created at
+        // `api_version`.
+        let support = unsafe { DeviceSupport::query(&instance, physical_device, api_version) }
+            .map_err(bootstrap_err)?;
+        // SAFETY: as above.
+        let memory_properties =
+            unsafe { instance.get_physical_device_memory_properties(physical_device) };
+        let properties = support.properties;
         let name = name_of(&properties.device_name);
         if properties.api_version < vk::API_VERSION_1_1 {
             return Err(HarnessError::TooOld {
@@ -388,7 +395,9 @@ impl GpuContext {
                 version: version_string(properties.api_version),
             });
         }
-        let api_version = api_version.min(properties.api_version);
+        // The version both the instance and the device have: what the feature
+        // structs and the allocator's options go by.
+        let api_version = support.api_version;
 
         // Prefer a family that does everything, then compute, then transfer.
         let family_score = |flags: vk::QueueFlags| {
@@ -402,7 +411,8 @@ impl GpuContext {
                 0
             }
         };
-        let queue_family = families
+        let queue_family = support
+            .queue_families
             .iter()
             .enumerate()
             .filter(|(_, f)| f.queue_count > 0 && family_score(f.queue_flags) > 0)
@@ -411,84 +421,40 @@ impl GpuContext {
             .ok_or_else(|| HarnessError::NoQueue(name.clone()))?;
 
         // --- device --------------------------------------------------------
-        let memory_budget = device_extensions
-            .iter()
-            .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
-        let mut device_extension_names: Vec<*const c_char> = Vec::new();
-        if memory_budget {
-            device_extension_names.push(ash::ext::memory_budget::NAME.as_ptr());
-        }
-        let priorities = [1.0f32];
-        let queue_infos = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(queue_family)
-            .queue_priorities(&priorities)];
         // Timeline semaphores (core in 1.2) where the device has them: the
         // deferred-destruction tests count GPU progress with one. Memory
         // priority and pageable device-local memory where the driver offers
         // them (the sparse lavapipe, the H200): the priority tests use them.
-        let has_extension = |name: &CStr| {
-            device_extensions
-                .iter()
-                .any(|e| e.extension_name_as_c_str() == Ok(name))
-        };
-        let priority_ext = has_extension(ash::ext::memory_priority::NAME);
-        let pageable_ext =
-            priority_ext && has_extension(ash::ext::pageable_device_local_memory::NAME);
-        let mut supported12 = vk::PhysicalDeviceVulkan12Features::default();
-        let mut supported_priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
-        let mut supported_pageable =
-            vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
-        if api_version >= vk::API_VERSION_1_2 {
-            let mut features2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut supported12);
-            if priority_ext {
-                features2 = features2.push_next(&mut supported_priority);
-            }
-            if pageable_ext {
-                features2 = features2.push_next(&mut supported_pageable);
-            }
-            // SAFETY: the physical device belongs to the live 1.2+ instance;
-            // each chained struct's extension is offered by the device.
-            unsafe { instance.get_physical_device_features2(physical_device, &mut features2) };
-        }
-        let timeline_semaphore = supported12.timeline_semaphore == vk::TRUE;
-        let memory_priority = priority_ext && supported_priority.memory_priority == vk::TRUE;
-        let pageable = memory_priority
-            && pageable_ext
-            && supported_pageable.pageable_device_local_memory == vk::TRUE;
-        if memory_priority {
-            device_extension_names.push(ash::ext::memory_priority::NAME.as_ptr());
-        }
-        if pageable {
-            device_extension_names.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
-        }
         // Exporting and importing file descriptors, where the driver can.
-        let external_memory_fd = has_extension(ash::khr::external_memory_fd::NAME);
+        let memory_budget = support.has_extension(ash::ext::memory_budget::NAME);
+        let external_memory_fd = support.has_extension(ash::khr::external_memory_fd::NAME);
+        let timeline_semaphore = support.supports(Feature::TimelineSemaphore);
+        let memory_priority = support.supports(Feature::MemoryPriority);
+        let pageable = memory_priority && support.supports(Feature::PageableDeviceLocalMemory);
+        let mut extensions = Vec::new();
+        if memory_budget {
+            extensions.push(ash::ext::memory_budget::NAME);
+        }
         if external_memory_fd {
-            device_extension_names.push(ash::khr::external_memory_fd::NAME.as_ptr());
+            extensions.push(ash::khr::external_memory_fd::NAME);
         }
-        let mut features12 =
-            vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(timeline_semaphore);
-        let mut enable_priority =
-            vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
-        let mut enable_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default()
-            .pageable_device_local_memory(true);
-        let mut device_info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queue_infos)
-            .enabled_extension_names(&device_extension_names);
-        if api_version >= vk::API_VERSION_1_2 {
-            device_info = device_info.push_next(&mut features12);
-        }
-        if memory_priority {
-            device_info = device_info.push_next(&mut enable_priority);
-        }
-        if pageable {
-            device_info = device_info.push_next(&mut enable_pageable);
-        }
-        // SAFETY: the physical device belongs to the live instance; the
-        // family index and extensions were read from it; the create info
-        // outlives the call.
-        let device = unsafe { instance.create_device(physical_device, &device_info, None) }
-            .map_err(vk_err("vkCreateDevice"))?;
+        let wanted = [
+            (timeline_semaphore, Feature::TimelineSemaphore),
+            (memory_priority, Feature::MemoryPriority),
+            (pageable, Feature::PageableDeviceLocalMemory),
+        ];
+        let features: Vec<Feature> = wanted.iter().filter(|w| w.0).map(|w| w.1).collect();
+        let device_desc = DeviceDesc {
+            queues: &[QueueRequest {
+                family: queue_family,
+                count: 1,
+            }],
+            extensions: &extensions,
+            features: &features,
+        };
+        // SAFETY: `instance` is the live instance `support` was queried from.
+        let device = unsafe { gpu_bootstrap::create_device(&instance, &support, &device_desc) }
+            .map_err(bootstrap_err)?;
         partial.device = Some(device.clone());
 
         // SAFETY: the device was created with one queue in `queue_family`.

@@ -15,12 +15,15 @@
 //! Run: `VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
 //! VKALLOC_REQUIRE_VALIDATION=1 cargo test -p gpu-tests --test adversary_vk`.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ash::vk;
-use gpu_bootstrap::{ApiVersion, DevicePick, InstanceDesc, Messenger, Validation};
+use gpu_bootstrap::{
+    ApiVersion, DeviceDesc, DevicePick, DeviceSupport, Feature, InstanceDesc, Messenger,
+    QueueRequest, Validation,
+};
 use gpu_tests::resources::image_info;
 use gpu_tests::GpuContext;
 use vkalloc::device::MemoryDevice;
@@ -180,19 +183,20 @@ impl OwnDevice {
         let (instance, debug) = (created.instance, created.debug.expect("messenger"));
         let (_, pd) =
             gpu_bootstrap::pick_physical_device(&instance, DevicePick::Index(0)).expect("devices");
-        let priorities = [1.0f32];
-        let queues = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(0)
-            .queue_priorities(&priorities)];
-        let mut v12 = vk::PhysicalDeviceVulkan12Features::default().buffer_device_address(true);
-        let no_exts: [*const c_char; 0] = [];
-        let device_info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queues)
-            .enabled_extension_names(&no_exts)
-            .push_next(&mut v12);
-        // SAFETY: lavapipe supports bufferDeviceAddress; family 0 exists.
-        let device =
-            unsafe { instance.create_device(pd, &device_info, None) }.expect("vkCreateDevice");
+        // SAFETY: `pd` came from this live instance, created at Vulkan 1.2.
+        let support = unsafe { DeviceSupport::query(&instance, pd, vk::API_VERSION_1_2) }
+            .expect("device support");
+        let device_desc = DeviceDesc {
+            queues: &[QueueRequest {
+                family: 0,
+                count: 1,
+            }],
+            features: &[Feature::BufferDeviceAddress],
+            ..DeviceDesc::default()
+        };
+        // SAFETY: `instance` is the live instance `support` was queried from.
+        let device = unsafe { gpu_bootstrap::create_device(&instance, &support, &device_desc) }
+            .expect("a device with bufferDeviceAddress");
         // SAFETY: the device is of `pd` of `instance`, Vulkan 1.2; both outlive
         // the allocator (dropped first in `finish`).
         let allocator =

@@ -6,9 +6,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use ash::vk;
-use gpu_bootstrap::{ApiVersion, BootstrapError, DevicePick, InstanceDesc, Messenger, Validation};
+use gpu_bootstrap::{
+    ApiVersion, BootstrapError, DeviceDesc, DevicePick, DeviceSupport, Feature, InstanceDesc,
+    Messenger, QueueRequest, Validation,
+};
+use Feature as F;
 
-use super::{GpuError, VkCheck};
+use super::GpuError;
 
 /// How to create a [`Context`].
 #[derive(Clone, Debug, Default)]
@@ -344,12 +348,11 @@ impl Context {
                 e => bootstrap_err(e),
             })?;
         let listing = Self::list_devices(instance).join("; ");
-        // SAFETY: `chosen` came from this instance.
-        let props = unsafe { instance.get_physical_device_properties(chosen) };
-        let name = props
-            .device_name_as_c_str()
-            .map(|c| c.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        // SAFETY: `chosen` came from this live instance, created at Vulkan 1.3.
+        let support = unsafe { DeviceSupport::query(instance, chosen, vk::API_VERSION_1_3) }
+            .map_err(bootstrap_err)?;
+        let props = support.properties;
+        let name = support.name();
         if props.api_version < vk::API_VERSION_1_3 {
             return Err(GpuError::NoDevice(format!(
                 "{name} supports Vulkan {}.{}; the demo needs 1.3 (devices: {listing})",
@@ -357,21 +360,11 @@ impl Context {
                 vk::api_version_minor(props.api_version)
             )));
         }
-        let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
-        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
-        let mut f2 = vk::PhysicalDeviceFeatures2::default()
-            .push_next(&mut f13)
-            .push_next(&mut f12);
-        // SAFETY: a valid pNext chain of feature structs.
-        unsafe { instance.get_physical_device_features2(chosen, &mut f2) };
-        let base = f2.features;
-        if f13.dynamic_rendering == 0 || f13.synchronization2 == 0 {
-            return Err(GpuError::NoDevice(format!(
-                "{name} lacks dynamicRendering or synchronization2"
-            )));
-        }
-        // SAFETY: plain query.
-        let families = unsafe { instance.get_physical_device_queue_family_properties(chosen) };
+        support
+            .require(&[F::DynamicRendering, F::Synchronization2])
+            .map_err(bootstrap_err)?;
+        let has = |f: Feature| support.supports(f);
+        let families = &support.queue_families;
         let queue_family = families
             .iter()
             .enumerate()
@@ -389,7 +382,7 @@ impl Context {
         // transfer); the graphics queue's one command buffer else, or, with
         // --tune upload-split=1, the transfer path's two submissions on the
         // graphics queue (for testing that path where there is one family).
-        let transfer = transfer_only_family(&families);
+        let transfer = transfer_only_family(families);
         let upload = match (desc.upload_queue, transfer) {
             (UploadQueue::Transfer, None) => {
                 let flags: Vec<String> = families
@@ -416,126 +409,93 @@ impl Context {
             None => None,
         };
 
-        // SAFETY: plain query.
-        let dev_exts = unsafe { instance.enumerate_device_extension_properties(chosen) }
-            .check("vkEnumerateDeviceExtensionProperties")?;
-        let has_ext = |n: &CStr| {
-            dev_exts
-                .iter()
-                .any(|e| e.extension_name_as_c_str() == Ok(n))
-        };
         let mut extensions = Vec::new();
-        if desc.surface_extensions.is_empty() {
-            // headless
-        } else {
-            extensions.push(ash::khr::swapchain::NAME.as_ptr());
+        if !desc.surface_extensions.is_empty() {
+            extensions.push(ash::khr::swapchain::NAME);
         }
-        let memory_budget = has_ext(ash::ext::memory_budget::NAME);
+        let memory_budget = support.has_extension(ash::ext::memory_budget::NAME);
         if memory_budget {
-            extensions.push(ash::ext::memory_budget::NAME.as_ptr());
+            extensions.push(ash::ext::memory_budget::NAME);
         }
         // Memory priority (render targets stay resident before textures when
         // video memory is oversubscribed) and changing it later, where the
         // driver has them.
-        let priority_ext = has_ext(ash::ext::memory_priority::NAME);
-        let pageable_ext = priority_ext && has_ext(ash::ext::pageable_device_local_memory::NAME);
-        let mut has_priority = vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default();
-        let mut has_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default();
-        {
-            let mut f2 = vk::PhysicalDeviceFeatures2::default();
-            if priority_ext {
-                f2 = f2.push_next(&mut has_priority);
-            }
-            if pageable_ext {
-                f2 = f2.push_next(&mut has_pageable);
-            }
-            // SAFETY: a valid pNext chain of the structs of extensions the device has.
-            unsafe { instance.get_physical_device_features2(chosen, &mut f2) };
-        }
-        let memory_priority = priority_ext && has_priority.memory_priority != 0;
-        let pageable_memory =
-            memory_priority && pageable_ext && has_pageable.pageable_device_local_memory != 0;
-        if memory_priority {
-            extensions.push(ash::ext::memory_priority::NAME.as_ptr());
-        }
-        if pageable_memory {
-            extensions.push(ash::ext::pageable_device_local_memory::NAME.as_ptr());
-        }
-        let mut enable_priority =
-            vk::PhysicalDeviceMemoryPriorityFeaturesEXT::default().memory_priority(true);
-        let mut enable_pageable = vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT::default()
-            .pageable_device_local_memory(true);
-
+        let memory_priority = has(F::MemoryPriority);
+        let pageable_memory = memory_priority && has(F::PageableDeviceLocalMemory);
         // Bindless materials: one array of every texture, indexed per draw and updated
         // while in use (descriptor indexing, core in Vulkan 1.2). The bindless shaders
         // also index it non-uniformly (the atlas-filtering emulation's branch, taken
         // only on request): their SPIR-V declares that capability, so the device
         // must have it.
+        const BINDLESS: [Feature; 5] = [
+            F::ShaderSampledImageArrayDynamicIndexing,
+            F::ShaderSampledImageArrayNonUniformIndexing,
+            F::RuntimeDescriptorArray,
+            F::DescriptorBindingPartiallyBound,
+            F::DescriptorBindingSampledImageUpdateAfterBind,
+        ];
         let bindless = desc.bindless
-            && base.shader_sampled_image_array_dynamic_indexing != 0
-            && f12.shader_sampled_image_array_non_uniform_indexing != 0
-            && f12.runtime_descriptor_array != 0
-            && f12.descriptor_binding_partially_bound != 0
-            && f12.descriptor_binding_sampled_image_update_after_bind != 0
+            && BINDLESS.iter().all(|&f| has(f))
             && props.limits.max_per_stage_descriptor_sampled_images >= 256;
         // Visibility shading: the id pass reads gl_PrimitiveID in its fragment
         // shader (the Geometry capability: `geometryShader`), and glslang's
         // Vulkan 1.3 compute shaders declare their group size with LocalSizeId
         // (`maintenance4`).
-        let visibility_shading = base.geometry_shader != 0 && f13.maintenance4 != 0;
+        let visibility_shading = has(F::GeometryShader) && has(F::Maintenance4);
         // Tiled streaming: sparse images whose tiles are bound one memory page at
         // a time, by vkQueueBindSparse on the graphics queue.
-        let sparse_tiles = base.sparse_binding != 0
-            && base.sparse_residency_image2_d != 0
+        let sparse_tiles = has(F::SparseBinding)
+            && has(F::SparseResidencyImage2D)
             && families[queue_family as usize]
                 .queue_flags
                 .contains(vk::QueueFlags::SPARSE_BINDING);
-        let min_lod = sparse_tiles && base.shader_resource_min_lod != 0;
-        let features = vk::PhysicalDeviceFeatures::default()
-            .sparse_binding(sparse_tiles)
-            .sparse_residency_image2_d(sparse_tiles)
-            .shader_resource_min_lod(min_lod)
-            .sampler_anisotropy(base.sampler_anisotropy != 0)
-            .texture_compression_bc(base.texture_compression_bc != 0)
-            .fragment_stores_and_atomics(base.fragment_stores_and_atomics != 0)
-            .geometry_shader(visibility_shading)
-            .shader_sampled_image_array_dynamic_indexing(bindless);
-        let mut e13 = vk::PhysicalDeviceVulkan13Features::default()
-            .dynamic_rendering(true)
-            .synchronization2(true)
-            .maintenance4(visibility_shading);
-        let mut e12 = vk::PhysicalDeviceVulkan12Features::default()
-            .shader_sampled_image_array_non_uniform_indexing(bindless)
-            .runtime_descriptor_array(bindless)
-            .descriptor_binding_partially_bound(bindless)
-            .descriptor_binding_sampled_image_update_after_bind(bindless)
-            .host_query_reset(f12.host_query_reset != 0);
-        let priorities = [1.0f32];
-        let mut queue_info = vec![vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(queue_family)
-            .queue_priorities(&priorities)];
+        let min_lod = sparse_tiles && has(F::ShaderResourceMinLod);
+        let mut features = vec![F::DynamicRendering, F::Synchronization2];
+        // Taken wherever the device has them.
+        features.extend(
+            [
+                F::SamplerAnisotropy,
+                F::TextureCompressionBc,
+                F::FragmentStoresAndAtomics,
+                F::HostQueryReset,
+            ]
+            .into_iter()
+            .filter(|&f| has(f)),
+        );
+        let wanted = [
+            (
+                sparse_tiles,
+                &[F::SparseBinding, F::SparseResidencyImage2D][..],
+            ),
+            (min_lod, &[F::ShaderResourceMinLod]),
+            (visibility_shading, &[F::GeometryShader, F::Maintenance4]),
+            (bindless, &BINDLESS),
+            (memory_priority, &[F::MemoryPriority]),
+            (pageable_memory, &[F::PageableDeviceLocalMemory]),
+        ];
+        for (on, those) in wanted {
+            if on {
+                features.extend_from_slice(those);
+            }
+        }
+        let mut queues = vec![QueueRequest {
+            family: queue_family,
+            count: 1,
+        }];
         if let Some((f, _)) = upload.filter(|&(f, _)| f != queue_family) {
-            queue_info.push(
-                vk::DeviceQueueCreateInfo::default()
-                    .queue_family_index(f)
-                    .queue_priorities(&priorities),
-            );
+            queues.push(QueueRequest {
+                family: f,
+                count: 1,
+            });
         }
-        let mut device_info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queue_info)
-            .enabled_extension_names(&extensions)
-            .enabled_features(&features)
-            .push_next(&mut e13)
-            .push_next(&mut e12);
-        if memory_priority {
-            device_info = device_info.push_next(&mut enable_priority);
-        }
-        if pageable_memory {
-            device_info = device_info.push_next(&mut enable_pageable);
-        }
-        // SAFETY: the features and extensions were checked above; pointers outlive the call.
-        let device = unsafe { instance.create_device(chosen, &device_info, None) }
-            .check("vkCreateDevice")?;
+        let device_desc = DeviceDesc {
+            queues: &queues,
+            extensions: &extensions,
+            features: &features,
+        };
+        // SAFETY: `instance` is the live instance `support` was queried from.
+        let device = unsafe { gpu_bootstrap::create_device(instance, &support, &device_desc) }
+            .map_err(bootstrap_err)?;
 
         let is_cpu = props.device_type == vk::PhysicalDeviceType::CPU;
         let info = DeviceInfo {
@@ -550,17 +510,17 @@ impl Context {
             driver_version: props.driver_version,
             timestamp_period: props.limits.timestamp_period,
             timestamps,
-            bc_textures: base.texture_compression_bc != 0,
-            max_anisotropy: (base.sampler_anisotropy != 0)
+            bc_textures: has(F::TextureCompressionBc),
+            max_anisotropy: has(F::SamplerAnisotropy)
                 .then_some(props.limits.max_sampler_anisotropy),
             is_cpu,
             memory_budget,
             memory_priority,
             pageable_memory,
             bindless,
-            fragment_stores: base.fragment_stores_and_atomics != 0,
+            fragment_stores: has(F::FragmentStoresAndAtomics),
             visibility_shading,
-            host_query_reset: f12.host_query_reset != 0,
+            host_query_reset: has(F::HostQueryReset),
             sparse_tiles,
             min_lod,
         };
