@@ -185,7 +185,7 @@ fn run_headless(
         rig.set_camera(Camera::Recorded(path));
     }
     let mut extra = crate::overlay::ExtraAllocations::default();
-    if let Err(e) = crate::overlay::setup(&mut renderer, ctx, &mem, settings, &mut extra) {
+    if let Err(e) = crate::overlay_loop::setup(&mut renderer, ctx, &mem, settings, &mut extra) {
         extra.destroy(&mem);
         scene.destroy(ctx, &mem);
         renderer.destroy(ctx, &mem);
@@ -207,7 +207,7 @@ fn run_headless(
     // The overlay's first layout (egui's font atlas, a cold snapshot) is
     // start-up work, done before the first frame as a shader or a texture
     // would be; the frames then only install and post layouts.
-    if let Err(e) = crate::overlay::warm_up(&mut renderer, ctx, &mem, &*scene, settings, ppp) {
+    if let Err(e) = crate::overlay_loop::warm_up(&mut renderer, ctx, &mem, &*scene, settings, ppp) {
         extra.destroy(&mem);
         scene.destroy(ctx, &mem);
         renderer.destroy(ctx, &mem);
@@ -234,7 +234,15 @@ fn run_headless(
             readback: png || settings.compare.is_some(),
         };
         let (budget, input) = (settings.texture_budget, Default::default());
-        let r = crate::overlay::before_frame(&mut renderer, ctx, &mem, &*scene, budget, ppp, input);
+        let r = crate::overlay_loop::before_frame(
+            &mut renderer,
+            ctx,
+            &mem,
+            &*scene,
+            budget,
+            ppp,
+            input,
+        );
         if let Err(e) = r {
             result = Err(e.into());
             break;
@@ -294,7 +302,7 @@ fn run_headless(
         let mut record = FrameRecord::new(i, &t, scene.texture_bytes(), settings.texture_budget);
         record.streaming = stream;
         record.psnr_db = psnr;
-        crate::overlay::after_frame(&mut renderer, &mem, &mut record);
+        crate::overlay_loop::after_frame(&mut renderer, &mem, &mut record);
         frames.push(record);
     }
     let elapsed = started.elapsed().as_secs_f64();

@@ -326,7 +326,7 @@ impl App {
             }
         };
         let input = live.egui_input.take_egui_input(&live.window);
-        crate::overlay::before_frame(
+        crate::overlay_loop::before_frame(
             &mut live.renderer,
             &live.ctx,
             &live.mem,
@@ -381,7 +381,7 @@ impl App {
             live.scene.texture_bytes(),
             live.settings.texture_budget,
         );
-        crate::overlay::after_frame(&mut live.renderer, &live.mem, &mut record);
+        crate::overlay_loop::after_frame(&mut live.renderer, &live.mem, &mut record);
         self.frames.push(record);
         if last {
             event_loop.exit();

@@ -1,11 +1,14 @@
 //! ARCHITECTURE.md against the source tree: its code map names every Rust source file and
 //! nothing that does not exist, and its checked invariants (where `unsafe` may appear, who
-//! calls the device seam, where an environment variable is read) hold.
+//! calls the device seam, where an environment variable is read, which modules import in a
+//! circle) hold.
 //!
 //! The paths come from ARCHITECTURE.md, not from this file: when a module moves or an
-//! invariant's list changes, the line in ARCHITECTURE.md changes and this test stays.
+//! invariant's list changes, the line in ARCHITECTURE.md changes and this test stays. A path
+//! ending in `/` is a directory (every file under it); `dir/{a,b}.rs` is `dir/a.rs` and
+//! `dir/b.rs`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -72,6 +75,20 @@ fn is_path(span: &str) -> bool {
     span.contains('/') || span.ends_with(".rs")
 }
 
+/// The paths a span names: one, or one per alternative of its one `{a,b,..}` group.
+fn expand(span: &str) -> Vec<String> {
+    let Some((head, rest)) = span.split_once('{') else {
+        return vec![span.to_string()];
+    };
+    let (alternatives, tail) = rest
+        .split_once('}')
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md: `{span}` opens a `{{` it does not close"));
+    alternatives
+        .split(',')
+        .map(|a| format!("{head}{}{tail}", a.trim()))
+        .collect()
+}
+
 /// The lines of the section that starts at the heading `## {title}`, up to the next `## `.
 fn section<'a>(doc: &'a str, title: &str) -> Vec<&'a str> {
     let heading = format!("## {title}");
@@ -110,7 +127,7 @@ fn code_map(doc: &str) -> Vec<String> {
                 }
             }
             for span in backticked(&item[..end]) {
-                paths.push(format!("{prefix}{span}"));
+                paths.extend(expand(&format!("{prefix}{span}")));
             }
         }
     }
@@ -165,7 +182,7 @@ fn rule(doc: &str, start: &str) -> Rule {
         backticked(s)
             .into_iter()
             .filter(|s| is_path(s))
-            .map(str::to_string)
+            .flat_map(expand)
             .collect()
     };
     let allowed = paths(&after[..end]);
@@ -373,6 +390,191 @@ fn environment_variables_are_read_only_where_architecture_md_allows() {
             .iter()
             .any(|f| has_word(code, f, &["env::"], Some('(')))
     });
+}
+
+#[test]
+fn only_the_device_builder_creates_devices() {
+    let rule = rule(&architecture(), "- No logical device created");
+    check("`vkCreateDevice`", &rule, |code| {
+        has_word(code, "create_device", &["."], Some('('))
+    });
+}
+
+/// The modules of a crate's source directory `dir` (each file but `lib.rs` and `main.rs`,
+/// each directory), each with the modules it names as `crate::<module>` in its code.
+fn module_graph(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let prefix = dir.to_string();
+    let files: Vec<String> = sources()
+        .into_iter()
+        .filter(|f| f.starts_with(&prefix))
+        .collect();
+    let module_of = |file: &str| -> Option<String> {
+        let rel = &file[prefix.len()..];
+        let first = rel.split('/').next().expect("a path");
+        let name = first.strip_suffix(".rs").unwrap_or(first);
+        (name != "lib" && name != "main").then(|| name.to_string())
+    };
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = modules
+        .iter()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    for file in &files {
+        let Some(module) = module_of(file) else {
+            continue;
+        };
+        let src = fs::read_to_string(root().join(file)).expect("a readable source file");
+        let code = code_only(&src);
+        let grouped = grouped_crate_imports(&code);
+        for other in &modules {
+            if other != &module
+                && (has_word(&code, other, &["crate::"], None) || grouped.contains(other))
+            {
+                graph
+                    .get_mut(&module)
+                    .expect("a module")
+                    .insert(other.clone());
+            }
+        }
+    }
+    graph
+}
+
+/// The first names of the paths inside `crate::{..}` groups of `code`
+/// (`use crate::{frame::Renderer, gpu};` names `frame` and `gpu`).
+fn grouped_crate_imports(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::{") {
+        let inner = &code[at + "crate::{".len()..];
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    names.insert(first_name(&inner[start..i]));
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    names.insert(first_name(&inner[start..i]));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    names
+}
+
+/// The leading identifier of a path.
+fn first_name(path: &str) -> String {
+    path.trim()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// A circle of `graph`'s edges (its modules in order, the first repeated at the end), if any.
+fn a_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node.to_string());
+            return Some(circle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(circle) = visit(next, graph, path, done) {
+                return Some(circle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_modules_architecture_md_names_import_in_no_circle() {
+    let doc = architecture();
+    let lines = section(&doc, "Invariants");
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("- No import circle"))
+        .expect("ARCHITECTURE.md's invariants lost the line `- No import circle...`");
+    let dirs: Vec<&str> = backticked(line)
+        .into_iter()
+        .filter(|s| s.ends_with('/'))
+        .collect();
+    assert!(
+        !dirs.is_empty(),
+        "the import-circle line names no directory"
+    );
+    for dir in dirs {
+        let graph = module_graph(dir);
+        assert!(graph.len() > 1, "{dir} holds no modules");
+        if let Some(circle) = a_circle(&graph) {
+            panic!(
+                "the modules of {dir} import in a circle: {} (move the shared type to the module \
+                 that owns it, or to a small module of its own)",
+                circle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_circle_finder_finds_circles() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for &(a, b) in edges {
+            g.entry(a.into()).or_default().insert(b.into());
+            g.entry(b.into()).or_default();
+        }
+        g
+    };
+    let circle = a_circle(&graph(&[
+        ("app", "frame"),
+        ("frame", "overlay"),
+        ("overlay", "report"),
+        ("report", "frame"),
+    ]));
+    assert_eq!(
+        circle,
+        Some(vec![
+            "frame".into(),
+            "overlay".into(),
+            "report".into(),
+            "frame".into()
+        ])
+    );
+    assert_eq!(
+        a_circle(&graph(&[
+            ("app", "frame"),
+            ("app", "report"),
+            ("report", "frame")
+        ])),
+        None
+    );
+    assert_eq!(
+        expand("src/{a, b}.rs"),
+        vec!["src/a.rs".to_string(), "src/b.rs".to_string()]
+    );
+    assert_eq!(expand("src/"), vec!["src/".to_string()]);
+    let grouped = grouped_crate_imports("use crate::{frame::{Renderer, X}, gpu};");
+    assert_eq!(grouped, ["frame".to_string(), "gpu".to_string()].into());
 }
 
 #[test]

@@ -1193,8 +1193,12 @@ impl Renderer {
                 pad: [0.0; 2],
                 panels: [[0.0; 4]; 2],
             };
-            let push = match self.overlay.as_ref() {
-                Some(o) => o.tonemap_panels(push),
+            let push = match self.overlay.as_ref().and_then(|o| o.panel_dim()) {
+                Some((dim, panels)) => TonemapPush {
+                    dim,
+                    panels,
+                    ..push
+                },
                 None => push,
             };
             let compute_tonemap = matches!(output, Output::Headless { .. })

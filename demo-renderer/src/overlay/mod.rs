@@ -268,18 +268,17 @@ impl Overlay {
         Ok(true)
     }
 
-    /// `push` with the panels' background: the tone-map pass scales the colour
-    /// under them as egui's translucent black would (the overlay draws no
-    /// background of its own), so the frame's pixels are written once.
-    pub fn tonemap_panels(&self, push: crate::frame::TonemapPush) -> crate::frame::TonemapPush {
+    /// The tone-map pass's colour scale under the panels' background and
+    /// the panels' pixel rectangles, while the overlay draws: the pass scales
+    /// the colour under them as egui's translucent black would (the overlay
+    /// draws no background of its own), so the frame's pixels are written
+    /// once. `None`: nothing to dim.
+    pub fn panel_dim(&self) -> Option<(f32, [[f32; 4]; 2])> {
         if !self.visible || self.primitives.is_empty() {
-            return push;
+            return None;
         }
-        crate::frame::TonemapPush {
-            dim: 1.0 - f32::from(vkalloc_heapmap::PANEL_BACKGROUND_ALPHA) / 255.0,
-            panels: self.panels,
-            ..push
-        }
+        let dim = 1.0 - f32::from(vkalloc_heapmap::PANEL_BACKGROUND_ALPHA) / 255.0;
+        Some((dim, self.panels))
     }
 
     /// Records the overlay's draws; rendering into a `format` target of `extent`
@@ -386,96 +385,6 @@ pub fn streaming_info(
 /// point per pixel at 1080 lines.
 pub fn headless_scale(height: u32) -> f32 {
     (height as f32 / 1080.0).clamp(0.5, 4.0)
-}
-
-/// Before a frame: lays out the overlay (if `renderer` has one) for `scene`.
-pub fn before_frame(
-    renderer: &mut crate::frame::Renderer,
-    ctx: &Context,
-    mem: &GpuMemory,
-    scene: &dyn crate::frame::ScenePass,
-    budget: u64,
-    pixels_per_point: f32,
-    input: egui::RawInput,
-) -> Result<(), GpuError> {
-    let extent = renderer.targets.extent;
-    let Some(overlay) = renderer.overlay.as_mut() else {
-        return Ok(());
-    };
-    let streaming = || {
-        scene
-            .streaming()
-            .and_then(|s| s.streaming_panel())
-            .map(|panel| streaming_info(&mem.allocator().statistics(), budget, panel))
-    };
-    overlay.prepare(ctx, extent, pixels_per_point, streaming, input)
-}
-
-/// Before the first frame, with `--overlay`: lays out the overlay once and
-/// waits for it (the font atlas, a cold snapshot), so that the frames' overlay
-/// time is the steady cost; prints what it took.
-pub fn warm_up(
-    renderer: &mut crate::frame::Renderer,
-    ctx: &Context,
-    mem: &GpuMemory,
-    scene: &dyn crate::frame::ScenePass,
-    settings: &crate::cli::Settings,
-    pixels_per_point: f32,
-) -> Result<(), GpuError> {
-    if renderer.overlay.is_none() {
-        return Ok(());
-    }
-    let input = egui::RawInput::default();
-    let budget = settings.texture_budget;
-    before_frame(renderer, ctx, mem, scene, budget, pixels_per_point, input)?;
-    if let Some(overlay) = renderer.overlay.as_ref() {
-        println!(
-            "overlay: first layout {:.1} ms before the first frame (font atlas, cold snapshot of {} allocations)",
-            overlay.cpu_ms,
-            mem.allocator().statistics().total.allocation_count
-        );
-    }
-    Ok(())
-}
-
-/// After a frame's fence: frees textures, adds the frame to the timeline and
-/// the overlay's CPU time to `record`.
-pub fn after_frame(
-    renderer: &mut crate::frame::Renderer,
-    mem: &GpuMemory,
-    record: &mut crate::report::FrameRecord,
-) {
-    if let Some(overlay) = renderer.overlay.as_mut() {
-        overlay.after_frame();
-        overlay.end_frame(
-            mem,
-            record.gpu_total_ms,
-            record.texture_bytes,
-            record.texture_budget,
-        );
-        record.overlay_cpu_ms = Some(overlay.cpu_ms);
-        record.overlay_laid_out = Some(overlay.laid_out);
-        record.overlay_layout_ms = overlay.layout_ms;
-    }
-}
-
-/// Headless set-up: `--extra-allocations` into `extra` (kept even on failure, for
-/// the caller to free) and, with `--overlay`, the overlay.
-pub fn setup(
-    renderer: &mut crate::frame::Renderer,
-    ctx: &Context,
-    mem: &GpuMemory,
-    settings: &crate::cli::Settings,
-    extra: &mut ExtraAllocations,
-) -> Result<(), GpuError> {
-    extra.fill(mem, settings.extra_allocations)?;
-    if settings.overlay {
-        let format = crate::frame::targets::LDR_FORMAT;
-        let mut overlay = Overlay::new(ctx, mem, format)?;
-        overlay.set_interactive(false);
-        renderer.overlay = Some(overlay);
-    }
-    Ok(())
 }
 
 /// `--extra-allocations`: small buffers that load the overlay.
