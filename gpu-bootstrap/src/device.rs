@@ -404,40 +404,7 @@ pub unsafe fn create_device(
     support: &DeviceSupport,
     desc: &DeviceDesc<'_>,
 ) -> Result<ash::Device, BootstrapError> {
-    // The caller's extensions, then those of its features, each once.
-    let mut extensions: Vec<&CStr> = Vec::new();
-    let features_extensions = desc.features.iter().flat_map(|f| match f.source() {
-        Source::Extensions(names) => names,
-        _ => &[][..],
-    });
-    for &name in desc.extensions.iter().chain(features_extensions) {
-        if !extensions.contains(&name) {
-            extensions.push(name);
-        }
-    }
-    let mut missing: Vec<String> = extensions
-        .iter()
-        .filter(|&&e| !support.has_extension(e))
-        .map(|e| e.to_string_lossy().into_owned())
-        .collect();
-    missing.extend(
-        desc.features
-            .iter()
-            .filter(|&&f| !support.supports(f))
-            .map(|f| f.name().to_owned()),
-    );
-    support.unsupported(missing)?;
-    for q in desc.queues {
-        let family = support.queue_families.get(q.family as usize);
-        if q.count == 0 || family.is_none_or(|f| f.queue_count < q.count) {
-            return Err(BootstrapError::NoQueueFamily {
-                family: q.family,
-                count: q.count,
-                families: support.queue_families.len(),
-            });
-        }
-    }
-
+    let extensions = check(support, desc)?;
     let mut enabled = Chain::default();
     for &feature in desc.features {
         *enabled.flag(feature) = vk::TRUE;
@@ -486,4 +453,206 @@ pub unsafe fn create_device(
             result,
         }
     })
+}
+
+/// Checks `desc` against `support` before anything is created, and returns
+/// the extensions to enable: the caller's, then those of its features, each
+/// once.
+///
+/// # Errors
+/// [`BootstrapError::Unsupported`] naming every missing extension and
+/// feature; [`BootstrapError::NoQueueFamily`] for a family the device lacks
+/// or too many queues; [`BootstrapError::QueueFamilyTwice`].
+fn check<'a>(
+    support: &DeviceSupport,
+    desc: &DeviceDesc<'a>,
+) -> Result<Vec<&'a CStr>, BootstrapError> {
+    // The caller's extensions, then those of its features, each once.
+    let mut extensions: Vec<&CStr> = Vec::new();
+    let features_extensions = desc.features.iter().flat_map(|f| match f.source() {
+        Source::Extensions(names) => names,
+        _ => &[][..],
+    });
+    for &name in desc.extensions.iter().chain(features_extensions) {
+        if !extensions.contains(&name) {
+            extensions.push(name);
+        }
+    }
+    let mut missing: Vec<String> = extensions
+        .iter()
+        .filter(|&&e| !support.has_extension(e))
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect();
+    missing.extend(
+        desc.features
+            .iter()
+            .filter(|&&f| !support.supports(f))
+            .map(|f| f.name().to_owned()),
+    );
+    support.unsupported(missing)?;
+    for q in desc.queues {
+        let family = support.queue_families.get(q.family as usize);
+        if q.count == 0 || family.is_none_or(|f| f.queue_count < q.count) {
+            return Err(BootstrapError::NoQueueFamily {
+                family: q.family,
+                count: q.count,
+                families: support.queue_families.len(),
+            });
+        }
+        if desc.queues.iter().filter(|o| o.family == q.family).count() > 1 {
+            return Err(BootstrapError::QueueFamilyTwice { family: q.family });
+        }
+    }
+    Ok(extensions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device of `api_version` named "test gpu" that offers `extensions`,
+    /// has `features` set in its structs, and one family of two queues.
+    fn device(api_version: u32, extensions: &[&CStr], features: &[Feature]) -> DeviceSupport {
+        let mut properties = vk::PhysicalDeviceProperties::default();
+        for (to, &from) in properties.device_name.iter_mut().zip(b"test gpu") {
+            *to = from as std::ffi::c_char;
+        }
+        properties.api_version = api_version;
+        let mut supported = Chain::default();
+        for &f in features {
+            *supported.flag(f) = vk::TRUE;
+        }
+        DeviceSupport {
+            physical_device: vk::PhysicalDevice::null(),
+            properties,
+            api_version,
+            queue_families: vec![vk::QueueFamilyProperties {
+                queue_count: 2,
+                ..Default::default()
+            }],
+            extensions: extensions.iter().map(|&e| e.to_owned()).collect(),
+            supported,
+        }
+    }
+
+    const ONE_QUEUE: &[QueueRequest] = &[QueueRequest {
+        family: 0,
+        count: 1,
+    }];
+
+    #[test]
+    fn a_feature_of_a_later_version_or_a_missing_extension_is_unsupported() {
+        let all = [
+            Feature::TimelineSemaphore,
+            Feature::DynamicRendering,
+            Feature::MemoryPriority,
+        ];
+        let d = device(vk::API_VERSION_1_2, &[], &all);
+        assert!(d.supports(Feature::TimelineSemaphore));
+        // The flag is set, but the device is 1.2 and lacks the extension.
+        assert!(!d.supports(Feature::DynamicRendering));
+        assert!(!d.supports(Feature::MemoryPriority));
+        assert!(!d.supports(Feature::SparseBinding), "a flag not set");
+        let d = device(vk::API_VERSION_1_3, MEMORY_PRIORITY, &all);
+        assert!(d.supports(Feature::DynamicRendering));
+        assert!(d.supports(Feature::MemoryPriority));
+    }
+
+    #[test]
+    fn missing_features_and_extensions_are_named() {
+        let d = device(vk::API_VERSION_1_2, &[], &[Feature::HostQueryReset]);
+        assert!(d.require(&[Feature::HostQueryReset]).is_ok());
+        let e = d
+            .require(&[Feature::HostQueryReset, Feature::Synchronization2])
+            .unwrap_err();
+        let BootstrapError::Unsupported {
+            ref device,
+            ref missing,
+            ..
+        } = e
+        else {
+            panic!("not Unsupported: {e:?}");
+        };
+        assert_eq!(device, "test gpu");
+        assert_eq!(missing, &["synchronization2".to_string()]);
+        let message = e.to_string();
+        assert!(
+            message.contains("test gpu (Vulkan 1.2.0) does not support synchronization2"),
+            "{message}"
+        );
+
+        let desc = DeviceDesc {
+            queues: ONE_QUEUE,
+            extensions: &[ash::khr::swapchain::NAME],
+            features: &[Feature::PageableDeviceLocalMemory, Feature::HostQueryReset],
+        };
+        let e = check(&d, &desc).unwrap_err();
+        let BootstrapError::Unsupported { missing, .. } = e else {
+            panic!("not Unsupported: {e:?}");
+        };
+        assert_eq!(
+            missing,
+            [
+                "VK_KHR_swapchain",
+                "VK_EXT_memory_priority",
+                "VK_EXT_pageable_device_local_memory",
+                "pageableDeviceLocalMemory",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_feature_brings_its_extensions_once() {
+        let features = [Feature::MemoryPriority, Feature::PageableDeviceLocalMemory];
+        let d = device(vk::API_VERSION_1_3, PAGEABLE, &features);
+        let desc = DeviceDesc {
+            queues: ONE_QUEUE,
+            extensions: &[ash::ext::memory_priority::NAME],
+            features: &features,
+        };
+        assert_eq!(check(&d, &desc).expect("supported"), PAGEABLE);
+    }
+
+    #[test]
+    fn queues_the_device_lacks_are_refused() {
+        let d = device(vk::API_VERSION_1_3, &[], &[]);
+        let ask = |queues: &[QueueRequest]| {
+            let desc = DeviceDesc {
+                queues,
+                ..DeviceDesc::default()
+            };
+            check(&d, &desc).map(|extensions| extensions.len())
+        };
+        assert!(ask(&[QueueRequest {
+            family: 0,
+            count: 2
+        }])
+        .is_ok());
+        for (family, count) in [(0, 3), (0, 0), (1, 1)] {
+            assert!(
+                matches!(
+                    ask(&[QueueRequest { family, count }]),
+                    Err(BootstrapError::NoQueueFamily { .. })
+                ),
+                "family {family} x{count}"
+            );
+        }
+        assert!(matches!(
+            ask(&[ONE_QUEUE[0], ONE_QUEUE[0]]),
+            Err(BootstrapError::QueueFamilyTwice { family: 0 })
+        ));
+    }
+
+    #[test]
+    fn only_the_structs_of_features_asked_for_and_available_are_chained() {
+        let d = device(vk::API_VERSION_1_2, &[], &[]);
+        let chained = d.chained(|f| f == Feature::TimelineSemaphore);
+        assert!(chained.v12 && !chained.v13 && !chained.priority && !chained.pageable);
+        // A 1.3 struct is never chained on a 1.2 device, nor an extension's
+        // struct without the extension.
+        let chained = d.chained(|_| true);
+        assert!(chained.v12 && !chained.v13 && !chained.priority && !chained.pageable);
+        let chained = d.chained(|f| f == Feature::SamplerAnisotropy);
+        assert!(!chained.v12, "a core feature chains nothing");
+    }
 }

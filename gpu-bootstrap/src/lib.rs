@@ -81,6 +81,12 @@ pub enum BootstrapError {
         /// How many families the device has.
         families: usize,
     },
+    /// A queue family was asked for in two requests.
+    #[error("queue family {family} is asked for twice: ask for it once, with all its queues")]
+    QueueFamilyTwice {
+        /// The family.
+        family: u32,
+    },
     /// A Vulkan call failed.
     #[error("{call} failed: {result} (the driver refused it; run with the validation layer to learn why)")]
     Vulkan {

@@ -140,9 +140,9 @@ fn bootstrap_err(e: BootstrapError) -> HarnessError {
         BootstrapError::BadDeviceIndex { index, count } => {
             HarnessError::BadDeviceIndex { index, count }
         }
-        e @ (BootstrapError::Unsupported { .. } | BootstrapError::NoQueueFamily { .. }) => {
-            HarnessError::Device(e)
-        }
+        e @ (BootstrapError::Unsupported { .. }
+        | BootstrapError::NoQueueFamily { .. }
+        | BootstrapError::QueueFamilyTwice { .. }) => HarnessError::Device(e),
     }
 }
 
