@@ -578,7 +578,7 @@ impl Streamer {
             prev_feedback: None,
             error: None,
         };
-        let mut tiled = residency::start_tiles(ctx, mem, set, &c.cfg)?;
+        let mut tiled = Tiled::start(ctx, mem, set, &c.cfg)?;
         // What follows can fail: free what was made (the sparse images
         // included) before handing the error back.
         let cells = materials * tiled.as_ref().map_or(0, Tiled::feedback_cell_words);

@@ -1,11 +1,12 @@
 //! The streamer's residency seam: how textures are resident, resolved once.
 //!
 //! A run asks for a [`ResidencyMode`] (`--residency`). What it gets is
-//! resolved in two steps, both here: [`ResidencyMode::for_run`] before the
+//! resolved in two steps: [`ResidencyMode::for_run`], here, before the
 //! textures load (the page atlas keeps larger tails, so it must be known
-//! then), and `start_tiles` once they have loaded (whether the
-//! device, every map format and the budget take tiles, else levels where
-//! `auto` was asked). From then on the streamer holds one `Residency`
+//! then), and `Tiled::start` once they have
+//! loaded (whether the device, every map format and the budget take tiles,
+//! else levels where `auto` was asked). From then on the streamer holds one
+//! `Residency`
 //! (whole levels: `levels.rs`; tiles, sparse or in a page atlas:
 //! `tiled.rs`), each with its own state, and calls its frame hooks
 //! (prepare, record, after submit, frame done, panel, destroy) without
@@ -19,9 +20,7 @@ use std::time::Duration;
 use ash::vk;
 
 use super::estimate::View;
-use super::tiled::Tiled;
-use super::tiles::{StartError, TileStreamer};
-use super::{Common, Mode, PanelRow, Prefill, StreamConfig, StreamFrame};
+use super::{Common, Mode, PanelRow, Prefill, StreamFrame};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::TextureSet;
 use crate::scene::Object;
@@ -133,8 +132,9 @@ impl ResidencyKind {
 }
 
 /// How the streamer keeps textures resident: the frame loop's hooks, each
-/// residency with its own state behind them ([`Levels`], [`Tiled`]). The
-/// streamer holds one, chosen once when it is made ([`start_tiles`]), and
+/// residency with its own state behind them ([`Levels`],
+/// [`Tiled`](super::tiled::Tiled)). The streamer holds one, chosen once when
+/// it is made (`Tiled::start`), and
 /// asks nothing else about which it is.
 pub(super) trait Residency {
     /// What runs.
@@ -247,38 +247,4 @@ pub(super) trait Residency {
 
     /// Frees what the residency made; the device must be idle.
     fn destroy(&mut self, ctx: &Context, mem: &GpuMemory, set: &TextureSet);
-}
-
-/// The last step of resolving `cfg.residency` (after
-/// [`ResidencyMode::for_run`] and the textures' load): the tile streamer
-/// where tiles or the atlas were asked for and the device, the formats and
-/// the budget take them; `None` for levels (asked for, or `Auto` where tiles
-/// can't; streaming off); an error where `Tiles` or `Atlas` was asked for
-/// and can't run.
-pub(super) fn start_tiles(
-    ctx: &Context,
-    mem: &GpuMemory,
-    set: &TextureSet,
-    cfg: &StreamConfig,
-) -> Result<Option<Tiled>, GpuError> {
-    if cfg.mode != Mode::On || cfg.residency == ResidencyMode::Levels {
-        return Ok(None);
-    }
-    let atlas = cfg.residency == ResidencyMode::Atlas;
-    match TileStreamer::new(ctx, mem, set, cfg) {
-        Ok(t) => {
-            let by = if atlas { "a page atlas" } else { "tiles" };
-            println!("streaming: by {by}; {}", t.late_line());
-            Ok(Some(Tiled::new(t)))
-        }
-        Err(StartError::Gpu(e)) => Err(e),
-        Err(StartError::Refused(why)) if cfg.residency != ResidencyMode::Auto => {
-            let flag = if atlas { "atlas" } else { "tiles" };
-            Err(GpuError::Other(format!("--residency {flag}: {why}")))
-        }
-        Err(StartError::Refused(why)) => {
-            println!("streaming: by levels ({why})");
-            Ok(None)
-        }
-    }
 }

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use ash::vk;
 
 use super::estimate::View;
-use super::residency::{Residency, ResidencyKind};
-use super::tiles::TileStreamer;
-use super::{tiles, Common, PanelRow, Prefill, PrefillEnd, StreamFrame, NEXT_VIEW_WEIGHT};
+use super::residency::{Residency, ResidencyKind, ResidencyMode};
+use super::tiles::{StartError, TileStreamer};
+use super::{
+    tiles, Common, Mode, PanelRow, Prefill, PrefillEnd, StreamConfig, StreamFrame, NEXT_VIEW_WEIGHT,
+};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::TextureSet;
 use crate::scene::Object;
@@ -77,6 +79,40 @@ pub(super) struct Tiled {
 }
 
 impl Tiled {
+    /// The last step of resolving `cfg.residency` (after
+    /// [`ResidencyMode::for_run`] and the textures' load): the tile streamer
+    /// where tiles or the atlas were asked for and the device, the formats and
+    /// the budget take them; `None` for levels (asked for, or `Auto` where tiles
+    /// can't; streaming off); an error where `Tiles` or `Atlas` was asked for
+    /// and can't run.
+    pub(super) fn start(
+        ctx: &Context,
+        mem: &GpuMemory,
+        set: &TextureSet,
+        cfg: &StreamConfig,
+    ) -> Result<Option<Self>, GpuError> {
+        if cfg.mode != Mode::On || cfg.residency == ResidencyMode::Levels {
+            return Ok(None);
+        }
+        let atlas = cfg.residency == ResidencyMode::Atlas;
+        match TileStreamer::new(ctx, mem, set, cfg) {
+            Ok(t) => {
+                let by = if atlas { "a page atlas" } else { "tiles" };
+                println!("streaming: by {by}; {}", t.late_line());
+                Ok(Some(Self::new(t)))
+            }
+            Err(StartError::Gpu(e)) => Err(e),
+            Err(StartError::Refused(why)) if cfg.residency != ResidencyMode::Auto => {
+                let flag = if atlas { "atlas" } else { "tiles" };
+                Err(GpuError::Other(format!("--residency {flag}: {why}")))
+            }
+            Err(StartError::Refused(why)) => {
+                println!("streaming: by levels ({why})");
+                Ok(None)
+            }
+        }
+    }
+
     /// The frame loop's side of `streamer`.
     pub(super) fn new(streamer: TileStreamer) -> Self {
         let drawn_map = streamer.map().to_vec();
