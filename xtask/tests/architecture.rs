@@ -400,78 +400,165 @@ fn only_the_device_builder_creates_devices() {
     });
 }
 
-/// The modules of a crate's source directory `dir` (each file but `lib.rs` and `main.rs`,
-/// each directory), each with the modules it names as `crate::<module>` in its code.
-fn module_graph(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let prefix = dir.to_string();
-    let files: Vec<String> = sources()
-        .into_iter()
-        .filter(|f| f.starts_with(&prefix))
-        .collect();
-    let module_of = |file: &str| -> Option<String> {
-        let rel = &file[prefix.len()..];
-        let first = rel.split('/').next().expect("a path");
-        let name = first.strip_suffix(".rs").unwrap_or(first);
-        (name != "lib" && name != "main").then(|| name.to_string())
-    };
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(f)).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = modules
-        .iter()
-        .map(|m| (m.clone(), BTreeSet::new()))
-        .collect();
-    for file in &files {
-        let Some(module) = module_of(file) else {
-            continue;
-        };
-        let src = fs::read_to_string(root().join(file)).expect("a readable source file");
-        let code = code_only(&src);
-        let grouped = grouped_crate_imports(&code);
-        for other in &modules {
-            if other != &module
-                && (has_word(&code, other, &["crate::"], None) || grouped.contains(other))
-            {
-                graph
-                    .get_mut(&module)
-                    .expect("a module")
-                    .insert(other.clone());
+/// The module paths a Rust source names from `crate`, `super` or `self`, with `{..}`
+/// groups expanded (`use super::{a::B, c};` names `super::a::B` and `super::c`).
+fn module_paths(code: &str) -> Vec<Vec<String>> {
+    fn ident(c: &[char], at: &mut usize) -> Option<String> {
+        let start = *at;
+        while *at < c.len() && (c[*at].is_alphanumeric() || c[*at] == '_') {
+            *at += 1;
+        }
+        (*at > start).then(|| c[start..*at].iter().collect())
+    }
+    fn skip_space(c: &[char], at: &mut usize) {
+        while *at < c.len() && c[*at].is_whitespace() {
+            *at += 1;
+        }
+    }
+    /// Steps over `::` (and the spaces around it), if it is next.
+    fn sep(c: &[char], at: &mut usize) -> bool {
+        let mut k = *at;
+        skip_space(c, &mut k);
+        if c.get(k) == Some(&':') && c.get(k + 1) == Some(&':') {
+            *at = k + 2;
+            skip_space(c, at);
+            true
+        } else {
+            false
+        }
+    }
+    /// The path at `at`, after `prefix`, into `out`; a group, each of its items.
+    fn path(c: &[char], at: &mut usize, mut p: Vec<String>, out: &mut Vec<Vec<String>>) {
+        loop {
+            if c.get(*at) == Some(&'{') {
+                *at += 1;
+                loop {
+                    skip_space(c, at);
+                    match c.get(*at) {
+                        None => return,
+                        Some('}') => {
+                            *at += 1;
+                            return;
+                        }
+                        Some(',') => *at += 1,
+                        Some(_) => {
+                            let before = *at;
+                            path(c, at, p.clone(), out);
+                            // Past `as name`, up to the item's end.
+                            while *at < c.len() && !matches!(c[*at], ',' | '}') {
+                                *at += 1;
+                            }
+                            if *at == before {
+                                *at += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            match ident(c, at) {
+                // `a::{self, ..}` names `a`.
+                Some(name) if name == "self" && p.len() > 1 => {}
+                Some(name) => p.push(name),
+                None => break,
+            }
+            if !sep(c, at) {
+                break;
             }
         }
+        out.push(p);
+    }
+    let c: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < c.len() {
+        let starts =
+            at == 0 || !(c[at - 1].is_alphanumeric() || c[at - 1] == '_' || c[at - 1] == ':');
+        let mut k = at;
+        match ident(&c, &mut k) {
+            Some(first) if starts && matches!(first.as_str(), "crate" | "super" | "self") => {
+                at = k;
+                if sep(&c, &mut at) {
+                    path(&c, &mut at, vec![first], &mut out);
+                }
+            }
+            Some(_) => at = k,
+            None => at += 1,
+        }
+    }
+    out
+}
+
+/// The modules of the crate whose source directory is `dir` (`["streaming", "tiles"]` for
+/// `streaming/tiles/mod.rs` or `streaming/tiles.rs`; the root, `lib.rs` or `main.rs`, is
+/// `[]`), each with the modules its code names.
+fn module_graph(dir: &str) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let files: Vec<String> = sources()
+        .into_iter()
+        .filter(|f| f.starts_with(dir))
+        .collect();
+    let module_of = |file: &str| -> Vec<String> {
+        let mut parts: Vec<String> = file[dir.len()..]
+            .trim_end_matches(".rs")
+            .split('/')
+            .map(str::to_string)
+            .collect();
+        if parts.last().is_some_and(|l| l == "mod") || parts == ["lib"] || parts == ["main"] {
+            parts.pop();
+        }
+        parts
+    };
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(f)).collect();
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(file);
+        let src = fs::read_to_string(root().join(file)).expect("a readable source file");
+        let mut named = BTreeSet::new();
+        for path in module_paths(&code_only(&src)) {
+            // From the crate root, or from this module (`self`) or a parent (`super`).
+            let (mut full, mut rest) = match path[0].as_str() {
+                "crate" => (Vec::new(), &path[1..]),
+                "self" => (module.clone(), &path[1..]),
+                _ => (module.clone(), &path[..]),
+            };
+            while rest.first().is_some_and(|s| s == "super") {
+                full.pop();
+                rest = &rest[1..];
+            }
+            full.extend(rest.iter().cloned());
+            // The longest prefix that is a module.
+            while !full.is_empty() && !modules.contains(&full) {
+                full.pop();
+            }
+            if full != module {
+                named.insert(full);
+            }
+        }
+        graph.entry(module).or_default().extend(named);
     }
     graph
 }
 
-/// The first names of the paths inside `crate::{..}` groups of `code`
-/// (`use crate::{frame::Renderer, gpu};` names `frame` and `gpu`).
-fn grouped_crate_imports(code: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::{") {
-        let inner = &code[at + "crate::{".len()..];
-        let (mut depth, mut start) = (0, 0);
-        for (i, c) in inner.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' if depth == 0 => {
-                    names.insert(first_name(&inner[start..i]));
-                    break;
-                }
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    names.insert(first_name(&inner[start..i]));
-                    start = i + 1;
-                }
-                _ => {}
+/// The edges between siblings, by parent: a module naming another counts as its ancestor
+/// just below the two's common parent naming the other's (a module naming one of its own
+/// ancestors or descendants is no edge).
+fn sibling_graphs(
+    graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+) -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> {
+    let mut out: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (from, named) in graph {
+        for to in named {
+            let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+            if common == from.len() || common == to.len() {
+                continue;
             }
+            out.entry(from[..common].to_vec())
+                .or_default()
+                .entry(from[common].clone())
+                .or_default()
+                .insert(to[common].clone());
         }
     }
-    names
-}
-
-/// The leading identifier of a path.
-fn first_name(path: &str) -> String {
-    path.trim()
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect()
+    out
 }
 
 /// A circle of `graph`'s edges (its modules in order, the first repeated at the end), if any.
@@ -525,12 +612,19 @@ fn the_modules_architecture_md_names_import_in_no_circle() {
     for dir in dirs {
         let graph = module_graph(dir);
         assert!(graph.len() > 1, "{dir} holds no modules");
-        if let Some(circle) = a_circle(&graph) {
-            panic!(
-                "the modules of {dir} import in a circle: {} (move the shared type to the module \
-                 that owns it, or to a small module of its own)",
-                circle.join(" -> ")
-            );
+        for (parent, siblings) in sibling_graphs(&graph) {
+            if let Some(circle) = a_circle(&siblings) {
+                let within = ["crate".to_string()]
+                    .into_iter()
+                    .chain(parent)
+                    .collect::<Vec<_>>()
+                    .join("::");
+                panic!(
+                    "the modules of {dir} import in a circle: {} in `{within}` (move the shared \
+                     type to the module that owns it, or to a small module of its own)",
+                    circle.join(" -> ")
+                );
+            }
         }
     }
 }
@@ -573,8 +667,31 @@ fn the_circle_finder_finds_circles() {
         vec!["src/a.rs".to_string(), "src/b.rs".to_string()]
     );
     assert_eq!(expand("src/"), vec!["src/".to_string()]);
-    let grouped = grouped_crate_imports("use crate::{frame::{Renderer, X}, gpu};");
-    assert_eq!(grouped, ["frame".to_string(), "gpu".to_string()].into());
+    let paths =
+        module_paths("use crate::{frame::{Renderer, X as Y}, gpu}; super::super::a::B; self::c");
+    let expected: Vec<Vec<&str>> = vec![
+        vec!["crate", "frame", "Renderer"],
+        vec!["crate", "frame", "X"],
+        vec!["crate", "gpu"],
+        vec!["super", "super", "a", "B"],
+        vec!["self", "c"],
+    ];
+    assert_eq!(paths, expected);
+    let owned = |p: &[&str]| -> Vec<String> { p.iter().map(|s| s.to_string()).collect() };
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (m, named) in [
+        (&["s", "residency"][..], &[&["s", "tiled"][..], &["s"]][..]),
+        (&["s", "tiled"], &[&["s", "residency"][..], &["gpu"]]),
+        (&["s"], &[&["s", "tiled"][..]]),
+    ] {
+        graph.insert(owned(m), named.iter().map(|n| owned(n)).collect());
+    }
+    let siblings = sibling_graphs(&graph);
+    assert_eq!(
+        a_circle(&siblings[&owned(&["s"])]),
+        Some(vec!["residency".into(), "tiled".into(), "residency".into()])
+    );
+    assert_eq!(siblings[&Vec::new()]["s"], ["gpu".to_string()].into());
 }
 
 #[test]
