@@ -498,7 +498,7 @@ impl TileStreamer {
     }
 
     /// [`Self::build`] for a page atlas ([`atlas`]): the texture set's own
-    /// images keep the tails (levels of at most [`atlas::TAIL_TEXELS`] a
+    /// images keep the tails (levels of at most [`atlas::tail_texels`] a
     /// side, loaded already) and stay in the descriptors; finer levels are
     /// tiles of [`atlas::tile_side`]. One atlas image per map format, all
     /// with the same slots, takes what the texture pool's budget has left;
