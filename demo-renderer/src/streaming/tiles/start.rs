@@ -143,7 +143,11 @@ impl TileStreamer {
             }),
             max_spare: tt.max_spare,
             max_ring: tt.max_ring,
-            spare_hysteresis: tt.spare_hysteresis,
+            spare_hysteresis: tt.spare_hysteresis.unwrap_or(if atlas {
+                crate::tuning::ATLAS_SPARE_HYSTERESIS
+            } else {
+                crate::tuning::SPARE_HYSTERESIS
+            }),
             page_keys: Vec::new(),
             page_objects: HashMap::new(),
             evict_by_pages: tt.evict_by_pages,
