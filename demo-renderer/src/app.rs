@@ -409,7 +409,12 @@ pub fn make_scene(
             let started = Instant::now();
             let residency = match settings.streaming {
                 StreamingMode::On => Residency::Tails {
-                    tail_texels: settings.residency.tail_texels(),
+                    tail_texels: settings
+                        .residency
+                        .tail_texels(material_baker::MAPS.map(|m| match encoding {
+                            Encoding::Bc => m.compressed_format(),
+                            Encoding::Uncompressed => m.format(),
+                        })),
                     // Two frames of uploads; a frame never uploads more than the
                     // texture budget can hold (the loader adds room for the largest
                     // level twice over).

@@ -13,8 +13,22 @@
 /// 1.08-1.10x, with every frame still at 40 dB or more (BENCHMARKS.md).
 pub const DEFAULT_MAX_RING: usize = 256;
 
-/// [`TileTuning::spare_hysteresis`]'s default ([`crate::streaming::tiles::policy::TileInput::spare_hysteresis`]).
+/// [`TileTuning::spare_hysteresis`]'s default for sparse tiles
+/// ([`crate::streaming::tiles::policy::TileInput::spare_hysteresis`]): every
+/// load is a sparse bind, and at 2 the spare loads displaced each other on
+/// most frames (docs/experiments/tiles.md, *Hysteresis for spare loads*).
 pub const SPARE_HYSTERESIS: u64 = 4;
+
+/// [`TileTuning::spare_hysteresis`]'s default for the page atlas, whose loads
+/// are copies and page-table words, no binds (as its look-ahead share is
+/// larger, [`ATLAS_AHEAD_SHARE`](crate::streaming::tiles::ATLAS_AHEAD_SHARE)):
+/// the tiles the present view's cast and the next frame's view bring
+/// displace those of the view a frame old sooner. On lavapipe (320x180,
+/// 512-texel maps, 240 frames) 64 materials at 10.5 MiB went from 4 frames
+/// below 38 dB to 1, and 16 materials at 8 MiB from a 42.5 to a 45.0 dB
+/// minimum (docs/experiments/page-atlas.md, *64 materials at the budget of
+/// 16*).
+pub const ATLAS_SPARE_HYSTERESIS: u64 = 2;
 
 /// Which spare loads wait for the frame's submission (`--tune tiles.late-spare`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +76,9 @@ pub struct TileTuning {
     /// `--tune tiles.spare-hysteresis=N` (2 to 16): a spare load (a tile no
     /// present cell wants) displaces a resident tile only when it scores more than
     /// `N` times as much ([`policy::TileInput::spare_hysteresis`](crate::streaming::tiles::policy::TileInput::spare_hysteresis); default
-    /// [`SPARE_HYSTERESIS`]).
-    pub spare_hysteresis: u64,
+    /// [`SPARE_HYSTERESIS`] for sparse tiles, [`ATLAS_SPARE_HYSTERESIS`] for
+    /// the page atlas).
+    pub spare_hysteresis: Option<u64>,
     /// `--tune tiles.evict-by-pages=0`: the plan picks the evictions among
     /// tiles that score nothing by level and index alone, not by stretches of
     /// adjacent pages ([`policy::choose_evictions`](crate::streaming::tiles::policy::choose_evictions)); for comparison.
@@ -116,7 +131,7 @@ impl Default for TileTuning {
             ahead_share: None,
             max_spare: usize::MAX,
             max_ring: DEFAULT_MAX_RING,
-            spare_hysteresis: SPARE_HYSTERESIS,
+            spare_hysteresis: None,
             evict_by_pages: true,
             cast_present: true,
             reversed_pages: false,
@@ -208,7 +223,7 @@ impl Tuning {
             "tiles.max-spare" => t.max_spare = count(v).map_err(err)?,
             "tiles.max-ring" => t.max_ring = count(v).map_err(err)?,
             "tiles.spare-hysteresis" => {
-                t.spare_hysteresis = (count(v).map_err(err)? as u64).clamp(2, 16)
+                t.spare_hysteresis = Some((count(v).map_err(err)? as u64).clamp(2, 16))
             }
             "tiles.evict-by-pages" => t.evict_by_pages = switch(v).map_err(err)?,
             "tiles.cast-present" => t.cast_present = switch(v).map_err(err)?,
@@ -274,7 +289,7 @@ mod tests {
         assert_eq!(t.tiles.max_ring, 64);
         assert_eq!(t.tiles.late_spare, LateSpare::All);
         assert!(t.tiles.plan_early);
-        assert_eq!(t.tiles.spare_hysteresis, 16);
+        assert_eq!(t.tiles.spare_hysteresis, Some(16));
         assert_eq!(t.fail_reads.as_deref(), Some("albedo"));
         assert_eq!(t.atlas_emulation, Some(2));
         assert_eq!(t.tiles.freeze_after, Some(0));

@@ -19,6 +19,7 @@
 #   OUT=/some/dir PHASE=atlas64 REPEAT=2 bash docs/h200/tiles.sh   # the page atlas, 64 materials at 1 GiB
 #   OUT=/some/dir PHASE=atlasall bash docs/h200/tiles.sh   # the atlas at 256 MiB .. 16 GiB: quality, on and off
 #   OUT=/some/dir PHASE=m64 OFF=1 RESIDENCY=atlas CONFIGS="a4,tiles.ahead-share=4" bash docs/h200/tiles.sh
+#   OUT=/some/dir PHASE=atlas64s REPEAT=2 bash docs/h200/tiles.sh  # issue 38: 64 and 16 materials at 256 MiB, about 9 min
 #
 # Budgets: SMALL (256 MiB), LARGE (1 GiB).
 #
@@ -253,6 +254,22 @@ if [[ ",$PHASE," == *",atlas64,"* ]]; then
         run "t_tiles_m64_$k" -- --materials 64 --residency tiles --texture-budget "$LARGE"
     done
 fi
+if [[ ",$PHASE," == *",atlas64s,"* ]]; then
+    # Issue 38: 64 materials (16 GiB of maps) at SMALL, the budget 16 stream at
+    # (64:1), by the page atlas: quality against the 64-material reference, 16
+    # materials' quality at SMALL beside it (it must not regress), then REPEAT
+    # rounds of streaming off and the atlas, 64 and 16 materials, for the frame time.
+    reference "$WORK/reference_materials64" --materials 64 --texture-budget 24GiB
+    reference "$WORK/reference" --texture-budget 16GiB
+    run q_atlas_m64_small -- --materials 64 --residency atlas --texture-budget "$SMALL" --compare "$WORK/reference_materials64"
+    run q_atlas_small -- --residency atlas --texture-budget "$SMALL" --compare "$WORK/reference"
+    for k in $(seq 1 "${REPEAT:-2}"); do
+        run "t_off_m64_small_$k" -- --materials 64 --streaming off --texture-budget "$SMALL"
+        run "t_atlas_m64_small_$k" -- --materials 64 --residency atlas --texture-budget "$SMALL"
+        run "t_off_small_$k" -- --streaming off --texture-budget "$SMALL"
+        run "t_atlas_small_$k" -- --residency atlas --texture-budget "$SMALL"
+    done
+fi
 if [[ ",$PHASE," == *",tm64,"* ]]; then
     # The same with 64 materials at LARGE and CONFIGS.
     for k in $(seq 1 "${REPEAT:-2}"); do
@@ -281,8 +298,13 @@ for j in sorted(glob.glob(d + "/*.json")):
     if n.startswith("q"):
         p = [f["psnr_db"] for f in fr if "psnr_db" in f]
         cuts = [(f["frame"], round(f["psnr_db"], 1)) for f in fr if f.get("camera_cut") and "psnr_db" in f]
+        steady = [f["psnr_db"] for f in fr if not f.get("camera_cut") and "psnr_db" in f]
+        worst = min(((f["psnr_db"], f["frame"]) for f in fr if "psnr_db" in f), default=None)
+        over = sum(f["texture_resident_bytes"] > f["texture_budget"] for f in fr)
         if p:
-            print(f"{n}: PSNR min {min(p):.2f} mean {st.mean(p):.1f}, {sum(x < 40 for x in p)} frames below 40 dB; cut frames {cuts}")
+            print(f"{n}: PSNR min {min(p):.2f} mean {st.mean(p):.1f}, {sum(x < 40 for x in p)} frames below 40 dB, "
+                  f"{sum(x < 38 for x in p)} below 38 ({sum(x < 38 for x in steady)} not cut frames), "
+                  f"worst {worst}; {over} frames over budget; cut frames {cuts}")
         continue
     def pr(a, b):
         g = sorted(f["gpu_total_ms"] for f in fr[a:b])

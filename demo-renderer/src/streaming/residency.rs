@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use ash::vk;
+use material_baker::ktx2::Format;
 
 use super::estimate::View;
 use super::{Common, Mode, PanelRow, Prefill, StreamFrame};
@@ -92,12 +93,13 @@ impl ResidencyMode {
         }
     }
 
-    /// Texels a side of the largest level every texture keeps resident as its
-    /// tail with streaming on: the page atlas tiles only levels of whole
-    /// tiles, so the levels below stay in the set's own images.
-    pub fn tail_texels(self) -> u32 {
+    /// Texels a side of the largest level every texture of `formats` keeps
+    /// resident as its tail with streaming on: the page atlas tiles only
+    /// levels of whole tiles, so the levels below stay in the set's own
+    /// images ([`super::tiles::atlas::tail_texels`]).
+    pub fn tail_texels(self, formats: impl IntoIterator<Item = Format>) -> u32 {
         match self {
-            Self::Atlas => super::tiles::atlas::TAIL_TEXELS,
+            Self::Atlas => super::tiles::atlas::tail_texels(formats),
             _ => super::TAIL_TEXELS,
         }
     }

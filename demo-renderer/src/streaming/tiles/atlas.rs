@@ -29,9 +29,6 @@ use material_baker::ktx2::Format;
 /// reach past the tile at the level it samples (a bilinear texel and half of
 /// an anisotropic footprint of up to 8 texels at the demo's 4x).
 pub const BORDER_TEXELS: u32 = 4;
-/// The levels of at most this many texels a side stay in the texture set's
-/// own images (the tail), always resident; finer levels are tiles.
-pub const TAIL_TEXELS: u32 = 128;
 /// A tile's bytes, at most: 64 KiB, the sparse page of the tile streamer.
 pub const TILE_BYTES: u64 = 64 << 10;
 /// Words before the maps' entries in the page table: the level probe's
@@ -53,6 +50,22 @@ pub fn tile_side(formats: impl IntoIterator<Item = Format>) -> u32 {
         }
     }
     side
+}
+
+/// The side in texels of the largest level every map of `formats` keeps in
+/// the texture set's own images (its tail, always resident): the levels
+/// narrower than a tile ([`tile_side`]), 128 texels for BC7/BC5 (256-texel
+/// tiles), 64 for RGBA8/RG8 (128-texel tiles); the levels of a tile or more
+/// are tiles, in slots only where a view wants them. The tails are a cost
+/// every material pays seen or not, so it grows with the number of
+/// materials inside one budget: at a quarter of a tile's bytes a map (with
+/// its coarser levels, a third) they stay a small part of it. With 128
+/// texels for RGBA8 (a whole tile kept per map, seen or not) 64 materials
+/// of 512-texel maps took 13.3 MiB of tails, more than the 8 MiB 16 of them
+/// stream at (docs/experiments/page-atlas.md, *64 materials at the budget of
+/// 16*).
+pub fn tail_texels(formats: impl IntoIterator<Item = Format>) -> u32 {
+    tile_side(formats) / 2
 }
 
 /// Where slots are in one atlas image: `per_row` x `rows` slots of
@@ -454,6 +467,24 @@ mod tests {
         assert_eq!(tile_side([Format::Rgba8Srgb]), 128);
         assert_eq!(tile_side([Format::Rg8Unorm]), 128);
         assert_eq!(tile_side([Format::Bc7Srgb, Format::Rgba8Unorm]), 128);
+    }
+
+    #[test]
+    fn tails_are_the_levels_narrower_than_a_tile() {
+        let bc = [Format::Bc7Srgb, Format::Bc5Unorm, Format::Bc7Unorm];
+        let plain = [Format::Rgba8Srgb, Format::Rg8Unorm, Format::Rgba8Unorm];
+        assert_eq!(tail_texels(bc), 128);
+        assert_eq!(tail_texels(plain), 64);
+        // A tail is at most a quarter of a tile's bytes at its finest level.
+        for formats in [&bc[..], &plain[..]] {
+            let (tile, tail) = (
+                tile_side(formats.iter().copied()),
+                tail_texels(formats.iter().copied()),
+            );
+            for f in formats {
+                assert_eq!(4 * f.level_bytes(tail, tail), f.level_bytes(tile, tile));
+            }
+        }
     }
 
     #[test]

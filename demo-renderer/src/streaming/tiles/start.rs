@@ -143,7 +143,11 @@ impl TileStreamer {
             }),
             max_spare: tt.max_spare,
             max_ring: tt.max_ring,
-            spare_hysteresis: tt.spare_hysteresis,
+            spare_hysteresis: tt.spare_hysteresis.unwrap_or(if atlas {
+                crate::tuning::ATLAS_SPARE_HYSTERESIS
+            } else {
+                crate::tuning::SPARE_HYSTERESIS
+            }),
             page_keys: Vec::new(),
             page_objects: HashMap::new(),
             evict_by_pages: tt.evict_by_pages,
@@ -498,7 +502,7 @@ impl TileStreamer {
     }
 
     /// [`Self::build`] for a page atlas ([`atlas`]): the texture set's own
-    /// images keep the tails (levels of at most [`atlas::TAIL_TEXELS`] a
+    /// images keep the tails (levels of at most [`atlas::tail_texels`] a
     /// side, loaded already) and stay in the descriptors; finer levels are
     /// tiles of [`atlas::tile_side`]. One atlas image per map format, all
     /// with the same slots, takes what the texture pool's budget has left;
