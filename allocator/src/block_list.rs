@@ -251,30 +251,37 @@ impl BlockList {
 
     /// After [`Self::free`] emptied block `index`: the block that should now
     /// be destroyed, a dedicated block, or an empty block beyond what the
-    /// list keeps. `retain` is asked, only for a shared block and only when
-    /// the list holds more empty blocks than it keeps, for the bytes of empty
-    /// blocks the list may keep beyond its `keep_empty` count (see
+    /// list keeps. `elsewhere` counts the empty blocks the vector's other
+    /// shards hold: the `keep_empty` count is the vector's, not each
+    /// shard's. `retain` is asked, only for a shared block and only when
+    /// more empty blocks are held than kept, for the bytes of empty blocks
+    /// the list may keep beyond the count (see
     /// [`Self::release_surplus_empty`]).
     #[cold]
     pub fn release_emptied(
         &mut self,
         index: u32,
+        elsewhere: u32,
         retain: impl FnOnce(u64) -> u64,
     ) -> Option<Block> {
         if self.block(index)?.is_dedicated() {
             return self.remove(index);
         }
-        self.release_surplus_empty(retain)
+        self.release_surplus_empty(elsewhere, retain)
     }
 
-    /// The smallest empty shared block, if more blocks are empty than the
-    /// list keeps and they hold more than `retain_bytes(empty bytes)` (the
-    /// larger ones are kept: they serve more requests). Never below
-    /// `min_blocks`. `retain_bytes` is given the list's empty bytes
-    /// ([`Self::empty_bytes`]) and called only when the count and
-    /// `min_blocks` allow a release (the common emptied block, the one
-    /// empty block a list keeps, asks nothing).
-    fn release_surplus_empty(&mut self, retain_bytes: impl FnOnce(u64) -> u64) -> Option<Block> {
+    /// The smallest empty shared block, if more blocks are empty (with the
+    /// `elsewhere` ones of the other shards) than the list keeps and they
+    /// hold more than `retain_bytes(empty bytes)` (the larger ones are
+    /// kept: they serve more requests). Never below `min_blocks`.
+    /// `retain_bytes` is given the list's empty bytes ([`Self::empty_bytes`])
+    /// and called only when the count and `min_blocks` allow a release (the
+    /// common emptied block, the one empty block a list keeps, asks nothing).
+    fn release_surplus_empty(
+        &mut self,
+        elsewhere: u32,
+        retain_bytes: impl FnOnce(u64) -> u64,
+    ) -> Option<Block> {
         let mut empty = 0u32;
         let mut bytes = 0u64;
         let mut smallest: Option<(u32, u64)> = None;
@@ -291,7 +298,10 @@ impl BlockList {
             }
         }
         let above_min = self.shared.len() as u32 > self.config.min_blocks;
-        if empty > self.config.keep_empty && above_min && bytes > retain_bytes(bytes) {
+        if empty.saturating_add(elsewhere) > self.config.keep_empty
+            && above_min
+            && bytes > retain_bytes(bytes)
+        {
             return self.remove(smallest?.0);
         }
         None

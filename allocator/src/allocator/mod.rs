@@ -710,26 +710,43 @@ mod tests {
         }
     }
 
+    /// Allocates `desc` on another thread while shard 0 of `vector` is
+    /// held, letting shard 0 go once that thread has opened another shard
+    /// (it then waits for shard 0's lock before it makes memory).
+    fn allocate_while_shard_0_is_busy(
+        allocator: &Allocator<SimDevice>,
+        vector: &crate::block_vector::BlockVector,
+        desc: &AllocationDesc<'_>,
+    ) -> crate::Allocation {
+        let open = vector.open_shards();
+        std::thread::scope(|s| {
+            let busy = vector.hold_shard(0);
+            let other = s.spawn(|| allocator.allocate(desc).unwrap());
+            while vector.open_shards() == open {
+                std::thread::yield_now();
+            }
+            drop(busy);
+            other.join().unwrap()
+        })
+    }
+
     /// A thread that finds the only shard busy opens a second one; the
     /// allocation records it, a free from another thread finds it, and the
     /// counters, `validate()`, the dump and defragmentation see both shards.
     #[test]
     fn a_busy_shard_opens_another_and_frees_find_their_shard() {
         let allocator = h200();
-        let first = allocator.allocate(&upload(4096)).unwrap();
+        // Fills its block (the policy's smallest): the next allocation finds
+        // no room in shard 0.
+        let first = allocator
+            .allocate(&upload(crate::policy::MIN_BLOCK_SIZE))
+            .unwrap();
         let vector = &allocator.types[first.memory_type as usize].vector;
         assert_eq!((vector.open_shards(), first.location.shard), (1, 0));
-        let second = {
-            let _busy = vector.hold_shard(0);
-            std::thread::scope(|s| {
-                s.spawn(|| allocator.allocate(&upload(4096)).unwrap())
-                    .join()
-                    .unwrap()
-            })
-        };
+        let second = allocate_while_shard_0_is_busy(&allocator, vector, &upload(4096));
         assert_eq!((vector.open_shards(), second.location.shard), (2, 1));
-        // Shard 0 was busy, so shard 1 made a block of its own, of the
-        // policy's smallest size (little is live).
+        // Shard 0 was busy, then full, so shard 1 made a block of its own,
+        // of the policy's smallest size (little is live).
         assert_ne!(second.memory, first.memory);
         let usage = allocator.statistics().total;
         assert_eq!((usage.block_count, usage.allocation_count), (2, 2));
@@ -772,21 +789,31 @@ mod tests {
     fn a_thread_borrows_a_free_shard_and_keeps_its_home() {
         use std::sync::mpsc::channel;
         let allocator = h200();
-        let first = allocator.allocate(&upload(4096)).unwrap();
+        // Shard 0's block full; shards 1 and 2 each with a block with room
+        // (the second opener's request doesn't fit the first's room: 5 MiB
+        // makes an 8 MiB block).
+        let first = allocator
+            .allocate(&upload(crate::policy::MIN_BLOCK_SIZE))
+            .unwrap();
         let vector = &allocator.types[first.memory_type as usize].vector;
         // Three shards open: each opened by a thread that found the open
-        // ones busy.
+        // ones busy (and let go once it had opened one: it then waits for
+        // them before it makes memory).
         let mut opened = Vec::new();
-        for busy in 1..3 {
-            let held: Vec<_> = (0..busy).map(|i| vector.hold_shard(i)).collect();
+        for (busy, size) in [(1, 4096), (2, 5 << 20)] {
             opened.push(std::thread::scope(|s| {
-                s.spawn(|| allocator.allocate(&upload(4096)).unwrap())
-                    .join()
-                    .unwrap()
+                let held: Vec<_> = (0..busy).map(|i| vector.hold_shard(i)).collect();
+                let other = s.spawn(|| allocator.allocate(&upload(size)).unwrap());
+                while vector.open_shards() == busy {
+                    std::thread::yield_now();
+                }
+                drop(held);
+                other.join().unwrap()
             }));
-            drop(held);
         }
         assert_eq!(vector.open_shards(), 3);
+        assert_eq!(opened[0].location.shard, 1);
+        assert_eq!(opened[1].location.shard, 2);
         let (to_main, from_worker) = channel::<usize>();
         let (to_worker, from_main) = channel::<()>();
         let shared = &allocator;
@@ -821,6 +848,25 @@ mod tests {
         }
         allocator.validate().unwrap();
         assert!(allocator.leaks().is_empty());
+    }
+
+    /// Issue 37: a thread sent to a new shard (the first one busy) waits for
+    /// the first one's lock and takes the room in its block rather than
+    /// making a block of its own.
+    #[test]
+    fn a_new_shard_takes_the_room_of_a_busy_one_before_making_memory() {
+        let allocator = h200();
+        let first = allocator.allocate(&upload(4096)).unwrap();
+        let vector = &allocator.types[first.memory_type as usize].vector;
+        let second = allocate_while_shard_0_is_busy(&allocator, vector, &upload(4096));
+        assert_eq!(vector.open_shards(), 2);
+        assert_eq!(second.location.shard, 0);
+        assert_eq!(second.memory, first.memory);
+        let usage = allocator.statistics().total;
+        assert_eq!((usage.block_count, usage.allocation_count), (1, 2));
+        allocator.free(first).unwrap();
+        allocator.free(second).unwrap();
+        allocator.validate().unwrap();
     }
 
     /// A pool at its block cap doesn't fail for being sharded: a thread
@@ -862,6 +908,105 @@ mod tests {
         allocator.free(second).unwrap();
         allocator.validate().unwrap();
         allocator.destroy_pool(pool).unwrap();
+    }
+
+    /// What [`committed_with_shards`] saw: committed bytes once the set is
+    /// filled, at the end, and at most; live bytes at the end.
+    #[derive(Debug)]
+    struct Committed {
+        filled: u64,
+        end: u64,
+        peak: u64,
+        live: u64,
+    }
+
+    /// The bench's `device` workload (`bench threads`): 261 device-local
+    /// buffers of 64 KiB..16 MiB (~750 MiB) dealt round-robin over
+    /// `shards` stand-in threads, then 2,000 replacements, each by the
+    /// stand-in thread that owns the slot. One thread plays them all, in a
+    /// fixed order: each allocates in its own shard and, with more than one
+    /// shard, finds every other shard busy whenever it only tries a lock
+    /// (`contend_for_test`: the worst a crowd of threads can do; the locks
+    /// it waits for it gets). The sizes and slots are the same whatever
+    /// `shards` is.
+    fn committed_with_shards(shards: usize) -> Committed {
+        use rand::{Rng, SeedableRng};
+        let allocator = h200();
+        let desc = |size| AllocationDesc {
+            size,
+            alignment: 256,
+            options: AllocationOptions::usage(MemoryUsage::GpuOnly),
+            ..AllocationDesc::default()
+        };
+        let size = |rng: &mut rand_chacha::ChaCha8Rng| {
+            (2f64.powf(rng.gen_range(16.0f64..=24.0)) as u64).max(256)
+        };
+        let probe = allocator.allocate(&desc(4096)).unwrap();
+        let vector = &allocator.types[probe.memory_type as usize].vector;
+        allocator.free(probe).unwrap();
+        allocator.trim();
+        vector.open_for_test(shards);
+        let contended = shards > 1;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(37);
+        let mut peak = 0;
+        let mut note = |allocator: &Allocator<SimDevice>| {
+            peak = peak.max(allocator.statistics().total.block_bytes);
+        };
+        let mut live = Vec::new();
+        for i in 0..261 {
+            crate::block_vector::contend_for_test(i % shards, contended);
+            live.push(allocator.allocate(&desc(size(&mut rng))).unwrap());
+            note(&allocator);
+        }
+        let filled = allocator.statistics().total.block_bytes;
+        for _ in 0..2000 {
+            let slot = rng.gen_range(0..live.len());
+            let new_size = size(&mut rng);
+            crate::block_vector::contend_for_test(slot % shards, contended);
+            let new = allocator.allocate(&desc(new_size)).unwrap();
+            allocator
+                .free(std::mem::replace(&mut live[slot], new))
+                .unwrap();
+            note(&allocator);
+        }
+        crate::block_vector::contend_for_test(0, false);
+        assert_eq!(vector.open_shards(), shards);
+        let total = allocator.statistics().total;
+        let seen = Committed {
+            filled,
+            end: total.block_bytes,
+            peak,
+            live: total.allocation_bytes,
+        };
+        allocator.validate().unwrap();
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        allocator.validate().unwrap();
+        seen
+    }
+
+    /// Issue 37: shards that grow side by side commit at most 1.2x what one
+    /// list commits for the same live set (once filled, at the end and at
+    /// the peak), even where every thread finds the others' shards busy.
+    /// Before: each shard sized its blocks from the whole vector's live
+    /// bytes, made them while room lay in shards it found busy, and kept
+    /// an empty block of its own.
+    #[test]
+    fn shards_commit_about_what_one_list_commits_for_the_same_live_set() {
+        let one = committed_with_shards(1);
+        for shards in [2, 4, 8] {
+            let many = committed_with_shards(shards);
+            println!("{shards} shards: {many:?}; 1 shard: {one:?}");
+            assert_eq!(many.live, one.live, "the same live set");
+            let within = |many: u64, one: u64| many * 5 <= one * 6;
+            assert!(
+                within(many.filled, one.filled)
+                    && within(many.end, one.end)
+                    && within(many.peak, one.peak),
+                "{shards} shards commit more than 1.2x one list: {many:?} against {one:?}"
+            );
+        }
     }
 
     /// One thread never opens a second shard.

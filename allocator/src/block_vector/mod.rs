@@ -16,12 +16,23 @@
 //! come from the allocator's counter in batches per shard. No lock or atomic
 //! written on the allocate/free path is shared by the whole vector.
 //!
+//! Memory: the shards grow as one list would (issue 37: four threads had
+//! committed 1.6x what one thread did for the same live set). Before a
+//! shard makes memory, it looks for room in every other shard, waiting for
+//! each lock in turn (`allocate_in_other_shards_waiting`): a driver call
+//! costs far more than the wait. A new block is sized from the
+//! shard's share of the live bytes (`shard_share`), so shards that grow at
+//! once add up to one list's growth; and the count of empty blocks kept is
+//! the vector's, not each shard's (`empty_blocks_elsewhere`).
+//!
 //! Device memory is created and freed outside the shards' locks (see
 //! [`crate::memory`]); a lock is held only while a range is found and
 //! committed, or freed. Code that visits every shard (reset, validate,
 //! statistics) takes the shards' locks in index order; the allocation path
-//! holds at most one lock while it only *tries* others, so no order can
-//! deadlock.
+//! holds at most one lock while it only *tries* others, and waits for
+//! another shard's lock only while it holds none, so no order can deadlock.
+//! A block is counted once: in the shard that holds it (its allocations in
+//! that shard's counters, its bytes in the vector's block counters).
 
 #![forbid(unsafe_code)]
 
@@ -205,6 +216,24 @@ thread_local! {
 
 /// Hands each thread a different first home.
 static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: this thread finds every shard but the one it locks first busy
+    /// when it only tries their locks (see `contend_for_test`).
+    static CONTENDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Tests: from now on this thread allocates in shard `home` (taken modulo
+/// the open shards) and, with `contended`, finds every other shard busy
+/// whenever it only *tries* a lock (the worst a crowd of threads can do to
+/// it; a lock it waits for it still gets). A deterministic stand-in for
+/// threads colliding.
+#[cfg(test)]
+pub(crate) fn contend_for_test(home: usize, contended: bool) {
+    set_home(home);
+    CONTENDED.with(|c| c.set(contended));
+}
 
 /// What a teardown does with mapped blocks that still hold an allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -467,7 +496,7 @@ impl BlockVector {
             // that happened to be free moved threads onto each other's
             // homes, where they collided again (H200, 16 threads in one
             // type: 5.5M pairs/s adopting, 40-43M keeping the home).
-            if let Some(list) = self.shards[shard].list.try_lock() {
+            if let Some(list) = self.try_shard(shard) {
                 return (shard, list);
             }
         }
@@ -490,6 +519,14 @@ impl BlockVector {
             Some(s) => Ok(s.list.lock()),
             None => Err(missing_shard(shard)),
         }
+    }
+
+    /// Opens `count` shards at once (tests: as many threads as that
+    /// collided).
+    #[cfg(test)]
+    pub(crate) fn open_for_test(&self, count: usize) {
+        self.open
+            .store(count.clamp(1, self.shards.len()), Ordering::Release);
     }
 
     /// Holds `shard`'s lock (tests: a thread that finds it busy).
@@ -559,7 +596,7 @@ impl BlockVector {
     ) -> Option<Result<Allocation, Error>> {
         let open = self.open_shards();
         for other in (0..open).filter(|&o| o != shard) {
-            let Some(mut list) = self.shards[other].list.try_lock() else {
+            let Some(mut list) = self.try_shard(other) else {
                 continue;
             };
             if self.is_closed() {
@@ -575,6 +612,88 @@ impl BlockVector {
         None
     }
 
+    /// Places a request in the blocks of the shards other than `shard`,
+    /// waiting for each one's lock in turn (holding no other), the kept
+    /// runs of their blocks included: the vector's room, all of it, before
+    /// memory is made. Making memory is a driver call; waiting for a lock
+    /// held while another thread places or frees one range costs far less,
+    /// and a shard that grew while room lay in the others multiplied the
+    /// committed memory by the threads (issue 37). `None` where none has room.
+    #[cold]
+    fn allocate_in_other_shards_waiting(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Option<Result<Allocation, Error>> {
+        let open = self.open_shards();
+        for other in (0..open).filter(|&o| o != shard) {
+            let mut list = self.shards[other].list.lock();
+            if self.is_closed() {
+                return Some(Err(self.closed_error()));
+            }
+            if let Some((block, range)) = list
+                .allocate(&placement.request)
+                .or_else(|| list.allocate_reclaiming(&placement.request))
+            {
+                let id = list.next_id(env.next_id);
+                return Some(
+                    self.finish_ok(env, other, &mut list, block, range, placement, desc, id),
+                );
+            }
+        }
+        None
+    }
+
+    /// Another thread's shard, if its lock is free right now (tests may
+    /// have every other shard found busy: see `contend_for_test`).
+    #[inline]
+    fn try_shard(&self, shard: usize) -> Option<MutexGuard<'_, BlockList>> {
+        #[cfg(test)]
+        if CONTENDED.with(Cell::get) {
+            return None;
+        }
+        self.shards[shard].list.try_lock()
+    }
+
+    /// How many empty shared blocks the open shards other than `shard`
+    /// hold, of those free right now (a policy estimate: it never waits).
+    #[cold]
+    fn empty_blocks_elsewhere(&self, shard: usize) -> u32 {
+        if self.open_shards() <= 1 {
+            return 0;
+        }
+        (0..self.open_shards())
+            .filter(|&other| other != shard)
+            .filter_map(|other| self.try_shard(other))
+            .map(|list| list.empty_blocks().count() as u32)
+            .sum()
+    }
+
+    /// The part of `live` (the vector's live bytes or their mark; `total`
+    /// are its live bytes now) that shard `shard` sizes its next block
+    /// from: in proportion to the shard's own live bytes, so that shards
+    /// that grow side by side add up to the growth of one list (a quarter
+    /// of the live set, not a quarter per shard: issue 37). With one shard
+    /// open, `live` itself; a shard that holds nothing yet, an equal share.
+    fn shard_share(&self, shard: usize, live: u64, total: u64) -> u64 {
+        let open = self.open_shards() as u64;
+        if open <= 1 {
+            return live;
+        }
+        let own = self
+            .shards
+            .get(shard)
+            .map_or(0, |s| s.counters.snapshot().allocation_bytes);
+        if own == 0 || total == 0 {
+            return live / open;
+        }
+        // In u128: `live` and `own` may be anything up to a heap's size.
+        let share = u128::from(live) * u128::from(own.min(total)) / u128::from(total);
+        u64::try_from(share).unwrap_or(live)
+    }
+
     /// The sizes to try for a new block of `list` (the shard locked) that
     /// must hold `needed` bytes, best first
     /// ([`BlockList::next_block_sizes`]); with `target`, cut to the committed
@@ -583,6 +702,7 @@ impl BlockVector {
     fn new_block_sizes(
         &self,
         env: Env<'_>,
+        shard: usize,
         list: &BlockList,
         needed: u64,
         target: bool,
@@ -622,6 +742,9 @@ impl BlockVector {
         } else {
             live
         };
+        // Each shard grows by its share: the shards together by the
+        // vector's growth.
+        let live = self.shard_share(shard, live, usage.allocation_bytes);
         // The most a new block should take: the point on the front's cap
         // where the policy sizes blocks, else what is left of a pool's budget.
         let limit = if adaptive {
@@ -648,9 +771,11 @@ impl BlockVector {
     /// the block the policy would make for it
     /// ([`crate::policy::large_request_takes_own`]).
     pub fn large_request_takes_own(&self, env: Env<'_>, needed: u64) -> bool {
-        let (_, list) = self.lock_any();
-        let planned = self.new_block_sizes(env, &list, needed, true).next();
-        let untargeted = self.new_block_sizes(env, &list, needed, false).next();
+        let (shard, list) = self.lock_any();
+        let planned = self.new_block_sizes(env, shard, &list, needed, true).next();
+        let untargeted = self
+            .new_block_sizes(env, shard, &list, needed, false)
+            .next();
         drop(list);
         match (planned, untargeted) {
             (Some(planned), Some(untargeted)) => {
@@ -702,17 +827,22 @@ impl BlockVector {
             let id = list.next_id(env.next_id);
             return self.finish_ok(env, shard, &mut list, block, range, placement, desc, id);
         }
-        let (shard, sizes): (usize, Vec<u64>) = {
-            let sizes: Vec<u64> = self
-                .new_block_sizes(env, &list, placement.request.size, true)
-                .collect();
-            drop(list);
-            // Room in another shard's blocks costs less than a new block:
-            // look in the ones that are free right now.
-            if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc) {
-                return result;
-            }
-            (shard, sizes)
+        drop(list);
+        // Room in another shard's blocks costs less than a new block: look
+        // in the ones that are free right now, then wait for the others'
+        // locks (one at a time, holding none).
+        if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc) {
+            return result;
+        }
+        if let Some(result) = self.allocate_in_other_shards_waiting(env, shard, placement, desc) {
+            return result;
+        }
+        // Sized once no shard had room (the home's lock taken again: its
+        // own empty and dedicated bytes are read under it).
+        let sizes: Vec<u64> = {
+            let list = self.shards[shard].list.lock();
+            self.new_block_sizes(env, shard, &list, placement.request.size, true)
+                .collect()
         };
         // Room in a sibling type's blocks (the same heap, every property of
         // this type and more) costs less than memory made here: mostly the
@@ -1057,7 +1187,10 @@ impl BlockVector {
             .max(below_peak.saturating_mul(2));
             limit.saturating_sub(elsewhere)
         };
-        let doomed = list.release_emptied(location.block, retain);
+        // The empty blocks the other shards hold (those free right now):
+        // the count a vector keeps is the vector's.
+        let elsewhere = self.empty_blocks_elsewhere(usize::from(location.shard));
+        let doomed = list.release_emptied(location.block, elsewhere, retain);
         self.freed_under_lock(&mut list, location, moving);
         drop(list);
         let recycle = point.is_some_and(|p| p.recycle);

@@ -42,8 +42,8 @@ impl BlockVector {
     /// not busy right now (a policy estimate, like [`Self::retained_bytes`]).
     pub(super) fn dedicated_bytes(&self) -> u64 {
         let mut bytes = 0;
-        for shard in &self.shards[..self.open_shards()] {
-            if let Some(list) = shard.list.try_lock() {
+        for shard in 0..self.open_shards() {
+            if let Some(list) = self.try_shard(shard) {
                 bytes += list.dedicated_bytes();
             }
         }
@@ -55,8 +55,8 @@ impl BlockVector {
     /// for another thread's lock).
     pub(super) fn retained_bytes(&self) -> u64 {
         let mut bytes = self.recycle.as_ref().map_or(0, |b| b.lock().bytes());
-        for shard in &self.shards[..self.open_shards()] {
-            if let Some(list) = shard.list.try_lock() {
+        for shard in 0..self.open_shards() {
+            if let Some(list) = self.try_shard(shard) {
                 bytes += list.empty_bytes();
             }
         }
@@ -78,11 +78,11 @@ impl BlockVector {
             doomed = bin.evict_above(keep);
         }
         excess = excess.saturating_sub(doomed.iter().map(|b| b.size).sum());
-        for shard in &self.shards[..self.open_shards()] {
+        for shard in 0..self.open_shards() {
             if excess == 0 {
                 break;
             }
-            let Some(mut list) = shard.list.try_lock() else {
+            let Some(mut list) = self.try_shard(shard) else {
                 continue;
             };
             let taken = list.take_empty_bytes(excess);
@@ -188,9 +188,8 @@ impl BlockVector {
         // The shards not busy, all locked at once (`try_lock` never waits,
         // so no order among them is needed): the choice is over all their
         // empty blocks.
-        let mut lists: Vec<_> = self.shards[..self.open_shards()]
-            .iter()
-            .filter_map(|shard| shard.list.try_lock())
+        let mut lists: Vec<_> = (0..self.open_shards())
+            .filter_map(|shard| self.try_shard(shard))
             .collect();
         let mut empty: Vec<(u64, usize, u32)> = lists
             .iter()
