@@ -14,8 +14,8 @@ use super::mechanism::{Mechanism, TexInfo};
 use super::policy::{self, Change, DefragInput, PolicyConfig, TextureInput};
 use super::residency::{Residency, ResidencyKind};
 use super::{
-    estimate, estimate_wants, prefill_end, Common, Mode, PanelRow, Prefill, StreamConfig,
-    StreamFrame, Want,
+    estimate, estimate_wants, prefill_end, view_change, Common, Mode, PanelRow, Prefill,
+    StreamConfig, StreamFrame, Want,
 };
 use crate::gpu::memory::{Buffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
@@ -535,14 +535,17 @@ impl Residency for Levels {
         let inputs = self.inputs(set, &wants, &prefetch);
         frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
         if self.swap.is_some() {
+            // A frame answering a view change (a cut, a jump, the frame after
+            // a feedback change) may start more.
+            let (raise, factor) = (c.raise_caps, c.cfg.tuning.view.cap_factor);
             let caps = Caps {
                 // The first frame is the initial load: no cap on operations.
                 max_ops: if c.frames_prepared == 0 {
                     usize::MAX
                 } else {
-                    c.cfg.max_ops
+                    view_change::raised_count(c.cfg.max_ops, raise, factor)
                 },
-                max_upload_bytes: c.cfg.upload_budget,
+                max_upload_bytes: view_change::raised(c.cfg.upload_budget, raise, factor),
             };
             let applied = self.apply(c, ctx, mem, set, &inputs, caps)?;
             frame.residency_changes = applied.changes;

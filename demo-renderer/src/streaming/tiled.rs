@@ -48,6 +48,7 @@ fn plan_inputs<'a>(
         hits,
         ahead: (&ahead.0, &ahead.1),
         cast: (&cast.0, &cast.1),
+        ahead_factor: 1,
     }
 }
 
@@ -128,7 +129,10 @@ impl Tiled {
         let tf = match inputs {
             Some((wants, from, ahead, cast)) => {
                 frame.wanted_from = from;
-                t.prepare(ctx, mem, plan_inputs(&wants, &ahead, &cast), false)?
+                let mut inputs = plan_inputs(&wants, &ahead, &cast);
+                let factor = c.cfg.tuning.view.cap_factor as usize;
+                inputs.ahead_factor = if c.raise_caps { factor } else { 1 };
+                t.prepare(ctx, mem, inputs, false)?
             }
             None => t.prepare(ctx, mem, tiles::PlanInputs::default(), false)?,
         };
