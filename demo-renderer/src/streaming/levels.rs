@@ -490,7 +490,32 @@ impl Residency for Levels {
         // Wanted levels: the last frame's feedback, else the CPU estimate.
         let est = estimate::estimate(objects, view, &c.map_sizes);
         let small = 256.0 / c.pixels;
+        // A detected jump (answered as a cut): the estimate first, joined
+        // with the feedback on the materials the present view still shows.
+        let jump = camera_cut && frame.view_change == view_change::ViewChange::Jump;
         let wants: Vec<Option<Want>> = match c.last_feedback.as_ref() {
+            Some(fb) if jump => {
+                frame.wanted_from = "both";
+                c.feedback_wants(fb)
+                    .into_iter()
+                    .zip(&est)
+                    .map(|(f, e)| {
+                        let e = e.as_ref()?;
+                        Some(match f {
+                            Some(f) => Want {
+                                level_lod: f.level_lod.min(e.lod),
+                                coverage: f.coverage.max(e.coverage),
+                                hist: f.hist,
+                            },
+                            None => Want {
+                                level_lod: e.lod,
+                                coverage: e.coverage,
+                                hist: None,
+                            },
+                        })
+                    })
+                    .collect()
+            }
             Some(fb) if !camera_cut => {
                 frame.wanted_from = "feedback";
                 let mut fw = c.feedback_wants(fb);

@@ -334,7 +334,10 @@ pub struct StreamFrame {
     pub view_fresh_share: f64,
     /// Milliseconds since the streamer started, at the frame's start.
     pub time_ms: f64,
-    /// Where this frame's decisions took wanted levels from: "feedback" or "estimate".
+    /// Where this frame's decisions took wanted levels from: "feedback",
+    /// "estimate" (by tiles, the present view's cast), or "both" (a detected
+    /// jump: the estimate joined with the feedback on the materials the
+    /// present view still shows, [`view_change`]).
     pub wanted_from: &'static str,
     /// Bytes of texture images the defragmentation pass recorded in this frame's
     /// command buffer moved (committed once the frame was done).

@@ -14,7 +14,9 @@ use ash::vk;
 use super::estimate::View;
 use super::residency::{Residency, ResidencyKind};
 use super::tiles::TileStreamer;
-use super::{tiles, Common, PanelRow, Prefill, PrefillEnd, StreamFrame, NEXT_VIEW_WEIGHT};
+use super::{
+    tiles, view_change, Common, PanelRow, Prefill, PrefillEnd, StreamFrame, NEXT_VIEW_WEIGHT,
+};
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::TextureSet;
 use crate::scene::Object;
@@ -100,9 +102,19 @@ impl Tiled {
         c: &Common,
         g: usize,
         (present, ahead, cast): Views<'_>,
+        jump: bool,
     ) -> (TileWants, &'static str, TileWants, TileWants) {
         let n = c.map_sizes.len() * g * g;
         let (wants, from) = match (present, self.last_cells.as_ref()) {
+            // A detected jump: the present view's cast joined with the
+            // last feedback on the materials it sees.
+            (Some(p), last) if jump => {
+                let (w, h) = p.for_policy();
+                let last = last.map(|l| (l.0.as_slice(), l.1.as_slice()));
+                let unseen = tiles::policy::UNSEEN;
+                let joined = view_change::join_jump_cells((&w, &h), last, g * g, unseen);
+                (joined, "both")
+            }
             (Some(p), _) => (p.for_policy(), "estimate"),
             (None, Some(l)) => ((l.0.clone(), l.1.clone()), "feedback"),
             (None, None) => ((vec![tiles::policy::UNSEEN; n], vec![0; n]), "none"),
@@ -124,7 +136,8 @@ impl Tiled {
         views: Option<Views<'_>>,
     ) -> Result<StreamFrame, GpuError> {
         let g = self.streamer.cells_per_side() as usize;
-        let inputs = views.map(|v| self.tile_inputs(c, g, v));
+        let jump = frame.view_change == view_change::ViewChange::Jump;
+        let inputs = views.map(|v| self.tile_inputs(c, g, v, jump));
         let t = &mut self.streamer;
         let tf = match inputs {
             Some((wants, from, ahead, cast)) => {
@@ -446,7 +459,7 @@ impl Residency for Tiled {
         let started = Instant::now();
         let (present, ahead, cast) = &p.cells;
         let (wants, from, ahead, cast) =
-            self.tile_inputs(c, g, (present.as_ref(), ahead, cast.as_ref()));
+            self.tile_inputs(c, g, (present.as_ref(), ahead, cast.as_ref()), false);
         self.streamer
             .plan_ahead(ctx, mem, plan_inputs(&wants, &ahead, &cast))?;
         if self.streamer.has_plan() {
