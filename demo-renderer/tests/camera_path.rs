@@ -228,12 +228,12 @@ fn an_unannounced_jump_is_found_and_answered_as_a_cut() {
             .unwrap_or_else(|| panic!("{events:?}"));
         assert_eq!(event["kind"], "jump", "{event}");
     }
-    // Answered as a cut: the present view's estimate first (joined with the
-    // feedback on what it still shows: nothing here), the view refilled
-    // within 2 frames, and the jump's frame drawn from the levels it wants,
-    // not from the old view's.
+    // Answered as a cut: the present view's estimate in the stale
+    // feedback's place (a teleport keeps nothing of the old view on
+    // screen), the view refilled within 2 frames, and the jump's frame
+    // drawn from the levels it wants, not from the old view's.
     let frame = |r: &serde_json::Value, i: usize| r["frames"][i].clone();
-    assert_eq!(frame(&answered, JUMP_AT)["wanted_from"], "both");
+    assert_eq!(frame(&answered, JUMP_AT)["wanted_from"], "estimate");
     assert_eq!(frame(&reported, JUMP_AT)["wanted_from"], "feedback");
     let events = answered["streaming"]["view_changes"].as_array().unwrap();
     // (The close-up and the floor want more than the budget: the deficit

@@ -492,7 +492,7 @@ impl Residency for Levels {
         let small = 256.0 / c.pixels;
         // A detected jump (answered as a cut): the estimate first, joined
         // with the feedback on the materials the present view still shows.
-        let jump = camera_cut && frame.view_change == view_change::ViewChange::Jump;
+        let jump = camera_cut && c.jump_overlaps;
         let wants: Vec<Option<Want>> = match c.last_feedback.as_ref() {
             Some(fb) if jump => {
                 frame.wanted_from = "both";

@@ -336,8 +336,9 @@ pub struct StreamFrame {
     pub time_ms: f64,
     /// Where this frame's decisions took wanted levels from: "feedback",
     /// "estimate" (by tiles, the present view's cast), or "both" (a detected
-    /// jump: the estimate joined with the feedback on the materials the
-    /// present view still shows, [`view_change`]).
+    /// jump that keeps part of the old view on screen: the estimate joined
+    /// with the feedback on the materials the present view still shows,
+    /// [`view_change`]).
     pub wanted_from: &'static str,
     /// Bytes of texture images the defragmentation pass recorded in this frame's
     /// command buffer moved (committed once the frame was done).
@@ -466,6 +467,10 @@ struct Common {
     /// The last feedback's [`view_change::fresh_share`] against the one
     /// before, until `frame_done` takes it.
     fresh_share: Option<f64>,
+    /// This frame is a jump that keeps part of the old view on screen
+    /// ([`view_change::overlaps`]): the feedback's wants join the present
+    /// view's.
+    jump_overlaps: bool,
     /// The last frame done was a feedback change: the next frame's caps rise.
     feedback_changed: bool,
     /// This frame answers a view change: its per-frame caps are raised
@@ -604,6 +609,7 @@ impl Streamer {
             error: None,
             last_view: None,
             fresh_share: None,
+            jump_overlaps: false,
             feedback_changed: false,
             raise_caps: false,
         };
@@ -828,7 +834,9 @@ impl Streamer {
         let t = self.c.cfg.tuning.view;
         let view_change =
             view_change::before_frame(camera_cut, self.c.last_view.as_ref(), view, &t);
-        self.c.last_view = Some(*view);
+        let last = self.c.last_view.replace(*view);
+        self.c.jump_overlaps = view_change == ViewChange::Jump
+            && last.is_some_and(|l| view_change::overlaps(&l, view, &t));
         let answered = camera_cut || (t.respond && view_change.is_change());
         let raise = view_change.is_change() || std::mem::take(&mut self.c.feedback_changed);
         self.c.raise_caps = t.respond && raise;

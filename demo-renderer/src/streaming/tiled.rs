@@ -136,7 +136,7 @@ impl Tiled {
         views: Option<Views<'_>>,
     ) -> Result<StreamFrame, GpuError> {
         let g = self.streamer.cells_per_side() as usize;
-        let jump = frame.view_change == view_change::ViewChange::Jump;
+        let jump = c.jump_overlaps;
         let inputs = views.map(|v| self.tile_inputs(c, g, v, jump));
         let t = &mut self.streamer;
         let tf = match inputs {

@@ -6,12 +6,14 @@
 //!   more in one frame than flying does ([`ViewTuning`]'s thresholds). The
 //!   frame is answered as an announced cut is ([`super::Streamer::prepare`]):
 //!   the present view's CPU wants first, the old view's levels no longer
-//!   wanted, and the frame's caps raised; but where the present view still
-//!   shows a material, what the last feedback wanted on it stays wanted
+//!   wanted, and the frame's caps raised; but where the jump keeps part of
+//!   the old view on screen ([`overlaps`]: a swing) and the present view
+//!   still shows a material, what the last feedback wanted on it stays wanted
 //!   ([`join_jump_cells`]; by levels the finer of the two): a swing keeps
 //!   much of the old view on screen, and the CPU wants alone gave up levels
 //!   it still showed (on lavapipe a swing of 12-23 degrees a frame fell from
-//!   31.5 to 21 dB).
+//!   31.5 to 21 dB), while after a teleport the join kept the old view's
+//!   wants and the new one waited (46.5 -> 22.9 dB).
 //! - The *feedback change* is known a frame late: the feedback of the frame
 //!   just drawn wants, on a large share of its samples, levels finer than the
 //!   frame before wanted on their material ([`fresh_share`]; a material the
@@ -59,6 +61,21 @@ pub fn pose_jump(from: &View, to: &View, t: &ViewTuning) -> bool {
     let turn = direction(from).angle_between(direction(to)).to_degrees();
     let fov = (to.fov_y - from.fov_y).abs().to_degrees();
     step > t.jump_step || turn > t.jump_turn_deg || fov > t.jump_fov_deg
+}
+
+/// Whether a jump from `from` to `to` keeps part of the old view on screen:
+/// the eye stepped no farther than a jump's step, the view direction turned
+/// less than half the horizontal field of view, and the field of view stayed
+/// within a jump's change. A swing of the mouse does; a cut, a teleport or a
+/// flick past half the frame does not. Such a jump joins the feedback's
+/// wants with the present view's ([`join_jump_cells`]); any other takes the
+/// present view's alone, as an announced cut does.
+pub fn overlaps(from: &View, to: &View, t: &ViewTuning) -> bool {
+    let step = (to.pose.eye - from.pose.eye).length();
+    let turn = direction(from).angle_between(direction(to));
+    let half_x = ((to.fov_y * 0.5).tan() * to.aspect).atan();
+    let fov = (to.fov_y - from.fov_y).abs().to_degrees();
+    step <= t.jump_step && turn < half_x && fov <= t.jump_fov_deg
 }
 
 /// The share of `now`'s samples that want, on their material, a level finer
@@ -199,6 +216,24 @@ mod tests {
         let zoom = view(Vec3::ZERO, Vec3::NEG_Z, 50.0 + t.jump_fov_deg + 1.0);
         assert!(pose_jump(&a, &zoom, &t));
         assert!(!pose_jump(&a, &view(Vec3::ZERO, Vec3::NEG_Z, 51.0), &t));
+    }
+
+    #[test]
+    fn a_swing_overlaps_the_old_view_a_flick_or_a_teleport_does_not() {
+        let t = ViewTuning::default();
+        let a = view(Vec3::ZERO, Vec3::NEG_Z, 50.0);
+        // 16:9 at 50 degrees: about 79 degrees across, half of it 39.6.
+        let turn = |deg: f32| {
+            let r = deg.to_radians();
+            view(Vec3::ZERO, Vec3::new(r.sin(), 0.0, -r.cos()), 50.0)
+        };
+        assert!(overlaps(&a, &turn(28.0), &t));
+        assert!(overlaps(&a, &turn(39.0), &t));
+        assert!(!overlaps(&a, &turn(41.0), &t));
+        assert!(!overlaps(&a, &turn(90.0), &t));
+        let teleport = view(Vec3::new(9.0, 0.0, 0.0), Vec3::NEG_Z, 50.0);
+        assert!(!overlaps(&a, &teleport, &t));
+        assert!(!overlaps(&a, &view(Vec3::ZERO, Vec3::NEG_Z, 70.0), &t));
     }
 
     #[test]
