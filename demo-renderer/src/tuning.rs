@@ -136,8 +136,11 @@ pub struct ViewTuning {
     /// detection, for comparison).
     pub respond: bool,
     /// `view.jump-step=UNITS`: an eye step longer than this in one frame is
-    /// a jump. Default 1.0 gallery units (a walk steps 0.07-0.13 a frame in
-    /// the shipped recorded paths, objects stand 3.2 apart).
+    /// a jump. Default the motion prediction's
+    /// [`JUMP_STEP`](crate::camera::predict::JUMP_STEP) (1.5 gallery units: a
+    /// walk steps 0.07-0.13 a frame in the shipped recorded paths, the
+    /// script's fastest flight 1.9 over a few frames, objects stand 3.2
+    /// apart; the shipped paths' teleports step 5.8-10.9).
     pub jump_step: f32,
     /// `view.jump-turn=DEGREES`: a turn of the view direction wider than
     /// this in one frame is a jump. Default 12 (a quarter of the script's
@@ -166,7 +169,7 @@ impl Default for ViewTuning {
     fn default() -> Self {
         Self {
             respond: true,
-            jump_step: 1.0,
+            jump_step: crate::camera::predict::JUMP_STEP,
             jump_turn_deg: 12.0,
             jump_fov_deg: 5.0,
             feedback_share: 0.25,

@@ -889,7 +889,8 @@ impl Streamer {
     /// be given), which depends on the camera path alone, so that the CPU ray
     /// cast overlaps the GPU's frame instead of delaying the next one. The
     /// next `prepare` uses it where its inputs are these, else casts anew.
-    /// Nothing by levels.
+    /// A jump from the frame prepared last ([`view_change`]) is cast as a
+    /// cut, as that `prepare` will answer it. Nothing by levels.
     pub fn cast_ahead(
         &mut self,
         objects: &[Object],
@@ -897,8 +898,13 @@ impl Streamer {
         camera_cut: bool,
         ahead: &[View],
     ) {
+        // The frame prepared last is the one before `view`'s: a jump found
+        // now is the one its `prepare` will find, and answers as a cut.
+        let t = self.c.cfg.tuning.view;
+        let change = view_change::before_frame(camera_cut, self.c.last_view.as_ref(), view, &t);
+        let answered = camera_cut || (t.respond && change.is_change());
         self.residency
-            .cast_ahead(&mut self.c, objects, (view, camera_cut, ahead));
+            .cast_ahead(&mut self.c, objects, (view, answered, ahead));
     }
 
     /// Before the first frame, with the views [`Self::prepare`] gets for it:

@@ -63,11 +63,17 @@ pub fn pose_jump(from: &View, to: &View, t: &ViewTuning) -> bool {
     step > t.jump_step || turn > t.jump_turn_deg || fov > t.jump_fov_deg
 }
 
+/// How many jump steps ([`ViewTuning::jump_step`]) the eye may move in a
+/// frame and still keep part of the old view on screen ([`overlaps`]): fast
+/// flight (the script's end moves up to 1.9 units a frame), not a teleport
+/// (the shipped recorded paths' move 5.8-10.9).
+pub const OVERLAP_STEPS: f32 = 3.0;
+
 /// Whether a jump from `from` to `to` keeps part of the old view on screen:
-/// the eye stepped no farther than a jump's step, the view direction turned
-/// less than half the horizontal field of view, and the field of view stayed
-/// within a jump's change. A swing of the mouse does; a cut, a teleport or a
-/// flick past half the frame does not. Such a jump joins the feedback's
+/// the eye stepped no farther than [`OVERLAP_STEPS`] jump steps, the view
+/// direction turned less than half the horizontal field of view, and the
+/// field of view stayed within a jump's change. A swing of the mouse or fast
+/// flight does; a cut, a teleport or a flick past half the frame does not. Such a jump joins the feedback's
 /// wants with the present view's ([`join_jump_cells`]); any other takes the
 /// present view's alone, as an announced cut does.
 pub fn overlaps(from: &View, to: &View, t: &ViewTuning) -> bool {
@@ -75,7 +81,7 @@ pub fn overlaps(from: &View, to: &View, t: &ViewTuning) -> bool {
     let turn = direction(from).angle_between(direction(to));
     let half_x = ((to.fov_y * 0.5).tan() * to.aspect).atan();
     let fov = (to.fov_y - from.fov_y).abs().to_degrees();
-    step <= t.jump_step && turn < half_x && fov <= t.jump_fov_deg
+    step <= t.jump_step * OVERLAP_STEPS && turn < half_x && fov <= t.jump_fov_deg
 }
 
 /// The share of `now`'s samples that want, on their material, a level finer
@@ -231,6 +237,8 @@ mod tests {
         assert!(overlaps(&a, &turn(39.0), &t));
         assert!(!overlaps(&a, &turn(41.0), &t));
         assert!(!overlaps(&a, &turn(90.0), &t));
+        let flight = view(Vec3::new(t.jump_step * 2.0, 0.0, 0.0), Vec3::NEG_Z, 50.0);
+        assert!(overlaps(&a, &flight, &t));
         let teleport = view(Vec3::new(9.0, 0.0, 0.0), Vec3::NEG_Z, 50.0);
         assert!(!overlaps(&a, &teleport, &t));
         assert!(!overlaps(&a, &view(Vec3::ZERO, Vec3::NEG_Z, 70.0), &t));
