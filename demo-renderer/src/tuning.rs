@@ -142,11 +142,64 @@ impl Default for TileTuning {
     }
 }
 
+/// How abrupt view changes are found and answered (`--tune view.*`;
+/// [`crate::streaming::view_change`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ViewTuning {
+    /// `view.respond=0|1`: a detected change is answered as an announced cut
+    /// is (default on); off, it is only reported (the streamer as before
+    /// detection, for comparison).
+    pub respond: bool,
+    /// `view.jump-step=UNITS`: an eye step longer than this in one frame is
+    /// a jump. Default the motion prediction's
+    /// [`JUMP_STEP`](crate::camera::predict::JUMP_STEP) (1.5 gallery units: a
+    /// walk steps 0.07-0.13 a frame in the shipped recorded paths, the
+    /// script's fastest flight 1.9 over a few frames, objects stand 3.2
+    /// apart; the shipped paths' teleports step 5.8-10.9).
+    pub jump_step: f32,
+    /// `view.jump-turn=DEGREES`: a turn of the view direction wider than
+    /// this in one frame is a jump. Default 12 (a quarter of the script's
+    /// vertical field of view: about a sixth of a 16:9 frame's width comes
+    /// new on screen; the shipped paths turn at most 11 a frame while
+    /// walking, and 13-90 in their swings and flicks).
+    pub jump_turn_deg: f32,
+    /// `view.jump-fov=DEGREES`: a change of the vertical field of view
+    /// larger than this in one frame is a jump. Default 5 (`skim.jsonl`
+    /// widens by 0.9 a frame).
+    pub jump_fov_deg: f32,
+    /// `view.feedback-share=F` (0 to 1): the feedback of a frame whose
+    /// samples want, on more than this share, a level finer than the frame
+    /// before wanted on their material is a feedback change
+    /// ([`crate::streaming::view_change::fresh_share`]). Default 0.25.
+    pub feedback_share: f64,
+    /// `view.cap-factor=N` (1 to 64): a frame answering a view change (an
+    /// announced cut, a jump, or the frame after a feedback change) may
+    /// start `N` times the per-frame replacements and upload bytes by
+    /// levels (`--upload-budget`, 16 replacements), and load `N` times the
+    /// look-ahead's share by tiles. Default 4.
+    pub cap_factor: u32,
+}
+
+impl Default for ViewTuning {
+    fn default() -> Self {
+        Self {
+            respond: true,
+            jump_step: crate::camera::predict::JUMP_STEP,
+            jump_turn_deg: 12.0,
+            jump_fov_deg: 5.0,
+            feedback_share: 0.25,
+            cap_factor: 4,
+        }
+    }
+}
+
 /// Everything `--tune` sets.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tuning {
     /// The tile streamer's.
     pub tiles: TileTuning,
+    /// Abrupt view changes' detection and answer.
+    pub view: ViewTuning,
     /// `fail-reads=TEXT`, a check: level reads of files whose path contains
     /// `TEXT` fail (the fallback of a level that cannot be read). Default: none.
     pub fail_reads: Option<String>,
@@ -188,6 +241,13 @@ fn count(v: &str) -> Result<usize, String> {
         .map_err(|_| format!("'{v}' is not a count (a whole number, 0 or more)"))
 }
 
+fn positive(v: &str) -> Result<f32, String> {
+    match v.parse::<f32>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("'{v}' is not a number above 0")),
+    }
+}
+
 fn switch(v: &str) -> Result<bool, String> {
     match v {
         "1" | "on" => Ok(true),
@@ -200,8 +260,9 @@ impl Tuning {
     /// The keys [`Self::set`] takes, for the help text.
     pub const KEYS: &'static str = "tiles.freeze-after, tiles.ahead-share, tiles.max-spare, \
         tiles.max-ring, tiles.spare-hysteresis, tiles.evict-by-pages, tiles.cast-present, \
-        tiles.reversed-pages, tiles.late-spare, tiles.plan-early, tiles.pread, fail-reads, \
-        atlas-emulation, idle-ms, upload-split";
+        tiles.reversed-pages, tiles.late-spare, tiles.plan-early, tiles.pread, view.respond, \
+        view.jump-step, view.jump-turn, view.jump-fov, view.feedback-share, view.cap-factor, \
+        fail-reads, atlas-emulation, idle-ms, upload-split";
 
     /// Sets one `KEY=VALUE` item (see the fields for the keys and values).
     pub fn set(&mut self, item: &str) -> Result<(), TuneError> {
@@ -238,6 +299,18 @@ impl Tuning {
             }
             "tiles.plan-early" => t.plan_early = switch(v).map_err(err)?,
             "tiles.pread" => t.pread = switch(v).map_err(err)?,
+            "view.respond" => self.view.respond = switch(v).map_err(err)?,
+            "view.jump-step" => self.view.jump_step = positive(v).map_err(err)?,
+            "view.jump-turn" => self.view.jump_turn_deg = positive(v).map_err(err)?,
+            "view.jump-fov" => self.view.jump_fov_deg = positive(v).map_err(err)?,
+            "view.feedback-share" => match v.parse::<f64>() {
+                Ok(f) if (0.0..=1.0).contains(&f) => self.view.feedback_share = f,
+                _ => return Err(err(format!("'{v}' is not a share from 0 to 1"))),
+            },
+            "view.cap-factor" => match count(v).map_err(err)? {
+                n @ 1..=64 => self.view.cap_factor = n as u32,
+                _ => return Err(err("the factor is 1 to 64".to_string())),
+            },
             "fail-reads" if !v.is_empty() => self.fail_reads = Some(v.to_string()),
             "fail-reads" => return Err(err("the text to match is empty".to_string())),
             "atlas-emulation" => match v {
@@ -263,6 +336,8 @@ mod tests {
     fn defaults_are_the_measured_ones() {
         let t = Tuning::default();
         assert_eq!(t.tiles.max_ring, DEFAULT_MAX_RING);
+        assert_eq!(t.view, ViewTuning::default());
+        assert!(t.view.respond && t.view.cap_factor > 1);
         assert_eq!(t.tiles.late_spare, LateSpare::DEFAULT);
         assert!(t.tiles.cast_present && t.tiles.evict_by_pages);
         assert!(!t.tiles.plan_early && !t.tiles.reversed_pages && !t.upload_split);
@@ -283,6 +358,10 @@ mod tests {
             "fail-reads=albedo",
             "atlas-emulation=2",
             "tiles.freeze-after=0",
+            "view.jump-turn=20",
+            "view.feedback-share=0.5",
+            "view.cap-factor=2",
+            "view.respond=0",
         ] {
             t.set(item).unwrap();
         }
@@ -293,6 +372,9 @@ mod tests {
         assert_eq!(t.fail_reads.as_deref(), Some("albedo"));
         assert_eq!(t.atlas_emulation, Some(2));
         assert_eq!(t.tiles.freeze_after, Some(0));
+        assert_eq!(t.view.jump_turn_deg, 20.0);
+        assert_eq!(t.view.feedback_share, 0.5);
+        assert_eq!((t.view.cap_factor, t.view.respond), (2, false));
     }
 
     #[test]
@@ -306,6 +388,9 @@ mod tests {
             ("atlas-emulation=4", "1, 2 or 3"),
             ("fail-reads=", "empty"),
             ("tiles.colour=1", "no key"),
+            ("view.jump-step=0", "above 0"),
+            ("view.feedback-share=2", "from 0 to 1"),
+            ("view.cap-factor=0", "1 to 64"),
         ] {
             let e = t.set(item).unwrap_err();
             assert!(e.to_string().contains(says), "{item}: {e}");

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::{percentiles, FrameRecord};
-use crate::streaming::{Mode, Prefill, PrefillEnd};
+use crate::streaming::view_change::ViewChange;
+use crate::streaming::{Mode, Prefill, PrefillEnd, StreamFrame};
 
 /// The mip deficit below which a view counts as refilled after a camera cut.
 pub const REFILLED_DEFICIT: f64 = 0.1;
@@ -51,6 +52,9 @@ pub struct StreamingSummary {
     pub refill_ms: Vec<Option<f64>>,
     /// The same in frames.
     pub refill_frames: Vec<Option<u32>>,
+    /// Each abrupt view change (announced cut, pose jump, feedback change;
+    /// the frames' `view_change`), consecutive changed frames taken as one.
+    pub view_changes: Vec<ViewChangeEvent>,
     /// Lowest per-frame PSNR against `--compare`, dB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_psnr_db: Option<f64>,
@@ -73,6 +77,78 @@ pub struct StreamingSummary {
     /// Why the pre-fill ended: "settled", "stalled" or "time_limit" (`null`: it
     /// did not run).
     pub prefill_end: Option<PrefillEnd>,
+}
+
+/// One abrupt view change over the run: a run of consecutive frames whose
+/// `view_change` is not "none" (a swing of a few frames is one), and the
+/// refill after it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ViewChangeEvent {
+    /// Its first frame.
+    pub frame: u32,
+    /// Its last frame (the view settles after it).
+    pub last_frame: u32,
+    /// The first frame's `view_change`.
+    pub kind: ViewChange,
+    /// Frames from the last frame to the first frame (that one or later)
+    /// whose mip deficit is below 0.1, before the next change (`null`: not
+    /// before it or the end); a quality run reads every frame back, so the
+    /// frames count where its milliseconds mean little.
+    pub refill_frames: Option<u32>,
+    /// The same in milliseconds between the frames' starts.
+    pub refill_ms: Option<f64>,
+    /// The lowest PSNR against `--compare` of its frames and the frame after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_psnr_db: Option<f64>,
+    /// With `--compare`: frames from the last frame to the first (that one
+    /// or later) at [`PSNR_FLOOR_DB`] or more, before the next change (`null`:
+    /// not before it or the end). Where the view wants more than the budget
+    /// holds, the deficit stays above 0.1 while the frames are right: this
+    /// says when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refill_40_db_frames: Option<Option<u32>>,
+}
+
+/// The first frame at or after `k` and before `end` whose deficit is below
+/// [`REFILLED_DEFICIT`]: milliseconds and frames from `k`.
+fn refill(s: &[(&FrameRecord, &StreamFrame)], k: usize, end: usize) -> (Option<f64>, Option<u32>) {
+    let j = (k..end).find(|&j| s[j].1.mip_deficit < REFILLED_DEFICIT);
+    (
+        j.map(|j| s[j].1.time_ms - s[k].1.time_ms),
+        j.map(|j| (j - k) as u32),
+    )
+}
+
+/// The runs of changed frames and the refill after each.
+fn view_change_events(s: &[(&FrameRecord, &StreamFrame)]) -> Vec<ViewChangeEvent> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for k in (0..s.len()).filter(|&k| s[k].1.view_change.is_change()) {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == k => *last = k,
+            _ => runs.push((k, k)),
+        }
+    }
+    let mut out = Vec::new();
+    for (n, &(first, last)) in runs.iter().enumerate() {
+        let end = runs.get(n + 1).map_or(s.len(), |r| r.0);
+        let (refill_ms, refill_frames) = refill(s, last, end);
+        let psnr = s[first..(last + 2).min(s.len())]
+            .iter()
+            .filter_map(|(f, _)| f.psnr_db)
+            .reduce(f64::min);
+        let compared = s[last].0.psnr_db.is_some();
+        let good = (last..end).find(|&j| s[j].0.psnr_db.is_some_and(|p| p >= PSNR_FLOOR_DB));
+        out.push(ViewChangeEvent {
+            refill_40_db_frames: compared.then(|| good.map(|j| (j - last) as u32)),
+            frame: s[first].0.frame,
+            last_frame: s[last].0.frame,
+            kind: s[first].1.view_change,
+            refill_frames,
+            refill_ms,
+            min_psnr_db: psnr,
+        });
+    }
+    out
 }
 
 /// The per-frame quality goal of issue 7: PSNR against the all-resident render.
@@ -105,9 +181,9 @@ impl StreamingSummary {
         let mut refill_frames = Vec::new();
         for (n, &k) in cuts.iter().enumerate() {
             let end = cuts.get(n + 1).copied().unwrap_or(s.len());
-            let j = (k..end).find(|&j| s[j].1.mip_deficit < REFILLED_DEFICIT);
-            refill_ms.push(j.map(|j| s[j].1.time_ms - s[k].1.time_ms));
-            refill_frames.push(j.map(|j| (j - k) as u32));
+            let (ms, frames) = refill(&s, k, end);
+            refill_ms.push(ms);
+            refill_frames.push(frames);
         }
         let psnr: Vec<f64> = frames.iter().filter_map(|f| f.psnr_db).collect();
         Some(Self {
@@ -139,6 +215,7 @@ impl StreamingSummary {
             residency_changes: s.iter().map(|(_, x)| x.residency_changes as u64).sum(),
             refill_ms,
             refill_frames,
+            view_changes: view_change_events(&s),
             min_psnr_db: psnr.iter().copied().reduce(f64::min),
             mean_psnr_db: (!psnr.is_empty()).then(|| psnr.iter().sum::<f64>() / psnr.len() as f64),
             frames_below_40_db: (!psnr.is_empty())
@@ -183,6 +260,22 @@ impl StreamingSummary {
             self.upload_queue,
             refill.join(", ")
         );
+        let count = |k: ViewChange| self.view_changes.iter().filter(|e| e.kind == k).count();
+        let worst = self
+            .view_changes
+            .iter()
+            .map(|e| {
+                e.refill_frames
+                    .map_or("never".to_owned(), |n| n.to_string())
+            })
+            .max_by_key(|t| (t == "never", t.parse::<u32>().unwrap_or(0)));
+        line.push_str(&format!(
+            "; view changes: {} cuts, {} jumps, {} feedback, refill at most {} frames",
+            count(ViewChange::Cut),
+            count(ViewChange::Jump),
+            count(ViewChange::Feedback),
+            worst.unwrap_or_else(|| "0".to_owned())
+        ));
         if let (Some(min), Some(mean)) = (self.min_psnr_db, self.mean_psnr_db) {
             line.push_str(&format!(
                 "; PSNR min {min:.1} dB mean {mean:.1} dB, {} frames below {PSNR_FLOOR_DB} dB",
@@ -290,6 +383,57 @@ mod tests {
         assert_eq!(s.frames_below_40_db, Some(1));
         assert_eq!(s.lookahead_frames, 0);
         assert_eq!(s.min_psnr_db, Some(39.9));
+    }
+
+    #[test]
+    fn view_changes_are_runs_with_their_refill() {
+        let kinds = [
+            ViewChange::None,
+            ViewChange::Jump,
+            ViewChange::Jump,
+            ViewChange::None,
+            ViewChange::None,
+            ViewChange::Feedback,
+            ViewChange::None,
+            ViewChange::Cut,
+            ViewChange::None,
+        ];
+        let deficits = [0.0, 2.0, 1.0, 0.5, 0.05, 0.3, 0.2, 1.0, 0.5];
+        let mut frames: Vec<FrameRecord> = (0..9)
+            .map(|i| frame(i, deficits[i as usize], false, 50))
+            .collect();
+        for (f, k) in frames.iter_mut().zip(kinds) {
+            f.streaming.as_mut().unwrap().view_change = k;
+            f.psnr_db = Some(50.0 - f.frame as f64);
+        }
+        frames[2].psnr_db = Some(30.0);
+        frames[3].psnr_db = Some(35.0);
+        let s = StreamingSummary::from_frames(Mode::On, 16, &frames).unwrap();
+        let e = &s.view_changes;
+        assert_eq!(e.len(), 3, "{e:?}");
+        // The jump of frames 1-2 settles at 2 and refills at 4: 2 frames, 20 ms.
+        assert_eq!(
+            (e[0].frame, e[0].last_frame, e[0].kind),
+            (1, 2, ViewChange::Jump)
+        );
+        assert_eq!((e[0].refill_frames, e[0].refill_ms), (Some(2), Some(20.0)));
+        assert_eq!(e[0].min_psnr_db, Some(30.0));
+        assert_eq!(e[0].refill_40_db_frames, Some(Some(2)));
+        // The feedback change at 5 does not refill before the cut at 7.
+        assert_eq!(
+            (e[1].kind, e[1].refill_frames),
+            (ViewChange::Feedback, None)
+        );
+        // The cut at 7 never refills either; the line says so.
+        assert_eq!((e[2].kind, e[2].refill_ms), (ViewChange::Cut, None));
+        let line = s.line();
+        assert!(
+            line.contains("1 cuts, 1 jumps, 1 feedback, refill at most never"),
+            "{line}"
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["view_changes"][0]["kind"], "jump");
+        assert_eq!(json["view_changes"][1]["kind"], "feedback");
     }
 
     #[test]

@@ -14,8 +14,8 @@ use super::mechanism::{Mechanism, TexInfo};
 use super::policy::{self, Change, DefragInput, PolicyConfig, TextureInput};
 use super::residency::{Residency, ResidencyKind};
 use super::{
-    estimate, estimate_wants, prefill_end, Common, Mode, PanelRow, Prefill, StreamConfig,
-    StreamFrame, Want,
+    estimate, estimate_wants, prefill_end, view_change, Common, Mode, PanelRow, Prefill,
+    StreamConfig, StreamFrame, Want,
 };
 use crate::gpu::memory::{Buffer, MemOptions, MemoryUsage};
 use crate::gpu::{Context, GpuError, GpuMemory};
@@ -490,7 +490,32 @@ impl Residency for Levels {
         // Wanted levels: the last frame's feedback, else the CPU estimate.
         let est = estimate::estimate(objects, view, &c.map_sizes);
         let small = 256.0 / c.pixels;
+        // A detected jump (answered as a cut): the estimate first, joined
+        // with the feedback on the materials the present view still shows.
+        let jump = camera_cut && c.jump_overlaps;
         let wants: Vec<Option<Want>> = match c.last_feedback.as_ref() {
+            Some(fb) if jump => {
+                frame.wanted_from = "both";
+                c.feedback_wants(fb)
+                    .into_iter()
+                    .zip(&est)
+                    .map(|(f, e)| {
+                        let e = e.as_ref()?;
+                        Some(match f {
+                            Some(f) => Want {
+                                level_lod: f.level_lod.min(e.lod),
+                                coverage: f.coverage.max(e.coverage),
+                                hist: f.hist,
+                            },
+                            None => Want {
+                                level_lod: e.lod,
+                                coverage: e.coverage,
+                                hist: None,
+                            },
+                        })
+                    })
+                    .collect()
+            }
             Some(fb) if !camera_cut => {
                 frame.wanted_from = "feedback";
                 let mut fw = c.feedback_wants(fb);
@@ -535,14 +560,17 @@ impl Residency for Levels {
         let inputs = self.inputs(set, &wants, &prefetch);
         frame.texture_wanted_bytes = policy::wanted_bytes(&inputs);
         if self.swap.is_some() {
+            // A frame answering a view change (a cut, a jump, the frame after
+            // a feedback change) may start more.
+            let (raise, factor) = (c.raise_caps, c.cfg.tuning.view.cap_factor);
             let caps = Caps {
                 // The first frame is the initial load: no cap on operations.
                 max_ops: if c.frames_prepared == 0 {
                     usize::MAX
                 } else {
-                    c.cfg.max_ops
+                    view_change::raised_count(c.cfg.max_ops, raise, factor)
                 },
-                max_upload_bytes: c.cfg.upload_budget,
+                max_upload_bytes: view_change::raised(c.cfg.upload_budget, raise, factor),
             };
             let applied = self.apply(c, ctx, mem, set, &inputs, caps)?;
             frame.residency_changes = applied.changes;

@@ -85,6 +85,7 @@ pub mod psnr;
 pub mod residency;
 mod tiled;
 pub mod tiles;
+pub mod view_change;
 
 use std::time::{Duration, Instant};
 
@@ -100,6 +101,7 @@ use mechanism::TexInfo;
 use residency::Residency;
 pub use residency::{ResidencyKind, ResidencyMode};
 use tiled::Tiled;
+use view_change::ViewChange;
 
 /// One texture's row in the overlay's streaming panel ([`Streamer::panel`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -318,11 +320,25 @@ pub struct StreamFrame {
     pub pending_loads: u32,
     /// Residency changes started this frame.
     pub residency_changes: u32,
-    /// Whether the camera jumped at this frame.
+    /// Whether the camera announced a cut at this frame.
     pub camera_cut: bool,
+    /// What the view did at this frame ([`view_change`]): "none", "cut" (an
+    /// announced camera cut), "jump" (the pose jumped, found before the
+    /// frame and answered on it as a cut is) or "feedback" (the frame's
+    /// feedback wanted a new set at once, found after it: the next frame's
+    /// caps are raised).
+    pub view_change: ViewChange,
+    /// The share of this frame's feedback samples wanting a level finer than
+    /// the frame before wanted on their material
+    /// ([`view_change::fresh_share`]; 0 without both feedbacks).
+    pub view_fresh_share: f64,
     /// Milliseconds since the streamer started, at the frame's start.
     pub time_ms: f64,
-    /// Where this frame's decisions took wanted levels from: "feedback" or "estimate".
+    /// Where this frame's decisions took wanted levels from: "feedback",
+    /// "estimate" (by tiles, the present view's cast), or "both" (a detected
+    /// jump that keeps part of the old view on screen: the estimate joined
+    /// with the feedback on the materials the present view still shows,
+    /// [`view_change`]).
     pub wanted_from: &'static str,
     /// Bytes of texture images the defragmentation pass recorded in this frame's
     /// command buffer moved (committed once the frame was done).
@@ -446,6 +462,20 @@ struct Common {
     prev_feedback: Option<Vec<[u32; FEEDBACK_WORDS]>>,
     /// An error of `frame_done`, returned by the next `prepare`.
     error: Option<GpuError>,
+    /// The view of the frame prepared last, for the pose jump.
+    last_view: Option<View>,
+    /// The last feedback's [`view_change::fresh_share`] against the one
+    /// before, until `frame_done` takes it.
+    fresh_share: Option<f64>,
+    /// This frame is a jump that keeps part of the old view on screen
+    /// ([`view_change::overlaps`]): the feedback's wants join the present
+    /// view's.
+    jump_overlaps: bool,
+    /// The last frame done was a feedback change: the next frame's caps rise.
+    feedback_changed: bool,
+    /// This frame answers a view change: its per-frame caps are raised
+    /// ([`crate::tuning::ViewTuning::cap_factor`]).
+    raise_caps: bool,
 }
 
 /// The streamer of one texture set: the frame loop's hooks, dispatched to
@@ -577,6 +607,11 @@ impl Streamer {
             frames_prepared: 0,
             prev_feedback: None,
             error: None,
+            last_view: None,
+            fresh_share: None,
+            jump_overlaps: false,
+            feedback_changed: false,
+            raise_caps: false,
         };
         let mut tiled = Tiled::start(ctx, mem, set, &c.cfg)?;
         // What follows can fail: free what was made (the sparse images
@@ -749,16 +784,27 @@ impl Streamer {
                 .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
             c.prev_feedback = c.last_feedback.take();
-            c.last_feedback = Some(
-                words
-                    .chunks_exact(FEEDBACK_WORDS)
-                    .map(|w| {
-                        let mut a = [0u32; FEEDBACK_WORDS];
-                        a.copy_from_slice(w);
-                        a
-                    })
-                    .collect(),
-            );
+            let last: Vec<[u32; FEEDBACK_WORDS]> = words
+                .chunks_exact(FEEDBACK_WORDS)
+                .map(|w| {
+                    let mut a = [0u32; FEEDBACK_WORDS];
+                    a.copy_from_slice(w);
+                    a
+                })
+                .collect();
+            c.fresh_share = c.prev_feedback.as_ref().map(|prev| {
+                let hist = |f: &[[u32; FEEDBACK_WORDS]]| -> Vec<[u32; FEEDBACK_LEVELS]> {
+                    f.iter()
+                        .map(|w| {
+                            let mut h = [0u32; FEEDBACK_LEVELS];
+                            h.copy_from_slice(&w[2..]);
+                            h
+                        })
+                        .collect()
+                };
+                view_change::fresh_share(&hist(prev.as_slice()), &hist(last.as_slice()))
+            });
+            c.last_feedback = Some(last);
         }
         c.reset_feedback(mem);
     }
@@ -782,8 +828,21 @@ impl Streamer {
         self.c.pixels = view.height as f32 * view.height as f32 * view.aspect;
         let time_ms = self.c.started.elapsed().as_secs_f64() * 1e3;
         self.read_feedback(mem);
+        // An abrupt view change the camera did not announce is answered as
+        // an announced cut is: the present view in the stale feedback's
+        // place, the caps raised (see `view_change`).
+        let t = self.c.cfg.tuning.view;
+        let view_change =
+            view_change::before_frame(camera_cut, self.c.last_view.as_ref(), view, &t);
+        let last = self.c.last_view.replace(*view);
+        self.c.jump_overlaps = view_change == ViewChange::Jump
+            && last.is_some_and(|l| view_change::overlaps(&l, view, &t));
+        let answered = camera_cut || (t.respond && view_change.is_change());
+        let raise = view_change.is_change() || std::mem::take(&mut self.c.feedback_changed);
+        self.c.raise_caps = t.respond && raise;
         let frame = StreamFrame {
             camera_cut,
+            view_change,
             time_ms,
             feedback_ms: cpu_start.elapsed().as_secs_f64() * 1e3,
             ..StreamFrame::default()
@@ -795,7 +854,7 @@ impl Streamer {
             return Err(e);
         }
         let c = &mut self.c;
-        let views = (view, camera_cut, ahead);
+        let views = (view, answered, ahead);
         let mut frame = self
             .residency
             .prepare(c, ctx, mem, set, objects, views, frame)?;
@@ -830,7 +889,8 @@ impl Streamer {
     /// be given), which depends on the camera path alone, so that the CPU ray
     /// cast overlaps the GPU's frame instead of delaying the next one. The
     /// next `prepare` uses it where its inputs are these, else casts anew.
-    /// Nothing by levels.
+    /// A jump from the frame prepared last ([`view_change`]) is cast as a
+    /// cut, as that `prepare` will answer it. Nothing by levels.
     pub fn cast_ahead(
         &mut self,
         objects: &[Object],
@@ -838,8 +898,13 @@ impl Streamer {
         camera_cut: bool,
         ahead: &[View],
     ) {
+        // The frame prepared last is the one before `view`'s: a jump found
+        // now is the one its `prepare` will find, and answers as a cut.
+        let t = self.c.cfg.tuning.view;
+        let change = view_change::before_frame(camera_cut, self.c.last_view.as_ref(), view, &t);
+        let answered = camera_cut || (t.respond && change.is_change());
         self.residency
-            .cast_ahead(&mut self.c, objects, (view, camera_cut, ahead));
+            .cast_ahead(&mut self.c, objects, (view, answered, ahead));
     }
 
     /// Before the first frame, with the views [`Self::prepare`] gets for it:
@@ -898,7 +963,14 @@ impl Streamer {
             self.c.error.get_or_insert(e);
         }
         self.read_feedback(mem);
-        let mut f = self.c.frame.clone();
+        let c = &mut self.c;
+        let share = c.fresh_share.take();
+        let t = c.cfg.tuning.view;
+        let before = c.frame.view_change;
+        c.frame.view_change = view_change::after_frame(before, share, &t);
+        c.frame.view_fresh_share = share.unwrap_or(0.0);
+        c.feedback_changed = c.frame.view_change.is_change();
+        let mut f = c.frame.clone();
         f.mip_deficit = self.residency.deficit(&self.c, set);
         f
     }

@@ -15,7 +15,8 @@ use super::estimate::View;
 use super::residency::{Residency, ResidencyKind, ResidencyMode};
 use super::tiles::{StartError, TileStreamer};
 use super::{
-    tiles, Common, Mode, PanelRow, Prefill, PrefillEnd, StreamConfig, StreamFrame, NEXT_VIEW_WEIGHT,
+    tiles, view_change, Common, Mode, PanelRow, Prefill, PrefillEnd, StreamConfig, StreamFrame,
+    NEXT_VIEW_WEIGHT,
 };
 use crate::gpu::{Context, GpuError, GpuMemory};
 use crate::materials::textures::TextureSet;
@@ -50,6 +51,7 @@ fn plan_inputs<'a>(
         hits,
         ahead: (&ahead.0, &ahead.1),
         cast: (&cast.0, &cast.1),
+        ahead_factor: 1,
     }
 }
 
@@ -135,9 +137,19 @@ impl Tiled {
         c: &Common,
         g: usize,
         (present, ahead, cast): Views<'_>,
+        jump: bool,
     ) -> (TileWants, &'static str, TileWants, TileWants) {
         let n = c.map_sizes.len() * g * g;
         let (wants, from) = match (present, self.last_cells.as_ref()) {
+            // A detected jump: the present view's cast joined with the
+            // last feedback on the materials it sees.
+            (Some(p), last) if jump => {
+                let (w, h) = p.for_policy();
+                let last = last.map(|l| (l.0.as_slice(), l.1.as_slice()));
+                let unseen = tiles::policy::UNSEEN;
+                let joined = view_change::join_jump_cells((&w, &h), last, g * g, unseen);
+                (joined, "both")
+            }
             (Some(p), _) => (p.for_policy(), "estimate"),
             (None, Some(l)) => ((l.0.clone(), l.1.clone()), "feedback"),
             (None, None) => ((vec![tiles::policy::UNSEEN; n], vec![0; n]), "none"),
@@ -159,12 +171,16 @@ impl Tiled {
         views: Option<Views<'_>>,
     ) -> Result<StreamFrame, GpuError> {
         let g = self.streamer.cells_per_side() as usize;
-        let inputs = views.map(|v| self.tile_inputs(c, g, v));
+        let jump = c.jump_overlaps;
+        let inputs = views.map(|v| self.tile_inputs(c, g, v, jump));
         let t = &mut self.streamer;
         let tf = match inputs {
             Some((wants, from, ahead, cast)) => {
                 frame.wanted_from = from;
-                t.prepare(ctx, mem, plan_inputs(&wants, &ahead, &cast), false)?
+                let mut inputs = plan_inputs(&wants, &ahead, &cast);
+                let factor = c.cfg.tuning.view.cap_factor as usize;
+                inputs.ahead_factor = if c.raise_caps { factor } else { 1 };
+                t.prepare(ctx, mem, inputs, false)?
             }
             None => t.prepare(ctx, mem, tiles::PlanInputs::default(), false)?,
         };
@@ -478,7 +494,7 @@ impl Residency for Tiled {
         let started = Instant::now();
         let (present, ahead, cast) = &p.cells;
         let (wants, from, ahead, cast) =
-            self.tile_inputs(c, g, (present.as_ref(), ahead, cast.as_ref()));
+            self.tile_inputs(c, g, (present.as_ref(), ahead, cast.as_ref()), false);
         self.streamer
             .plan_ahead(ctx, mem, plan_inputs(&wants, &ahead, &cast))?;
         if self.streamer.has_plan() {

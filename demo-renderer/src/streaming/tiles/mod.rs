@@ -377,6 +377,11 @@ pub struct PlanInputs<'a> {
     /// The present view's own cast within the look-ahead, empty for none
     /// ([`policy::TileInput::cast_wants`]).
     pub cast: (&'a [u8], &'a [u32]),
+    /// A frame answering an abrupt view change
+    /// ([`crate::streaming::view_change`]): the look-ahead's loads (the
+    /// present view's cast among them) may be this many times their share
+    /// of the frame's; 0 or 1: as they are.
+    pub ahead_factor: usize,
 }
 
 impl TileStreamer {

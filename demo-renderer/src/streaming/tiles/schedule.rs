@@ -141,6 +141,7 @@ impl TileStreamer {
             hits,
             ahead,
             cast,
+            ahead_factor,
         } = inputs;
         // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
         if self.freeze_after.is_some_and(|n| self.frames >= n) {
@@ -199,7 +200,10 @@ impl TileStreamer {
             max_ahead_loads: if prefill {
                 self.max_loads
             } else {
-                self.max_loads.div_ceil(self.ahead_share)
+                let share = self.max_loads.div_ceil(self.ahead_share);
+                share
+                    .saturating_mul(ahead_factor.max(1))
+                    .min(self.max_loads)
             },
             max_spare_loads: if prefill {
                 self.max_loads
