@@ -1068,9 +1068,15 @@ fn beside_memory_of_its_own_a_new_block_keeps_to_the_shared_blocks_target() {
     // every live byte, the committed target would allow a quarter of 1,400
     // MiB more (a full 256 MiB block); over the shared blocks it allows
     // nothing, so the block is what the heap share leaves: 1/8 of the 648
-    // MiB left, 82 MiB in whole 2 MiB.
+    // MiB left, 82 MiB in whole 2 MiB. `MinTime`: `Balanced` caps a 2 GiB
+    // heap's blocks at 1/32 of it (64 MiB) first, which would hide the
+    // target this checks.
     let sim = Arc::new(SimDevice::new(tables::lavapipe()));
-    let allocator = new_allocator(&sim);
+    let allocator = Allocator::new(
+        Arc::clone(&sim),
+        AllocatorDesc::for_strategy(vkalloc::Strategy::MinTime),
+    )
+    .expect("allocator");
     let buffer = |size: u64| desc(size, 256, ResourceKind::Buffer, MemoryUsage::GpuOnly);
     let textures: Vec<_> = (0..7)
         .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())

@@ -21,6 +21,12 @@ use crate::range::RangeRequest;
 use crate::select::{self, HeapRoom, MemoryUsage, SelectError, TypeRequest};
 use crate::type_cache;
 
+/// Requests at most this large are decided by the type's configured
+/// largest block: no cap the policy sets ([`crate::policy::MIN_BLOCK_SIZE`]
+/// and more) can make them large ([`crate::policy::large_request`]) or give
+/// them memory of their own.
+const CAP_DECIDES_FROM: u64 = crate::policy::MIN_BLOCK_SIZE / crate::policy::LARGE_REQUEST_DIVISOR;
+
 impl<D: MemoryDevice> Allocator<D> {
     /// Allocates memory for `desc`.
     ///
@@ -206,8 +212,16 @@ impl<D: MemoryDevice> Allocator<D> {
         vector: &BlockVector,
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
-        let block_size = vector.block_size;
         let kind = vector.kind();
+        // A type's default blocks decide by the largest block the policy
+        // would make now (the pressure on the heap and its budget cap it:
+        // [`crate::policy::point`]); requests too small for that to change
+        // a decision skip reading the budget.
+        let block_size = if kind == ListKind::Default && desc.size > CAP_DECIDES_FROM {
+            vector.block_size.min(vector.block_cap(self.env()))
+        } else {
+            vector.block_size
+        };
         // A linear pool's blocks are its whole capacity: a larger request
         // never fits, and a dedicated allocation would defeat its purpose.
         if kind == ListKind::LinearPool && desc.size > block_size {
@@ -229,6 +243,20 @@ impl<D: MemoryDevice> Allocator<D> {
             // only where the driver requires it).
             ListKind::Pool => dedicated &= required || desc.size > block_size / 2,
             ListKind::LinearPool => dedicated &= required,
+        }
+        // Memory of its own only because the policy's cap is below the
+        // type's largest block: room that existing blocks already have comes
+        // first (it costs no new memory on a heap near its budget).
+        if dedicated
+            && kind == ListKind::Default
+            && block_size < vector.block_size
+            && !required
+            && !self.wants_dedicated(desc, vector.block_size)?
+        {
+            let shared = self.shared_placement(vector.memory_type, desc)?;
+            if let Some(result) = vector.allocate_in_existing(self.env(), &shared, desc) {
+                return result;
+            }
         }
         if dedicated {
             let placement = if kind == ListKind::Default {
