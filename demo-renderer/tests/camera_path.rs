@@ -6,7 +6,7 @@
 //! errors that say so; a replay's streamer predicts (`streaming.lookahead`).
 //! (`tests/streaming.rs` checks that the script's is "script".)
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
