@@ -87,20 +87,25 @@ pub(crate) fn msrv_step() -> Result<()> {
     let toolchain = rust_msrv()?;
     let dir = target_dir().join("xtask").join(format!("rust-{MSRV}"));
     let crate_file = package()?;
-    let (source, fresh) = unpack(&crate_file, &dir.join("crate"))?;
+    let (source, _) = unpack(&crate_file, &dir.join("crate"))?;
     let lock = source.join("Cargo.lock");
-    if fresh {
+    // Written once the lock file is resolved for 1.85, inside the unpacked
+    // crate (a new package replaces it): a run stopped between the unpacking
+    // and the resolution (the step runs in the background, and an earlier
+    // step's failure stops it) resolves again instead of building with the
+    // shipped lock file.
+    let resolved = source.join(".xtask-resolved-for-msrv");
+    if !resolved.is_file() {
         // The shipped lock file holds the workspace's versions, resolved for
-        // the newest compiler: a user on 1.85 resolves afresh.
+        // the newest compiler: a user on 1.85 resolves afresh, and versions
+        // that need a newer compiler are passed over (proptest 1.12 needs
+        // 1.88).
         let _ = std::fs::remove_file(&lock);
-    }
-    let mut fresh = toolchain.cargo();
-    fresh.current_dir(&source);
-    if !lock.is_file() {
-        // Resolved as a user on 1.85 resolves: versions that need a newer
-        // compiler are passed over (proptest 1.12 needs 1.88).
-        fresh.arg("generate-lockfile");
-        run_step(&format!("resolve for Rust {MSRV}"), &mut fresh)?;
+        let mut resolve = toolchain.cargo();
+        resolve.current_dir(&source).arg("generate-lockfile");
+        run_step(&format!("resolve for Rust {MSRV}"), &mut resolve)?;
+        std::fs::write(&resolved, MSRV)
+            .map_err(|e| XtaskError(format!("cannot write {}: {e}", resolved.display())))?;
     }
     let lock_text = std::fs::read_to_string(&lock)
         .map_err(|e| XtaskError(format!("cannot read {}: {e}", lock.display())))?;
