@@ -11,7 +11,8 @@
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::{fail, seconds, Result, XtaskError};
@@ -21,7 +22,11 @@ use crate::{fail, seconds, Result, XtaskError};
 /// [`finish`]: Background::finish
 pub(crate) struct Background {
     name: String,
-    child: Option<Child>,
+    /// The child's id, which is also its process group's.
+    pid: u32,
+    /// Waits for the child: its exit status and when it ended (the step's
+    /// own duration, whenever [`finish`](Background::finish) is called).
+    waiter: Option<JoinHandle<std::io::Result<(ExitStatus, Instant)>>>,
     log: PathBuf,
     started: Instant,
 }
@@ -38,7 +43,7 @@ impl Background {
         let err = out
             .try_clone()
             .map_err(|e| XtaskError(format!("cannot share {}: {e}", log.display())))?;
-        let child = command
+        let mut child = command
             // A process group of its own, so that stopping it stops the
             // cargo and rustc it started too.
             .process_group(0)
@@ -57,25 +62,32 @@ impl Background {
              before it are done)",
             log.display()
         );
+        let started = Instant::now();
+        let pid = child.id();
+        let waiter = std::thread::spawn(move || child.wait().map(|s| (s, Instant::now())));
         Ok(Self {
             name: name.to_string(),
-            child: Some(child),
+            pid,
+            waiter: Some(waiter),
             log: log.to_path_buf(),
-            started: Instant::now(),
+            started,
         })
     }
 
     /// Waits for the step, prints its output, and fails with its name if it
-    /// failed. The duration is from its start, so it overlaps the others'.
+    /// failed. The duration is from its start to its end, so it overlaps the
+    /// other steps'.
     pub(crate) fn finish(mut self) -> Result<Duration> {
         let waited = Instant::now();
-        let status = match self.child.take() {
-            Some(mut child) => child
-                .wait()
-                .map_err(|e| XtaskError(format!("{}: cannot wait for it: {e}", self.name)))?,
-            None => return fail(format!("{}: already finished", self.name)),
+        let Some(waiter) = self.waiter.take() else {
+            return fail(format!("{}: already finished", self.name));
         };
-        let elapsed = self.started.elapsed();
+        let (status, ended) = match waiter.join() {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => return fail(format!("{}: cannot wait for it: {e}", self.name)),
+            Err(_) => return fail(format!("{}: its waiting thread panicked", self.name)),
+        };
+        let elapsed = ended.duration_since(self.started);
         let output = std::fs::read_to_string(&self.log)
             .unwrap_or_else(|e| format!("(cannot read {}: {e})", self.log.display()));
         println!(
@@ -99,15 +111,14 @@ impl Background {
 
 impl Drop for Background {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
+        if let Some(waiter) = self.waiter.take() {
             // An earlier step failed: the command stops here, and so does this
             // step: its process group (our child and what it started).
             let _ = Command::new("kill")
-                .args(["-TERM", "--", &format!("-{}", child.id())])
+                .args(["-TERM", "--", &format!("-{}", self.pid)])
                 .stderr(Stdio::null())
                 .status();
-            let _ = child.kill();
-            let _ = child.wait();
+            let _ = waiter.join();
         }
     }
 }

@@ -152,7 +152,8 @@ commands:
   msrv    only the test command's MSRV step: the packaged vkalloc built and
           its unit tests run with Rust 1.85 (Debian bookworm's rustc-web and
           cargo-web, fetched once with apt-get download and unpacked under
-          target/xtask/rust-1.85/, not installed)
+          target/xtask/rust-1.85/, not installed); `test` runs it alongside
+          its other steps and shows its output after the package step
 
 --driver lavapipe   (default) use Mesa's CPU driver, whatever GPUs the machine has
 --driver system     use whatever drivers the Vulkan loader finds (real GPUs)
