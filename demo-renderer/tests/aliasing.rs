@@ -5,7 +5,7 @@
 //! of one allocation (one `VkDeviceMemory` range). With `--effects off` there is
 //! no group.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -8,7 +8,7 @@
 //! and answered as a cut, or found a frame late by its feedback.
 //! (`tests/streaming.rs` checks that the script's is "script".)
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

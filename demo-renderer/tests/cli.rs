@@ -1,6 +1,6 @@
 //! Bad flags and missing devices give a clear message and a non-zero exit, never a panic.
 
-mod common;
+use crate::common;
 
 fn fails_cleanly(args: &[&str], needle: &str) {
     let out = common::demo().args(args).output().unwrap();

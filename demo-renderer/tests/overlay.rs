@@ -5,7 +5,7 @@
 //! the report has the overlay's GPU pass and CPU time; `heap.json` reads back as
 //! a heap map. `DEMO_BLESS=1` replaces the reference.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! and free as a valid trace in the bench's format, with frame boundaries,
 //! the device's memory types in the note, and nothing left live.
 
-mod common;
+use crate::common;
 
 use vkalloc::trace::{memory_types_of_note, Trace, TraceEvent};
 

@@ -8,7 +8,7 @@
 //! output under target/ and their paths printed. Set `DEMO_BLESS=1` to replace
 //! the reference with the actual frame.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! per-level reads, the material's descriptor set rewritten, the old image freed,
 //! and the texture pool's bytes follow — with the validation layer silent.
 
-mod common;
+use crate::common;
 
 use demo_renderer::gpu::{Context, ContextDesc, GpuMemory};
 use demo_renderer::materials::{ensure_baked, TextureSet};

@@ -16,7 +16,7 @@
 //! 64 MiB is against its first view's hundreds of MiB), with the pre-fill on and
 //! off, and with the reads of some files failing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

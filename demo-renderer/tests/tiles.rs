@@ -16,7 +16,7 @@
 //! the 24 maps, so the tight budget, 20 MiB, leaves 8 MiB for the finer tiles.
 //! A run takes 2-4 s in a debug build.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

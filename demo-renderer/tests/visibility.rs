@@ -6,7 +6,7 @@
 //! of the camera path (the overview, close-ups, the first camera cut), every level
 //! resident (streaming off, 64 MiB) so that both shadings sample the same images.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

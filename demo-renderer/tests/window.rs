@@ -7,7 +7,7 @@
 //! with `--overlay`, the overlay covers its panels and the rest is the gallery; the
 //! same with `--shading visibility`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

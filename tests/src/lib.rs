@@ -1,7 +1,8 @@
 //! GPU test harness for `vkalloc`: a real Vulkan device (lavapipe in CI), the
 //! validation layer, and an [`Allocator`] on it.
 //!
-//! Every integration test in `tests/tests/` starts with
+//! Every integration test in `tests/tests/` (one test binary, `gpu`: each file
+//! a module of `tests/tests/main.rs`) starts with
 //! [`GpuContext::for_test`] and ends with [`GpuContext::finish`]:
 //!
 //! ```no_run
@@ -829,5 +830,21 @@ impl Drop for GpuContext {
              call ctx.finish()); the first:\n{}",
             self.counters.first_errors().join("\n")
         );
+    }
+}
+
+/// The name libtest gives the test function `test` declared in the module
+/// `module_path` (its `module_path!()`): the module path without the crate's
+/// name, then the function, for a child process that runs one test of this
+/// binary (`current_exe() --exact NAME`).
+///
+/// ```
+/// assert_eq!(gpu_tests::libtest_name("gpu::priority", "t"), "priority::t");
+/// assert_eq!(gpu_tests::libtest_name("priority", "t"), "t");
+/// ```
+pub fn libtest_name(module_path: &str, test: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
     }
 }

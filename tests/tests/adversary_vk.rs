@@ -13,7 +13,7 @@
 //! (no YCbCr; no driver-required dedicated memory).
 //!
 //! Run: `VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
-//! VKALLOC_REQUIRE_VALIDATION=1 cargo test -p gpu-tests --test adversary_vk`.
+//! VKALLOC_REQUIRE_VALIDATION=1 cargo test -p gpu-tests --test gpu adversary_vk::`.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,8 +45,9 @@ fn in_child(test: &str, body: impl FnOnce()) {
         body();
         return;
     }
+    let name = gpu_tests::libtest_name(module_path!(), test);
     let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(VAR, test)
         .output()
         .expect("spawn the child test");

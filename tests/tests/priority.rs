@@ -146,10 +146,11 @@ fn priorities_where_the_driver_has_them() {
              provisions one, or set VKALLOC_SPARSE_DRIVER (`cargo xtask setup` prints it)"
         ),
     };
+    let name = gpu_tests::libtest_name(module_path!(), "priorities_where_the_driver_has_them");
     let out = Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "priorities_where_the_driver_has_them",
+            name.as_str(),
             "--nocapture",
             "--test-threads",
             "1",

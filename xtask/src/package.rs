@@ -11,7 +11,11 @@
 //!   `/usr/bin/cargo` and `rustc`). Dependencies resolve as they would for a
 //!   user on 1.85: the newest versions whose `rust-version` allows it.
 //!
-//! Each keeps its own target directory under `target/xtask/`, and the
+//! The package step builds in the workspace's target directory, with the
+//! workspace's test profile: the dependencies whose versions and features
+//! match the workspace's test build (the shipped lock file holds the same
+//! versions) are not compiled a second time. The MSRV step keeps a target
+//! directory of its own under `target/xtask/` (another compiler). The
 //! unpacked crate is replaced only when the package changed, so a second run
 //! rebuilds nothing.
 
@@ -57,7 +61,11 @@ pub(crate) fn package_step() -> Result<()> {
     let crate_file = package()?;
     // The shipped Cargo.lock (the workspace's versions) is used as it is.
     let (source, _) = unpack(&crate_file, &target_dir().join("xtask").join("package"))?;
-    let target = target_dir().join("xtask").join("package-target");
+    // The workspace's target directory: the unpacked crate is a workspace of
+    // its own (vkalloc itself is built anew, from its new path), but its
+    // dependencies are the workspace's units wherever their features agree
+    // (ash, the largest, among them).
+    let target = target_dir();
     for features in [None, Some("--all-features")] {
         let mut test = cargo();
         test.current_dir(&source)
@@ -79,20 +87,25 @@ pub(crate) fn msrv_step() -> Result<()> {
     let toolchain = rust_msrv()?;
     let dir = target_dir().join("xtask").join(format!("rust-{MSRV}"));
     let crate_file = package()?;
-    let (source, fresh) = unpack(&crate_file, &dir.join("crate"))?;
+    let (source, _) = unpack(&crate_file, &dir.join("crate"))?;
     let lock = source.join("Cargo.lock");
-    if fresh {
+    // Written once the lock file is resolved for 1.85, inside the unpacked
+    // crate (a new package replaces it): a run stopped between the unpacking
+    // and the resolution (the step runs in the background, and an earlier
+    // step's failure stops it) resolves again instead of building with the
+    // shipped lock file.
+    let resolved = source.join(".xtask-resolved-for-msrv");
+    if !resolved.is_file() {
         // The shipped lock file holds the workspace's versions, resolved for
-        // the newest compiler: a user on 1.85 resolves afresh.
+        // the newest compiler: a user on 1.85 resolves afresh, and versions
+        // that need a newer compiler are passed over (proptest 1.12 needs
+        // 1.88).
         let _ = std::fs::remove_file(&lock);
-    }
-    let mut fresh = toolchain.cargo();
-    fresh.current_dir(&source);
-    if !lock.is_file() {
-        // Resolved as a user on 1.85 resolves: versions that need a newer
-        // compiler are passed over (proptest 1.12 needs 1.88).
-        fresh.arg("generate-lockfile");
-        run_step(&format!("resolve for Rust {MSRV}"), &mut fresh)?;
+        let mut resolve = toolchain.cargo();
+        resolve.current_dir(&source).arg("generate-lockfile");
+        run_step(&format!("resolve for Rust {MSRV}"), &mut resolve)?;
+        std::fs::write(&resolved, MSRV)
+            .map_err(|e| XtaskError(format!("cannot write {}: {e}", resolved.display())))?;
     }
     let lock_text = std::fs::read_to_string(&lock)
         .map_err(|e| XtaskError(format!("cannot read {}: {e}", lock.display())))?;
@@ -107,11 +120,13 @@ pub(crate) fn msrv_step() -> Result<()> {
         .current_dir(&source)
         .env("CARGO_TARGET_DIR", &target)
         .args(["build", "--locked"]);
+    line_tables_only(&mut build);
     run_step(&format!("Rust {MSRV}: cargo build"), &mut build)?;
     let mut test = toolchain.cargo();
     test.current_dir(&source)
         .env("CARGO_TARGET_DIR", &target)
         .args(["test", "--locked", "--lib", "--all-features"]);
+    line_tables_only(&mut test);
     run_step(
         &format!("Rust {MSRV}: cargo test --lib --all-features"),
         &mut test,
@@ -122,9 +137,18 @@ pub(crate) fn msrv_step() -> Result<()> {
 /// The workspace's test profile for the unpacked crate (which ships no
 /// profile): dependencies optimized, as `[profile.dev.package."*"]` has them
 /// in the workspace (the property tests run several times faster), and line
-/// tables only. The crate itself is built as a user's `cargo test` builds it.
+/// tables only, as `[profile.dev]` has them: the same profile as the
+/// workspace's test build, so that its dependency units are reused. The
+/// crate itself is built as a user's `cargo test` builds it.
 fn optimized_dependencies(command: &mut Command) {
     command.args(["--config", "profile.dev.package.\"*\".opt-level=2"]);
+    line_tables_only(command);
+}
+
+/// Line tables for backtraces, not full debug information (which costs
+/// about a quarter of a build), unless the caller's environment says
+/// otherwise.
+fn line_tables_only(command: &mut Command) {
     if env::var_os("CARGO_PROFILE_DEV_DEBUG").is_none() {
         command.env("CARGO_PROFILE_DEV_DEBUG", "line-tables-only");
     }

@@ -8,7 +8,7 @@
 //! with the margins read alone, Miri (Stacked Borrows) is clean:
 //!
 //! ```text
-//! cargo +nightly miri test -p vkalloc --test api_edges -- corruption_check_while
+//! cargo +nightly miri test -p vkalloc --features sim --test sim -- corruption_check_while
 //! ```
 
 use std::sync::Arc;
@@ -211,7 +211,7 @@ fn margin_pool_allocation() -> (
 /// whole range (corruption.rs `range_bytes`), including the bytes the caller
 /// may be borrowing through `as_mut_slice`: two live `&mut` to the same
 /// bytes. Nothing observable at run time; Miri (`cargo +nightly miri test -p
-/// vkalloc --test api_edges -- corruption_check_while`) reports the
+/// vkalloc --features sim --test sim -- corruption_check_while`) reports the
 /// aliasing violation when the caller's slice is used after the check.
 #[test]
 fn corruption_check_while_a_mutable_slice_is_live() {
