@@ -721,3 +721,49 @@ fn the_source_filter_sees_code_only() {
         Some('(')
     ));
 }
+
+/// A crate that gathers its integration tests in one binary
+/// (`autotests = false`, `tests/main.rs`) compiles only the files
+/// `tests/main.rs` names: a test file it does not name would never run.
+#[test]
+fn every_integration_test_file_is_a_module_of_its_crates_test_binary() {
+    let root = root();
+    let mut crates = 0;
+    for krate in [
+        "allocator",
+        "demo-renderer",
+        "tests",
+        "bench",
+        "heapmap",
+        "fuzz/harness",
+    ] {
+        let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml")).unwrap();
+        if !manifest.contains("autotests = false") {
+            continue;
+        }
+        crates += 1;
+        let dir = root.join(krate).join("tests");
+        let main = std::fs::read_to_string(dir.join("main.rs"))
+            .unwrap_or_else(|e| panic!("{krate}: autotests = false without tests/main.rs: {e}"));
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = match path.file_stem().and_then(|s| s.to_str()) {
+                Some(name) => name.to_owned(),
+                None => continue,
+            };
+            let is_module = if path.is_dir() {
+                path.join("mod.rs").is_file()
+            } else {
+                path.extension().is_some_and(|e| e == "rs") && name != "main"
+            };
+            if is_module {
+                assert!(
+                    main.contains(&format!("mod {name};")),
+                    "{krate}/tests/{name}: not a module of {krate}/tests/main.rs, so it never runs: \
+                     add `mod {name};` there"
+                );
+            }
+        }
+    }
+    assert!(crates >= 3, "the crates that gather their tests: {crates}");
+}
