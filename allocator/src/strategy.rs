@@ -39,6 +39,11 @@ pub enum Strategy {
     /// the largest) and 7/8 (16 MiB blocks, nothing kept, empty blocks
     /// freed, no recycled memory of its own) of its budget
     /// (`VK_EXT_memory_budget`, else the heap's size; the policy's `point`).
+    /// At any pressure its new blocks are at most 1/32 of that budget (a
+    /// heap of 8 GiB or more keeps 256 MiB blocks), so that a budget near
+    /// the live set is not lost to the holes of blocks made early; a request
+    /// above half of the block it would make gets memory of its own unless
+    /// an existing block has room.
     #[default]
     Balanced,
     /// As few driver calls as possible: large blocks, and freed memory
