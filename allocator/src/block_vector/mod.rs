@@ -19,7 +19,7 @@
 //! Memory: the shards grow as one list would (issue 37: four threads had
 //! committed 1.6x what one thread did for the same live set). Before a
 //! shard makes memory, it looks for room in every other shard, waiting for
-//! each lock in turn (`allocate_in_other_shards_waiting`): a driver call
+//! each lock in turn (`allocate_in_other_shards` with `Wait::Yes`): a driver call
 //! costs far more than the wait. A new block is sized from the
 //! shard's share of the live bytes (`shard_share`), so shards that grow at
 //! once add up to one list's growth; and the count of empty blocks kept is
@@ -165,6 +165,16 @@ pub(crate) struct DedicatedPlacement {
 #[cold]
 fn missing_block(block: u32) -> Error {
     Error::Invariant(format!("free: block {block} does not exist"))
+}
+
+/// Whether a search of the other shards waits for their locks
+/// ([`BlockVector::allocate_in_other_shards`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Only shards whose lock is free now.
+    No,
+    /// Each shard's lock in turn.
+    Yes,
 }
 
 /// The error of a location that names a shard the vector doesn't have.
@@ -587,62 +597,47 @@ impl BlockVector {
             return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
         }
         drop(list);
-        self.allocate_in_other_shards(env, shard, placement, desc)
+        self.allocate_in_other_shards(env, shard, placement, desc, Wait::No)
     }
 
-    /// Places a request in the blocks of the shards other than `shard` that
-    /// are free right now (no waiting for another thread's lock); `None`
-    /// where none has room.
+    /// Places a request in the blocks of the shards other than `shard`;
+    /// `None` where none has room.
+    ///
+    /// - [`Wait::No`]: only the shards whose lock is free right now (no
+    ///   waiting for another thread), their blocks' free ranges;
+    /// - [`Wait::Yes`]: each shard's lock in turn (holding no other), the
+    ///   kept runs of their blocks included: the vector's room, all of it,
+    ///   before memory is made. Making memory is a driver call; waiting for
+    ///   a lock held while another thread places or frees one range costs
+    ///   far less, and a shard that grew while room lay in the others
+    ///   multiplied the committed memory by the threads (issue 37).
     fn allocate_in_other_shards(
         &self,
         env: Env<'_>,
         shard: usize,
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
+        wait: Wait,
     ) -> Option<Result<Allocation, Error>> {
         let open = self.open_shards();
         for other in (0..open).filter(|&o| o != shard) {
-            let Some(mut list) = self.try_shard(other) else {
+            let list = match wait {
+                Wait::No => self.try_shard(other),
+                Wait::Yes => Some(self.shards[other].list.lock()),
+            };
+            let Some(mut list) = list else {
                 continue;
             };
             if self.is_closed() {
                 return Some(Err(self.closed_error()));
             }
-            if let Some((block, range)) = list.allocate(&placement.request) {
-                let id = list.next_id(env.next_id);
-                return Some(
-                    self.finish_ok(env, other, &mut list, block, range, placement, desc, id),
-                );
-            }
-        }
-        None
-    }
-
-    /// Places a request in the blocks of the shards other than `shard`,
-    /// waiting for each one's lock in turn (holding no other), the kept
-    /// runs of their blocks included: the vector's room, all of it, before
-    /// memory is made. Making memory is a driver call; waiting for a lock
-    /// held while another thread places or frees one range costs far less,
-    /// and a shard that grew while room lay in the others multiplied the
-    /// committed memory by the threads (issue 37). `None` where none has room.
-    #[cold]
-    fn allocate_in_other_shards_waiting(
-        &self,
-        env: Env<'_>,
-        shard: usize,
-        placement: &SharedPlacement,
-        desc: &AllocationDesc<'_>,
-    ) -> Option<Result<Allocation, Error>> {
-        let open = self.open_shards();
-        for other in (0..open).filter(|&o| o != shard) {
-            let mut list = self.shards[other].list.lock();
-            if self.is_closed() {
-                return Some(Err(self.closed_error()));
-            }
-            if let Some((block, range)) = list
-                .allocate(&placement.request)
-                .or_else(|| list.allocate_reclaiming(&placement.request))
-            {
+            let placed = match wait {
+                Wait::No => list.allocate(&placement.request),
+                Wait::Yes => list
+                    .allocate(&placement.request)
+                    .or_else(|| list.allocate_reclaiming(&placement.request)),
+            };
+            if let Some((block, range)) = placed {
                 let id = list.next_id(env.next_id);
                 return Some(
                     self.finish_ok(env, other, &mut list, block, range, placement, desc, id),
@@ -837,10 +832,11 @@ impl BlockVector {
         // Room in another shard's blocks costs less than a new block: look
         // in the ones that are free right now, then wait for the others'
         // locks (one at a time, holding none).
-        if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc) {
+        if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc, Wait::No) {
             return result;
         }
-        if let Some(result) = self.allocate_in_other_shards_waiting(env, shard, placement, desc) {
+        if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc, Wait::Yes)
+        {
             return result;
         }
         // Sized once no shard had room (the home's lock taken again: its

@@ -51,7 +51,7 @@ use std::sync::Arc;
 
 use crate::handle::{kind, small_runs_from, Handle};
 use crate::interpreter::{self, Target};
-use crate::ops::{self, conflicts, Alloc, Common, Key, Ranges, Sim};
+use crate::ops::{self, conflicts, Alloc, Key, Ranges, Sim};
 use arbitrary::Arbitrary;
 use vkalloc::sim::{tables, GpuTable, SimDevice};
 use vkalloc::stats::{DefragStats, DetailedStatistics, Statistics};
@@ -2046,18 +2046,7 @@ impl Target for State {
         self.check();
     }
 
-    fn common(op: Op) -> Result<Common, Op> {
-        Ok(match op {
-            Op::Trim => Common::Trim,
-            Op::BeginFrame => Common::BeginFrame,
-            Op::Statistics => Common::Statistics,
-            Op::DetailedStatistics => Common::DetailedStatistics,
-            Op::Json => Common::Json,
-            Op::Leaks => Common::Leaks,
-            Op::CheckCorruption => Common::CheckCorruption,
-            op => return Err(op),
-        })
-    }
+    crate::ops::common_of_op!();
 
     fn apply(&mut self, op: Op, number: u64) {
         self.ops = number;

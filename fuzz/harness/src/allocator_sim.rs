@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::handle::{kind, small_runs_from, Handle};
 use crate::interpreter::{self, Target};
-use crate::ops::{self, Alloc, Common, Ranges, Sim};
+use crate::ops::{self, Alloc, Ranges, Sim};
 use arbitrary::Arbitrary;
 use vkalloc::device::{DedicatedResource, DedicatedTo, DeviceError, MemoryPropertyFlags};
 use vkalloc::select::TypeFlags;
@@ -875,18 +875,7 @@ impl Target for State {
         State::new(setup)
     }
 
-    fn common(op: Op) -> Result<Common, Op> {
-        Ok(match op {
-            Op::Trim => Common::Trim,
-            Op::BeginFrame => Common::BeginFrame,
-            Op::Statistics => Common::Statistics,
-            Op::DetailedStatistics => Common::DetailedStatistics,
-            Op::Json => Common::Json,
-            Op::Leaks => Common::Leaks,
-            Op::CheckCorruption => Common::CheckCorruption,
-            op => return Err(op),
-        })
-    }
+    crate::ops::common_of_op!();
 
     fn apply(&mut self, op: Op, _number: u64) {
         State::apply(self, op);

@@ -186,3 +186,25 @@ impl Ranges {
         );
     }
 }
+
+/// [`crate::interpreter::Target::common`] for a target whose `Op` (in
+/// scope where this is invoked) names the shared operations as [`Common`]
+/// does.
+macro_rules! common_of_op {
+    () => {
+        fn common(op: Op) -> Result<$crate::ops::Common, Op> {
+            use $crate::ops::Common;
+            Ok(match op {
+                Op::Trim => Common::Trim,
+                Op::BeginFrame => Common::BeginFrame,
+                Op::Statistics => Common::Statistics,
+                Op::DetailedStatistics => Common::DetailedStatistics,
+                Op::Json => Common::Json,
+                Op::Leaks => Common::Leaks,
+                Op::CheckCorruption => Common::CheckCorruption,
+                op => return Err(op),
+            })
+        }
+    };
+}
+pub(crate) use common_of_op;
