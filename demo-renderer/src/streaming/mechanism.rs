@@ -207,31 +207,8 @@ impl Mechanism {
     /// command buffers and semaphores on the transfer path).
     pub fn new(ctx: &Context, fail_reads: Option<String>) -> Result<Self, GpuError> {
         let d = &ctx.device;
-        let pool_on = |family: u32| {
-            // SAFETY: a valid create info on a live device.
-            unsafe {
-                d.create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(family)
-                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-                    None,
-                )
-            }
-            .check("vkCreateCommandPool")
-        };
-        let buffers = |pool: vk::CommandPool| {
-            // SAFETY: a live pool of this device.
-            unsafe {
-                d.allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(pool)
-                        .command_buffer_count(SLOTS as u32),
-                )
-            }
-            .check("vkAllocateCommandBuffers")
-        };
         let mut m = Self {
-            pool: pool_on(ctx.queue_family)?,
+            pool: command_pool(d, ctx.queue_family)?,
             upload: None,
             slots: Vec::new(),
             order: VecDeque::new(),
@@ -246,75 +223,7 @@ impl Mechanism {
             fail_reads,
         };
         // From here on, a failure destroys what was made (`destroy_objects`).
-        let made = (|| {
-            if let Some(u) = ctx.upload {
-                m.upload = Some(UploadQueue {
-                    families: UploadFamilies {
-                        graphics: ctx.queue_family,
-                        upload: u.family,
-                    },
-                    queue: u.queue,
-                    pool: pool_on(u.family)?,
-                });
-            }
-            let cmds = buffers(m.pool)?;
-            let upload_cmds = match &m.upload {
-                Some(u) => Some(buffers(u.pool)?),
-                None => None,
-            };
-            for (k, cmd) in cmds.into_iter().enumerate() {
-                // SAFETY: valid create infos on a live device.
-                let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
-                    .check("vkCreateFence")?;
-                m.slots.push(Slot {
-                    cmd,
-                    fence,
-                    upload: None,
-                    batch: None,
-                });
-                if let Some(up) = &upload_cmds {
-                    // SAFETY: as above.
-                    let semaphore =
-                        unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
-                            .check("vkCreateSemaphore")?;
-                    m.slots[k].upload = Some((up[k], semaphore));
-                }
-            }
-            let (timestamps, family) = match ctx.upload {
-                Some(u) => (u.timestamps, u.family),
-                None => (ctx.info.timestamps, ctx.queue_family),
-            };
-            if timestamps && ctx.info.host_query_reset {
-                // SAFETY: plain query.
-                let families = unsafe {
-                    ctx.instance
-                        .get_physical_device_queue_family_properties(ctx.physical_device)
-                };
-                let bits = families
-                    .get(family as usize)
-                    .map_or(0, |f| f.timestamp_valid_bits);
-                // SAFETY: a valid create info on a live device.
-                let pool = unsafe {
-                    d.create_query_pool(
-                        &vk::QueryPoolCreateInfo::default()
-                            .query_type(vk::QueryType::TIMESTAMP)
-                            .query_count(2 * SLOTS as u32),
-                        None,
-                    )
-                }
-                .check("vkCreateQueryPool")?;
-                m.stamps = Some(Stamps {
-                    pool,
-                    period: f64::from(ctx.info.timestamp_period),
-                    mask: if bits >= 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << bits) - 1
-                    },
-                });
-            }
-            Ok(())
-        })();
+        let made = m.make_slots(ctx).and_then(|()| m.make_stamps(ctx));
         match made {
             Ok(()) => Ok(m),
             Err(e) => {
@@ -322,6 +231,90 @@ impl Mechanism {
                 Err(e)
             }
         }
+    }
+
+    /// The upload queue's pool where the device has one, and the batch slots:
+    /// a command buffer and a fence each, and on the transfer path the
+    /// upload queue's command buffer and a semaphore.
+    fn make_slots(&mut self, ctx: &Context) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        if let Some(u) = ctx.upload {
+            self.upload = Some(UploadQueue {
+                families: UploadFamilies {
+                    graphics: ctx.queue_family,
+                    upload: u.family,
+                },
+                queue: u.queue,
+                pool: command_pool(d, u.family)?,
+            });
+        }
+        // SAFETY: the pool was made on this device and lives.
+        let cmds = unsafe { slot_buffers(d, self.pool) }?;
+        let upload_cmds = match &self.upload {
+            // SAFETY: as above.
+            Some(u) => Some(unsafe { slot_buffers(d, u.pool) }?),
+            None => None,
+        };
+        for (k, cmd) in cmds.into_iter().enumerate() {
+            // SAFETY: valid create infos on a live device.
+            let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
+                .check("vkCreateFence")?;
+            self.slots.push(Slot {
+                cmd,
+                fence,
+                upload: None,
+                batch: None,
+            });
+            if let Some(up) = &upload_cmds {
+                // SAFETY: as above.
+                let semaphore =
+                    unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
+                        .check("vkCreateSemaphore")?;
+                self.slots[k].upload = Some((up[k], semaphore));
+            }
+        }
+        Ok(())
+    }
+
+    /// The timestamp queries, two per slot, where the queue recording the
+    /// copies from staging has timestamps and queries can be reset from the
+    /// host.
+    fn make_stamps(&mut self, ctx: &Context) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        let (timestamps, family) = match ctx.upload {
+            Some(u) => (u.timestamps, u.family),
+            None => (ctx.info.timestamps, ctx.queue_family),
+        };
+        if timestamps && ctx.info.host_query_reset {
+            // SAFETY: plain query.
+            let families = unsafe {
+                ctx.instance
+                    .get_physical_device_queue_family_properties(ctx.physical_device)
+            };
+            let bits = families
+                .get(family as usize)
+                .map_or(0, |f| f.timestamp_valid_bits);
+            // SAFETY: a valid create info on a live device.
+            let pool = unsafe {
+                d.create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(2 * SLOTS as u32),
+                    None,
+                )
+            }
+            .check("vkCreateQueryPool")?;
+            self.stamps = Some(Stamps {
+                pool,
+                period: f64::from(ctx.info.timestamp_period),
+                mask: if bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                },
+            });
+        }
+        Ok(())
     }
 
     /// Bytes of old images waiting for the GPU to be done with them.
@@ -662,6 +655,39 @@ impl Mechanism {
         }
         self.destroy_objects(&ctx.device);
     }
+}
+
+/// A command pool of `family` whose buffers reset one by one.
+fn command_pool(d: &ash::Device, family: u32) -> Result<vk::CommandPool, GpuError> {
+    // SAFETY: a valid create info on a live device.
+    unsafe {
+        d.create_command_pool(
+            &vk::CommandPoolCreateInfo::default()
+                .queue_family_index(family)
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+            None,
+        )
+    }
+    .check("vkCreateCommandPool")
+}
+
+/// A command buffer per slot from `pool`.
+///
+/// # Safety
+/// `pool` is a live command pool of `d`.
+unsafe fn slot_buffers(
+    d: &ash::Device,
+    pool: vk::CommandPool,
+) -> Result<Vec<vk::CommandBuffer>, GpuError> {
+    // SAFETY: a live pool of this device.
+    unsafe {
+        d.allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(SLOTS as u32),
+        )
+    }
+    .check("vkAllocateCommandBuffers")
 }
 
 /// A replacement of [`Mechanism::start`]'s batch: its new image and the
