@@ -33,32 +33,22 @@ impl TileStreamer {
         let refuse = self.fail_reads.clone();
         let refuse = refuse.as_deref();
         let slot = self.slot as usize;
-        let maps = &self.maps;
-        let sparse = &self.sparse;
-        let atlas_layout = self.atlas.as_ref().map(|a| a.layout);
+        let reads = TileReads {
+            loads,
+            maps: &self.maps,
+            sparse: &self.sparse,
+            atlas_layout: self.atlas.as_ref().map(|a| a.layout),
+            slot,
+            refuse,
+        };
         let staging = self.staging.as_mut().expect("built");
-        let mut rest =
+        let rest =
             &mut staging.mapped_mut().as_mut_slice()[base * slot..(base + loads.len()) * slot];
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .clamp(1, READERS)
             .min(runs.len());
-        // Cut the runs into `threads` groups of about equal tiles.
-        let per = loads.len().div_ceil(threads.max(1));
-        let mut groups: Vec<(&[Run], &mut [u8])> = Vec::new();
-        let mut first = 0;
-        let mut tiles = 0;
-        for (k, r) in runs.iter().enumerate() {
-            tiles += r.len as usize;
-            if tiles >= per || k + 1 == runs.len() {
-                let bytes = (r.start + r.len as usize - runs[first].start) * slot;
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
-                groups.push((&runs[first..=k], head));
-                rest = tail;
-                first = k + 1;
-                tiles = 0;
-            }
-        }
+        let groups = group_runs(runs, loads.len(), rest, slot, threads);
         let group_lens: Vec<usize> = groups.iter().map(|g| g.0.len()).collect();
         // On rayon's pool (its threads are already running: no thread is
         // started per frame); a reader that panics fails its group's runs.
@@ -66,61 +56,7 @@ impl TileStreamer {
             .into_par_iter()
             .map(|(group, dst)| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let base = group.first().map_or(0, |r| r.start);
-                    let mut failed = Vec::new();
-                    for (k, run) in group.iter().enumerate() {
-                        let t = loads[run.start];
-                        let s = &sparse[t.map as usize];
-                        if refuse.is_some_and(|r| s.path.to_string_lossy().contains(r)) {
-                            failed.push((
-                                k,
-                                format!("{}: read refused (--tune fail-reads)", s.path.display()),
-                            ));
-                            continue;
-                        }
-                        let m = &maps[t.map as usize];
-                        let r = &s.reader;
-                        let bs = s.format.block_side();
-                        let side = m.side(t.level);
-                        let level = t.level as usize;
-                        if let Some(layout) = atlas_layout.as_ref() {
-                            // One tile a run: its slot, border included,
-                            // from the level's wrapped blocks.
-                            let bytes = s.format.level_bytes(layout.side(), layout.side()) as usize;
-                            let at = (run.start - base) * slot;
-                            let read = atlas::assemble_slot(
-                                layout,
-                                bs,
-                                s.format.block_bytes() as usize,
-                                side,
-                                (t.x, t.y),
-                                &mut dst[at..at + bytes],
-                                |xy, wh, out| match &s.mapped {
-                                    Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
-                                    None => r.read_level_rect_into(level, xy, wh, out),
-                                },
-                            );
-                            if let Err(e) = read {
-                                failed.push((k, e.to_string()));
-                            }
-                            continue;
-                        }
-                        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-                        let w = (m.tile_w * run.len).min(side - x);
-                        let h = m.tile_h.min(side - y);
-                        let bytes = s.format.level_bytes(w, h) as usize;
-                        let at = (run.start - base) * slot;
-                        let (xy, wh) = ((x / bs, y / bs), (w.div_ceil(bs), h.div_ceil(bs)));
-                        let out = &mut dst[at..at + bytes];
-                        let read = match &s.mapped {
-                            Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
-                            None => r.read_level_rect_into(level, xy, wh, out),
-                        };
-                        if let Err(e) = read {
-                            failed.push((k, e.to_string()));
-                        }
-                    }
-                    failed
+                    reads.read_group(group, dst)
                 }))
             })
             .collect();
@@ -403,5 +339,112 @@ impl StagedCopies<'_> {
                 )
             };
         }
+    }
+}
+
+/// The runs cut into `threads` groups of about equal tiles (of `loads`
+/// tiles in all), each with its part of `rest`, the runs' staging (`slot`
+/// bytes a tile).
+fn group_runs<'a>(
+    runs: &'a [Run],
+    loads: usize,
+    mut rest: &'a mut [u8],
+    slot: usize,
+    threads: usize,
+) -> Vec<(&'a [Run], &'a mut [u8])> {
+    let per = loads.div_ceil(threads.max(1));
+    let mut groups: Vec<(&[Run], &mut [u8])> = Vec::new();
+    let mut first = 0;
+    let mut tiles = 0;
+    for (k, r) in runs.iter().enumerate() {
+        tiles += r.len as usize;
+        if tiles >= per || k + 1 == runs.len() {
+            let bytes = (r.start + r.len as usize - runs[first].start) * slot;
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+            groups.push((&runs[first..=k], head));
+            rest = tail;
+            first = k + 1;
+            tiles = 0;
+        }
+    }
+    groups
+}
+
+/// What [`TileStreamer::read`]'s readers share: the loads, the maps and
+/// their files, the atlas layout (with a page atlas), a staging slot's
+/// bytes, and the failure injection (`--tune fail-reads`).
+struct TileReads<'a> {
+    loads: &'a [TileRef],
+    maps: &'a [MapTiles],
+    sparse: &'a [SparseMap],
+    atlas_layout: Option<atlas::AtlasLayout>,
+    slot: usize,
+    refuse: Option<&'a str>,
+}
+
+impl TileReads<'_> {
+    /// Reads a group of runs into `dst`, its staging; the failures as
+    /// (index in the group, message).
+    fn read_group(&self, group: &[Run], dst: &mut [u8]) -> Vec<(usize, String)> {
+        let base = group.first().map_or(0, |r| r.start);
+        let mut failed = Vec::new();
+        for (k, run) in group.iter().enumerate() {
+            let at = (run.start - base) * self.slot;
+            if let Err(e) = self.read_run(run, at, dst) {
+                failed.push((k, e));
+            }
+        }
+        failed
+    }
+
+    /// Reads a run into `dst` at `at`: with a page atlas its one tile's
+    /// slot, border included, from the level's wrapped blocks; else its
+    /// rows spanning the run's tiles.
+    fn read_run(&self, run: &Run, at: usize, dst: &mut [u8]) -> Result<(), String> {
+        let t = self.loads[run.start];
+        let s = &self.sparse[t.map as usize];
+        if self
+            .refuse
+            .is_some_and(|r| s.path.to_string_lossy().contains(r))
+        {
+            return Err(format!(
+                "{}: read refused (--tune fail-reads)",
+                s.path.display()
+            ));
+        }
+        let m = &self.maps[t.map as usize];
+        let r = &s.reader;
+        let bs = s.format.block_side();
+        let side = m.side(t.level);
+        let level = t.level as usize;
+        if let Some(layout) = self.atlas_layout.as_ref() {
+            // One tile a run: its slot, border included,
+            // from the level's wrapped blocks.
+            let bytes = s.format.level_bytes(layout.side(), layout.side()) as usize;
+            let read = atlas::assemble_slot(
+                layout,
+                bs,
+                s.format.block_bytes() as usize,
+                side,
+                (t.x, t.y),
+                &mut dst[at..at + bytes],
+                |xy, wh, out| match &s.mapped {
+                    Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
+                    None => r.read_level_rect_into(level, xy, wh, out),
+                },
+            );
+            return read.map_err(|e| e.to_string());
+        }
+        let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
+        let w = (m.tile_w * run.len).min(side - x);
+        let h = m.tile_h.min(side - y);
+        let bytes = s.format.level_bytes(w, h) as usize;
+        let (xy, wh) = ((x / bs, y / bs), (w.div_ceil(bs), h.div_ceil(bs)));
+        let out = &mut dst[at..at + bytes];
+        let read = match &s.mapped {
+            Some(m) => m.read_level_rect_into(r, level, xy, wh, out),
+            None => r.read_level_rect_into(level, xy, wh, out),
+        };
+        read.map_err(|e| e.to_string())
     }
 }
