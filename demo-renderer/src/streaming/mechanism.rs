@@ -43,7 +43,7 @@ use ash::vk;
 use material_baker::ktx2::Reader;
 
 use crate::gpu::memory::{MappedBuffer, MemOptions, MemoryUsage};
-use crate::gpu::ownership::{self, BatchImage, UploadFamilies};
+use crate::gpu::ownership::{self, BatchImage, UploadBarriers, UploadFamilies};
 use crate::gpu::util::transition;
 use crate::gpu::{Context, GpuError, GpuMemory, VkCheck};
 use crate::materials::textures::{texture_image_info, Texture, TextureSet};
@@ -207,31 +207,8 @@ impl Mechanism {
     /// command buffers and semaphores on the transfer path).
     pub fn new(ctx: &Context, fail_reads: Option<String>) -> Result<Self, GpuError> {
         let d = &ctx.device;
-        let pool_on = |family: u32| {
-            // SAFETY: a valid create info on a live device.
-            unsafe {
-                d.create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(family)
-                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-                    None,
-                )
-            }
-            .check("vkCreateCommandPool")
-        };
-        let buffers = |pool: vk::CommandPool| {
-            // SAFETY: a live pool of this device.
-            unsafe {
-                d.allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(pool)
-                        .command_buffer_count(SLOTS as u32),
-                )
-            }
-            .check("vkAllocateCommandBuffers")
-        };
         let mut m = Self {
-            pool: pool_on(ctx.queue_family)?,
+            pool: command_pool(d, ctx.queue_family)?,
             upload: None,
             slots: Vec::new(),
             order: VecDeque::new(),
@@ -246,75 +223,7 @@ impl Mechanism {
             fail_reads,
         };
         // From here on, a failure destroys what was made (`destroy_objects`).
-        let made = (|| {
-            if let Some(u) = ctx.upload {
-                m.upload = Some(UploadQueue {
-                    families: UploadFamilies {
-                        graphics: ctx.queue_family,
-                        upload: u.family,
-                    },
-                    queue: u.queue,
-                    pool: pool_on(u.family)?,
-                });
-            }
-            let cmds = buffers(m.pool)?;
-            let upload_cmds = match &m.upload {
-                Some(u) => Some(buffers(u.pool)?),
-                None => None,
-            };
-            for (k, cmd) in cmds.into_iter().enumerate() {
-                // SAFETY: valid create infos on a live device.
-                let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
-                    .check("vkCreateFence")?;
-                m.slots.push(Slot {
-                    cmd,
-                    fence,
-                    upload: None,
-                    batch: None,
-                });
-                if let Some(up) = &upload_cmds {
-                    // SAFETY: as above.
-                    let semaphore =
-                        unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
-                            .check("vkCreateSemaphore")?;
-                    m.slots[k].upload = Some((up[k], semaphore));
-                }
-            }
-            let (timestamps, family) = match ctx.upload {
-                Some(u) => (u.timestamps, u.family),
-                None => (ctx.info.timestamps, ctx.queue_family),
-            };
-            if timestamps && ctx.info.host_query_reset {
-                // SAFETY: plain query.
-                let families = unsafe {
-                    ctx.instance
-                        .get_physical_device_queue_family_properties(ctx.physical_device)
-                };
-                let bits = families
-                    .get(family as usize)
-                    .map_or(0, |f| f.timestamp_valid_bits);
-                // SAFETY: a valid create info on a live device.
-                let pool = unsafe {
-                    d.create_query_pool(
-                        &vk::QueryPoolCreateInfo::default()
-                            .query_type(vk::QueryType::TIMESTAMP)
-                            .query_count(2 * SLOTS as u32),
-                        None,
-                    )
-                }
-                .check("vkCreateQueryPool")?;
-                m.stamps = Some(Stamps {
-                    pool,
-                    period: f64::from(ctx.info.timestamp_period),
-                    mask: if bits >= 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << bits) - 1
-                    },
-                });
-            }
-            Ok(())
-        })();
+        let made = m.make_slots(ctx).and_then(|()| m.make_stamps(ctx));
         match made {
             Ok(()) => Ok(m),
             Err(e) => {
@@ -322,6 +231,90 @@ impl Mechanism {
                 Err(e)
             }
         }
+    }
+
+    /// The upload queue's pool where the device has one, and the batch slots:
+    /// a command buffer and a fence each, and on the transfer path the
+    /// upload queue's command buffer and a semaphore.
+    fn make_slots(&mut self, ctx: &Context) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        if let Some(u) = ctx.upload {
+            self.upload = Some(UploadQueue {
+                families: UploadFamilies {
+                    graphics: ctx.queue_family,
+                    upload: u.family,
+                },
+                queue: u.queue,
+                pool: command_pool(d, u.family)?,
+            });
+        }
+        // SAFETY: the pool was made on this device and lives.
+        let cmds = unsafe { slot_buffers(d, self.pool) }?;
+        let upload_cmds = match &self.upload {
+            // SAFETY: as above.
+            Some(u) => Some(unsafe { slot_buffers(d, u.pool) }?),
+            None => None,
+        };
+        for (k, cmd) in cmds.into_iter().enumerate() {
+            // SAFETY: valid create infos on a live device.
+            let fence = unsafe { d.create_fence(&vk::FenceCreateInfo::default(), None) }
+                .check("vkCreateFence")?;
+            self.slots.push(Slot {
+                cmd,
+                fence,
+                upload: None,
+                batch: None,
+            });
+            if let Some(up) = &upload_cmds {
+                // SAFETY: as above.
+                let semaphore =
+                    unsafe { d.create_semaphore(&vk::SemaphoreCreateInfo::default(), None) }
+                        .check("vkCreateSemaphore")?;
+                self.slots[k].upload = Some((up[k], semaphore));
+            }
+        }
+        Ok(())
+    }
+
+    /// The timestamp queries, two per slot, where the queue recording the
+    /// copies from staging has timestamps and queries can be reset from the
+    /// host.
+    fn make_stamps(&mut self, ctx: &Context) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        let (timestamps, family) = match ctx.upload {
+            Some(u) => (u.timestamps, u.family),
+            None => (ctx.info.timestamps, ctx.queue_family),
+        };
+        if timestamps && ctx.info.host_query_reset {
+            // SAFETY: plain query.
+            let families = unsafe {
+                ctx.instance
+                    .get_physical_device_queue_family_properties(ctx.physical_device)
+            };
+            let bits = families
+                .get(family as usize)
+                .map_or(0, |f| f.timestamp_valid_bits);
+            // SAFETY: a valid create info on a live device.
+            let pool = unsafe {
+                d.create_query_pool(
+                    &vk::QueryPoolCreateInfo::default()
+                        .query_type(vk::QueryType::TIMESTAMP)
+                        .query_count(2 * SLOTS as u32),
+                    None,
+                )
+            }
+            .check("vkCreateQueryPool")?;
+            self.stamps = Some(Stamps {
+                pool,
+                period: f64::from(ctx.info.timestamp_period),
+                mask: if bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                },
+            });
+        }
+        Ok(())
     }
 
     /// Bytes of old images waiting for the GPU to be done with them.
@@ -456,142 +449,12 @@ impl Mechanism {
             result.deferred = replaces.iter().map(|r| r.0).collect();
             return Ok(result);
         };
-        struct Planned {
-            texture: usize,
-            from: u32,
-            to: u32,
-            new: Texture,
-            /// (level, staging index)
-            uploads: Vec<(u32, usize)>,
-            ok: bool,
-        }
-        let mut planned: Vec<Planned> = Vec::new();
         let mut staging: Vec<MappedBuffer> = Vec::new();
-        let mut ring_full = false;
-        for &(t, from, to) in replaces {
-            let info = &infos[t];
-            if ring_full {
-                result.deferred.push(t);
-                continue;
-            }
-            // The pool's pressure before allocating: an image past half a block
-            // gets memory of its own (as the allocator places it in a pool), the
-            // others a free range or a new block; one whose memory the budget
-            // can't take can't be placed (earlier images of this batch may have taken the range
-            // the policy saw): it waits, without a failed allocation.
-            let size = info.main_bytes.get(to as usize).copied().unwrap_or(0);
-            if let Some(p) = mem.pool_pressure(set.texture_pool) {
-                let fits = if size > set.texture_block / 2 {
-                    size <= p.headroom()
-                } else {
-                    size <= p.largest_free_range || set.texture_block <= p.headroom()
-                };
-                if !fits {
-                    if p.free_in_blocks() + p.headroom() >= size {
-                        result.fragmentation_deferrals += 1;
-                        if result.first_deferred_bytes == 0 {
-                            result.first_deferred_bytes = size;
-                        }
-                    }
-                    result.deferred.push(t);
-                    continue;
-                }
-            }
-            let new = match create_main(ctx, mem, set, info, to) {
-                Ok(n) => n,
-                Err(e) if e.is_no_room() => {
-                    if mem
-                        .pool_pressure(set.texture_pool)
-                        .is_some_and(|p| p.free_in_blocks() + p.headroom() >= size)
-                    {
-                        result.fragmentation_failures += 1;
-                    }
-                    result.deferred.push(t);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let src_base = if from < info.tail { from } else { info.tail };
-            let mut uploads = Vec::new();
-            let mut ok = true;
-            for level in to..src_base.min(info.tail).max(to) {
-                let len = info.level_bytes[level as usize];
-                let binfo = vk::BufferCreateInfo::default()
-                    .size(len)
-                    .usage(vk::BufferUsageFlags::TRANSFER_SRC);
-                let opts = MemOptions::new(MemoryUsage::Upload, "streaming staging")
-                    .in_pool(set.staging_pool);
-                match mem.create_buffer_mapped(&binfo, &opts) {
-                    Ok(b) => {
-                        uploads.push((level, staging.len()));
-                        staging.push(b);
-                    }
-                    Err(_) => {
-                        ok = false;
-                        ring_full = true;
-                        break;
-                    }
-                }
-            }
-            if !ok {
-                // The ring is full: this one waits for a later frame. Its staging
-                // buffers stay in the batch, freed in order when it completes.
-                TextureSet::free_texture(d, mem, new);
-                result.deferred.push(t);
-                continue;
-            }
-            planned.push(Planned {
-                texture: t,
-                from,
-                to,
-                new,
-                uploads,
-                ok: true,
-            });
-        }
+        let mut planned = plan_batch(ctx, mem, set, infos, replaces, &mut staging, &mut result)?;
 
         // Read every level on worker threads, straight into the mapped staging.
         let started = Instant::now();
-        {
-            let mut jobs: Vec<Job<'_>> = Vec::new();
-            let mut slices: Vec<Option<&mut [u8]>> = staging
-                .iter_mut()
-                .map(|b| Some(b.mapped_mut().as_mut_slice()))
-                .collect();
-            for (k, p) in planned.iter().enumerate() {
-                for &(level, si) in &p.uploads {
-                    let len = infos[p.texture].level_bytes[level as usize] as usize;
-                    if let Some(slice) = slices[si].take() {
-                        // Large levels in parts, so that several threads read them.
-                        for (c, part) in slice[..len].chunks_mut(READ_CHUNK).enumerate() {
-                            jobs.push(Job {
-                                owner: k,
-                                path: infos[p.texture].path.clone(),
-                                level,
-                                level_len: len as u64,
-                                start: (c * READ_CHUNK) as u64,
-                                out: part,
-                            });
-                        }
-                    }
-                }
-            }
-            let failures = read_levels(jobs, self.threads, self.fail_reads.as_deref());
-            for (k, message) in failures {
-                if k >= planned.len() {
-                    // A reader thread panicked: which levels it read is unknown.
-                    for p in planned.iter_mut().filter(|p| p.ok) {
-                        p.ok = false;
-                        result.failed.push((p.texture, message.clone()));
-                    }
-                    continue;
-                }
-                if planned[k].ok {
-                    planned[k].ok = false;
-                    result.failed.push((planned[k].texture, message));
-                }
-            }
-        }
+        self.read_batch(infos, &mut planned, &mut staging, &mut result);
         result.read_seconds = started.elapsed().as_secs_f64();
         for b in &staging {
             mem.flush(b.allocation());
@@ -613,27 +476,106 @@ impl Mechanism {
             return Ok(result);
         }
 
-        let slot = &mut self.slots[slot_index];
-        let cmd = slot.cmd;
-        let source = |p: &Planned| -> (&Texture, u32) {
-            let info = &infos[p.texture];
-            match &mains[p.texture] {
-                Some(m) if p.from < info.tail => (m, p.from),
-                _ => (&set.textures[p.texture], set.textures[p.texture].base_level),
-            }
+        // Timestamps around the copies from staging, on whichever queue records them.
+        let stamps = self
+            .stamps
+            .as_ref()
+            .filter(|_| result.upload_bytes > 0)
+            .map(|st| (st.pool, 2 * slot_index as u32));
+        let copies = BatchCopies {
+            d,
+            set,
+            infos,
+            mains,
+            ops: &ops,
+            staging: &staging,
+            stamps,
         };
-        let images: Vec<BatchImage> = ops
-            .iter()
-            .map(|p| {
-                let levels = infos[p.texture].levels;
-                let (src, src_base) = source(p);
-                BatchImage {
-                    new: (p.new.image(), levels - p.to),
-                    uploads: !p.uploads.is_empty(),
-                    source: (src.image(), levels - src_base),
-                }
+        self.record_and_submit(ctx, slot_index, &copies)?;
+        result.ops = ops
+            .into_iter()
+            .map(|p| Op {
+                texture: p.texture,
+                from: p.from,
+                to: p.to,
+                new: p.new,
             })
             .collect();
+        self.slots[slot_index].batch = Some(Batch {
+            staging,
+            upload_bytes: if stamps.is_some() {
+                result.upload_bytes
+            } else {
+                0
+            },
+        });
+        self.order.push_back(slot_index);
+        Ok(result)
+    }
+
+    /// Reads the levels of `planned` into their staging on worker threads;
+    /// a replacement whose read fails is no longer `ok` (its failure in
+    /// `result`).
+    fn read_batch(
+        &self,
+        infos: &[TexInfo],
+        planned: &mut [Planned],
+        staging: &mut [MappedBuffer],
+        result: &mut Started,
+    ) {
+        let mut jobs: Vec<Job<'_>> = Vec::new();
+        let mut slices: Vec<Option<&mut [u8]>> = staging
+            .iter_mut()
+            .map(|b| Some(b.mapped_mut().as_mut_slice()))
+            .collect();
+        for (k, p) in planned.iter().enumerate() {
+            for &(level, si) in &p.uploads {
+                let len = infos[p.texture].level_bytes[level as usize] as usize;
+                if let Some(slice) = slices[si].take() {
+                    // Large levels in parts, so that several threads read them.
+                    for (c, part) in slice[..len].chunks_mut(READ_CHUNK).enumerate() {
+                        jobs.push(Job {
+                            owner: k,
+                            path: infos[p.texture].path.clone(),
+                            level,
+                            level_len: len as u64,
+                            start: (c * READ_CHUNK) as u64,
+                            out: part,
+                        });
+                    }
+                }
+            }
+        }
+        let failures = read_levels(jobs, self.threads, self.fail_reads.as_deref());
+        for (k, message) in failures {
+            if k >= planned.len() {
+                // A reader thread panicked: which levels it read is unknown.
+                for p in planned.iter_mut().filter(|p| p.ok) {
+                    p.ok = false;
+                    result.failed.push((p.texture, message.clone()));
+                }
+                continue;
+            }
+            if planned[k].ok {
+                planned[k].ok = false;
+                result.failed.push((planned[k].texture, message));
+            }
+        }
+    }
+
+    /// Records the batch's copies into slot `slot_index`'s command buffers
+    /// and submits them: the upload submission first where there is one and
+    /// the batch has uploads, then the graphics one with the slot's fence.
+    fn record_and_submit(
+        &self,
+        ctx: &Context,
+        slot_index: usize,
+        copies: &BatchCopies<'_>,
+    ) -> Result<(), GpuError> {
+        let d = &ctx.device;
+        let slot = &self.slots[slot_index];
+        let cmd = slot.cmd;
+        let images = copies.images();
         let barriers =
             ownership::upload_barriers(self.upload.as_ref().map(|u| u.families), &images);
         // The upload submission, where there is one and the batch has uploads.
@@ -641,96 +583,11 @@ impl Mechanism {
             (Some(u), Some(cmds)) if barriers.uses_upload_queue() => Some((u.queue, cmds)),
             _ => None,
         };
-        let layers = |mip: u32| vk::ImageSubresourceLayers {
-            aspect_mask: vk::ImageAspectFlags::COLOR,
-            mip_level: mip,
-            base_array_layer: 0,
-            layer_count: 1,
-        };
-        let extent = |p: &Planned, l: u32| {
-            let side = (infos[p.texture].size >> l).max(1);
-            vk::Extent3D {
-                width: side,
-                height: side,
-                depth: 1,
-            }
-        };
-        // Called only below, on a command buffer being recorded.
-        let record_staging_copies = |cmd: vk::CommandBuffer| {
-            for p in &ops {
-                for &(l, si) in &p.uploads {
-                    let region = vk::BufferImageCopy {
-                        buffer_offset: 0,
-                        buffer_row_length: 0,
-                        buffer_image_height: 0,
-                        image_subresource: layers(l - p.to),
-                        image_offset: vk::Offset3D::default(),
-                        image_extent: extent(p, l),
-                    };
-                    // SAFETY: `cmd` is recording; the buffer and image are live
-                    // until the batch's fence signals.
-                    unsafe {
-                        d.cmd_copy_buffer_to_image(
-                            cmd,
-                            staging[si].raw(),
-                            p.new.image(),
-                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                            &[region],
-                        )
-                    };
-                }
-            }
-        };
-        let record_image_copies = |cmd: vk::CommandBuffer| {
-            for p in &ops {
-                let info = &infos[p.texture];
-                let (src, src_base) = source(p);
-                let copies: Vec<vk::ImageCopy> = (p.to.max(src_base)..info.levels)
-                    .map(|l| vk::ImageCopy {
-                        src_subresource: layers(l - src_base),
-                        src_offset: vk::Offset3D::default(),
-                        dst_subresource: layers(l - p.to),
-                        dst_offset: vk::Offset3D::default(),
-                        extent: extent(p, l),
-                    })
-                    .collect();
-                if !copies.is_empty() {
-                    // SAFETY: `cmd` is recording on the graphics queue; both images
-                    // are live until the batch's fence signals.
-                    unsafe {
-                        d.cmd_copy_image(
-                            cmd,
-                            src.image(),
-                            vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-                            p.new.image(),
-                            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-                            &copies,
-                        )
-                    };
-                }
-            }
-        };
-        // Timestamps around the copies from staging, on whichever queue records them.
-        let stamps = self
-            .stamps
-            .as_ref()
-            .filter(|_| result.upload_bytes > 0)
-            .map(|st| (st.pool, 2 * slot_index as u32));
-        if let Some((pool, first)) = stamps {
+        if let Some((pool, first)) = copies.stamps {
             // SAFETY: the slot's queries are not in use (its previous batch was
             // collected); hostQueryReset is enabled (the pool exists only then).
             unsafe { d.reset_query_pool(pool, first, 2) };
         }
-        let stamp = |cmd: vk::CommandBuffer, k: u32, stage: vk::PipelineStageFlags2| {
-            if let Some((pool, first)) = stamps {
-                // SAFETY: `cmd` is recording; the query was reset above.
-                unsafe { d.cmd_write_timestamp2(cmd, stage, pool, first + k) };
-            }
-        };
-        let begin = |cmd: vk::CommandBuffer| -> Result<(), GpuError> {
-            // SAFETY: the slot's buffers are idle (its previous batch was collected).
-            unsafe { crate::gpu::util::begin_one_time(d, cmd) }
-        };
         // SAFETY: the slot's buffers and semaphore are idle (its previous batch was
         // collected: its graphics submission, which waited for the semaphore, is
         // complete); every image and buffer recorded is live until the batch's
@@ -738,34 +595,19 @@ impl Mechanism {
         // submission comes first, so the graphics one's wait has its signal
         // submitted.
         unsafe {
-            if let Some((queue, (up_cmd, semaphore))) = upload {
-                begin(up_cmd)?;
-                stamp(up_cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
-                transition(d, up_cmd, &barriers.upload_before);
-                record_staging_copies(up_cmd);
-                stamp(up_cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
-                transition(d, up_cmd, &barriers.upload_release);
-                d.end_command_buffer(up_cmd).check("vkEndCommandBuffer")?;
-                let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(up_cmd)];
-                let signal = [vk::SemaphoreSubmitInfo::default()
-                    .semaphore(semaphore)
-                    .stage_mask(ownership::SIGNAL_STAGE)];
-                let submit = vk::SubmitInfo2::default()
-                    .command_buffer_infos(&cmds)
-                    .signal_semaphore_infos(&signal);
-                d.queue_submit2(queue, &[submit], vk::Fence::null())
-                    .check("vkQueueSubmit2 (uploads)")?;
+            if let Some((queue, up)) = upload {
+                copies.submit_uploads(queue, up, &barriers)?;
             }
-            begin(cmd)?;
+            copies.begin(cmd)?;
             if upload.is_none() {
-                stamp(cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+                copies.stamp(cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
             }
             transition(d, cmd, &barriers.graphics_before);
             if upload.is_none() {
-                record_staging_copies(cmd);
-                stamp(cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
+                copies.record_staging_copies(cmd);
+                copies.stamp(cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
             }
-            record_image_copies(cmd);
+            copies.record_image_copies(cmd);
             transition(d, cmd, &barriers.graphics_after);
             d.end_command_buffer(cmd).check("vkEndCommandBuffer")?;
             let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
@@ -783,25 +625,7 @@ impl Mechanism {
             d.queue_submit2(ctx.queue, &[submit], slot.fence)
                 .check("vkQueueSubmit2")?;
         }
-        result.ops = ops
-            .into_iter()
-            .map(|p| Op {
-                texture: p.texture,
-                from: p.from,
-                to: p.to,
-                new: p.new,
-            })
-            .collect();
-        slot.batch = Some(Batch {
-            staging,
-            upload_bytes: if stamps.is_some() {
-                result.upload_bytes
-            } else {
-                0
-            },
-        });
-        self.order.push_back(slot_index);
-        Ok(result)
+        Ok(())
     }
 
     fn destroy_objects(&mut self, d: &ash::Device) {
@@ -830,6 +654,355 @@ impl Mechanism {
             log::error!("streaming teardown: {e}");
         }
         self.destroy_objects(&ctx.device);
+    }
+}
+
+/// A command pool of `family` whose buffers reset one by one.
+fn command_pool(d: &ash::Device, family: u32) -> Result<vk::CommandPool, GpuError> {
+    // SAFETY: a valid create info on a live device.
+    unsafe {
+        d.create_command_pool(
+            &vk::CommandPoolCreateInfo::default()
+                .queue_family_index(family)
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+            None,
+        )
+    }
+    .check("vkCreateCommandPool")
+}
+
+/// A command buffer per slot from `pool`.
+///
+/// # Safety
+/// `pool` is a live command pool of `d`.
+unsafe fn slot_buffers(
+    d: &ash::Device,
+    pool: vk::CommandPool,
+) -> Result<Vec<vk::CommandBuffer>, GpuError> {
+    // SAFETY: a live pool of this device.
+    unsafe {
+        d.allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(SLOTS as u32),
+        )
+    }
+    .check("vkAllocateCommandBuffers")
+}
+
+/// A replacement of [`Mechanism::start`]'s batch: its new image and the
+/// levels it takes from staging.
+struct Planned {
+    texture: usize,
+    from: u32,
+    to: u32,
+    new: Texture,
+    /// (level, staging index)
+    uploads: Vec<(u32, usize)>,
+    ok: bool,
+}
+
+/// The replacements of `replaces` that [`Mechanism::start`] can place now,
+/// each with its new image and its levels' staging buffers (in `staging`);
+/// the others deferred in `result` (pool full or fragmented, ring full).
+fn plan_batch(
+    ctx: &Context,
+    mem: &GpuMemory,
+    set: &TextureSet,
+    infos: &[TexInfo],
+    replaces: &[(usize, u32, u32)],
+    staging: &mut Vec<MappedBuffer>,
+    result: &mut Started,
+) -> Result<Vec<Planned>, GpuError> {
+    let d = &ctx.device;
+    let mut planned: Vec<Planned> = Vec::new();
+    let mut ring_full = false;
+    for &(t, from, to) in replaces {
+        let info = &infos[t];
+        if ring_full {
+            result.deferred.push(t);
+            continue;
+        }
+        let size = info.main_bytes.get(to as usize).copied().unwrap_or(0);
+        if !pool_takes(mem, set, size, result) {
+            result.deferred.push(t);
+            continue;
+        }
+        let new = match create_main(ctx, mem, set, info, to) {
+            Ok(n) => n,
+            Err(e) if e.is_no_room() => {
+                if mem
+                    .pool_pressure(set.texture_pool)
+                    .is_some_and(|p| p.free_in_blocks() + p.headroom() >= size)
+                {
+                    result.fragmentation_failures += 1;
+                }
+                result.deferred.push(t);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(uploads) = stage_levels(mem, set, info, from, to, staging) else {
+            ring_full = true;
+            // The ring is full: this one waits for a later frame. Its staging
+            // buffers stay in the batch, freed in order when it completes.
+            TextureSet::free_texture(d, mem, new);
+            result.deferred.push(t);
+            continue;
+        };
+        planned.push(Planned {
+            texture: t,
+            from,
+            to,
+            new,
+            uploads,
+            ok: true,
+        });
+    }
+    Ok(planned)
+}
+
+/// Whether the texture pool can place a new image of `size` bytes, from its
+/// pressure before allocating: an image past half a block gets memory of its
+/// own (as the allocator places it in a pool), the others a free range or a
+/// new block; one whose memory the budget can't take can't be placed
+/// (earlier images of this batch may have taken the range the policy saw):
+/// it waits, without a failed allocation (counted in `result` when the pool
+/// had the bytes free: fragmentation).
+fn pool_takes(mem: &GpuMemory, set: &TextureSet, size: u64, result: &mut Started) -> bool {
+    if let Some(p) = mem.pool_pressure(set.texture_pool) {
+        let fits = if size > set.texture_block / 2 {
+            size <= p.headroom()
+        } else {
+            size <= p.largest_free_range || set.texture_block <= p.headroom()
+        };
+        if !fits {
+            if p.free_in_blocks() + p.headroom() >= size {
+                result.fragmentation_deferrals += 1;
+                if result.first_deferred_bytes == 0 {
+                    result.first_deferred_bytes = size;
+                }
+            }
+            return false;
+        }
+    }
+    true
+}
+
+/// A staging buffer from the ring pool (pushed on `staging`) for every level
+/// of a replacement `from` to `to` that neither its source image nor the
+/// tail holds: (level, staging index) each; `None` when the ring is full
+/// (the buffers made so far stay in `staging`).
+fn stage_levels(
+    mem: &GpuMemory,
+    set: &TextureSet,
+    info: &TexInfo,
+    from: u32,
+    to: u32,
+    staging: &mut Vec<MappedBuffer>,
+) -> Option<Vec<(u32, usize)>> {
+    let src_base = if from < info.tail { from } else { info.tail };
+    let mut uploads = Vec::new();
+    for level in to..src_base.min(info.tail).max(to) {
+        let len = info.level_bytes[level as usize];
+        let binfo = vk::BufferCreateInfo::default()
+            .size(len)
+            .usage(vk::BufferUsageFlags::TRANSFER_SRC);
+        let opts =
+            MemOptions::new(MemoryUsage::Upload, "streaming staging").in_pool(set.staging_pool);
+        match mem.create_buffer_mapped(&binfo, &opts) {
+            Ok(b) => {
+                uploads.push((level, staging.len()));
+                staging.push(b);
+            }
+            Err(_) => return None,
+        }
+    }
+    Some(uploads)
+}
+
+/// Subresource layers of mip `mip`, colour, one layer.
+fn layers(mip: u32) -> vk::ImageSubresourceLayers {
+    vk::ImageSubresourceLayers {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        mip_level: mip,
+        base_array_layer: 0,
+        layer_count: 1,
+    }
+}
+
+/// What [`Mechanism::start`] records for a batch: its replacements, their
+/// staging, where their other levels come from, and the slot's timestamp
+/// queries where the batch has them.
+struct BatchCopies<'a> {
+    d: &'a ash::Device,
+    set: &'a TextureSet,
+    infos: &'a [TexInfo],
+    mains: &'a [Option<Texture>],
+    ops: &'a [Planned],
+    staging: &'a [MappedBuffer],
+    /// The query pool and the slot's first query.
+    stamps: Option<(vk::QueryPool, u32)>,
+}
+
+impl<'a> BatchCopies<'a> {
+    /// The image a replacement's kept levels are copied from (the current
+    /// main image, or the tail), and its first level.
+    fn source(&self, p: &Planned) -> (&'a Texture, u32) {
+        let (set, mains): (&'a TextureSet, &'a [Option<Texture>]) = (self.set, self.mains);
+        let info = &self.infos[p.texture];
+        match &mains[p.texture] {
+            Some(m) if p.from < info.tail => (m, p.from),
+            _ => (&set.textures[p.texture], set.textures[p.texture].base_level),
+        }
+    }
+
+    /// Level `l`'s extent.
+    fn extent(&self, p: &Planned, l: u32) -> vk::Extent3D {
+        let side = (self.infos[p.texture].size >> l).max(1);
+        vk::Extent3D {
+            width: side,
+            height: side,
+            depth: 1,
+        }
+    }
+
+    /// The batch's images, for its ownership barriers.
+    fn images(&self) -> Vec<BatchImage> {
+        self.ops
+            .iter()
+            .map(|p| {
+                let levels = self.infos[p.texture].levels;
+                let (src, src_base) = self.source(p);
+                BatchImage {
+                    new: (p.new.image(), levels - p.to),
+                    uploads: !p.uploads.is_empty(),
+                    source: (src.image(), levels - src_base),
+                }
+            })
+            .collect()
+    }
+
+    /// Begins `cmd` for one submission.
+    ///
+    /// # Safety
+    /// `cmd` is idle (the slot's previous batch was collected).
+    unsafe fn begin(&self, cmd: vk::CommandBuffer) -> Result<(), GpuError> {
+        // SAFETY: the slot's buffers are idle (its previous batch was collected).
+        unsafe { crate::gpu::util::begin_one_time(self.d, cmd) }
+    }
+
+    /// Writes timestamp `k` (0 before the copies from staging, 1 after) where
+    /// the batch has them.
+    ///
+    /// # Safety
+    /// `cmd` is recording; the slot's queries were reset.
+    unsafe fn stamp(&self, cmd: vk::CommandBuffer, k: u32, stage: vk::PipelineStageFlags2) {
+        if let Some((pool, first)) = self.stamps {
+            // SAFETY: `cmd` is recording; the query was reset above.
+            unsafe { self.d.cmd_write_timestamp2(cmd, stage, pool, first + k) };
+        }
+    }
+
+    /// Records the copies from staging.
+    ///
+    /// # Safety
+    /// `cmd` is recording; the batch's buffers and images are live until
+    /// the batch's fence signals, the new images copy destinations.
+    unsafe fn record_staging_copies(&self, cmd: vk::CommandBuffer) {
+        for p in self.ops {
+            for &(l, si) in &p.uploads {
+                let region = vk::BufferImageCopy {
+                    buffer_offset: 0,
+                    buffer_row_length: 0,
+                    buffer_image_height: 0,
+                    image_subresource: layers(l - p.to),
+                    image_offset: vk::Offset3D::default(),
+                    image_extent: self.extent(p, l),
+                };
+                // SAFETY: `cmd` is recording; the buffer and image are live
+                // until the batch's fence signals.
+                unsafe {
+                    self.d.cmd_copy_buffer_to_image(
+                        cmd,
+                        self.staging[si].raw(),
+                        p.new.image(),
+                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        &[region],
+                    )
+                };
+            }
+        }
+    }
+
+    /// Records the copies of the levels both images hold, image to image.
+    ///
+    /// # Safety
+    /// `cmd` is recording on the graphics queue; the images are live until
+    /// the batch's fence signals, sources and destinations of copies.
+    unsafe fn record_image_copies(&self, cmd: vk::CommandBuffer) {
+        for p in self.ops {
+            let info = &self.infos[p.texture];
+            let (src, src_base) = self.source(p);
+            let copies: Vec<vk::ImageCopy> = (p.to.max(src_base)..info.levels)
+                .map(|l| vk::ImageCopy {
+                    src_subresource: layers(l - src_base),
+                    src_offset: vk::Offset3D::default(),
+                    dst_subresource: layers(l - p.to),
+                    dst_offset: vk::Offset3D::default(),
+                    extent: self.extent(p, l),
+                })
+                .collect();
+            if !copies.is_empty() {
+                // SAFETY: `cmd` is recording on the graphics queue; both images
+                // are live until the batch's fence signals.
+                unsafe {
+                    self.d.cmd_copy_image(
+                        cmd,
+                        src.image(),
+                        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                        p.new.image(),
+                        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                        &copies,
+                    )
+                };
+            }
+        }
+    }
+
+    /// The upload submission on `queue`: `up_cmd` records the copies from
+    /// staging between the upload queue's barriers and signals `semaphore`.
+    ///
+    /// # Safety
+    /// `up_cmd` and `semaphore` are idle; every image and buffer recorded is
+    /// live until the batch's fence signals; the slot's queries were reset.
+    unsafe fn submit_uploads(
+        &self,
+        queue: vk::Queue,
+        (up_cmd, semaphore): (vk::CommandBuffer, vk::Semaphore),
+        barriers: &UploadBarriers,
+    ) -> Result<(), GpuError> {
+        let d = self.d;
+        // SAFETY: the contract above.
+        unsafe {
+            self.begin(up_cmd)?;
+            self.stamp(up_cmd, 0, vk::PipelineStageFlags2::TOP_OF_PIPE);
+            transition(d, up_cmd, &barriers.upload_before);
+            self.record_staging_copies(up_cmd);
+            self.stamp(up_cmd, 1, vk::PipelineStageFlags2::ALL_COMMANDS);
+            transition(d, up_cmd, &barriers.upload_release);
+            d.end_command_buffer(up_cmd).check("vkEndCommandBuffer")?;
+            let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(up_cmd)];
+            let signal = [vk::SemaphoreSubmitInfo::default()
+                .semaphore(semaphore)
+                .stage_mask(ownership::SIGNAL_STAGE)];
+            let submit = vk::SubmitInfo2::default()
+                .command_buffer_infos(&cmds)
+                .signal_semaphore_infos(&signal);
+            d.queue_submit2(queue, &[submit], vk::Fence::null())
+                .check("vkQueueSubmit2 (uploads)")?;
+        }
+        Ok(())
     }
 }
 

@@ -136,13 +136,6 @@ impl TileStreamer {
         prefill: bool,
         early: bool,
     ) -> Result<Option<Planned>, GpuError> {
-        let PlanInputs {
-            wants,
-            hits,
-            ahead,
-            cast,
-            ahead_factor,
-        } = inputs;
         // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
         if self.freeze_after.is_some_and(|n| self.frames >= n) {
             return Ok(None);
@@ -163,6 +156,54 @@ impl TileStreamer {
             self.one_shot.wait(ctx)?;
         }
         let wait_seconds = waiting.elapsed().as_secs_f64();
+        let (plan, plan_seconds) = self.run_policy(mem, inputs, prefill);
+        let mut frame = TileFrame {
+            wanted_bytes: plan.wanted * self.page
+                + self.tail_bytes
+                + self.atlas.as_ref().map_or(0, |a| a.set_tail_bytes),
+            missing: plan.missing,
+            wanted_loads: plan.wanted_loads.min(u64::from(u32::MAX)) as u32,
+            plan_seconds,
+            wait_seconds,
+            ..TileFrame::default()
+        };
+        frame.absorb(&flushed);
+        // The spare loads kept back last frame are bound, filled and in the
+        // map from here on; their copies (and reads of staging) are done
+        // before any page or staging slot is touched below (early: before
+        // their pages are bound again, by the gate, and before staging is
+        // written, in `finish`).
+        let waiting = Instant::now();
+        if !early {
+            self.late_shot.wait(ctx)?;
+        }
+        frame.wait_seconds += waiting.elapsed().as_secs_f64();
+        // Evictions: out of the map, their pages spare and still bound (the
+        // module's "Stale bindings"): no unbind.
+        self.retire(&plan.evictions);
+        frame.evictions = plan.evictions.len() as u32;
+        if self.atlas.is_some() {
+            return Ok(Some(self.plan_slots(&plan, frame, prefill)));
+        }
+        self.plan_pages(ctx, mem, &plan, frame, prefill, early)
+            .map(Some)
+    }
+
+    /// The policy's plan for `inputs`, from the pool's free pages (with a
+    /// page atlas, each format's free slots), and the seconds it took.
+    fn run_policy(
+        &self,
+        mem: &GpuMemory,
+        inputs: PlanInputs<'_>,
+        prefill: bool,
+    ) -> (policy::TilePlan, f64) {
+        let PlanInputs {
+            wants,
+            hits,
+            ahead,
+            cast,
+            ahead_factor,
+        } = inputs;
         let pressure = mem.pool_pressure(self.pool);
         let free_bytes = pressure.map_or(0, |p| {
             p.pool_budget
@@ -226,70 +267,52 @@ impl TileStreamer {
         };
         let planning = Instant::now();
         let plan = policy::plan(&input);
-        let mut frame = TileFrame {
-            wanted_bytes: plan.wanted * self.page
-                + self.tail_bytes
-                + self.atlas.as_ref().map_or(0, |a| a.set_tail_bytes),
-            missing: plan.missing,
-            wanted_loads: plan.wanted_loads.min(u64::from(u32::MAX)) as u32,
-            plan_seconds: planning.elapsed().as_secs_f64(),
-            wait_seconds,
-            ..TileFrame::default()
-        };
-        frame.absorb(&flushed);
-        // The spare loads kept back last frame are bound, filled and in the
-        // map from here on; their copies (and reads of staging) are done
-        // before any page or staging slot is touched below (early: before
-        // their pages are bound again, by the gate, and before staging is
-        // written, in `finish`).
-        let waiting = Instant::now();
-        if !early {
-            self.late_shot.wait(ctx)?;
-        }
-        frame.wait_seconds += waiting.elapsed().as_secs_f64();
-        let mut binding = Duration::ZERO;
-        // Evictions: out of the map, their pages spare and still bound (the
-        // module's "Stale bindings"): no unbind.
-        self.retire(&plan.evictions);
-        frame.evictions = plan.evictions.len() as u32;
-        // Loads: a page each. The candidates are every spare page and, where
-        // they are too few, new pages from the pool as long as it gives them;
-        // `pages::assign` picks which page each tile takes, so that runs of
-        // adjacent tiles get pages that follow each other in memory and bind
-        // as one region (`bind_regions`). Candidates left over stay spare.
+        (plan, planning.elapsed().as_secs_f64())
+    }
+
+    /// A page atlas's loads: a slot each, in the atlas of the load's format:
+    /// no bind.
+    fn plan_slots(
+        &mut self,
+        plan: &policy::TilePlan,
+        mut frame: TileFrame,
+        prefill: bool,
+    ) -> Planned {
         let paging = Instant::now();
-        if self.atlas.is_some() {
-            // A slot each, in the atlas of the load's format: no bind.
-            let (loads, kinds) = self.accept_slots(&plan.loads, &plan.kinds);
-            frame.missing += (plan.loads.len() - loads.len()) as u64;
-            let late = if prefill { LateSpare::None } else { self.late };
-            let (now, later) = split_late(&self.maps, &loads, &kinds, late);
-            self.take_slots(&now);
-            self.take_slots(&later);
-            frame.runs = loads.len() as u32;
-            frame.page_seconds = paging.elapsed().as_secs_f64();
-            return Ok(Some(Planned {
-                frame,
-                loads: now,
-                later,
-                late_binds: Vec::new(),
-            }));
+        let (loads, kinds) = self.accept_slots(&plan.loads, &plan.kinds);
+        frame.missing += (plan.loads.len() - loads.len()) as u64;
+        let late = if prefill { LateSpare::None } else { self.late };
+        let (now, later) = split_late(&self.maps, &loads, &kinds, late);
+        self.take_slots(&now);
+        self.take_slots(&later);
+        frame.runs = loads.len() as u32;
+        frame.page_seconds = paging.elapsed().as_secs_f64();
+        Planned {
+            frame,
+            loads: now,
+            later,
+            late_binds: Vec::new(),
         }
-        let mut candidates: Vec<Allocation> = std::mem::take(&mut self.spare);
-        while candidates.len() < plan.loads.len() {
-            let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
-            // The pool's free bytes can hold fewer pages than they count
-            // (gaps between tails): a refusal ends the loads here.
-            match mem.try_allocate_memory(self.page, self.page, self.type_bits, &opts) {
-                Ok(Some(a)) => candidates.push(a),
-                Ok(None) => break,
-                Err(e) if e.is_no_room() => break,
-                Err(e) => {
-                    self.spare = candidates;
-                    return Err(e);
-                }
-            }
-        }
+    }
+
+    /// Sparse images' loads: a page each. The candidates are every spare
+    /// page and, where they are too few, new pages from the pool as long as
+    /// it gives them; `pages::assign` picks which page each tile takes, so
+    /// that runs of adjacent tiles get pages that follow each other in memory
+    /// and bind as one region (`bind_regions`). Candidates left over stay
+    /// spare. The frame's own loads are bound now (`early`: after the gate).
+    fn plan_pages(
+        &mut self,
+        ctx: &Context,
+        mem: &GpuMemory,
+        plan: &policy::TilePlan,
+        mut frame: TileFrame,
+        prefill: bool,
+        early: bool,
+    ) -> Result<Planned, GpuError> {
+        let mut binding = Duration::ZERO;
+        let paging = Instant::now();
+        let mut candidates = self.page_candidates(mem, plan.loads.len())?;
         let got = plan.loads.len().min(candidates.len());
         // The frame's own loads now; the spare ones after its submission
         // (outside the pre-fill, and unless `--tune tiles.late-spare` says no).
@@ -323,12 +346,39 @@ impl TileStreamer {
             binding += b.elapsed();
         }
         frame.bind_seconds = binding.as_secs_f64();
-        Ok(Some(Planned {
+        Ok(Planned {
             frame,
             loads,
             later,
             late_binds,
-        }))
+        })
+    }
+
+    /// Every spare page, then new pages from the pool until there are
+    /// `wanted` or it refuses one (the pool's free bytes can hold fewer
+    /// pages than they count: gaps between tails). On an error other than
+    /// no room the candidates stay spare.
+    fn page_candidates(
+        &mut self,
+        mem: &GpuMemory,
+        wanted: usize,
+    ) -> Result<Vec<Allocation>, GpuError> {
+        let mut candidates: Vec<Allocation> = std::mem::take(&mut self.spare);
+        while candidates.len() < wanted {
+            let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
+            // The pool's free bytes can hold fewer pages than they count
+            // (gaps between tails): a refusal ends the loads here.
+            match mem.try_allocate_memory(self.page, self.page, self.type_bits, &opts) {
+                Ok(Some(a)) => candidates.push(a),
+                Ok(None) => break,
+                Err(e) if e.is_no_room() => break,
+                Err(e) => {
+                    self.spare = candidates;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(candidates)
     }
 
     /// Carries out `planned`: the reads of its loads into staging, the
