@@ -176,3 +176,43 @@ fn min_time_keeps_freed_memory_until_idle() {
     allocator.free(a).expect("free");
     assert!(at_most_one_block_per_type(&allocator));
 }
+
+/// A budget that caps `Balanced`'s blocks (4 GiB: 128 MiB blocks) changes
+/// only what the cap decides: a mid-size image the driver prefers dedicated,
+/// which the minor-preference rule gives memory of its own, still gets it
+/// though an existing block has room (review of the budget cap).
+#[test]
+fn the_budget_cap_leaves_a_drivers_minor_preference_its_own_memory() {
+    use vkalloc::DriverDedicated;
+    for budget in [16u64 << 30, 4 << 30] {
+        let mut builder = SimDevice::builder(tables::nvidia_h200()).memory_budget(true);
+        for heap in 0..tables::nvidia_h200().memory_properties.heaps.len() as u32 {
+            builder = builder.heap_budget(heap, budget);
+        }
+        let sim = Arc::new(builder.build());
+        let allocator =
+            Allocator::new(Arc::clone(&sim), AllocatorDesc::default()).expect("allocator");
+        let mut held: Vec<Allocation> = (0..250)
+            .map(|_| allocator.allocate(&buffer(4 * MIB)).expect("a buffer"))
+            .collect();
+        for a in held.drain(..12) {
+            allocator.free(a).expect("free");
+        }
+        let image = AllocationDesc {
+            kind: ResourceKind::OptimalImage,
+            driver_dedicated: DriverDedicated::Preferred,
+            ..buffer(40 * MIB)
+        };
+        let texture = allocator.allocate(&image).expect("the image");
+        assert!(
+            texture.is_dedicated(),
+            "budget {} GiB: the driver's preference was overridden by the cap",
+            budget >> 30
+        );
+        allocator.free(texture).expect("free");
+        for a in held {
+            allocator.free(a).expect("free");
+        }
+        allocator.validate().expect("valid");
+    }
+}

@@ -8,7 +8,7 @@ use bench::corpus::{self, default_ops};
 use bench::sim_replay::{replay_capped, SimResolver};
 use bench::trace::Scale;
 use vkalloc::sim::tables;
-use vkalloc::AllocatorDesc;
+use vkalloc::{AllocatorDesc, Strategy};
 
 /// Traces of the default corpus sample that failed 5, 5, 19, 15 and 9
 /// allocations under a 1.15x cap on lavapipe's table before the budget
@@ -20,6 +20,7 @@ fn balanced_completes_traces_that_failed_under_a_tight_cap() {
     let table = tables::lavapipe();
     let configs = corpus::sample(corpus::DEFAULT_CORPUS_SEED, 32);
     let mut resolver = SimResolver::new(table.clone());
+    let mut uncapped_blocks_failed = 0;
     for index in FAILED_BEFORE {
         let config = &configs[index];
         let trace = corpus::generate(
@@ -28,30 +29,23 @@ fn balanced_completes_traces_that_failed_under_a_tight_cap() {
             Scale::Small,
             default_ops(Scale::Small),
         );
-        let row = replay_capped(
-            &trace,
-            &table,
-            AllocatorDesc::default(),
-            false,
-            false,
-            Some(1.15),
-        )
-        .expect("replay");
-        let cap = row.cap_bytes.expect("a capped replay reports its cap");
+        let replay =
+            |desc| replay_capped(&trace, &table, desc, false, false, Some(1.15)).expect("replay");
+        let row = replay(AllocatorDesc::default());
         assert_eq!(
             row.failures,
             0,
             "{}: {} failed allocations under a cap of {} MiB ({:?})",
             config.name(),
             row.failures,
-            cap >> 20,
+            row.cap_bytes.expect("a capped replay reports its cap") >> 20,
             row.first_failure
         );
-        assert!(
-            row.peak_committed_bytes <= cap,
-            "{}: committed {} past the cap {cap}",
-            config.name(),
-            row.peak_committed_bytes
-        );
+        // The control: `MinTime`'s blocks are not sized from the budget.
+        uncapped_blocks_failed += replay(AllocatorDesc::for_strategy(Strategy::MinTime)).failures;
     }
+    assert!(
+        uncapped_blocks_failed > 0,
+        "the cap is tight enough that blocks not sized from the budget fail"
+    );
 }

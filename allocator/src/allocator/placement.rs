@@ -213,15 +213,20 @@ impl<D: MemoryDevice> Allocator<D> {
         desc: &AllocationDesc<'_>,
     ) -> Result<Allocation, Error> {
         let kind = vector.kind();
+        let configured = vector.block_size;
         // A type's default blocks decide by the largest block the policy
         // would make now (the pressure on the heap and its budget cap it:
         // [`crate::policy::point`]); requests too small for that to change
-        // a decision skip reading the budget.
-        let block_size = if kind == ListKind::Default && desc.size > CAP_DECIDES_FROM {
-            vector.block_size.min(vector.block_cap(self.env()))
-        } else {
-            vector.block_size
-        };
+        // a decision skip reading the budget, and while memory objects run
+        // short the configured block holds (a request past the cap would
+        // otherwise take an object of its own).
+        let block_size =
+            if kind == ListKind::Default && desc.size > CAP_DECIDES_FROM && !self.objects_crowded()
+            {
+                configured.min(vector.block_cap(self.env()))
+            } else {
+                configured
+            };
         // A linear pool's blocks are its whole capacity: a larger request
         // never fits, and a dedicated allocation would defeat its purpose.
         if kind == ListKind::LinearPool && desc.size > block_size {
@@ -232,11 +237,24 @@ impl<D: MemoryDevice> Allocator<D> {
         }
         let mut dedicated = self.wants_dedicated(desc, block_size)?;
         let required = desc.driver_dedicated == DriverDedicated::Required;
+        // Memory of its own only because the policy's cap is below the
+        // type's largest block (not the caller's, the driver's or the
+        // configured size's wish).
+        let mut cap_only = false;
         match kind {
             ListKind::Default => {
-                dedicated = dedicated
-                    || (desc.driver_dedicated == DriverDedicated::Preferred
-                        && self.minor_preference_takes_own(vector, desc));
+                let minor_preference = || {
+                    desc.driver_dedicated == DriverDedicated::Preferred
+                        && self.minor_preference_takes_own(vector, desc)
+                };
+                if !dedicated {
+                    dedicated = minor_preference();
+                } else if block_size < configured
+                    && !self.wants_dedicated(desc, configured)?
+                    && !minor_preference()
+                {
+                    cap_only = true;
+                }
             }
             // In a pool, memory of its own only where the driver requires it
             // or the allocation is larger than half a block (a linear pool:
@@ -244,15 +262,9 @@ impl<D: MemoryDevice> Allocator<D> {
             ListKind::Pool => dedicated &= required || desc.size > block_size / 2,
             ListKind::LinearPool => dedicated &= required,
         }
-        // Memory of its own only because the policy's cap is below the
-        // type's largest block: room that existing blocks already have comes
-        // first (it costs no new memory on a heap near its budget).
-        if dedicated
-            && kind == ListKind::Default
-            && block_size < vector.block_size
-            && !required
-            && !self.wants_dedicated(desc, vector.block_size)?
-        {
+        // Room that existing blocks already have comes first there: it
+        // costs no new memory on a heap near its budget.
+        if cap_only {
             let shared = self.shared_placement(vector.memory_type, desc)?;
             if let Some(result) = vector.allocate_in_existing(self.env(), &shared, desc) {
                 return result;

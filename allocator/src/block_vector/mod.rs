@@ -423,15 +423,15 @@ impl BlockVector {
         }
     }
 
-    /// Where this vector's next decision sits on the front, from the
-    /// pressure on its heap ([`crate::policy::point`]). Default blocks
-    /// only: a pool's blocks keep the size and count its description gives.
     /// The largest new default block the policy would make now
     /// ([`crate::policy::Point::block_cap`]; `u64::MAX`: [`Self::block_size`]).
     pub fn block_cap(&self, env: Env<'_>) -> u64 {
         self.point(env).block_cap
     }
 
+    /// Where this vector's next decision sits on the front, from the
+    /// pressure on its heap ([`crate::policy::point`]). Default blocks
+    /// only: a pool's blocks keep the size and count its description gives.
     fn point(&self, env: Env<'_>) -> crate::policy::Point {
         let (usage, limit) = env.memory.budgets.pressure(self.heap);
         crate::policy::point(self.strategy, usage, limit, self.block_size)
