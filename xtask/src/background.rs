@@ -9,9 +9,10 @@
 //! time); the background step fills them.
 
 use std::fs::File;
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,34 @@ pub(crate) struct Background {
     waiter: Option<JoinHandle<std::io::Result<(ExitStatus, Instant)>>>,
     log: PathBuf,
     started: Instant,
+    /// The write end of the child's stdin, never written: it closes when
+    /// this process ends however it ends (Ctrl-C included), and a child
+    /// started with [`STOP_WITH_PARENT`] stops then ([`stop_with_parent`]).
+    _parent_alive: Option<ChildStdin>,
+}
+
+/// The argument that makes a background `xtask` subcommand stop, with the
+/// cargo and rustc it started, when the `xtask test` that started it ends
+/// ([`stop_with_parent`]).
+pub(crate) const STOP_WITH_PARENT: &str = "--stop-with-parent";
+
+/// In a step started by [`Background::start`]: a thread that reads stdin
+/// (the parent's pipe, never written) and, at its end (the parent is gone,
+/// killed by Ctrl-C or a failure), stops this process's group: this step
+/// and what it started. Without it an interrupted `cargo xtask test` left
+/// the MSRV build running, writing into the next run's log.
+pub(crate) fn stop_with_parent() {
+    std::thread::spawn(|| {
+        let mut stdin = std::io::stdin();
+        let mut sink = [0u8; 64];
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        // Our process group is our pid: `Background::start` made it so.
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", std::process::id())])
+            .stderr(Stdio::null())
+            .status();
+        std::process::exit(130);
+    });
 }
 
 impl Background {
@@ -47,7 +76,7 @@ impl Background {
             // A process group of its own, so that stopping it stops the
             // cargo and rustc it started too.
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -64,6 +93,7 @@ impl Background {
         );
         let started = Instant::now();
         let pid = child.id();
+        let parent_alive = child.stdin.take();
         let waiter = std::thread::spawn(move || child.wait().map(|s| (s, Instant::now())));
         Ok(Self {
             name: name.to_string(),
@@ -71,6 +101,7 @@ impl Background {
             waiter: Some(waiter),
             log: log.to_path_buf(),
             started,
+            _parent_alive: parent_alive,
         })
     }
 

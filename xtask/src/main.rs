@@ -262,7 +262,14 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         "fuzz" => fuzz_step(parse_fuzz_seconds(&invocation.rest)?),
         "package" => package::package_step(),
-        "msrv" => package::msrv_step(),
+        "msrv" => {
+            match invocation.rest.as_slice() {
+                [] => {}
+                [flag] if flag == background::STOP_WITH_PARENT => background::stop_with_parent(),
+                other => return fail(format!("xtask msrv: unexpected arguments {other:?}")),
+            }
+            package::msrv_step()
+        }
         "demo" => {
             let env = prepare(&invocation.driver)?;
             env.print();
@@ -487,6 +494,7 @@ fn test(driver: &Driver, options: &TestOptions) -> Result<()> {
     // the others from the start, in the idle stretches of a two-core machine;
     // its output is shown after the package step, where it stands in order.
     let mut msrv = package::self_command("msrv");
+    msrv.arg(background::STOP_WITH_PARENT);
     env.apply(&mut msrv);
     ci_not_incremental(&mut msrv);
     let msrv = background::Background::start(
