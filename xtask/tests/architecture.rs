@@ -722,6 +722,48 @@ fn the_source_filter_sees_code_only() {
     ));
 }
 
+/// Fails unless every `.rs` file of `dir` (its root `root`, `main.rs` or
+/// `mod.rs`, aside) and every subdirectory with a `mod.rs` or `main.rs` is a
+/// `mod` item of `root` on a line of its own, not commented out and not
+/// behind a `cfg` (which could compile it out); then the same inside each
+/// such subdirectory.
+fn check_test_modules(dir: &Path, root: &str) {
+    let text = std::fs::read_to_string(dir.join(root))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(root).display()));
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        let sub_root = ["mod.rs", "main.rs"]
+            .into_iter()
+            .find(|r| path.is_dir() && path.join(r).is_file());
+        let is_module = if path.is_dir() {
+            sub_root.is_some()
+        } else {
+            path.extension().is_some_and(|e| e == "rs") && path.file_name().unwrap() != root
+        };
+        if !is_module {
+            continue;
+        }
+        let item = format!("mod {name};");
+        let named = lines
+            .iter()
+            .enumerate()
+            .any(|(i, line)| *line == item && (i == 0 || !lines[i - 1].starts_with("#[cfg")));
+        assert!(
+            named,
+            "{}: not a module of {}, so it never runs: add `mod {name};` there",
+            path.display(),
+            dir.join(root).display()
+        );
+        if let Some(sub_root) = sub_root {
+            check_test_modules(&path, sub_root);
+        }
+    }
+}
+
 /// A crate that gathers its integration tests in one binary
 /// (`autotests = false`, `tests/main.rs`) compiles only the files
 /// `tests/main.rs` names: a test file it does not name would never run.
@@ -742,28 +784,7 @@ fn every_integration_test_file_is_a_module_of_its_crates_test_binary() {
             continue;
         }
         crates += 1;
-        let dir = root.join(krate).join("tests");
-        let main = std::fs::read_to_string(dir.join("main.rs"))
-            .unwrap_or_else(|e| panic!("{krate}: autotests = false without tests/main.rs: {e}"));
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = match path.file_stem().and_then(|s| s.to_str()) {
-                Some(name) => name.to_owned(),
-                None => continue,
-            };
-            let is_module = if path.is_dir() {
-                path.join("mod.rs").is_file()
-            } else {
-                path.extension().is_some_and(|e| e == "rs") && name != "main"
-            };
-            if is_module {
-                assert!(
-                    main.contains(&format!("mod {name};")),
-                    "{krate}/tests/{name}: not a module of {krate}/tests/main.rs, so it never runs: \
-                     add `mod {name};` there"
-                );
-            }
-        }
+        check_test_modules(&root.join(krate).join("tests"), "main.rs");
     }
     assert!(crates >= 3, "the crates that gather their tests: {crates}");
 }
