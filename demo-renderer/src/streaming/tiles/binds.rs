@@ -97,56 +97,6 @@ impl TileStreamer {
         }
     }
 
-    /// One `vkQueueBindSparse` of `opaque` and `image` binds, not waited
-    /// for: it signals [`Self::bound`], which the next copies' submission
-    /// waits on ([`Self::take_bind_signal`]); it waits on `wait` first
-    /// (the gate of [`Self::plan_ahead`]'s binds, signalled just before).
-    pub(super) fn bind_sparse(
-        &mut self,
-        ctx: &Context,
-        opaque: &[vk::SparseImageOpaqueMemoryBindInfo<'_>],
-        image: &[vk::SparseImageMemoryBindInfo<'_>],
-        wait: Option<vk::Semaphore>,
-    ) -> Result<(), GpuError> {
-        if opaque.is_empty() && image.is_empty() {
-            return Ok(());
-        }
-        if self.bind_signalled {
-            // A bind whose signal no submission waited on: signalling the
-            // binary semaphore again is invalid. Not reached: the copies'
-            // submission follows every bind; an error rather than a guess.
-            return Err(GpuError::Other(
-                "tile streamer: a sparse bind's signal was never waited on".into(),
-            ));
-        }
-        let signal = [self.bound];
-        let waits: Vec<vk::Semaphore> = wait.into_iter().collect();
-        let info = vk::BindSparseInfo::default()
-            .wait_semaphores(&waits)
-            .image_opaque_binds(opaque)
-            .image_binds(image)
-            .signal_semaphores(&signal);
-        let d = &ctx.device;
-        // SAFETY: the graphics queue supports sparse binding (`sparse_tiles`);
-        // every image and memory is live; no pending work uses these images'
-        // regions (the caller's frame order: the renderer waited for the last
-        // frame, `prepare` for the last copies), or the bind waits on `wait`,
-        // signalled after all of it (`plan_ahead`); `bound` has no pending
-        // signal (`bind_signalled` is false), `wait` one, signalled just before.
-        unsafe {
-            d.queue_bind_sparse(ctx.queue, &[info], vk::Fence::null())
-                .check("vkQueueBindSparse")?;
-        }
-        self.bind_signalled = true;
-        Ok(())
-    }
-
-    /// The semaphore a submission must wait on before touching memory bound
-    /// since the last such submission, once: `None` when nothing was bound.
-    pub(super) fn take_bind_signal(&mut self) -> Option<vk::Semaphore> {
-        std::mem::take(&mut self.bind_signalled).then_some(self.bound)
-    }
-
     /// Binds (`Some`) or unbinds (`None`) the tiles of `changes`, a region
     /// of adjacent tiles per bind where [`bind_regions`] joins them.
     /// [`Self::prepare`] only binds (evictions keep their pages bound); the
@@ -158,7 +108,7 @@ impl TileStreamer {
         wait: Option<vk::Semaphore>,
     ) -> Result<u32, GpuError> {
         let mut per_image: HashMap<u32, Vec<vk::SparseImageMemoryBind>> = HashMap::new();
-        for (t, count, mem) in bind_regions(&self.maps, changes, self.page) {
+        for (t, count, mem) in bind_regions(&self.maps, changes, self.memory.page) {
             let m = &self.maps[t.map as usize];
             let side = m.side(t.level);
             let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
@@ -197,8 +147,73 @@ impl TileStreamer {
                     .binds(&per_image[k])
             })
             .collect();
-        self.bind_sparse(ctx, &[], &infos, wait)?;
+        self.sync.bind_sparse(ctx, &[], &infos, wait)?;
         Ok(per_image.values().map(|v| v.len() as u32).sum())
+    }
+}
+
+/// The semaphores that order the sparse binds and the copies on the queue.
+pub(super) struct BindSync {
+    /// Signalled by each `vkQueueBindSparse`, waited on by the copies'
+    /// submission that follows it.
+    pub(super) bound: vk::Semaphore,
+    /// A bind signalled `bound` and no submission has waited on it yet.
+    pub(super) signalled: bool,
+    /// Signalled by an empty submission after everything the frame in flight
+    /// submitted, waited on by the binds of a plan made ahead
+    /// ([`TileStreamer::plan_ahead`]): they rebind pages that frame may still read.
+    pub(super) gate: vk::Semaphore,
+}
+
+impl BindSync {
+    /// One `vkQueueBindSparse` of `opaque` and `image` binds, not waited
+    /// for: it signals [`Self::bound`], which the next copies' submission
+    /// waits on ([`Self::take_signal`]); it waits on `wait` first
+    /// (the gate of [`TileStreamer::plan_ahead`]'s binds, signalled just before).
+    pub(super) fn bind_sparse(
+        &mut self,
+        ctx: &Context,
+        opaque: &[vk::SparseImageOpaqueMemoryBindInfo<'_>],
+        image: &[vk::SparseImageMemoryBindInfo<'_>],
+        wait: Option<vk::Semaphore>,
+    ) -> Result<(), GpuError> {
+        if opaque.is_empty() && image.is_empty() {
+            return Ok(());
+        }
+        if self.signalled {
+            // A bind whose signal no submission waited on: signalling the
+            // binary semaphore again is invalid. Not reached: the copies'
+            // submission follows every bind; an error rather than a guess.
+            return Err(GpuError::Other(
+                "tile streamer: a sparse bind's signal was never waited on".into(),
+            ));
+        }
+        let signal = [self.bound];
+        let waits: Vec<vk::Semaphore> = wait.into_iter().collect();
+        let info = vk::BindSparseInfo::default()
+            .wait_semaphores(&waits)
+            .image_opaque_binds(opaque)
+            .image_binds(image)
+            .signal_semaphores(&signal);
+        let d = &ctx.device;
+        // SAFETY: the graphics queue supports sparse binding (`sparse_tiles`);
+        // every image and memory is live; no pending work uses these images'
+        // regions (the caller's frame order: the renderer waited for the last
+        // frame, `prepare` for the last copies), or the bind waits on `wait`,
+        // signalled after all of it (`plan_ahead`); `bound` has no pending
+        // signal (`signalled` is false), `wait` one, signalled just before.
+        unsafe {
+            d.queue_bind_sparse(ctx.queue, &[info], vk::Fence::null())
+                .check("vkQueueBindSparse")?;
+        }
+        self.signalled = true;
+        Ok(())
+    }
+
+    /// The semaphore a submission must wait on before touching memory bound
+    /// since the last such submission, once: `None` when nothing was bound.
+    pub(super) fn take_signal(&mut self) -> Option<vk::Semaphore> {
+        std::mem::take(&mut self.signalled).then_some(self.bound)
     }
 
     /// Signals [`Self::gate`] from an empty submission: its signal covers
@@ -218,5 +233,17 @@ impl TileStreamer {
                 .queue_submit2(ctx.queue, &submit, vk::Fence::null())
                 .check("vkQueueSubmit2")
         }
+    }
+
+    /// Destroys both semaphores; the device must be idle.
+    pub(super) fn destroy(&mut self, d: &ash::Device) {
+        // SAFETY: the device is idle: no bind signals it, no submission waits on it.
+        unsafe {
+            d.destroy_semaphore(self.bound, None);
+            d.destroy_semaphore(self.gate, None);
+        }
+        self.bound = vk::Semaphore::null();
+        self.gate = vk::Semaphore::null();
+        self.signalled = false;
     }
 }

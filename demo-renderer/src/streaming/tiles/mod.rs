@@ -133,9 +133,10 @@ use crate::materials::textures::TextureSet;
 use geometry::{MapTiles, TileRef};
 use policy::{LoadKind, TileInput, UNSEEN};
 
-use binds::{runs, Run, TileBind};
-use schedule::{Deferred, Planned};
-use uploads::color_levels;
+use binds::{runs, BindSync, Run, TileBind};
+use residency_map::ResidencyMap;
+use schedule::{Knobs, PageMemory, Residency, Schedule};
+use uploads::{color_levels, Uploads};
 
 /// Cells per side of a material's grid, at most (32: one cell per level-0 tile
 /// of an 8K BC map).
@@ -230,96 +231,32 @@ struct AtlasState {
     probe: Option<(Image, vk::ImageView)>,
 }
 
-/// The tile streamer of one texture set.
+/// The tile streamer of one texture set: the maps and their images, and a
+/// group per concern (each documented with its type, in the module that
+/// uses it most).
 pub struct TileStreamer {
+    /// Every map's tile layout, three per material.
     maps: Vec<MapTiles>,
+    /// Every map's sparse image (with a page atlas, the texture set's own
+    /// view) and its file.
     sparse: Vec<SparseMap>,
-    g: u32,
-    page: u64,
-    type_bits: u32,
-    pool: PoolId,
-    pages: Vec<Vec<Option<Allocation>>>,
-    /// Bytes of the allocations in `pages` (kept as they change: summing
-    /// `pages` walks every tile of every map).
-    page_bytes: u64,
-    /// Pages of evicted tiles, for the next loads: allocated from the pool
-    /// and maybe still bound to the tile they held (module doc).
-    spare: Vec<Allocation>,
-    resident: Vec<Vec<bool>>,
-    /// Maps whose file could not be read: they load no more tiles.
-    blocked: Vec<bool>,
-    tails: Vec<Allocation>,
-    tail_bytes: u64,
-    /// Per material: its tiles changed since the residency map's last refresh.
-    changed: Vec<bool>,
-    /// The maps' footprints in the cell grid, for the residency map's
-    /// refreshes (built once the layouts and the grid are known).
-    footprints: policy::Footprints,
-    /// Per material, per cell: the level the shaders may sample down to.
-    map_words: Vec<u32>,
-    map_host: Option<MappedBuffer>,
-    map_gpu: Option<Buffer>,
-    map_dirty: bool,
-    staging: Option<MappedBuffer>,
-    /// Staging bytes per load.
-    slot: u64,
-    max_loads: usize,
-    one_shot: OneShot,
-    /// The copies of the spare loads kept back ([`Self::after_submit`]).
-    late_shot: OneShot,
-    /// Spare loads whose pages are taken and whose binds, reads and copies
-    /// wait for [`Self::after_submit`].
-    deferred: Option<Deferred>,
-    /// `--tune tiles.late-spare`: the kinds of spare loads that wait for the
-    /// frame's submission.
-    late: LateSpare,
-    /// Signalled by each `vkQueueBindSparse`, waited on by the copies'
-    /// submission that follows it.
-    bound: vk::Semaphore,
-    /// A bind signalled `bound` and no submission has waited on it yet.
-    bind_signalled: bool,
-    /// Signalled by an empty submission after everything the frame in flight
-    /// submitted, waited on by the binds of a plan made ahead
-    /// ([`Self::plan_ahead`]): they rebind pages that frame may still read.
-    gate: vk::Semaphore,
-    /// The next frame's plan, made after this frame's submission
-    /// ([`Self::plan_ahead`]); its reads, copies and map wait for `prepare`.
-    planned: Option<Planned>,
-    /// `--tune tiles.plan-early=1`: the renderer plans each frame's tiles after
-    /// the last frame's submission.
-    plan_early: bool,
-    /// Calls of [`TileStreamer::prepare`] after the pre-fill.
-    frames: u64,
-    /// `--tune tiles.freeze-after`: after this many frames, residency stays as it is.
-    freeze_after: Option<u64>,
-    /// `--tune tiles.ahead-share`: the look-ahead's loads per frame are at most
-    /// `max_loads / ahead_share`.
-    ahead_share: usize,
-    /// `--tune tiles.max-spare`: loads per frame of tiles the present view does not
-    /// want, at most.
-    max_spare: usize,
-    /// `--tune tiles.max-ring`: loads per frame of the margin and the ring, at most
-    /// ([`DEFAULT_MAX_RING`]).
-    max_ring: usize,
-    /// `--tune tiles.spare-hysteresis` ([`policy::TileInput::spare_hysteresis`]).
-    spare_hysteresis: u64,
-    /// Per map, per tile: the page key of a resident tile's page
-    /// ([`policy::TileInput::page_keys`]; `u64::MAX` for none).
-    page_keys: Vec<Vec<u64>>,
-    /// Each page memory object's number in the page keys, by raw handle.
-    page_objects: HashMap<u64, u64>,
-    /// Not `--tune tiles.evict-by-pages=0`: the plan is given the page keys.
-    evict_by_pages: bool,
-    /// `--tune tiles.cast-present`: the present view is cast into the look-ahead on
-    /// every frame.
-    cast_present: bool,
-    /// `--tune tiles.reversed-pages`: loads take pages in descending memory order.
-    reversed_pages: bool,
-    /// `--tune tiles.pread=1`: tiles are read with `pread`, not from a
-    /// mapping of the file.
-    pread: bool,
-    /// `--tune fail-reads`: reads of files whose path contains this fail.
-    fail_reads: Option<String>,
+    /// Where tile pages come from: the texture pool, a page's bytes, the
+    /// memory types.
+    memory: PageMemory,
+    /// Which tiles are resident and on which pages; the spare pages and
+    /// the always-resident tails.
+    residency: Residency,
+    /// The residency map the shaders read, and the cell grid it is laid out in.
+    residency_map: ResidencyMap,
+    /// The staging ring and the copies' submissions.
+    uploads: Uploads,
+    /// The semaphores that order the sparse binds and the copies.
+    sync: BindSync,
+    /// Work carried from one call to the next: a plan made ahead, loads
+    /// kept back for after the submission, the frames counted.
+    schedule: Schedule,
+    /// The `--tune` settings, fixed at start.
+    knobs: Knobs,
     /// With `--residency atlas`: tiles are copied into a page atlas instead
     /// of bound to pages of sparse images.
     atlas: Option<AtlasState>,
@@ -388,12 +325,12 @@ impl TileStreamer {
     /// Whether every frame casts its own view into the look-ahead
     /// (`--tune tiles.cast-present`).
     pub fn cast_present(&self) -> bool {
-        self.cast_present
+        self.knobs.cast_present
     }
 
     /// Cells per side of a material's grid (the shaders' `tiles.x`).
     pub fn cells_per_side(&self) -> u32 {
-        self.g
+        self.residency_map.g
     }
 
     /// The filter's margin every map's footprints are widened by
@@ -405,18 +342,19 @@ impl TileStreamer {
     /// Bytes of memory bound now: tiles and mip tails.
     pub fn bytes(&self) -> u64 {
         if let Some(a) = self.atlas.as_ref() {
-            return a.bytes + self.tail_bytes;
+            return a.bytes + self.residency.tail_bytes;
         }
         debug_assert_eq!(
-            self.page_bytes,
-            self.pages
+            self.residency.page_bytes,
+            self.residency
+                .pages
                 .iter()
                 .flatten()
                 .flatten()
                 .map(Allocation::size)
                 .sum::<u64>()
         );
-        self.page_bytes + self.tail_bytes
+        self.residency.page_bytes + self.residency.tail_bytes
     }
 
     /// Whether tiles go to a page atlas ([`atlas`]) instead of sparse images.
@@ -427,7 +365,7 @@ impl TileStreamer {
     /// Which loads wait for the frame's submission (`--tune tiles.late-spare`), for
     /// the start-up log.
     pub fn late_line(&self) -> &'static str {
-        match self.late {
+        match self.knobs.late {
             LateSpare::None => "every load before the frame's submission",
             LateSpare::Future => "the coming views' loads after the frame's submission",
             LateSpare::All => "every spare load after the frame's submission",
@@ -467,39 +405,37 @@ impl TileStreamer {
                 }
             }
         }
-        let pages = self.pages.iter_mut().flatten().filter_map(Option::take);
-        for a in pages.chain(self.spare.drain(..)) {
+        let pages = self
+            .residency
+            .pages
+            .iter_mut()
+            .flatten()
+            .filter_map(Option::take);
+        for a in pages.chain(self.residency.spare.drain(..)) {
             // SAFETY: the images bound to them are destroyed.
             unsafe { mem.free_memory(a) };
         }
-        self.page_bytes = 0;
-        for a in self.tails.drain(..) {
+        self.residency.page_bytes = 0;
+        for a in self.residency.tails.drain(..) {
             // SAFETY: as above.
             unsafe { mem.free_memory(a) };
         }
-        for b in [self.map_host.take(), self.staging.take()]
+        for b in [self.residency_map.host.take(), self.uploads.staging.take()]
             .into_iter()
             .flatten()
         {
             // SAFETY: the device is idle.
             unsafe { mem.destroy_buffer(b) };
         }
-        if let Some(b) = self.map_gpu.take() {
+        if let Some(b) = self.residency_map.gpu.take() {
             // SAFETY: the device is idle.
             unsafe { mem.destroy_buffer(b) };
         }
-        self.one_shot.destroy(d);
-        self.late_shot.destroy(d);
-        self.deferred = None;
-        // SAFETY: the device is idle: no bind signals it, no submission waits on it.
-        unsafe {
-            d.destroy_semaphore(self.bound, None);
-            d.destroy_semaphore(self.gate, None);
-        }
-        self.bound = vk::Semaphore::null();
-        self.gate = vk::Semaphore::null();
-        self.bind_signalled = false;
-        self.planned = None;
+        self.uploads.one_shot.destroy(d);
+        self.uploads.late_shot.destroy(d);
+        self.schedule.deferred = None;
+        self.sync.destroy(d);
+        self.schedule.planned = None;
     }
 }
 

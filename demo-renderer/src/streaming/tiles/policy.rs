@@ -291,8 +291,6 @@ fn cell_scores(
     hits: &[u32],
     no_hits: u64,
 ) -> Scores {
-    let g = input.g.max(1);
-    let cells = (g * g) as usize;
     let blocked = |i: usize| input.blocked.get(i).copied().unwrap_or(false);
     // A material's maps usually share one layout (size and tile shape):
     // their scores are the same, computed once, for the first of them.
@@ -316,76 +314,98 @@ fn cell_scores(
     }
     let work = owners.iter().map(|&i| input.maps[i].tile_count()).sum();
     let per = in_parallel(&owners, work, |&i| {
-        let map = &input.maps[i];
-        let m = i / MAPS_PER_MATERIAL;
-        let mut s = vec![0u64; map.tile_count()];
-        let mut exact = vec![false; map.tile_count()];
-        // A blocked map loads nothing: it scores nothing.
-        let (false, Some(wants), Some(hits)) = (
-            blocked(i),
-            wants.get(m * cells..(m + 1) * cells),
-            hits.get(m * cells..(m + 1) * cells),
-        ) else {
-            return (s, exact);
-        };
-        // The cells seen, once (most of a material's cells are not), and
-        // per wanted level whether the shaders draw it at its inner level.
-        let seen: Vec<(u32, u32, u32, u64)> = (0..cells)
-            .filter(|&c| wants[c] != UNSEEN)
-            .map(|c| {
-                let full = match hits[c] {
-                    0 => no_hits,
-                    h => u64::from(h) * 8,
-                };
-                (c as u32 % g, c as u32 / g, u32::from(wants[c]), full)
-            })
-            .collect();
-        let inner_at: Vec<bool> = (0..map.tail_first).map(|l| map.inner_at(l, g)).collect();
-        for level in 0..map.tail_first {
-            let (w, _) = map.grid(level);
-            let start = map.level_start(level);
-            let ((cols, rows), (own_cols, own_rows)) = fp.of(map, level);
-            for &(cx, cy, want, full) in &seen {
-                if want > level + 1 {
-                    continue;
-                }
-                // One level finer than wanted scores 1/64: a margin for
-                // the camera coming closer, bought with spare pages.
-                let margin = want > level;
-                // Where the shaders draw the cell at its inner level, its
-                // own tiles are what it wants; the rest of its widened
-                // footprint (the ring a strip along its edge samples
-                // when the neighbour's are there) scores as the margin.
-                let inner = !margin && inner_at.get(want as usize).copied().unwrap_or(false);
-                // (At least 1, as a warm look-ahead tile: a cell of one
-                // sampled pixel still gets its margin when pages are spare,
-                // and so does a warm look-ahead cell, after its own tiles
-                // and within the look-ahead's cap.)
-                let spare = (full / 64).max(1);
-                let (ring, own) = if margin {
-                    (spare, 0)
-                } else if inner {
-                    (spare, full)
-                } else {
-                    (full, full)
-                };
-                let own_x = &own_cols[cx as usize];
-                let own_y = &own_rows[cy as usize];
-                for &y in &rows[cy as usize] {
-                    let y_own = own_y.contains(&y);
-                    for &x in &cols[cx as usize] {
-                        let k = start + y as usize * w as usize + x as usize;
-                        let mine = y_own && own_x.contains(&x);
-                        let h = if mine { own.max(ring) } else { ring };
-                        s[k] = s[k].saturating_add(h);
-                        exact[k] |= !margin && (mine || !inner);
-                    }
+        map_scores(input, fp, i, wants, hits, no_hits)
+    });
+    Scores { per, of_map }
+}
+
+/// Map `i`'s tile scores ([`MapScores`]) from its material's cells of
+/// `wants` and `hits` ([`cell_scores`]).
+fn map_scores(
+    input: &TileInput<'_>,
+    fp: &Footprints,
+    i: usize,
+    wants: &[u8],
+    hits: &[u32],
+    no_hits: u64,
+) -> MapScores {
+    let g = input.g.max(1);
+    let cells = (g * g) as usize;
+    let map = &input.maps[i];
+    let m = i / MAPS_PER_MATERIAL;
+    let mut s = vec![0u64; map.tile_count()];
+    let mut exact = vec![false; map.tile_count()];
+    // A blocked map loads nothing: it scores nothing.
+    let (false, Some(wants), Some(hits)) = (
+        input.blocked.get(i).copied().unwrap_or(false),
+        wants.get(m * cells..(m + 1) * cells),
+        hits.get(m * cells..(m + 1) * cells),
+    ) else {
+        return (s, exact);
+    };
+    // The cells seen, once (most of a material's cells are not), and
+    // per wanted level whether the shaders draw it at its inner level.
+    let seen = seen_cells(wants, hits, g, no_hits);
+    let inner_at: Vec<bool> = (0..map.tail_first).map(|l| map.inner_at(l, g)).collect();
+    for level in 0..map.tail_first {
+        let (w, _) = map.grid(level);
+        let start = map.level_start(level);
+        let ((cols, rows), (own_cols, own_rows)) = fp.of(map, level);
+        for &(cx, cy, want, full) in &seen {
+            if want > level + 1 {
+                continue;
+            }
+            // One level finer than wanted scores 1/64: a margin for
+            // the camera coming closer, bought with spare pages.
+            let margin = want > level;
+            // Where the shaders draw the cell at its inner level, its
+            // own tiles are what it wants; the rest of its widened
+            // footprint (the ring a strip along its edge samples
+            // when the neighbour's are there) scores as the margin.
+            let inner = !margin && inner_at.get(want as usize).copied().unwrap_or(false);
+            // (At least 1, as a warm look-ahead tile: a cell of one
+            // sampled pixel still gets its margin when pages are spare,
+            // and so does a warm look-ahead cell, after its own tiles
+            // and within the look-ahead's cap.)
+            let spare = (full / 64).max(1);
+            let (ring, own) = if margin {
+                (spare, 0)
+            } else if inner {
+                (spare, full)
+            } else {
+                (full, full)
+            };
+            let own_x = &own_cols[cx as usize];
+            let own_y = &own_rows[cy as usize];
+            for &y in &rows[cy as usize] {
+                let y_own = own_y.contains(&y);
+                for &x in &cols[cx as usize] {
+                    let k = start + y as usize * w as usize + x as usize;
+                    let mine = y_own && own_x.contains(&x);
+                    let h = if mine { own.max(ring) } else { ring };
+                    s[k] = s[k].saturating_add(h);
+                    exact[k] |= !margin && (mine || !inner);
                 }
             }
         }
-        (s, exact)
-    });
-    Scores { per, of_map }
+    }
+    (s, exact)
+}
+
+/// The cells of a material's `wants` and `hits` that a sampled pixel (or
+/// the look-ahead) wants: column, row, wanted level, and the score of a
+/// tile it wants (8 per hit; `no_hits` without hits).
+fn seen_cells(wants: &[u8], hits: &[u32], g: u32, no_hits: u64) -> Vec<(u32, u32, u32, u64)> {
+    (0..wants.len())
+        .filter(|&c| wants[c] != UNSEEN)
+        .map(|c| {
+            let full = match hits[c] {
+                0 => no_hits,
+                h => u64::from(h) * 8,
+            };
+            (c as u32 % g, c as u32 / g, u32::from(wants[c]), full)
+        })
+        .collect()
 }
 
 /// Tiles in a plan's input above which its per-map work is shared over
@@ -467,18 +487,38 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let ahead = cell_scores(input, &fp, input.ahead_wants, input.ahead_hits, WARM_SCORE);
     let cast = (!input.cast_wants.is_empty())
         .then(|| cell_scores(input, &fp, input.cast_wants, input.cast_hits, WARM_SCORE));
-    let is_present = |i: usize, idx: usize| present.of(i).0.get(idx).is_some_and(|&p| p > 0);
-    // Wanted: what a present cell wants at its own level or coarser (the
-    // margin of one level finer is bought with spare pages, not wanted).
-    let is_wanted = |i: usize, idx: usize| present.of(i).1.get(idx).copied().unwrap_or(false);
-    let resident = |i: usize, idx: usize| {
-        input
-            .resident
-            .get(i)
-            .and_then(|r| r.get(idx))
-            .copied()
-            .unwrap_or(false)
+    let facts = TileFacts {
+        input,
+        present: &present,
+        cast: cast.as_ref(),
     };
+    let per_map = rank_tiles(input, &present, &ahead);
+    let classes = Classes::new(input);
+    let (targets, wanted) = Targets::new(per_map, &classes);
+    let mut candidates = load_candidates(&facts, &targets);
+    let (chosen, next) = choose_loads(&facts, &mut candidates);
+    let missing =
+        chosen.missing + missing_left(&facts, &targets, &candidates[next..], chosen.counts);
+    let evictions = evictions_by_class(&facts, &classes, &targets, &chosen.loads);
+    let wanted_loads = (chosen.loads.len() - chosen.counts.spare) as u64;
+    TilePlan {
+        loads: chosen.loads,
+        kinds: chosen.kinds,
+        evictions,
+        wanted,
+        missing,
+        wanted_loads,
+    }
+}
+
+/// One map's ranked tiles (each a [`rank_key`] and its score), its resident
+/// tiles and its wanted ones.
+type MapRanks = (Vec<(u128, u64)>, u64, u64);
+
+/// Every map's ranked tiles ([`MapRanks`]): those with a score (present
+/// and look-ahead added) or resident, ranked by score times
+/// [`rank_factor`].
+fn rank_tiles(input: &TileInput<'_>, present: &Scores, ahead: &Scores) -> Vec<MapRanks> {
     // Ranked tiles as one sort key each (rank: score times `rank_factor`),
     // and the score.
     debug_assert!(input.maps.len() <= 1 << 24);
@@ -492,7 +532,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     // over threads, and each runs over slices, level by level.
     let total_tiles: usize = input.maps.iter().map(MapTiles::tile_count).sum();
     let indices: Vec<usize> = (0..input.maps.len()).collect();
-    let per_map = in_parallel(&indices, total_tiles, |&i| {
+    in_parallel(&indices, total_tiles, |&i| {
         let map = &input.maps[i];
         let n = map.tile_count();
         let (p_score, p_wanted) = present.of(i);
@@ -535,81 +575,214 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
             }
         }
         (ranked, resident_count, wanted)
-    });
-    // Page classes ([`TileInput::classes`]): one unless given.
-    let class_count = if input.classes.is_empty() {
-        1
-    } else {
-        input.free_by_class.len().max(1)
-    };
-    let class_of = |i: usize| {
-        input
-            .classes
-            .get(i)
-            .map_or(0, |&c| usize::from(c).min(class_count - 1))
-    };
-    let free_of = |c: usize| {
-        if input.classes.is_empty() {
-            input.free_pages
+    })
+}
+
+/// Page classes ([`TileInput::classes`]): one unless given.
+struct Classes<'a> {
+    /// How many.
+    count: usize,
+    /// [`TileInput::classes`].
+    of_map: &'a [u8],
+    /// [`TileInput::free_by_class`].
+    free_by_class: &'a [u64],
+    /// [`TileInput::free_pages`].
+    free_pages: u64,
+}
+
+impl<'a> Classes<'a> {
+    /// `input`'s page classes.
+    fn new(input: &TileInput<'a>) -> Self {
+        let count = if input.classes.is_empty() {
+            1
         } else {
-            input.free_by_class.get(c).copied().unwrap_or(0)
+            input.free_by_class.len().max(1)
+        };
+        Self {
+            count,
+            of_map: input.classes,
+            free_by_class: input.free_by_class,
+            free_pages: input.free_pages,
         }
-    };
-    let mut groups: Vec<Vec<(u128, u64)>> = vec![Vec::new(); class_count];
-    let mut resident_by = vec![0u64; class_count];
-    let mut wanted = 0u64;
-    for (i, (r, count, w)) in per_map.into_iter().enumerate() {
-        groups[class_of(i)].extend(r);
-        resident_by[class_of(i)] += count;
-        wanted += w;
     }
-    // The target, per class: its `capacity` best-ranked tiles, partitioned
-    // off, not sorted. Tiles with a score rank above every tile without one,
-    // so those in a head are the best `capacity` of them (or all of them).
-    // `ranked` holds the classes one after the other; `heads` each one's
-    // start, head end and end.
-    let mut ranked: Vec<(u128, u64)> = Vec::with_capacity(groups.iter().map(Vec::len).sum());
-    let mut heads: Vec<(usize, usize, usize)> = Vec::with_capacity(class_count);
-    for (c, mut g) in groups.into_iter().enumerate() {
-        let capacity = resident_by[c].saturating_add(free_of(c));
-        let head = usize::try_from(capacity).unwrap_or(usize::MAX).min(g.len());
-        if head < g.len() {
-            g.select_nth_unstable_by_key(head, |r| r.0);
+
+    /// Map `i`'s class.
+    fn of(&self, i: usize) -> usize {
+        self.of_map
+            .get(i)
+            .map_or(0, |&c| usize::from(c).min(self.count - 1))
+    }
+
+    /// Class `c`'s free pages.
+    fn free(&self, c: usize) -> u64 {
+        if self.of_map.is_empty() {
+            self.free_pages
+        } else {
+            self.free_by_class.get(c).copied().unwrap_or(0)
         }
-        let start = ranked.len();
-        ranked.extend(g);
-        heads.push((start, start + head, ranked.len()));
     }
-    let in_head = |k: usize| heads.iter().any(|&(s, h, _)| (s..h).contains(&k));
-    let in_target = |k: usize| in_head(k) && ranked[k].1 > 0;
-    // Loads: the targets' tiles not resident, best first (only these are
-    // sorted), within the caps; wanted tiles not loaded are missing.
-    let mut candidates: Vec<u128> = heads
+}
+
+/// The target, per class: its `capacity` best-ranked tiles (its resident
+/// tiles and free pages), partitioned off, not sorted.
+struct Targets {
+    /// Every ranked tile ([`rank_key`], score), the classes one after the other.
+    ranked: Vec<(u128, u64)>,
+    /// Per class: its start in `ranked`, its head's end and its end.
+    heads: Vec<(usize, usize, usize)>,
+}
+
+impl Targets {
+    /// The targets of `per_map`'s ranked tiles, by `classes`, and the wanted
+    /// tiles of every map.
+    fn new(per_map: Vec<MapRanks>, classes: &Classes<'_>) -> (Self, u64) {
+        let mut groups: Vec<Vec<(u128, u64)>> = vec![Vec::new(); classes.count];
+        let mut resident_by = vec![0u64; classes.count];
+        let mut wanted = 0u64;
+        for (i, (r, count, w)) in per_map.into_iter().enumerate() {
+            groups[classes.of(i)].extend(r);
+            resident_by[classes.of(i)] += count;
+            wanted += w;
+        }
+        // Tiles with a score rank above every tile without one, so those in
+        // a head are the best `capacity` of them (or all of them).
+        let mut ranked: Vec<(u128, u64)> = Vec::with_capacity(groups.iter().map(Vec::len).sum());
+        let mut heads: Vec<(usize, usize, usize)> = Vec::with_capacity(classes.count);
+        for (c, mut g) in groups.into_iter().enumerate() {
+            let capacity = resident_by[c].saturating_add(classes.free(c));
+            let head = usize::try_from(capacity).unwrap_or(usize::MAX).min(g.len());
+            if head < g.len() {
+                g.select_nth_unstable_by_key(head, |r| r.0);
+            }
+            let start = ranked.len();
+            ranked.extend(g);
+            heads.push((start, start + head, ranked.len()));
+        }
+        (Self { ranked, heads }, wanted)
+    }
+
+    /// Whether ranked tile `k` is in its class's target: in the head, with a score.
+    fn holds(&self, k: usize) -> bool {
+        let in_head = self.heads.iter().any(|&(s, h, _)| (s..h).contains(&k));
+        in_head && self.ranked[k].1 > 0
+    }
+}
+
+/// What the plan asks of a tile: the input, and the present view's and its
+/// cast's scores.
+struct TileFacts<'i, 'a> {
+    input: &'i TileInput<'a>,
+    present: &'i Scores,
+    cast: Option<&'i Scores>,
+}
+
+impl TileFacts<'_, '_> {
+    /// Whether tile `idx` of map `i` is resident.
+    fn resident(&self, i: usize, idx: usize) -> bool {
+        self.input
+            .resident
+            .get(i)
+            .and_then(|r| r.get(idx))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Whether a present cell scores tile `idx` of map `i`.
+    fn is_present(&self, i: usize, idx: usize) -> bool {
+        self.present.of(i).0.get(idx).is_some_and(|&p| p > 0)
+    }
+
+    /// Wanted: what a present cell wants at its own level or coarser (the
+    /// margin of one level finer is bought with spare pages, not wanted).
+    fn is_wanted(&self, i: usize, idx: usize) -> bool {
+        self.present.of(i).1.get(idx).copied().unwrap_or(false)
+    }
+
+    /// A load's kind: only the look-ahead wants it; no present cell wants it
+    /// (spare); spare but scored by a present cell (the margin and the ring).
+    fn kind(&self, i: usize, idx: usize) -> Spare {
+        let ahead_only = !self.is_present(i, idx);
+        let spare = !self.is_wanted(i, idx);
+        Spare {
+            ahead_only,
+            spare,
+            ring: spare && !ahead_only,
+        }
+    }
+}
+
+/// Which of the spare loads' caps a load counts against.
+#[derive(Clone, Copy)]
+struct Spare {
+    /// Only the look-ahead wants it ([`TileInput::max_ahead_loads`]).
+    ahead_only: bool,
+    /// No present cell wants it ([`TileInput::max_spare_loads`]).
+    spare: bool,
+    /// Spare but scored by a present cell ([`TileInput::max_ring_loads`]).
+    ring: bool,
+}
+
+/// The loads so far against each cap.
+#[derive(Clone, Copy, Default)]
+struct CapCounts {
+    ahead: usize,
+    spare: usize,
+    ring: usize,
+}
+
+impl CapCounts {
+    /// Whether a load of kind `k` is over its cap, given the loads so far.
+    fn capped(&self, k: Spare, input: &TileInput<'_>) -> bool {
+        (k.ahead_only && self.ahead >= input.max_ahead_loads)
+            || (k.spare && self.spare >= input.max_spare_loads)
+            || (k.ring && self.ring >= input.max_ring_loads)
+    }
+
+    /// Counts a load of kind `k`.
+    fn add(&mut self, k: Spare) {
+        self.ahead += usize::from(k.ahead_only);
+        self.spare += usize::from(k.spare);
+        self.ring += usize::from(k.ring);
+    }
+}
+
+/// The targets' tiles not resident: the loads to choose from, as rank keys.
+fn load_candidates(facts: &TileFacts<'_, '_>, targets: &Targets) -> Vec<u128> {
+    targets
+        .heads
         .iter()
-        .flat_map(|&(s, h, _)| &ranked[s..h])
+        .flat_map(|&(s, h, _)| &targets.ranked[s..h])
         .filter(|&&(kk, score)| {
             let (_, i, idx) = rank_unkey(kk);
-            score > 0 && !resident(i, idx)
+            score > 0 && !facts.resident(i, idx)
         })
         .map(|&(kk, _)| kk)
-        .collect();
-    let mut loads = Vec::new();
-    let mut kinds = Vec::new();
-    let mut missing = 0u64;
-    let (mut ahead_loads, mut spare_loads, mut ring_loads) = (0usize, 0usize, 0usize);
-    // A load's kind: only the look-ahead wants it; no present cell wants it
-    // (spare); spare but scored by a present cell (the margin and the ring).
-    let kind = |i: usize, idx: usize| {
-        let ahead_only = !is_present(i, idx);
-        let spare = !is_wanted(i, idx);
-        (ahead_only, spare, spare && !ahead_only)
-    };
-    // Whether a load of that kind is over its cap, given the loads so far.
-    let capped = |(ahead_only, spare, ring): (bool, bool, bool),
-                  (ahead_n, spare_n, ring_n): (usize, usize, usize)| {
-        (ahead_only && ahead_n >= input.max_ahead_loads)
-            || (spare && spare_n >= input.max_spare_loads)
-            || (ring && ring_n >= input.max_ring_loads)
+        .collect()
+}
+
+/// The loads [`choose_loads`] chose.
+struct Chosen {
+    /// Best first.
+    loads: Vec<TileRef>,
+    /// Per load: what wants it.
+    kinds: Vec<LoadKind>,
+    /// Wanted tiles passed over (their parent neither resident nor loaded).
+    missing: u64,
+    /// The loads against each cap.
+    counts: CapCounts,
+}
+
+/// Loads: `candidates` best first (only these are sorted), within the caps,
+/// until `max_loads`; and the index of the first candidate not looked at.
+/// A tile whose parent is neither resident nor loaded is passed over
+/// (missing if wanted).
+fn choose_loads(facts: &TileFacts<'_, '_>, candidates: &mut [u128]) -> (Chosen, usize) {
+    let input = facts.input;
+    let mut chosen = Chosen {
+        loads: Vec::new(),
+        kinds: Vec::new(),
+        missing: 0,
+        counts: CapCounts::default(),
     };
     // Loaded this frame, per map (made on a map's first load), to keep a tile
     // whose parent a cap held back from loading without it (parents rank
@@ -623,7 +796,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
     let stretch = input.max_loads.saturating_mul(2).max(8);
     let mut sorted_to = 0;
     let mut next = 0;
-    while next < candidates.len() && loads.len() < input.max_loads {
+    while next < candidates.len() && chosen.loads.len() < input.max_loads {
         if next == sorted_to {
             let rest = &mut candidates[next..];
             let take = stretch.min(rest.len());
@@ -635,19 +808,16 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         }
         let (level, i, idx) = rank_unkey(candidates[next]);
         next += 1;
-        let (ahead_only, spare, ring) = kind(i, idx);
+        let kind = facts.kind(i, idx);
         // A capped load is spare (never wanted), so not missing.
-        if capped(
-            (ahead_only, spare, ring),
-            (ahead_loads, spare_loads, ring_loads),
-        ) {
+        if chosen.counts.capped(kind, input) {
             continue;
         }
         let tile = tile_at(&input.maps[i], i, level, idx);
         let orphan = parent_index(&input.maps[i], &tile)
-            .is_some_and(|p| !resident(i, p) && !loaded[i].get(p).copied().unwrap_or(false));
+            .is_some_and(|p| !facts.resident(i, p) && !loaded[i].get(p).copied().unwrap_or(false));
         if orphan {
-            missing += u64::from(!spare);
+            chosen.missing += u64::from(!kind.spare);
             continue;
         }
         let mine = &mut loaded[i];
@@ -657,52 +827,68 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
         if let Some(l) = mine.get_mut(idx) {
             *l = true;
         }
-        loads.push(tile);
-        kinds.push(LoadKind::of(
-            ahead_only,
-            spare,
-            cast_scored(cast.as_ref(), i, idx),
-        ));
-        ahead_loads += usize::from(ahead_only);
-        spare_loads += usize::from(spare);
-        ring_loads += usize::from(ring);
+        chosen.loads.push(tile);
+        let cast = cast_scored(facts.cast, i, idx);
+        chosen
+            .kinds
+            .push(LoadKind::of(kind.ahead_only, kind.spare, cast));
+        chosen.counts.add(kind);
     }
-    // The loads are full (or every candidate was seen): what is left and not
-    // capped is missing if wanted.
-    missing += candidates[next..]
+    (chosen, next)
+}
+
+/// The wanted tiles missing beyond those [`choose_loads`] passed over: of the
+/// candidates it did not look at (`left`: the loads are full), those not
+/// capped (`counts`: the loads' against the caps); and the tiles outside the
+/// targets.
+fn missing_left(
+    facts: &TileFacts<'_, '_>,
+    targets: &Targets,
+    left: &[u128],
+    counts: CapCounts,
+) -> u64 {
+    let not_loaded = left
         .iter()
         .filter(|&&kk| {
             let (_, i, idx) = rank_unkey(kk);
-            let (ahead_only, spare, ring) = kind(i, idx);
-            !spare
-                && !capped(
-                    (ahead_only, spare, ring),
-                    (ahead_loads, spare_loads, ring_loads),
-                )
+            let kind = facts.kind(i, idx);
+            !kind.spare && !counts.capped(kind, facts.input)
         })
         .count() as u64;
-    missing += heads
+    let outside = targets
+        .heads
         .iter()
-        .flat_map(|&(_, h, e)| &ranked[h..e])
+        .flat_map(|&(_, h, e)| &targets.ranked[h..e])
         .filter(|&&(kk, score)| {
             let (_, i, idx) = rank_unkey(kk);
-            score > 0 && !resident(i, idx) && is_wanted(i, idx)
+            score > 0 && !facts.resident(i, idx) && facts.is_wanted(i, idx)
         })
         .count() as u64;
-    // Evictions, per class, for the loads its free pages lack: lowest score
-    // first, then finest, then map and index.
-    let mut loads_by = vec![0u64; class_count];
-    for t in &loads {
-        loads_by[class_of(t.map as usize)] += 1;
+    not_loaded + outside
+}
+
+/// Evictions, per class, for the `loads` its free pages lack: among the
+/// resident tiles outside its target, lowest score first, then finest, then
+/// map and index ([`choose_evictions`]).
+fn evictions_by_class(
+    facts: &TileFacts<'_, '_>,
+    classes: &Classes<'_>,
+    targets: &Targets,
+    loads: &[TileRef],
+) -> Vec<TileRef> {
+    let input = facts.input;
+    let mut loads_by = vec![0u64; classes.count];
+    for t in loads {
+        loads_by[classes.of(t.map as usize)] += 1;
     }
     let mut evictions = Vec::new();
-    for (c, &(s, _, e)) in heads.iter().enumerate() {
-        let need = loads_by[c].saturating_sub(free_of(c));
-        let out: Vec<(u64, u32, usize, usize)> = (s..e)
+    for (c, &(s, _, e)) in targets.heads.iter().enumerate() {
+        let need = loads_by[c].saturating_sub(classes.free(c));
+        let out: Vec<Victim> = (s..e)
             .filter_map(|k| {
-                let (kk, score) = ranked[k];
+                let (kk, score) = targets.ranked[k];
                 let (level, i, idx) = rank_unkey(kk);
-                (!in_target(k) && resident(i, idx)).then_some((score, level, i, idx))
+                (!targets.holds(k) && facts.resident(i, idx)).then_some((score, level, i, idx))
             })
             .collect();
         let need = usize::try_from(need).unwrap_or(usize::MAX);
@@ -712,15 +898,7 @@ pub fn plan(input: &TileInput<'_>) -> TilePlan {
                 .map(|&(_, level, i, idx)| tile_at(&input.maps[i], i, level, idx)),
         );
     }
-    let wanted_loads = (loads.len() - spare_loads) as u64;
-    TilePlan {
-        loads,
-        kinds,
-        evictions,
-        wanted,
-        missing,
-        wanted_loads,
-    }
+    evictions
 }
 
 /// An eviction candidate: score, level, map, index.

@@ -19,25 +19,46 @@ pub fn cells_from_feedback(words: &[u32]) -> (Vec<u8>, Vec<u32>) {
     (wants, hits)
 }
 
-impl TileStreamer {
+/// The residency map the shaders read ([`sample::CellLevels::word`] per
+/// material and cell), its buffers, and the cell grid it is laid out in.
+pub(super) struct ResidencyMap {
+    /// Cells per side of a material's grid.
+    pub(super) g: u32,
+    /// Per material: its tiles changed since the residency map's last refresh.
+    pub(super) changed: Vec<bool>,
+    /// The maps' footprints in the cell grid, for the residency map's
+    /// refreshes (built once the layouts and the grid are known).
+    pub(super) footprints: policy::Footprints,
+    /// Per material, per cell: the level the shaders may sample down to.
+    pub(super) words: Vec<u32>,
+    /// The host copy the map (with a page atlas, the page table) is written
+    /// to, for the copies' submission.
+    pub(super) host: Option<MappedBuffer>,
+    /// The buffer the shaders read (set 0, binding 3).
+    pub(super) gpu: Option<Buffer>,
+    /// The map changed since its last upload.
+    pub(super) dirty: bool,
+}
+
+impl ResidencyMap {
     /// Recomputes the residency map of the materials whose tiles changed
     /// since the last refresh (all of them the first time): with 64 materials
     /// on the H200 the whole map took 10.5 ms a frame.
-    pub(super) fn refresh_map(&mut self) {
+    pub(super) fn refresh(&mut self, maps: &[MapTiles], resident: &[Vec<bool>]) {
         let cells = (self.g * self.g) as usize;
-        let materials = self.maps.len() / policy::MAPS_PER_MATERIAL;
+        let materials = maps.len() / policy::MAPS_PER_MATERIAL;
         self.changed.resize(materials, true);
         // The changed materials' maps, shared over threads (each material's
         // words are its own slice): with 64 materials on the H200, 1,100 tile
         // loads a frame touch most of them.
         let mut changed: Vec<(usize, &mut [u32])> = self
-            .map_words
+            .words
             .chunks_mut(cells.max(1))
             .enumerate()
             .take(materials)
             .filter(|(m, _)| std::mem::take(&mut self.changed[*m]))
             .collect();
-        let (fp, maps, resident) = (&self.footprints, &self.maps, &self.resident);
+        let fp = &self.footprints;
         let refresh = |(m, words): &mut (usize, &mut [u32])| {
             let rm = policy::residency_map_in(fp, maps, *m, resident);
             for (w, l) in words.iter_mut().zip(rm) {
@@ -53,30 +74,32 @@ impl TileStreamer {
         }
         #[cfg(debug_assertions)]
         for m in 0..materials {
-            let full = policy::residency_map(&self.maps, self.g, m, &self.resident);
+            let full = policy::residency_map(maps, self.g, m, resident);
             debug_assert!(
-                self.map_words[m * cells..(m + 1) * cells]
+                self.words[m * cells..(m + 1) * cells]
                     .iter()
                     .zip(&full)
                     .all(|(&w, &l)| w == l.word()),
                 "material {m}: residency map out of date"
             );
         }
-        self.map_dirty = true;
+        self.dirty = true;
     }
+}
 
+impl TileStreamer {
     /// Sets tile `t` resident or not, and marks its material's residency map
-    /// for the next [`Self::refresh_map`].
+    /// for the next [`ResidencyMap::refresh`].
     pub(super) fn set_resident(&mut self, t: TileRef, resident: bool) {
         let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-        self.resident[t.map as usize][idx] = resident;
+        self.residency.resident[t.map as usize][idx] = resident;
         if let Some(a) = self.atlas.as_mut() {
             // The page table names a tile's slot once its copy is recorded
             // (the table's upload follows the copies), never before.
             a.slots.set_resident(t.map as usize, idx, resident);
         }
         let m = t.map as usize / policy::MAPS_PER_MATERIAL;
-        if let Some(c) = self.changed.get_mut(m) {
+        if let Some(c) = self.residency_map.changed.get_mut(m) {
             *c = true;
         }
     }
@@ -84,12 +107,13 @@ impl TileStreamer {
     /// The residency map the next frame draws with, per material and cell
     /// ([`sample::CellLevels::word`]).
     pub fn map(&self) -> &[u32] {
-        &self.map_words
+        &self.residency_map.words
     }
 
     /// The residency map buffer (set 0, binding 3) and its size.
     pub fn map_buffer(&self) -> (vk::Buffer, u64) {
-        self.map_gpu
+        self.residency_map
+            .gpu
             .as_ref()
             .map_or((vk::Buffer::null(), 0), |b| (b.raw(), b.size()))
     }
@@ -97,9 +121,11 @@ impl TileStreamer {
     /// Map `i`'s finest level with a tile resident (the first level of its
     /// always-resident tail when none) and the bytes of its tile pages.
     pub fn map_residency(&self, i: usize) -> (u32, u64) {
-        let (Some(m), Some(res), Some(pages)) =
-            (self.maps.get(i), self.resident.get(i), self.pages.get(i))
-        else {
+        let (Some(m), Some(res), Some(pages)) = (
+            self.maps.get(i),
+            self.residency.resident.get(i),
+            self.residency.pages.get(i),
+        ) else {
             return (0, 0);
         };
         let finest = (0..m.tail_first)

@@ -68,6 +68,149 @@ pub(super) struct Deferred {
     pub(super) base: usize,
 }
 
+/// Where tile pages come from.
+pub(super) struct PageMemory {
+    /// The texture pool (its hard budget is the texture budget): pages,
+    /// tails and atlases are allocated from it.
+    pub(super) pool: PoolId,
+    /// A page's bytes (with a page atlas, the largest slot's).
+    pub(super) page: u64,
+    /// The memory types every sparse image accepts.
+    pub(super) type_bits: u32,
+}
+
+/// Which tiles are resident and on which pages; the spare pages and the
+/// always-resident tails.
+pub(super) struct Residency {
+    /// Per map, per tile: the page a tile holds (sparse images).
+    pub(super) pages: Vec<Vec<Option<Allocation>>>,
+    /// Bytes of the allocations in `pages` (kept as they change: summing
+    /// `pages` walks every tile of every map).
+    pub(super) page_bytes: u64,
+    /// Pages of evicted tiles, for the next loads: allocated from the pool
+    /// and maybe still bound to the tile they held (module doc).
+    pub(super) spare: Vec<Allocation>,
+    /// Per map, per tile: resident now.
+    pub(super) resident: Vec<Vec<bool>>,
+    /// Maps whose file could not be read: they load no more tiles.
+    pub(super) blocked: Vec<bool>,
+    /// The always-resident pages: mip tails, and levels of one tile or less
+    /// where the driver has no mip tail.
+    pub(super) tails: Vec<Allocation>,
+    /// Their bytes.
+    pub(super) tail_bytes: u64,
+    /// Per map, per tile: the page key of a resident tile's page
+    /// ([`policy::TileInput::page_keys`]; `u64::MAX` for none).
+    pub(super) page_keys: Vec<Vec<u64>>,
+    /// Each page memory object's number in the page keys, by raw handle.
+    pub(super) page_objects: HashMap<u64, u64>,
+}
+
+impl Residency {
+    /// Nothing resident, no page, no map.
+    pub(super) fn new() -> Self {
+        Self {
+            pages: Vec::new(),
+            page_bytes: 0,
+            spare: Vec::new(),
+            resident: Vec::new(),
+            blocked: Vec::new(),
+            tails: Vec::new(),
+            tail_bytes: 0,
+            page_keys: Vec::new(),
+            page_objects: HashMap::new(),
+        }
+    }
+
+    /// A map of `tiles` tiles, none resident, none blocked.
+    pub(super) fn add_map(&mut self, tiles: usize) {
+        self.pages.push((0..tiles).map(|_| None).collect());
+        self.resident.push(vec![false; tiles]);
+        self.page_keys.push(vec![u64::MAX; tiles]);
+        self.blocked.push(false);
+    }
+}
+
+/// Tile work carried from one call to the next.
+#[derive(Default)]
+pub(super) struct Schedule {
+    /// The next frame's plan, made after this frame's submission
+    /// ([`TileStreamer::plan_ahead`]); its reads, copies and map wait for `prepare`.
+    pub(super) planned: Option<Planned>,
+    /// Spare loads whose pages are taken and whose binds, reads and copies
+    /// wait for [`TileStreamer::after_submit`].
+    pub(super) deferred: Option<Deferred>,
+    /// Calls of [`TileStreamer::prepare`] after the pre-fill.
+    pub(super) frames: u64,
+}
+
+/// The `--tune` settings of a tile streamer, fixed at start.
+pub(super) struct Knobs {
+    /// `--tune tiles.freeze-after`: after this many frames, residency stays as it is.
+    pub(super) freeze_after: Option<u64>,
+    /// `--tune tiles.plan-early=1`: the renderer plans each frame's tiles after
+    /// the last frame's submission.
+    pub(super) plan_early: bool,
+    /// `--tune tiles.late-spare`: the kinds of spare loads that wait for the
+    /// frame's submission.
+    pub(super) late: LateSpare,
+    /// `--tune tiles.ahead-share`: the look-ahead's loads per frame are at most
+    /// `max_loads / ahead_share`.
+    pub(super) ahead_share: usize,
+    /// `--tune tiles.max-spare`: loads per frame of tiles the present view does not
+    /// want, at most.
+    pub(super) max_spare: usize,
+    /// `--tune tiles.max-ring`: loads per frame of the margin and the ring, at most
+    /// ([`DEFAULT_MAX_RING`]).
+    pub(super) max_ring: usize,
+    /// `--tune tiles.spare-hysteresis` ([`policy::TileInput::spare_hysteresis`]).
+    pub(super) spare_hysteresis: u64,
+    /// Not `--tune tiles.evict-by-pages=0`: the plan is given the page keys.
+    pub(super) evict_by_pages: bool,
+    /// `--tune tiles.cast-present`: the present view is cast into the look-ahead on
+    /// every frame.
+    pub(super) cast_present: bool,
+    /// `--tune tiles.reversed-pages`: loads take pages in descending memory order.
+    pub(super) reversed_pages: bool,
+    /// `--tune tiles.pread=1`: tiles are read with `pread`, not from a
+    /// mapping of the file.
+    pub(super) pread: bool,
+    /// `--tune fail-reads`: reads of files whose path contains this fail.
+    pub(super) fail_reads: Option<String>,
+}
+
+impl Knobs {
+    /// The settings of `tuning`, with the defaults of a page atlas (`atlas`)
+    /// or of sparse tiles.
+    pub(super) fn new(tuning: &crate::tuning::Tuning, atlas: bool) -> Self {
+        let tt = tuning.tiles;
+        Self {
+            freeze_after: tt.freeze_after,
+            plan_early: tt.plan_early,
+            late: tt.late_spare,
+            ahead_share: tt.ahead_share.unwrap_or(if atlas {
+                ATLAS_AHEAD_SHARE
+            } else {
+                TILES_AHEAD_SHARE
+            }),
+            max_spare: tt.max_spare,
+            max_ring: tt.max_ring,
+            spare_hysteresis: tt.spare_hysteresis.unwrap_or(if atlas {
+                crate::tuning::ATLAS_SPARE_HYSTERESIS
+            } else {
+                crate::tuning::SPARE_HYSTERESIS
+            }),
+            // A page atlas has no page keys: its slots are not pages of a
+            // memory object.
+            evict_by_pages: tt.evict_by_pages && !atlas,
+            cast_present: tt.cast_present,
+            reversed_pages: tt.reversed_pages,
+            pread: tt.pread,
+            fail_reads: tuning.fail_reads.clone(),
+        }
+    }
+}
+
 impl TileStreamer {
     /// Plans and carries out this frame's tile changes from `inputs`: the
     /// last frame's per-cell feedback and the look-ahead's cells.
@@ -82,7 +225,7 @@ impl TileStreamer {
         inputs: PlanInputs<'_>,
         prefill: bool,
     ) -> Result<TileFrame, GpuError> {
-        let planned = match self.planned.take() {
+        let planned = match self.schedule.planned.take() {
             Some(p) => Some(p),
             None => self.plan(ctx, mem, inputs, prefill, false)?,
         };
@@ -95,7 +238,7 @@ impl TileStreamer {
     /// Whether the renderer should plan each frame's tiles after the last
     /// frame's submission ([`Self::plan_ahead`]; `--tune tiles.plan-early=1`).
     pub fn plans_early(&self) -> bool {
-        self.plan_early
+        self.knobs.plan_early
     }
 
     /// After a frame's submission, while the GPU draws it: plans the next
@@ -114,15 +257,15 @@ impl TileStreamer {
         mem: &GpuMemory,
         inputs: PlanInputs<'_>,
     ) -> Result<(), GpuError> {
-        if self.planned.is_none() {
-            self.planned = self.plan(ctx, mem, inputs, false, true)?;
+        if self.schedule.planned.is_none() {
+            self.schedule.planned = self.plan(ctx, mem, inputs, false, true)?;
         }
         Ok(())
     }
 
     /// Whether a plan made by [`Self::plan_ahead`] waits for [`Self::prepare`].
     pub fn has_plan(&self) -> bool {
-        self.planned.is_some()
+        self.schedule.planned.is_some()
     }
 
     /// The plan of [`Self::prepare`] (`early`: of [`Self::plan_ahead`], with
@@ -137,11 +280,15 @@ impl TileStreamer {
         early: bool,
     ) -> Result<Option<Planned>, GpuError> {
         // Frozen after `n` frames; at 0 the pre-fill too (the mip tails alone).
-        if self.freeze_after.is_some_and(|n| self.frames >= n) {
+        if self
+            .knobs
+            .freeze_after
+            .is_some_and(|n| self.schedule.frames >= n)
+        {
             return Ok(None);
         }
         if !prefill {
-            self.frames += 1;
+            self.schedule.frames += 1;
         }
         // Spare loads kept back by the last call, for a caller that did not
         // call `after_submit` after its frame's submission: done now.
@@ -153,13 +300,13 @@ impl TileStreamer {
         // waits before staging is written.
         let waiting = Instant::now();
         if !early {
-            self.one_shot.wait(ctx)?;
+            self.uploads.one_shot.wait(ctx)?;
         }
         let wait_seconds = waiting.elapsed().as_secs_f64();
         let (plan, plan_seconds) = self.run_policy(mem, inputs, prefill);
         let mut frame = TileFrame {
-            wanted_bytes: plan.wanted * self.page
-                + self.tail_bytes
+            wanted_bytes: plan.wanted * self.memory.page
+                + self.residency.tail_bytes
                 + self.atlas.as_ref().map_or(0, |a| a.set_tail_bytes),
             missing: plan.missing,
             wanted_loads: plan.wanted_loads.min(u64::from(u32::MAX)) as u32,
@@ -175,7 +322,7 @@ impl TileStreamer {
         // written, in `finish`).
         let waiting = Instant::now();
         if !early {
-            self.late_shot.wait(ctx)?;
+            self.uploads.late_shot.wait(ctx)?;
         }
         frame.wait_seconds += waiting.elapsed().as_secs_f64();
         // Evictions: out of the map, their pages spare and still bound (the
@@ -204,7 +351,7 @@ impl TileStreamer {
             cast,
             ahead_factor,
         } = inputs;
-        let pressure = mem.pool_pressure(self.pool);
+        let pressure = mem.pool_pressure(self.memory.pool);
         let free_bytes = pressure.map_or(0, |p| {
             p.pool_budget
                 .unwrap_or(u64::MAX)
@@ -221,16 +368,16 @@ impl TileStreamer {
             .map_or(Vec::new(), |a| a.slots.classes());
         let input = TileInput {
             maps: &self.maps,
-            g: self.g,
+            g: self.residency_map.g,
             wants,
             hits,
-            resident: &self.resident,
-            blocked: &self.blocked,
+            resident: &self.residency.resident,
+            blocked: &self.residency.blocked,
             free_pages: match self.atlas.as_ref() {
                 Some(a) => a.slots.free_total() as u64,
-                None => free_bytes / self.page.max(1) + self.spare.len() as u64,
+                None => free_bytes / self.memory.page.max(1) + self.residency.spare.len() as u64,
             },
-            max_loads: self.max_loads,
+            max_loads: self.uploads.max_loads,
             ahead_wants: ahead.0,
             ahead_hits: ahead.1,
             cast_wants: cast.0,
@@ -239,26 +386,26 @@ impl TileStreamer {
             // over a look-ahead of 16 frames that is one frame's worth. Before
             // the first frame (the pre-fill), as many as a frame may load.
             max_ahead_loads: if prefill {
-                self.max_loads
+                self.uploads.max_loads
             } else {
-                let share = self.max_loads.div_ceil(self.ahead_share);
+                let share = self.uploads.max_loads.div_ceil(self.knobs.ahead_share);
                 share
                     .saturating_mul(ahead_factor.max(1))
-                    .min(self.max_loads)
+                    .min(self.uploads.max_loads)
             },
             max_spare_loads: if prefill {
-                self.max_loads
+                self.uploads.max_loads
             } else {
-                self.max_spare
+                self.knobs.max_spare
             },
             max_ring_loads: if prefill {
-                self.max_loads
+                self.uploads.max_loads
             } else {
-                self.max_ring
+                self.knobs.max_ring
             },
-            spare_hysteresis: self.spare_hysteresis,
-            page_keys: if self.evict_by_pages {
-                &self.page_keys
+            spare_hysteresis: self.knobs.spare_hysteresis,
+            page_keys: if self.knobs.evict_by_pages {
+                &self.residency.page_keys
             } else {
                 &[]
             },
@@ -281,7 +428,11 @@ impl TileStreamer {
         let paging = Instant::now();
         let (loads, kinds) = self.accept_slots(&plan.loads, &plan.kinds);
         frame.missing += (plan.loads.len() - loads.len()) as u64;
-        let late = if prefill { LateSpare::None } else { self.late };
+        let late = if prefill {
+            LateSpare::None
+        } else {
+            self.knobs.late
+        };
         let (now, later) = split_late(&self.maps, &loads, &kinds, late);
         self.take_slots(&now);
         self.take_slots(&later);
@@ -316,12 +467,16 @@ impl TileStreamer {
         let got = plan.loads.len().min(candidates.len());
         // The frame's own loads now; the spare ones after its submission
         // (outside the pre-fill, and unless `--tune tiles.late-spare` says no).
-        let late = if prefill { LateSpare::None } else { self.late };
+        let late = if prefill {
+            LateSpare::None
+        } else {
+            self.knobs.late
+        };
         let (now, later) = split_late(&self.maps, &plan.loads[..got], &plan.kinds, late);
         let taken = self
             .take_pages(&now, &mut candidates)
             .and_then(|(b, r)| Ok((b, r, self.take_pages(&later, &mut candidates)?)));
-        self.spare.extend(candidates);
+        self.residency.spare.extend(candidates);
         let (binds, now_runs, (late_binds, late_runs)) = taken?;
         frame.runs = now_runs + late_runs;
         frame.page_seconds = paging.elapsed().as_secs_f64();
@@ -330,8 +485,9 @@ impl TileStreamer {
         if !binds.is_empty() {
             let b = Instant::now();
             let bound = if early {
-                self.signal_gate(ctx)
-                    .and_then(|()| self.bind_tiles(ctx, &binds, Some(self.gate)))
+                self.sync
+                    .signal_gate(ctx)
+                    .and_then(|()| self.bind_tiles(ctx, &binds, Some(self.sync.gate)))
             } else {
                 self.bind_tiles(ctx, &binds, None)
             };
@@ -363,17 +519,23 @@ impl TileStreamer {
         mem: &GpuMemory,
         wanted: usize,
     ) -> Result<Vec<Allocation>, GpuError> {
-        let mut candidates: Vec<Allocation> = std::mem::take(&mut self.spare);
+        let mut candidates: Vec<Allocation> = std::mem::take(&mut self.residency.spare);
         while candidates.len() < wanted {
-            let opts = MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.pool);
+            let opts =
+                MemOptions::new(MemoryUsage::GpuOnly, "texture tile").in_pool(self.memory.pool);
             // The pool's free bytes can hold fewer pages than they count
             // (gaps between tails): a refusal ends the loads here.
-            match mem.try_allocate_memory(self.page, self.page, self.type_bits, &opts) {
+            match mem.try_allocate_memory(
+                self.memory.page,
+                self.memory.page,
+                self.memory.type_bits,
+                &opts,
+            ) {
                 Ok(Some(a)) => candidates.push(a),
                 Ok(None) => break,
                 Err(e) if e.is_no_room() => break,
                 Err(e) => {
-                    self.spare = candidates;
+                    self.residency.spare = candidates;
                     return Err(e);
                 }
             }
@@ -399,8 +561,8 @@ impl TileStreamer {
         // Staging is written below: the copies that read it are done (waited
         // for already where the plan was made here).
         let waiting = Instant::now();
-        self.one_shot.wait(ctx)?;
-        self.late_shot.wait(ctx)?;
+        self.uploads.one_shot.wait(ctx)?;
+        self.uploads.late_shot.wait(ctx)?;
         frame.wait_seconds += waiting.elapsed().as_secs_f64();
         // Reads into staging, on worker threads, by runs of adjacent tiles
         // (`loads` is sorted).
@@ -412,15 +574,16 @@ impl TileStreamer {
         // `loads` keeps its order (the staging layout); the runs left name
         // the tiles that arrived.
         let arrived = self.arrive(&loads, &runs);
-        frame.upload_bytes = arrived * self.slot;
+        frame.upload_bytes = arrived * self.uploads.slot;
         frame.loads = arrived as u32;
-        if self.changed.iter().any(|&c| c) || self.changed.is_empty() {
+        if self.residency_map.changed.iter().any(|&c| c) || self.residency_map.changed.is_empty() {
             let mapping = Instant::now();
-            self.refresh_map();
+            self.residency_map
+                .refresh(&self.maps, &self.residency.resident);
             frame.map_seconds = mapping.elapsed().as_secs_f64();
         }
         if !later.is_empty() {
-            self.deferred = Some(Deferred {
+            self.schedule.deferred = Some(Deferred {
                 base: loads.len(),
                 loads: later,
                 binds: late_binds,
@@ -440,7 +603,7 @@ impl TileStreamer {
     /// and their pages were spare or new. [`Self::prepare`] calls it for a
     /// caller that did not.
     pub fn after_submit(&mut self, ctx: &Context, mem: &GpuMemory) -> Result<TileFrame, GpuError> {
-        let Some(Deferred { loads, binds, base }) = self.deferred.take() else {
+        let Some(Deferred { loads, binds, base }) = self.schedule.deferred.take() else {
             return Ok(TileFrame::default());
         };
         let mut frame = TileFrame::default();
@@ -459,7 +622,7 @@ impl TileStreamer {
         frame.read_seconds = started.elapsed().as_secs_f64();
         let runs = self.drop_failed(&loads, runs, &failed);
         let arrived = self.arrive(&loads, &runs);
-        frame.upload_bytes = arrived * self.slot;
+        frame.upload_bytes = arrived * self.uploads.slot;
         frame.loads = arrived as u32;
         let copying = Instant::now();
         self.upload(ctx, mem, &loads, &runs, base, true)?;
@@ -526,7 +689,7 @@ impl TileStreamer {
         // `assign` gives each load its own candidate (the caller keeps the
         // loads within the candidates), so neither error below is reached.
         let internal = || GpuError::Other("tile streamer: pages::assign broke its contract".into());
-        let pick = if self.reversed_pages {
+        let pick = if self.knobs.reversed_pages {
             // The check's order: pages in descending memory order, most of
             // them others than `assign` would give (see `--tune tiles.reversed-pages`).
             let mut order: Vec<usize> = (0..at.len()).collect();
@@ -534,7 +697,7 @@ impl TileStreamer {
             order.truncate(loads.len());
             Some(order)
         } else {
-            pages::assign(&load_runs, &at, self.page)
+            pages::assign(&load_runs, &at, self.memory.page)
         };
         let Some(pick) = pick.filter(|p| p.len() == loads.len()) else {
             return Err(internal());
@@ -549,20 +712,22 @@ impl TileStreamer {
             };
             binds.push((t, Some((a.vk_memory(), a.offset()))));
             let idx = self.maps[t.map as usize].index(t.level, t.x, t.y);
-            let objects = self.page_objects.len() as u64;
+            let objects = self.residency.page_objects.len() as u64;
             let object = *self
+                .residency
                 .page_objects
                 .entry(ash::vk::Handle::as_raw(a.vk_memory()))
                 .or_insert(objects);
             if let Some(k) = self
+                .residency
                 .page_keys
                 .get_mut(t.map as usize)
                 .and_then(|m| m.get_mut(idx))
             {
-                *k = (object << 32) | (a.offset() / self.page.max(1));
+                *k = (object << 32) | (a.offset() / self.memory.page.max(1));
             }
-            self.page_bytes += a.size();
-            self.pages[t.map as usize][idx] = Some(a);
+            self.residency.page_bytes += a.size();
+            self.residency.pages[t.map as usize][idx] = Some(a);
         }
         *candidates = slots.into_iter().flatten().collect();
         Ok((binds, load_runs.len() as u32))
@@ -586,8 +751,8 @@ impl TileStreamer {
             let run = runs[*k];
             let tiles = &loads[run.start..run.start + run.len as usize];
             let map = tiles[0].map as usize;
-            if !self.blocked[map] {
-                self.blocked[map] = true;
+            if !self.residency.blocked[map] {
+                self.residency.blocked[map] = true;
                 eprintln!("streaming: {e}; texture {map} keeps the tiles it has");
             }
             lost.extend_from_slice(tiles);
@@ -622,11 +787,12 @@ impl TileStreamer {
             if let Some(a) = self.atlas.as_mut() {
                 a.slots.release(t.map as usize, idx);
             }
-            if let Some(a) = self.pages[t.map as usize][idx].take() {
-                self.page_bytes -= a.size();
-                self.spare.push(a);
+            if let Some(a) = self.residency.pages[t.map as usize][idx].take() {
+                self.residency.page_bytes -= a.size();
+                self.residency.spare.push(a);
             }
             if let Some(k) = self
+                .residency
                 .page_keys
                 .get_mut(t.map as usize)
                 .and_then(|m| m.get_mut(idx))

@@ -59,67 +59,43 @@ impl TileStreamer {
     ) -> Result<Self, StartError> {
         let atlas = cfg.residency == crate::streaming::ResidencyMode::Atlas;
         let (upload_budget, budget, anisotropy) = (cfg.upload_budget, cfg.budget, cfg.anisotropy);
-        let tuning = &cfg.tuning;
-        let tt = tuning.tiles;
         refuse_unsupported(ctx, set, atlas)?;
         let (bound, one_shot, late_shot, gate) = make_sync(ctx)?;
         let mut s = Self {
             maps: Vec::new(),
             sparse: Vec::new(),
-            g: 1,
-            page: 0,
-            type_bits: u32::MAX,
-            pool: set.texture_pool,
-            pages: Vec::new(),
-            page_bytes: 0,
-            spare: Vec::new(),
-            resident: Vec::new(),
-            blocked: Vec::new(),
-            tails: Vec::new(),
-            tail_bytes: 0,
-            changed: Vec::new(),
-            footprints: policy::Footprints::new([], 1),
-            map_words: Vec::new(),
-            map_host: None,
-            map_gpu: None,
-            map_dirty: true,
-            staging: None,
-            slot: 0,
-            max_loads: 0,
-            frames: 0,
-            freeze_after: tt.freeze_after,
-            ahead_share: tt.ahead_share.unwrap_or(if atlas {
-                ATLAS_AHEAD_SHARE
-            } else {
-                TILES_AHEAD_SHARE
-            }),
-            max_spare: tt.max_spare,
-            max_ring: tt.max_ring,
-            spare_hysteresis: tt.spare_hysteresis.unwrap_or(if atlas {
-                crate::tuning::ATLAS_SPARE_HYSTERESIS
-            } else {
-                crate::tuning::SPARE_HYSTERESIS
-            }),
-            page_keys: Vec::new(),
-            page_objects: HashMap::new(),
-            evict_by_pages: tt.evict_by_pages,
-            cast_present: tt.cast_present,
-            reversed_pages: tt.reversed_pages,
-            pread: tt.pread,
-            fail_reads: tuning.fail_reads.clone(),
-            one_shot,
-            late_shot,
-            deferred: None,
-            late: tt.late_spare,
-            bound,
-            bind_signalled: false,
-            gate,
-            planned: None,
-            plan_early: tt.plan_early,
+            memory: PageMemory {
+                pool: set.texture_pool,
+                page: 0,
+                type_bits: u32::MAX,
+            },
+            residency: Residency::new(),
+            residency_map: ResidencyMap {
+                g: 1,
+                changed: Vec::new(),
+                footprints: policy::Footprints::new([], 1),
+                words: Vec::new(),
+                host: None,
+                gpu: None,
+                dirty: true,
+            },
+            uploads: Uploads {
+                staging: None,
+                slot: 0,
+                max_loads: 0,
+                one_shot,
+                late_shot,
+            },
+            sync: BindSync {
+                bound,
+                signalled: false,
+                gate,
+            },
+            schedule: Schedule::default(),
+            knobs: Knobs::new(&cfg.tuning, atlas),
             atlas: None,
         };
         let built = if atlas {
-            s.evict_by_pages = false;
             s.build_atlas(ctx, mem, set, upload_budget, budget, anisotropy)
         } else {
             s.build(ctx, mem, set, upload_budget, budget, anisotropy)
@@ -163,7 +139,7 @@ impl TileStreamer {
             };
             self.bind_resident(mem, set, budget, &made, map, &mut binds)?;
         }
-        if self.type_bits == 0 {
+        if self.memory.type_bits == 0 {
             return Err(StartError::Refused(
                 "the sparse images share no memory type with each other".into(),
             ));
@@ -191,7 +167,7 @@ impl TileStreamer {
     ) -> Result<MadeSparse, StartError> {
         let levels = reader.levels.len() as u32;
         let (image, view, reqs, sparse) = create_sparse_image(d, t.format, &reader)?;
-        let mapped = open_mapped(&reader, self.pread);
+        let mapped = open_mapped(&reader, self.knobs.pread);
         self.sparse.push(SparseMap {
             image,
             view,
@@ -217,8 +193,8 @@ impl TileStreamer {
                 t.path.display()
             )));
         }
-        self.page = self.page.max(reqs.alignment);
-        self.type_bits &= reqs.memory_type_bits;
+        self.memory.page = self.memory.page.max(reqs.alignment);
+        self.memory.type_bits &= reqs.memory_type_bits;
         Ok(MadeSparse {
             image,
             reqs,
@@ -251,7 +227,8 @@ impl TileStreamer {
                     reqs.alignment,
                     reqs.alignment,
                     reqs.memory_type_bits,
-                    &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
+                    &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail")
+                        .in_pool(self.memory.pool),
                 ) {
                     Ok(a) => a,
                     Err(e) if e.is_no_room() => {
@@ -279,8 +256,8 @@ impl TileStreamer {
                         flags: vk::SparseMemoryBindFlags::empty(),
                     },
                 ));
-                self.tail_bytes += page.size();
-                self.tails.push(page);
+                self.residency.tail_bytes += page.size();
+                self.residency.tails.push(page);
             }
             map.tail_first = first;
         }
@@ -290,7 +267,7 @@ impl TileStreamer {
                 made.tail_size,
                 reqs.alignment,
                 reqs.memory_type_bits,
-                &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.pool),
+                &MemOptions::new(MemoryUsage::GpuOnly, "sparse mip tail").in_pool(self.memory.pool),
             ) {
                 Ok(a) => a,
                 Err(e) if e.is_no_room() => {
@@ -298,7 +275,7 @@ impl TileStreamer {
                 }
                 Err(e) => return Err(e.into()),
             };
-            self.tail_bytes += tail.size();
+            self.residency.tail_bytes += tail.size();
             binds.tails.push((
                 image,
                 vk::SparseMemoryBind {
@@ -309,7 +286,7 @@ impl TileStreamer {
                     flags: vk::SparseMemoryBindFlags::empty(),
                 },
             ));
-            self.tails.push(tail);
+            self.residency.tails.push(tail);
         }
         Ok(())
     }
@@ -336,7 +313,7 @@ impl TileStreamer {
             .zip(&smalls)
             .map(|(b, m)| vk::SparseImageMemoryBindInfo::default().image(b.0).binds(m))
             .collect();
-        self.bind_sparse(ctx, &opaque, &image_binds, None)?;
+        self.sync.bind_sparse(ctx, &opaque, &image_binds, None)?;
         Ok(())
     }
 
@@ -349,7 +326,7 @@ impl TileStreamer {
         let src = tail_staging.raw();
         let images: Vec<vk::Image> = self.sparse.iter().map(|s| s.image).collect();
         let maps = self.maps.clone();
-        let after = self.take_bind_signal();
+        let after = self.sync.take_signal();
         let record = |cmd| {
             // SAFETY: recording; the images are live and their tails bound
             // (the submission waits for the bind).
@@ -399,8 +376,8 @@ impl TileStreamer {
             }
         };
         // SAFETY: `after` is the tails' bind's signal, consumed here alone.
-        let r = unsafe { self.one_shot.submit(ctx, after, record) }
-            .and_then(|()| self.one_shot.wait(ctx));
+        let r = unsafe { self.uploads.one_shot.submit(ctx, after, record) }
+            .and_then(|()| self.uploads.one_shot.wait(ctx));
         // SAFETY: the submission finished (or never started).
         unsafe { mem.destroy_buffer(tail_staging) };
         r?;
@@ -451,11 +428,7 @@ impl TileStreamer {
     /// A map's tile layout and its empty per-tile state.
     pub(super) fn push_tiles(&mut self, map: MapTiles) {
         self.maps.push(map);
-        self.pages
-            .push((0..map.tile_count()).map(|_| None).collect());
-        self.resident.push(vec![false; map.tile_count()]);
-        self.page_keys.push(vec![u64::MAX; map.tile_count()]);
-        self.blocked.push(false);
+        self.residency.add_map(map.tile_count());
     }
 
     /// [`Self::build`] for a page atlas ([`atlas`]): the texture set's own
@@ -509,7 +482,7 @@ impl TileStreamer {
         let probe_element = n + formats.len() as u32;
         set.write_view(d, probe_element as usize, probe.1);
         let (table, bases) = self.atlas_page_table(probe_element, n, tile, &of_map, &layout);
-        self.page = slots.slot_bytes.iter().copied().max().unwrap_or(0);
+        self.memory.page = slots.slot_bytes.iter().copied().max().unwrap_or(0);
         let tile_counts: Vec<usize> = self.maps.iter().map(MapTiles::tile_count).collect();
         self.atlas = Some(AtlasState {
             layout,
@@ -581,7 +554,7 @@ impl TileStreamer {
                 }
             };
             of_map.push(k);
-            let mapped = open_mapped(&reader, self.pread);
+            let mapped = open_mapped(&reader, self.knobs.pread);
             self.sparse.push(SparseMap {
                 image: vk::Image::null(),
                 view: t.view,
@@ -619,7 +592,7 @@ impl TileStreamer {
             .iter()
             .map(|f| f.0.level_bytes(side, side))
             .collect();
-        let free = mem.pool_pressure(self.pool).map_or(budget, |p| {
+        let free = mem.pool_pressure(self.memory.pool).map_or(budget, |p| {
             p.pool_budget
                 .unwrap_or(budget)
                 .saturating_sub(p.pool_allocated_bytes)
@@ -745,7 +718,7 @@ impl TileStreamer {
                 .sharing_mode(vk::SharingMode::EXCLUSIVE)
                 .initial_layout(vk::ImageLayout::UNDEFINED);
             let opts = MemOptions::new(MemoryUsage::GpuOnly, "page atlas")
-                .in_pool(self.pool)
+                .in_pool(self.memory.pool)
                 .full_is_expected();
             let image = match mem.create_image(&info, &opts) {
                 Ok(i) => i,
@@ -774,7 +747,7 @@ impl TileStreamer {
             }
         }
         let raws: Vec<vk::Image> = made.iter().map(|(i, _)| i.raw()).collect();
-        let r = self.one_shot.run(ctx, |cmd| {
+        let r = self.uploads.one_shot.run(ctx, |cmd| {
             let to_general: Vec<vk::ImageMemoryBarrier2> = raws
                 .iter()
                 .map(|&image| {
@@ -834,18 +807,20 @@ impl TileStreamer {
         budget: u64,
     ) -> Result<(), GpuError> {
         // Cells, residency maps, staging.
-        self.g = geometry::cells_per_side(&self.maps, MAX_CELLS);
-        self.footprints = policy::Footprints::new(&self.maps, self.g);
+        self.residency_map.g = geometry::cells_per_side(&self.maps, MAX_CELLS);
+        self.residency_map.footprints = policy::Footprints::new(&self.maps, self.residency_map.g);
         let materials = self.maps.len() / policy::MAPS_PER_MATERIAL;
-        let cells = (self.g * self.g) as usize;
-        self.map_words = vec![0; materials * cells];
-        self.refresh_map();
+        let cells = (self.residency_map.g * self.residency_map.g) as usize;
+        self.residency_map.words = vec![0; materials * cells];
+        self.residency_map
+            .refresh(&self.maps, &self.residency.resident);
         let words = self
-            .map_words
+            .residency_map
+            .words
             .len()
             .max(self.atlas.as_ref().map_or(0, |a| a.slots.table().len()));
         let map_bytes = (words.max(4) * 4) as u64;
-        self.map_host = Some(
+        self.residency_map.host = Some(
             mem.create_buffer_mapped(
                 &vk::BufferCreateInfo::default()
                     .size(map_bytes)
@@ -853,14 +828,14 @@ impl TileStreamer {
                 &MemOptions::new(MemoryUsage::Upload, "tile residency map staging"),
             )?,
         );
-        self.map_gpu =
+        self.residency_map.gpu =
             Some(mem.create_buffer(
                 &vk::BufferCreateInfo::default().size(map_bytes).usage(
                     vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
                 ),
                 &MemOptions::new(MemoryUsage::GpuOnly, "tile residency map"),
             )?);
-        self.slot = self
+        self.uploads.slot = self
             .maps
             .iter()
             .zip(&self.sparse)
@@ -872,12 +847,12 @@ impl TileStreamer {
             .unwrap_or(0)
             .next_multiple_of(256)
             .max(256);
-        let staging = upload_budget.min(budget).max(self.slot);
-        self.max_loads = (staging / self.slot).clamp(1, 1 << 16) as usize;
-        self.staging = Some(
+        let staging = upload_budget.min(budget).max(self.uploads.slot);
+        self.uploads.max_loads = (staging / self.uploads.slot).clamp(1, 1 << 16) as usize;
+        self.uploads.staging = Some(
             mem.create_buffer_mapped(
                 &vk::BufferCreateInfo::default()
-                    .size(self.max_loads as u64 * self.slot)
+                    .size(self.uploads.max_loads as u64 * self.uploads.slot)
                     .usage(vk::BufferUsageFlags::TRANSFER_SRC),
                 &MemOptions::new(MemoryUsage::Upload, "tile staging"),
             )?,
@@ -894,8 +869,8 @@ impl TileStreamer {
              has no mip tail: {} pages of {} KiB bound so far) and the textures' own tails \
              ({} B) do not fit; raise --texture-budget or use --residency levels",
             set.textures.len(),
-            self.tails.len(),
-            self.page.max(1) >> 10,
+            self.residency.tails.len(),
+            self.memory.page.max(1) >> 10,
             set.allocated_bytes()
         )
     }

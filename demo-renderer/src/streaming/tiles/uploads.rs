@@ -14,6 +14,22 @@ pub(super) fn color_levels(level: u32, count: u32) -> vk::ImageSubresourceRange 
     }
 }
 
+/// The staging ring the tile reads land in, and the command buffers that
+/// copy out of it.
+pub(super) struct Uploads {
+    /// `max_loads` slots of `slot` bytes: a frame's loads, then the loads
+    /// kept back for after its submission.
+    pub(super) staging: Option<MappedBuffer>,
+    /// Staging bytes per load.
+    pub(super) slot: u64,
+    /// Loads a frame may make, at most: the staging's slots.
+    pub(super) max_loads: usize,
+    /// The copies of a frame's loads (and the residency map's).
+    pub(super) one_shot: OneShot,
+    /// The copies of the spare loads kept back ([`TileStreamer::after_submit`]).
+    pub(super) late_shot: OneShot,
+}
+
 impl TileStreamer {
     /// Reads `loads` (sorted, grouped in `runs`) into staging: run `r` at
     /// slot `base + runs[r].start`, its rows spanning the run's tiles (one
@@ -30,9 +46,9 @@ impl TileStreamer {
             return Vec::new();
         }
         // Failure injection for the tests, as the level mechanism's.
-        let refuse = self.fail_reads.clone();
+        let refuse = self.knobs.fail_reads.clone();
         let refuse = refuse.as_deref();
-        let slot = self.slot as usize;
+        let slot = self.uploads.slot as usize;
         let reads = TileReads {
             loads,
             maps: &self.maps,
@@ -41,7 +57,7 @@ impl TileStreamer {
             slot,
             refuse,
         };
-        let staging = self.staging.as_mut().expect("built");
+        let staging = self.uploads.staging.as_mut().expect("built");
         let rest =
             &mut staging.mapped_mut().as_mut_slice()[base * slot..(base + loads.len()) * slot];
         let threads = std::thread::available_parallelism()
@@ -90,25 +106,25 @@ impl TileStreamer {
         base: usize,
         late: bool,
     ) -> Result<(), GpuError> {
-        let map_dirty = self.map_dirty && !late;
-        if loads.is_empty() && !map_dirty && !self.bind_signalled {
+        let map_dirty = self.residency_map.dirty && !late;
+        if loads.is_empty() && !map_dirty && !self.sync.signalled {
             return Ok(());
         }
-        let after = self.take_bind_signal();
+        let after = self.sync.take_signal();
         let d = &ctx.device;
         let map_bytes = self.stage_map(mem, map_dirty)?;
         let slots = self.atlas_slots_of(loads, runs);
         let atlas_side = self.atlas.as_ref().map(|a| a.layout.side());
         let dirty = map_dirty && map_bytes > 0;
-        let staging = self.staging.as_ref().map(|b| b.raw());
-        let map_src = self.map_host.as_ref().map(|b| b.raw());
-        let map_dst = self.map_gpu.as_ref().map(|b| b.raw());
+        let staging = self.uploads.staging.as_ref().map(|b| b.raw());
+        let map_src = self.residency_map.host.as_ref().map(|b| b.raw());
+        let map_dst = self.residency_map.gpu.as_ref().map(|b| b.raw());
         let copies = StagedCopies {
             d,
             loads,
             runs,
             base,
-            slot: self.slot,
+            slot: self.uploads.slot,
         };
         let (maps, sparse) = (&self.maps, &self.sparse);
         let record = |cmd| {
@@ -150,19 +166,19 @@ impl TileStreamer {
             }
         };
         let shot = if late {
-            &self.late_shot
+            &self.uploads.late_shot
         } else {
-            &self.one_shot
+            &self.uploads.one_shot
         };
         // SAFETY: `after` is the signal of the bind just before (this
         // frame's, or its late loads'), consumed here alone.
         if let Err(e) = unsafe { shot.submit(ctx, after, record) } {
             // Nothing waited on the bind's signal: it is still pending.
-            self.bind_signalled = after.is_some();
+            self.sync.signalled = after.is_some();
             return Err(e);
         }
         if !late {
-            self.map_dirty = false;
+            self.residency_map.dirty = false;
         }
         Ok(())
     }
@@ -171,17 +187,17 @@ impl TileStreamer {
     /// map (with a page atlas, the page table the shaders read in its place)
     /// into its host buffer; the map's bytes.
     fn stage_map(&mut self, mem: &GpuMemory, map_dirty: bool) -> Result<u64, GpuError> {
-        if let Some(s) = self.staging.as_ref() {
+        if let Some(s) = self.uploads.staging.as_ref() {
             mem.flush(s.allocation());
         }
         // With a page atlas the shaders read the page table in the map's place.
         let words: &[u32] = match self.atlas.as_ref() {
             Some(a) => a.slots.table(),
-            None => &self.map_words,
+            None => &self.residency_map.words,
         };
         let map_bytes = (words.len() * 4) as u64;
         if map_dirty {
-            let host = self.map_host.as_mut().expect("built");
+            let host = self.residency_map.host.as_mut().expect("built");
             host.mapped_mut()
                 .write(0, bytemuck::cast_slice(words))
                 .map_err(|e| GpuError::Other(format!("tile residency map: {e}")))?;
