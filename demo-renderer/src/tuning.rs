@@ -178,6 +178,15 @@ pub struct ViewTuning {
     /// levels (`--upload-budget`, 16 replacements), and load `N` times the
     /// look-ahead's share by tiles. Default 4.
     pub cap_factor: u32,
+    /// `view.guard=F` (1 to 2): a camera without a future also prefetches
+    /// its present pose seen through a field of view `F` times as wide (the
+    /// tangent of its half-angle; the frame's height scaled alike, so a
+    /// texel's size on screen stays): a guard band for what a step or a turn
+    /// brings in at the frame's edges before its feedback can ask for it.
+    /// Default 1 (off): on lavapipe 1.25 mended one frame of the walkthrough
+    /// path and marred another (docs/experiments/camera-paths.md); it is not
+    /// measured on a GPU yet.
+    pub guard: f32,
 }
 
 impl Default for ViewTuning {
@@ -189,6 +198,7 @@ impl Default for ViewTuning {
             jump_fov_deg: 5.0,
             feedback_share: 0.25,
             cap_factor: 4,
+            guard: 1.0,
         }
     }
 }
@@ -261,7 +271,7 @@ impl Tuning {
     pub const KEYS: &'static str = "tiles.freeze-after, tiles.ahead-share, tiles.max-spare, \
         tiles.max-ring, tiles.spare-hysteresis, tiles.evict-by-pages, tiles.cast-present, \
         tiles.reversed-pages, tiles.late-spare, tiles.plan-early, tiles.pread, view.respond, \
-        view.jump-step, view.jump-turn, view.jump-fov, view.feedback-share, view.cap-factor, \
+        view.jump-step, view.jump-turn, view.jump-fov, view.feedback-share, view.cap-factor, view.guard, \
         fail-reads, atlas-emulation, idle-ms, upload-split";
 
     /// Sets one `KEY=VALUE` item (see the fields for the keys and values).
@@ -306,6 +316,10 @@ impl Tuning {
             "view.feedback-share" => match v.parse::<f64>() {
                 Ok(f) if (0.0..=1.0).contains(&f) => self.view.feedback_share = f,
                 _ => return Err(err(format!("'{v}' is not a share from 0 to 1"))),
+            },
+            "view.guard" => match v.parse::<f32>() {
+                Ok(f) if (1.0..=2.0).contains(&f) => self.view.guard = f,
+                _ => return Err(err(format!("'{v}' is not a factor from 1 to 2"))),
             },
             "view.cap-factor" => match count(v).map_err(err)? {
                 n @ 1..=64 => self.view.cap_factor = n as u32,
@@ -362,6 +376,7 @@ mod tests {
             "view.feedback-share=0.5",
             "view.cap-factor=2",
             "view.respond=0",
+            "view.guard=1.25",
         ] {
             t.set(item).unwrap();
         }
@@ -375,6 +390,7 @@ mod tests {
         assert_eq!(t.view.jump_turn_deg, 20.0);
         assert_eq!(t.view.feedback_share, 0.5);
         assert_eq!((t.view.cap_factor, t.view.respond), (2, false));
+        assert_eq!(t.view.guard, 1.25);
     }
 
     #[test]
@@ -391,6 +407,8 @@ mod tests {
             ("view.jump-step=0", "above 0"),
             ("view.feedback-share=2", "from 0 to 1"),
             ("view.cap-factor=0", "1 to 64"),
+            ("view.guard=0.5", "from 1 to 2"),
+            ("view.guard=wide", "from 1 to 2"),
         ] {
             let e = t.set(item).unwrap_err();
             assert!(e.to_string().contains(says), "{item}: {e}");

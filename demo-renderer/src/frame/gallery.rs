@@ -478,13 +478,19 @@ impl GalleryPass {
         };
         if !self.camera.knows_future() {
             let ahead = self.motion.predict(lookahead);
-            let ahead = ahead.iter().map(|p| View {
-                pose: p.pose(),
-                fov_y: p.fov_y(),
-                cut: false,
-                ..view
-            });
-            return (view, ahead.collect());
+            let mut ahead: Vec<View> = ahead
+                .iter()
+                .map(|p| View {
+                    pose: p.pose(),
+                    fov_y: p.fov_y(),
+                    cut: false,
+                    ..view
+                })
+                .collect();
+            if lookahead > 0 {
+                ahead.extend(view.widened(self.stream_config.tuning.view.guard));
+            }
+            return (view, ahead);
         }
         let ahead = (1..=lookahead)
             .map(|k| frame + k)

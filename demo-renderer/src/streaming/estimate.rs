@@ -29,6 +29,26 @@ pub struct View {
     pub cut: bool,
 }
 
+impl View {
+    /// This view seen through a field of view `guard` times as wide (the
+    /// tangent of its half-angle), its height scaled alike so that a texel
+    /// keeps its size on screen: what a step or a turn may bring in at the
+    /// frame's edges ([`crate::tuning::ViewTuning::guard`]). `None` at 1 or
+    /// less.
+    pub fn widened(&self, guard: f32) -> Option<View> {
+        if guard.is_nan() || guard <= 1.0 {
+            return None;
+        }
+        let tan_half = (self.fov_y * 0.5).tan() * guard;
+        Some(View {
+            fov_y: 2.0 * tan_half.atan(),
+            height: (self.height as f32 * guard).round() as u32,
+            cut: false,
+            ..*self
+        })
+    }
+}
+
 /// One material's estimate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
@@ -116,6 +136,32 @@ pub fn level_of(lod: f32, levels: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_widened_view_keeps_a_texels_size_on_screen() {
+        let v = View {
+            pose: Pose {
+                eye: glam::Vec3::new(0.0, 1.5, 0.0),
+                target: glam::Vec3::new(0.0, 1.5, -4.0),
+            },
+            fov_y: 50f32.to_radians(),
+            aspect: 16.0 / 9.0,
+            height: 2160,
+            cut: true,
+        };
+        assert!(v.widened(1.0).is_none());
+        assert!(v.widened(f32::NAN).is_none());
+        let w = v.widened(1.25).unwrap();
+        assert!(w.fov_y > v.fov_y && !w.cut);
+        assert_eq!(w.height, 2700);
+        // Pixels per unit of tangent: the same, so every level wanted in the
+        // present frustum is wanted alike in the widened one.
+        let density = |v: &View| v.height as f32 / (v.fov_y * 0.5).tan();
+        assert!((density(&w) / density(&v) - 1.0).abs() < 1e-3);
+        // And something at 30 degrees off the axis, outside a 50-degree
+        // frustum's half-height of 25, is inside the widened one.
+        assert!(30f32.to_radians() < w.fov_y * 0.5 && 30f32.to_radians() > v.fov_y * 0.5);
+    }
     use super::*;
     use crate::scene::Gallery;
     use glam::Vec3;
