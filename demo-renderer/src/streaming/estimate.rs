@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 use crate::scene::camera::Pose;
-use crate::scene::{Object, Shape};
+use crate::scene::{Object, Shape, BOX_HALF, SPHERE_RADIUS};
 
 /// What the camera sees with.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -108,6 +108,12 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
             let to = centre - eye;
             let d = to.length();
             if d <= radius {
+                // Within the bounding sphere: inside the shape, the gallery's
+                // pipelines cull its back faces and nothing of it is drawn;
+                // outside it (a box's corner region), it fills the view.
+                if contains(o, eye) {
+                    continue;
+                }
                 (0.05, 1.0)
             } else {
                 let angle = forward.dot(to / d).clamp(-1.0, 1.0).acos();
@@ -127,6 +133,18 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
         e.coverage = (e.coverage + coverage).min(1.0);
     }
     out
+}
+
+/// Whether `point` lies inside the object's shape (in the object's space:
+/// the sphere of [`SPHERE_RADIUS`], the box of [`BOX_HALF`]; the floor has no
+/// inside).
+fn contains(o: &Object, point: glam::Vec3) -> bool {
+    let p = o.model.inverse().transform_point3(point);
+    match o.shape {
+        Shape::Sphere => p.length_squared() < SPHERE_RADIUS * SPHERE_RADIUS,
+        Shape::RoundedBox => p.abs().max_element() < BOX_HALF,
+        Shape::Floor => false,
+    }
 }
 
 /// The level index an estimate asks for, clamped to `0..levels`.
@@ -192,6 +210,21 @@ mod tests {
             ..view(3.0)
         };
         assert!(estimate(&g.objects, &away, &sizes)[1].is_none());
+        // Inside the object (its back faces culled): not drawn. Within its
+        // bounding sphere outside a box, by its face: all of the view, finest.
+        let inside = View {
+            pose: pose(c + Vec3::new(0.0, 0.0, 0.2), c + Vec3::new(0.0, 0.0, -4.0)),
+            ..view(3.0)
+        };
+        assert!(estimate(&g.objects, &inside, &sizes)[1].is_none());
+        // (Object 1 is a box turned 0.7 rad: its half-extent 0.85 reaches
+        // 1.2 along z, its bounding sphere 1.47.)
+        let by = View {
+            pose: pose(c + Vec3::new(0.0, 0.0, 1.3), c + Vec3::new(0.0, 0.0, -4.0)),
+            ..view(3.0)
+        };
+        let e = estimate(&g.objects, &by, &sizes)[1].expect("by its face");
+        assert_eq!(e.coverage, 1.0);
         assert_eq!(level_of(-2.0, 11), 0);
         assert_eq!(level_of(3.7, 11), 3);
         assert_eq!(level_of(30.0, 11), 10);

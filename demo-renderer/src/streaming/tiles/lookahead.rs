@@ -393,10 +393,13 @@ fn sphere(o: Vec3, d: Vec3) -> Option<Hit> {
     if a <= 0.0 || disc < 0.0 {
         return None;
     }
-    let root = disc.sqrt();
-    let t = [(-b - root) / a, (-b + root) / a]
-        .into_iter()
-        .find(|&t| t > NEAR)?;
+    // The entry point alone: from inside the sphere (or with it behind the
+    // near plane) a ray meets only its inner, back faces, which the gallery's
+    // pipelines cull, so the screen shows what lies beyond.
+    let t = (-b - disc.sqrt()) / a;
+    if t <= NEAR {
+        return None;
+    }
     let n = ((o + d * t) / SPHERE_RADIUS).normalize_or_zero();
     let theta = n.y.clamp(-1.0, 1.0).acos();
     let mut phi = (-n.z).atan2(n.x);
@@ -431,10 +434,12 @@ fn cube(o: Vec3, d: Vec3) -> Option<Hit> {
         enter = enter.max(t0.min(t1));
         exit = exit.min(t0.max(t1));
     }
-    if enter > exit || exit < NEAR {
+    // The entry face alone: from inside the box a ray leaves through a back
+    // face, culled as in the sphere's case.
+    if enter > exit || enter <= NEAR {
         return None;
     }
-    let t = if enter > NEAR { enter } else { exit };
+    let t = enter;
     let p = o + d * t;
     let a = p.abs();
     let axis = if a.x >= a.y && a.x >= a.z {
@@ -652,6 +657,30 @@ mod tests {
             finest(16.0),
             finest(1.0)
         );
+    }
+
+    #[test]
+    fn from_inside_an_object_its_culled_back_faces_hide_nothing() {
+        // The eye inside a sphere and inside a box, each looking at a sphere
+        // beyond: the pipelines cull back faces, so the enclosing object is
+        // not drawn and the one beyond is.
+        for (shape, angle) in [(Shape::Sphere, 0.0), (Shape::RoundedBox, 0.7)] {
+            let objects = [
+                object(shape, Vec3::ZERO, angle, 0),
+                object(Shape::Sphere, Vec3::new(0.0, 0.0, -4.0), 0.0, 1),
+            ];
+            let mut c = AheadCells::new(2, 8);
+            let v = view(Vec3::new(0.0, 0.0, -0.3), Vec3::new(0.0, 0.0, -4.0));
+            c.cast(&objects, &v, &[1024; 2], 16.0, 1.0, RAYS);
+            let seen = |m: usize| c.wants[m * 64..(m + 1) * 64].iter().any(|&w| w != UNSEEN);
+            assert!(!seen(0), "{shape:?}: its inside is culled");
+            assert!(seen(1), "{shape:?}: what lies beyond is drawn");
+        }
+        // From outside, the entry faces are hit.
+        let ahead = Vec3::new(0.0, 0.0, -1.0);
+        assert!(sphere(Vec3::new(0.0, 0.0, 3.0), ahead).is_some_and(|h| (h.t - 2.0).abs() < 1e-4));
+        assert!(cube(Vec3::new(0.0, 0.0, 3.0), ahead).is_some_and(|h| (h.t - 2.15).abs() < 1e-4));
+        assert!(sphere(Vec3::ZERO, ahead).is_none() && cube(Vec3::ZERO, ahead).is_none());
     }
 
     #[test]
