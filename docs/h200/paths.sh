@@ -14,8 +14,8 @@
 #
 # Each path's reference (streaming off, every mip of every map resident: --texture-budget
 # $REF_BUDGET, not the demo's default 1 GiB, which keeps only mips 1..2 of 16 8K materials; every
-# frame a PNG) goes to $WORK and is kept for later calls on the same machine; every quality run
-# reads its frames back against it (--compare). The script's path is recorded (--record-path) in
+# frame a PNG) goes to $WORK and is kept for later calls on the same machine with the same
+# arguments; every quality run reads its frames back against it (--compare). The script's path is recorded (--record-path) in
 # its reference run and replayed with --camera-path: the same poses, with no future and no
 # announced cuts. Frame time: streaming on and off at 256 MiB, twice each after a warm-up run,
 # without --compare (no readback). One line per run (docs/h200/paths_summary.py) goes to
@@ -26,6 +26,9 @@ OUT=${OUT:?set OUT to the output directory}
 WORK=${WORK:-/tmp/vkalloc-paths}
 PHASE=${PHASE:-a}
 read -r -a COMMON <<<"${COMMON_ARGS:---size 3840x2160 --texture-size 8192 --textures bc --frames 240 --no-validation}"
+# Extra arguments of the quality runs alone (e.g. QUALITY_ARGS="--tune view.guard=1.25"): the
+# references, streaming off, stay as they are and are reused.
+read -r -a QUALITY <<<"${QUALITY_ARGS:-}"
 BUDGET=${BUDGET:-256MiB}
 # The references' budget holds every mip of every map (64 materials: 16 GiB of maps).
 REF_BUDGET=${REF_BUDGET:-24GiB}
@@ -45,16 +48,24 @@ run() {
 }
 # reference NAME [ARGS...]: the path's reference run ref_NAME, unless one is kept in $WORK.
 # quality REF NAME [ARGS...]: streaming at $BUDGET, every frame against ref_REF.
+# A kept reference is reused only when it was made with the same arguments: one made with
+# other settings (the default budget, another size) would be read as this one.
 reference() {
     local name=$1
     shift
-    [[ -f "$WORK/ref_$name/report.json" ]] ||
-        run "ref_$name" --streaming off --texture-budget "$REF_BUDGET" --png-every 1 "$@"
+    local args=("${COMMON[@]}" --streaming off --texture-budget "$REF_BUDGET" --png-every 1 "$@")
+    local kept="$WORK/ref_$name/args.txt"
+    if [[ -f "$WORK/ref_$name/report.json" && -f "$kept" && "$(cat "$kept")" == "${args[*]}" ]]; then
+        return
+    fi
+    run "ref_$name" --streaming off --texture-budget "$REF_BUDGET" --png-every 1 "$@"
+    [[ -f "$WORK/ref_$name/report.json" ]] && printf '%s' "${args[*]}" >"$kept"
 }
 quality() {
     local ref=$1 name=$2
     shift 2
-    run "$name" --streaming on --texture-budget "$BUDGET" --png-every 0 --compare "$WORK/ref_$ref" "$@"
+    run "$name" --streaming on --texture-budget "$BUDGET" --png-every 0 --compare "$WORK/ref_$ref" \
+        ${QUALITY[@]+"${QUALITY[@]}"} "$@"
 }
 
 case "$PHASE" in

@@ -466,7 +466,9 @@ impl GalleryPass {
     /// The streamer's view of frame `frame` of `frames` and the views of the
     /// camera path's next `lookahead` frames (a cut among them included): the
     /// look-ahead, where the camera knows its future (the script's); else
-    /// the poses its recent motion predicts (the frames observed so far).
+    /// the poses its recent motion predicts (the frames observed so far)
+    /// and, with `--tune view.guard`, the present pose through a wider
+    /// frustum ([`View::widened`]).
     fn stream_views(&self, frame: u32, frames: u32, lookahead: u32) -> (View, Vec<View>) {
         let shot = self.shot(frame, frames);
         let view = View {
