@@ -910,6 +910,51 @@ mod tests {
         allocator.destroy_pool(pool).unwrap();
     }
 
+    /// The count of empty blocks a list keeps is the vector's, not each
+    /// shard's: a pool keeping one empty block, whose two shards each empty
+    /// a block, keeps one of them (counting only its own shard's, each kept
+    /// one: two).
+    #[test]
+    fn a_pool_keeps_its_count_of_empty_blocks_over_all_its_shards() {
+        let allocator = h200();
+        assert_eq!(allocator.desc.keep_empty_blocks, 1);
+        let pool = allocator
+            .create_pool(&crate::PoolDesc {
+                usage: MemoryUsage::Upload,
+                block_size: 1 << 20,
+                max_blocks: 4,
+                strategy: crate::Strategy::Balanced,
+                ..crate::PoolDesc::new("two shards")
+            })
+            .unwrap();
+        let part = AllocationDesc {
+            options: AllocationOptions::usage(MemoryUsage::Upload).in_pool(pool),
+            ..upload(400 << 10)
+        };
+        let state = allocator.pool(pool).unwrap();
+        state.vector.open_for_test(2);
+        // Shard 0's block takes two, leaving too little for a third (one of
+        // three quarters of a block or more is a block of its own, released
+        // whole): shard 1 waits for shard 0's lock, finds too little room
+        // and makes its own.
+        let mut live = Vec::new();
+        for shard in [0, 0, 1] {
+            crate::block_vector::contend_for_test(shard, true);
+            let a = allocator.allocate(&part).unwrap();
+            assert_eq!(usize::from(a.location.shard), shard);
+            live.push(a);
+        }
+        crate::block_vector::contend_for_test(0, false);
+        assert_ne!(live[0].memory, live[2].memory);
+        assert_eq!(allocator.statistics().total.block_count, 2);
+        for a in live {
+            allocator.free(a).unwrap();
+        }
+        assert_eq!(allocator.statistics().total.block_count, 1);
+        allocator.validate().unwrap();
+        allocator.destroy_pool(pool).unwrap();
+    }
+
     /// What [`committed_with_shards`] saw: committed bytes once the set is
     /// filled, at the end, and at most; live bytes at the end.
     #[derive(Debug)]
