@@ -16,8 +16,17 @@ use vkalloc::range::{
 /// collected and reported at once.
 #[test]
 fn public_range_allocators_do_not_panic_on_odd_requests() {
-    let quiet = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    // Quiet for this thread's expected panics only: the tests beside it in
+    // this process keep the default hook (and their failures' messages).
+    std::thread_local!(static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    let previous = std::sync::Arc::new(std::panic::take_hook());
+    let delegate = std::sync::Arc::clone(&previous);
+    std::panic::set_hook(Box::new(move |info| {
+        if !QUIET.with(std::cell::Cell::get) {
+            delegate(info);
+        }
+    }));
+    QUIET.with(|q| q.set(true));
     let mut panics = Vec::new();
     let capacities = [0u64, 1, 4096, u64::MAX];
     let requests = [
@@ -104,7 +113,12 @@ fn public_range_allocators_do_not_panic_on_odd_requests() {
             }
         }
     }
-    std::panic::set_hook(quiet);
+    QUIET.with(|q| q.set(false));
+    // Put the previous hook back once no other copy of it is held.
+    drop(std::panic::take_hook());
+    if let Ok(previous) = std::sync::Arc::try_unwrap(previous) {
+        std::panic::set_hook(previous);
+    }
     panics.dedup();
     assert!(
         panics.is_empty(),
