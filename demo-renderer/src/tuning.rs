@@ -183,10 +183,6 @@ pub struct ViewTuning {
     /// tangent of its half-angle; the frame's height scaled alike, so a
     /// texel's size on screen stays): a guard band for what a step or a turn
     /// brings in at the frame's edges before its feedback can ask for it.
-    /// By tiles the band is cast only while the prediction has poses: a
-    /// pose equal to the last one cast is not cast again
-    /// ([`crate::streaming::tiles::lookahead::plan_casts`]), so the first
-    /// frames, a still camera and the two frames after a jump go without it.
     /// Default 1 (off): on lavapipe 1.25 mended one frame of the walkthrough
     /// path and marred another (docs/experiments/camera-paths.md); it is not
     /// measured on a GPU yet.

@@ -234,8 +234,9 @@ impl Tiled {
     /// The next frame's view weighs by its pixels times `next` (unless it is
     /// a cut's: a cut loads its own view on its frame); the views 2, 4, 8,
     /// 16... frames ahead, the last, and the first after a camera cut are
-    /// kept warm (levels without hits: spare pages only). A pose
-    /// equal to the last one cast is not cast again. With `present`, the
+    /// kept warm (levels without hits: spare pages only). A view
+    /// equal to the last one cast (pose, field of view, height) is not cast
+    /// again. With `present`, the
     /// present view is cast first with weight 1 (the pre-fill's first view,
     /// and a cut's own frame, where the feedback shows the old view and this
     /// cast takes its place, so the cut's tiles load before it is drawn).

@@ -33,7 +33,6 @@
 
 use glam::{Mat4, Vec2, Vec3};
 
-use crate::scene::camera::Pose;
 use crate::scene::mesh::BOX_FACES;
 use crate::scene::{Object, Shape, BOX_HALF, FLOOR_REPEATS, FLOOR_SIZE, SPHERE_RADIUS};
 use crate::streaming::estimate::{shape_metrics, View};
@@ -69,20 +68,25 @@ pub struct Cast {
 /// - the present with [`RAYS`], the others with [`WARM_RAYS`] (measured on
 ///   lavapipe at 320 x 180: the next frame's view with more, smaller rays
 ///   lost one frame 8 dB, its cells' hits rounding to nothing);
-/// - a pose equal to the last one cast is not cast again (a cut's pose
-///   holds still).
+/// - a view equal to the last one cast (its pose, field of view and
+///   height) is not cast again (a cut's pose holds still); a zoom, or the
+///   present pose through a wider frustum, is cast.
 pub fn plan_casts(views: &[View], present: bool, next: f32) -> Vec<Cast> {
     let n = views.len().saturating_sub(1);
     let mut out = Vec::new();
-    let mut last: Option<&Pose> = None;
+    let mut last: Option<&View> = None;
     for (k, v) in views.iter().enumerate() {
-        let p = &v.pose;
         let jump = k > 0 && v.cut;
         if k == 0 && !present {
-            last = Some(p);
+            last = Some(v);
             continue;
         }
-        let same = last.is_some_and(|l| l.eye == p.eye && l.target == p.target);
+        let same = last.is_some_and(|l| {
+            l.pose.eye == v.pose.eye
+                && l.pose.target == v.pose.target
+                && l.fov_y == v.fov_y
+                && l.height == v.height
+        });
         let due = k <= 1 || k.is_power_of_two() || k == n || jump;
         if same || !due {
             continue;
@@ -97,7 +101,7 @@ pub fn plan_casts(views: &[View], present: bool, next: f32) -> Vec<Cast> {
             weight,
             rays: if k == 0 { RAYS } else { WARM_RAYS },
         });
-        last = Some(p);
+        last = Some(v);
     }
     out
 }
@@ -479,6 +483,7 @@ fn floor(o: Vec3, d: Vec3) -> Option<Hit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scene::camera::Pose;
     use crate::scene::mesh;
     use crate::scene::Gallery;
     use glam::{Mat4, Vec4};
@@ -626,6 +631,14 @@ mod tests {
         // A still camera: one cast of its pose.
         let still = vec![at(0.0, false); 17];
         assert_eq!(plan_casts(&still, true, 0.5).len(), 1);
+        // Its pose through a wider frustum (a guard band), or zoomed in at
+        // the same pose, is another view: cast.
+        let guard = [at(0.0, false), at(0.0, false).widened(1.25).unwrap()];
+        assert_eq!(plan_casts(&guard, false, 0.5).len(), 1);
+        assert_eq!(plan_casts(&guard, true, 0.5).len(), 2);
+        let mut zoom = at(0.0, false);
+        zoom.fov_y *= 0.5;
+        assert_eq!(plan_casts(&[at(0.0, false), zoom], false, 0.5).len(), 1);
         assert!(plan_casts(&[], true, 0.5).is_empty());
     }
 
