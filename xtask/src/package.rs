@@ -4,10 +4,11 @@
 //!   `target/xtask/package/` (the workspace excludes `target/`, so cargo sees
 //!   a crate of its own there), then `cargo test` with the default features
 //!   and with all of them, examples and doctests included.
-//! - [`msrv_step`]: the same crate built, and its unit tests run, with Rust
-//!   1.85 (vkalloc's `rust-version`): Debian bookworm's `rustc-web` and
-//!   `cargo-web`, fetched with `apt-get download` and unpacked with `dpkg -x`
-//!   under `target/xtask/rust-1.85/`, never installed (they would replace
+//! - [`msrv_step`]: the same crate checked with its default features, built
+//!   with all of them and its unit tests run, with Rust 1.85 (vkalloc's
+//!   `rust-version`): Debian bookworm's `rustc-web` and `cargo-web`,
+//!   fetched with `apt-get download` and unpacked with `dpkg -x` under
+//!   `target/xtask/rust-1.85/`, never installed (they would replace
 //!   `/usr/bin/cargo` and `rustc`). Dependencies resolve as they would for a
 //!   user on 1.85: the newest versions whose `rust-version` allows it.
 //!
@@ -29,6 +30,8 @@ use crate::{cargo, fail, is_root, quiet_step, run_step, target_dir, Result, Xtas
 const CRATE: &str = "vkalloc";
 /// Its manifest, for the version.
 const MANIFEST: &str = "allocator/Cargo.toml";
+/// The workspace's manifest, for its test profile.
+const WORKSPACE_MANIFEST: &str = "Cargo.toml";
 
 /// vkalloc's `rust-version`, and the Debian packages of that compiler.
 const MSRV: &str = "1.85";
@@ -72,7 +75,7 @@ pub(crate) fn package_step() -> Result<()> {
             .env("CARGO_TARGET_DIR", &target)
             .args(["test", "--locked"])
             .args(features);
-        optimized_dependencies(&mut test);
+        workspace_profile(&mut test)?;
         let name = format!(
             "packaged {CRATE}: cargo test {}",
             features.unwrap_or("(default features)")
@@ -115,13 +118,18 @@ pub(crate) fn msrv_step() -> Result<()> {
         }
     }
     let target = dir.join("target");
-    let mut build = toolchain.cargo();
-    build
+    // The default features, without the dev-dependencies (so ash without
+    // `loaded`, as an engine that links Vulkan statically takes it): checked,
+    // not built (the test build below builds the library with every feature;
+    // building ash without `loaded` too cost its largest compile a second
+    // time).
+    let mut check = toolchain.cargo();
+    check
         .current_dir(&source)
         .env("CARGO_TARGET_DIR", &target)
-        .args(["build", "--locked"]);
-    line_tables_only(&mut build);
-    run_step(&format!("Rust {MSRV}: cargo build"), &mut build)?;
+        .args(["check", "--locked"]);
+    line_tables_only(&mut check);
+    run_step(&format!("Rust {MSRV}: cargo check"), &mut check)?;
     let mut test = toolchain.cargo();
     test.current_dir(&source)
         .env("CARGO_TARGET_DIR", &target)
@@ -135,14 +143,48 @@ pub(crate) fn msrv_step() -> Result<()> {
 }
 
 /// The workspace's test profile for the unpacked crate (which ships no
-/// profile): dependencies optimized, as `[profile.dev.package."*"]` has them
-/// in the workspace (the property tests run several times faster), and line
-/// tables only, as `[profile.dev]` has them: the same profile as the
-/// workspace's test build, so that its dependency units are reused. The
+/// profile): every setting of the workspace manifest's `[profile.dev]` and
+/// `[profile.dev.*]` tables, given to cargo as `--config`: dependencies
+/// optimized as in the workspace (the property tests run several times
+/// faster), proc macros and build-script helpers not: the same profile as
+/// the workspace's test build, so that its dependency units are reused. The
 /// crate itself is built as a user's `cargo test` builds it.
-fn optimized_dependencies(command: &mut Command) {
-    command.args(["--config", "profile.dev.package.\"*\".opt-level=2"]);
+fn workspace_profile(command: &mut Command) -> Result<()> {
+    let manifest = std::fs::read_to_string(WORKSPACE_MANIFEST)
+        .map_err(|e| XtaskError(format!("cannot read {WORKSPACE_MANIFEST}: {e}")))?;
+    let settings = dev_profile_settings(&manifest);
+    if settings.is_empty() {
+        return fail(format!("{WORKSPACE_MANIFEST}: no [profile.dev] settings"));
+    }
+    for setting in settings {
+        command.arg("--config").arg(setting);
+    }
     line_tables_only(command);
+    Ok(())
+}
+
+/// `table.key=value` for each setting in a manifest's `[profile.dev]` and
+/// `[profile.dev.<...>]` tables (`profile.dev.package."*".opt-level=2`), as
+/// cargo's `--config` takes them. Comments and blank lines are skipped.
+fn dev_profile_settings(manifest: &str) -> Vec<String> {
+    let mut table: Option<&str> = None;
+    let mut settings = Vec::new();
+    for line in manifest.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let header = header.trim();
+            table =
+                (header == "profile.dev" || header.starts_with("profile.dev.")).then_some(header);
+            continue;
+        }
+        if let (Some(table), Some((key, value))) = (table, line.split_once('=')) {
+            settings.push(format!("{table}.{}={}", key.trim(), value.trim()));
+        }
+    }
+    settings
 }
 
 /// Line tables for backtraces, not full debug information (which costs
@@ -458,6 +500,23 @@ mod tests {
             package_version("[package]\nversion.workspace = true\n"),
             None
         );
+    }
+
+    #[test]
+    fn reads_the_dev_profile_as_config_settings() {
+        let manifest = "[workspace]\nmembers = [\"a\"]\n\n[profile.dev]\n# Comment.\n\
+                        debug = \"line-tables-only\"\n\n[profile.dev.package.\"*\"]\n\
+                        opt-level = 2 # Inline.\n[profile.dev.package.syn]\nopt-level = 0\n\n\
+                        [profile.release]\ndebug = 1\n[profile.devel]\nopt-level = 1\n";
+        assert_eq!(
+            dev_profile_settings(manifest),
+            vec![
+                "profile.dev.debug=\"line-tables-only\"".to_string(),
+                "profile.dev.package.\"*\".opt-level=2".to_string(),
+                "profile.dev.package.syn.opt-level=0".to_string(),
+            ]
+        );
+        assert!(dev_profile_settings("[package]\nname = \"x\"\n").is_empty());
     }
 
     #[test]
