@@ -149,9 +149,8 @@ commands:
   package only the test command's package step: vkalloc packaged as for
           crates.io, unpacked under target/xtask/package/ and tested there on
           its own, with the default features and with all features
-  msrv    only the test command's MSRV step: the packaged vkalloc checked
-          with its default features, built with all of them and its unit
-          tests run with Rust 1.85 (Debian bookworm's rustc-web and
+  msrv    only the test command's MSRV step: the packaged vkalloc built and
+          its unit tests run with Rust 1.85 (Debian bookworm's rustc-web and
           cargo-web, fetched once with apt-get download and unpacked under
           target/xtask/rust-1.85/, not installed); `test` runs it alongside
           its other steps and shows its output after the package step

@@ -4,11 +4,10 @@
 //!   `target/xtask/package/` (the workspace excludes `target/`, so cargo sees
 //!   a crate of its own there), then `cargo test` with the default features
 //!   and with all of them, examples and doctests included.
-//! - [`msrv_step`]: the same crate checked with its default features, built
-//!   with all of them and its unit tests run, with Rust 1.85 (vkalloc's
-//!   `rust-version`): Debian bookworm's `rustc-web` and `cargo-web`,
-//!   fetched with `apt-get download` and unpacked with `dpkg -x` under
-//!   `target/xtask/rust-1.85/`, never installed (they would replace
+//! - [`msrv_step`]: the same crate built, and its unit tests run, with Rust
+//!   1.85 (vkalloc's `rust-version`): Debian bookworm's `rustc-web` and
+//!   `cargo-web`, fetched with `apt-get download` and unpacked with `dpkg -x`
+//!   under `target/xtask/rust-1.85/`, never installed (they would replace
 //!   `/usr/bin/cargo` and `rustc`). Dependencies resolve as they would for a
 //!   user on 1.85: the newest versions whose `rust-version` allows it.
 //!
@@ -118,18 +117,13 @@ pub(crate) fn msrv_step() -> Result<()> {
         }
     }
     let target = dir.join("target");
-    // The default features, without the dev-dependencies (so ash without
-    // `loaded`, as an engine that links Vulkan statically takes it): checked,
-    // not built (the test build below builds the library with every feature;
-    // building ash without `loaded` too cost its largest compile a second
-    // time).
-    let mut check = toolchain.cargo();
-    check
+    let mut build = toolchain.cargo();
+    build
         .current_dir(&source)
         .env("CARGO_TARGET_DIR", &target)
-        .args(["check", "--locked"]);
-    line_tables_only(&mut check);
-    run_step(&format!("Rust {MSRV}: cargo check"), &mut check)?;
+        .args(["build", "--locked"]);
+    line_tables_only(&mut build);
+    run_step(&format!("Rust {MSRV}: cargo build"), &mut build)?;
     let mut test = toolchain.cargo();
     test.current_dir(&source)
         .env("CARGO_TARGET_DIR", &target)
