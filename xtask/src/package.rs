@@ -68,13 +68,15 @@ pub(crate) fn package_step() -> Result<()> {
     // dependencies are the workspace's units wherever their features agree
     // (ash, the largest, among them).
     let target = target_dir();
+    let profile = workspace_profile(&target.join("xtask").join("package"))?;
     for features in [None, Some("--all-features")] {
         let mut test = cargo();
         test.current_dir(&source)
             .env("CARGO_TARGET_DIR", &target)
-            .args(["test", "--locked"])
+            .args(["test", "--locked", "--config"])
+            .arg(&profile)
             .args(features);
-        workspace_profile(&mut test)?;
+        line_tables_only(&mut test);
         let name = format!(
             "packaged {CRATE}: cargo test {}",
             features.unwrap_or("(default features)")
@@ -137,48 +139,48 @@ pub(crate) fn msrv_step() -> Result<()> {
 }
 
 /// The workspace's test profile for the unpacked crate (which ships no
-/// profile): every setting of the workspace manifest's `[profile.dev]` and
-/// `[profile.dev.*]` tables, given to cargo as `--config`: dependencies
-/// optimized as in the workspace (the property tests run several times
-/// faster), proc macros and build-script helpers not: the same profile as
-/// the workspace's test build, so that its dependency units are reused. The
-/// crate itself is built as a user's `cargo test` builds it.
-fn workspace_profile(command: &mut Command) -> Result<()> {
+/// profile), as a cargo configuration file written into `dir`: the
+/// workspace manifest's `[profile.dev]` and `[profile.dev.*]` tables, given
+/// to cargo with `--config`. Dependencies are optimized as in the workspace
+/// (the property tests run several times faster), proc macros and
+/// build-script helpers are not: the same profile as the workspace's test
+/// build, so that its dependency units are reused. The crate itself is built
+/// as a user's `cargo test` builds it. The path of the file.
+fn workspace_profile(dir: &Path) -> Result<PathBuf> {
     let manifest = std::fs::read_to_string(WORKSPACE_MANIFEST)
         .map_err(|e| XtaskError(format!("cannot read {WORKSPACE_MANIFEST}: {e}")))?;
-    let settings = dev_profile_settings(&manifest);
-    if settings.is_empty() {
-        return fail(format!("{WORKSPACE_MANIFEST}: no [profile.dev] settings"));
+    let tables = dev_profile_tables(&manifest);
+    if tables.is_empty() {
+        return fail(format!("{WORKSPACE_MANIFEST}: no [profile.dev] table"));
     }
-    for setting in settings {
-        command.arg("--config").arg(setting);
-    }
-    line_tables_only(command);
-    Ok(())
+    let path = dir.join("dev-profile.toml");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&path, tables))
+        .map_err(|e| XtaskError(format!("cannot write {}: {e}", path.display())))?;
+    Ok(path)
 }
 
-/// `table.key=value` for each setting in a manifest's `[profile.dev]` and
-/// `[profile.dev.<...>]` tables (`profile.dev.package."*".opt-level=2`), as
-/// cargo's `--config` takes them. Comments and blank lines are skipped.
-fn dev_profile_settings(manifest: &str) -> Vec<String> {
-    let mut table: Option<&str> = None;
-    let mut settings = Vec::new();
+/// The text of a manifest's `[profile.dev]` and `[profile.dev.<...>]` tables
+/// (a cargo configuration file takes them as they are), comments included.
+fn dev_profile_tables(manifest: &str) -> String {
+    let mut inside = false;
+    let mut tables = String::new();
     for line in manifest.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+        let trimmed = line.trim();
+        if let Some(header) = trimmed
+            .strip_prefix('[')
+            .and_then(|l| l.split(']').next())
+            .filter(|_| !trimmed.starts_with("[["))
+        {
             let header = header.trim();
-            table =
-                (header == "profile.dev" || header.starts_with("profile.dev.")).then_some(header);
-            continue;
+            inside = header == "profile.dev" || header.starts_with("profile.dev.");
         }
-        if let (Some(table), Some((key, value))) = (table, line.split_once('=')) {
-            settings.push(format!("{table}.{}={}", key.trim(), value.trim()));
+        if inside {
+            tables.push_str(line);
+            tables.push('\n');
         }
     }
-    settings
+    tables
 }
 
 /// Line tables for backtraces, not full debug information (which costs
@@ -497,20 +499,17 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_dev_profile_as_config_settings() {
-        let manifest = "[workspace]\nmembers = [\"a\"]\n\n[profile.dev]\n# Comment.\n\
-                        debug = \"line-tables-only\"\n\n[profile.dev.package.\"*\"]\n\
-                        opt-level = 2 # Inline.\n[profile.dev.package.syn]\nopt-level = 0\n\n\
-                        [profile.release]\ndebug = 1\n[profile.devel]\nopt-level = 1\n";
+    fn takes_the_dev_profile_tables() {
+        let manifest = "[workspace]\nmembers = [\"a\"]\n\n[profile.dev]\ndebug = 1\n\n\
+                        [profile.dev.package.\"*\"] # All.\nopt-level = 2\n\
+                        [profile.dev.package.syn]\nopt-level = 0\n\n[profile.release]\n\
+                        debug = 1\n[profile.devel]\nopt-level = 1\n[[bench]]\nname = \"b\"\n";
         assert_eq!(
-            dev_profile_settings(manifest),
-            vec![
-                "profile.dev.debug=\"line-tables-only\"".to_string(),
-                "profile.dev.package.\"*\".opt-level=2".to_string(),
-                "profile.dev.package.syn.opt-level=0".to_string(),
-            ]
+            dev_profile_tables(manifest),
+            "[profile.dev]\ndebug = 1\n\n[profile.dev.package.\"*\"] # All.\nopt-level = 2\n\
+             [profile.dev.package.syn]\nopt-level = 0\n\n"
         );
-        assert!(dev_profile_settings("[package]\nname = \"x\"\n").is_empty());
+        assert_eq!(dev_profile_tables("[package]\nname = \"x\"\n"), "");
     }
 
     #[test]
