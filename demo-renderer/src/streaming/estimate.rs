@@ -154,13 +154,16 @@ pub fn level_of(lod: f32, levels: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::scene::Gallery;
+    use glam::Vec3;
 
     #[test]
     fn a_widened_view_keeps_a_texels_size_on_screen() {
         let v = View {
             pose: Pose {
-                eye: glam::Vec3::new(0.0, 1.5, 0.0),
-                target: glam::Vec3::new(0.0, 1.5, -4.0),
+                eye: Vec3::new(0.0, 1.5, 0.0),
+                target: Vec3::new(0.0, 1.5, -4.0),
             },
             fov_y: 50f32.to_radians(),
             aspect: 16.0 / 9.0,
@@ -180,9 +183,6 @@ mod tests {
         // frustum's half-height of 25, is inside the widened one.
         assert!(30f32.to_radians() < w.fov_y * 0.5 && 30f32.to_radians() > v.fov_y * 0.5);
     }
-    use super::*;
-    use crate::scene::Gallery;
-    use glam::Vec3;
 
     fn pose(eye: Vec3, target: Vec3) -> Pose {
         Pose { eye, target }
