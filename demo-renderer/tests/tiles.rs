@@ -943,6 +943,7 @@ fn a_camera_inside_an_object_streams_what_lies_beyond() {
         &[],
     );
     assert_within_budget(&r, ATLAS_BUDGET);
+    assert_eq!(frames(&r).len(), 12, "every frame compared");
     for f in frames(&r) {
         let db = f["psnr_db"].as_f64().expect("a PSNR per frame");
         // What lies beyond streamed: within a few dB of the atlas's own

@@ -151,7 +151,12 @@ fn workspace_profile(dir: &Path) -> Result<PathBuf> {
         .map_err(|e| XtaskError(format!("cannot read {WORKSPACE_MANIFEST}: {e}")))?;
     let tables = dev_profile_tables(&manifest);
     if tables.is_empty() {
-        return fail(format!("{WORKSPACE_MANIFEST}: no [profile.dev] table"));
+        return fail(format!(
+            "{WORKSPACE_MANIFEST}: no [profile.dev] or [profile.dev.<...>] table header, so the \
+             packaged crate's tests would not build with the workspace's test profile; write the \
+             profile as table headers (not dotted keys under [profile]) in {WORKSPACE_MANIFEST} \
+             and run the step again"
+        ));
     }
     let path = dir.join("dev-profile.toml");
     std::fs::create_dir_all(dir)
@@ -519,6 +524,11 @@ mod tests {
              [profile.dev.package.syn]\nopt-level = 0\n\n"
         );
         assert_eq!(dev_profile_tables("[package]\nname = \"x\"\n"), "");
+        // Windows line ends, and spaces inside the brackets.
+        assert_eq!(
+            dev_profile_tables("[package]\r\nname = \"x\"\r\n[ profile.dev ]\r\ndebug = 0\r\n"),
+            "[ profile.dev ]\ndebug = 0\n"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 use crate::scene::camera::Pose;
-use crate::scene::{Object, Shape, BOX_HALF, SPHERE_RADIUS};
+use crate::scene::{Object, Shape, BOX_HALF, BOX_ROUNDING, SPHERE_RADIUS};
 
 /// What the camera sees with.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -136,13 +136,18 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
 }
 
 /// Whether `point` lies inside the object's shape (in the object's space:
-/// the sphere of [`SPHERE_RADIUS`], the box of [`BOX_HALF`]; the floor has no
-/// inside).
+/// the sphere of [`SPHERE_RADIUS`]; the rounded box as its mesh is, the
+/// points within [`BOX_ROUNDING`] of the box inset by it, so that an eye by
+/// a rounded edge, inside the box of [`BOX_HALF`] but outside the mesh, sees
+/// the edge's front faces; the floor has no inside).
 fn contains(o: &Object, point: glam::Vec3) -> bool {
     let p = o.model.inverse().transform_point3(point);
     match o.shape {
         Shape::Sphere => p.length_squared() < SPHERE_RADIUS * SPHERE_RADIUS,
-        Shape::RoundedBox => p.abs().max_element() < BOX_HALF,
+        Shape::RoundedBox => {
+            let inset = glam::Vec3::splat(BOX_HALF - BOX_ROUNDING);
+            (p.abs() - inset).max(glam::Vec3::ZERO).length_squared() < BOX_ROUNDING * BOX_ROUNDING
+        }
         Shape::Floor => false,
     }
 }
@@ -224,6 +229,18 @@ mod tests {
             ..view(3.0)
         };
         let e = estimate(&g.objects, &by, &sizes)[1].expect("by its face");
+        assert_eq!(e.coverage, 1.0);
+        // By a rounded edge, inside the box of BOX_HALF but outside the mesh
+        // (0.21 from the inset box's edge, the rounding 0.18): its front
+        // faces are drawn, all of the view.
+        let edge = g.objects[1]
+            .model
+            .transform_point3(Vec3::new(0.82, 0.82, 0.0));
+        let by_edge = View {
+            pose: pose(edge, c),
+            ..view(3.0)
+        };
+        let e = estimate(&g.objects, &by_edge, &sizes)[1].expect("by its rounded edge");
         assert_eq!(e.coverage, 1.0);
         assert_eq!(level_of(-2.0, 11), 0);
         assert_eq!(level_of(3.7, 11), 3);
