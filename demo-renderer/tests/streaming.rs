@@ -520,16 +520,12 @@ fn prefill_with_failing_reads_keeps_the_levels_it_has() {
 /// the all-resident render.
 #[test]
 fn by_levels_a_camera_inside_an_object_prefills_what_lies_beyond() {
-    let dir = common::scratch("streaming_inside_path");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("inside.jsonl");
-    let line = |k: u32| {
-        format!(
-            r#"{{"frame": {k}, "eye": [-4.6, 1.1, -4.8], "target": [4.8, 1.0, -4.8], "fov_y_deg": 50.0}}"#
-        )
-    };
-    let lines: Vec<String> = (0..8).map(line).collect();
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let path = common::still_path(
+        "streaming_inside_path",
+        [-4.6, 1.1, -4.8],
+        [4.8, 1.0, -4.8],
+        8,
+    );
     let path = path.to_str().unwrap();
     let reference = common::scratch("streaming_inside_reference");
     run(

@@ -900,16 +900,7 @@ fn atlas_streams_64_materials_at_the_budget_of_16() {
 /// ever: docs/experiments/camera-paths.md.)
 #[test]
 fn a_camera_inside_an_object_streams_what_lies_beyond() {
-    let path = common::scratch("inside_path").join("inside.jsonl");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let lines: Vec<String> = (0..12)
-        .map(|k| {
-            format!(
-                r#"{{"frame": {k}, "eye": [-4.5, 1.1, -1.6], "target": [4.8, 1.0, -1.6], "fov_y_deg": 50.0}}"#
-            )
-        })
-        .collect();
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let path = common::still_path("inside_path", [-4.5, 1.1, -1.6], [4.8, 1.0, -1.6], 12);
     let at = |budget: &str, png: &str, rest: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = ["--camera-path", path.to_str().unwrap(), "--frames", "12"]
             .iter()

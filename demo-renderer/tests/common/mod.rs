@@ -18,6 +18,20 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Writes a camera path (`--camera-path`'s format) that holds the camera
+/// still at `eye`, looking at `target` with a 50-degree field of view, for
+/// `frames` frames, into a scratch directory `name`; its path.
+pub fn still_path(name: &str, eye: [f32; 3], target: [f32; 3], frames: u32) -> PathBuf {
+    let path = scratch(name).join("path.jsonl");
+    let lines: Vec<String> = (0..frames)
+        .map(|k| {
+            format!(r#"{{"frame": {k}, "eye": {eye:?}, "target": {target:?}, "fov_y_deg": 50.0}}"#)
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
 /// The shared baked-material cache of the tests.
 pub fn cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
