@@ -2,6 +2,7 @@
 //! mip tails bound and filled, the residency map and the staging ring; and
 //! why a device, a format or a budget refuses ([`super::StartError`]).
 
+use super::uploads::copy_region;
 use super::*;
 use crate::materials::textures::Texture;
 
@@ -351,19 +352,7 @@ impl TileStreamer {
                 );
                 for &(i, level, off, _) in &tail_levels {
                     let side = maps[i].side(level);
-                    let region = [vk::BufferImageCopy::default()
-                        .buffer_offset(off)
-                        .image_subresource(vk::ImageSubresourceLayers {
-                            aspect_mask: vk::ImageAspectFlags::COLOR,
-                            mip_level: level,
-                            base_array_layer: 0,
-                            layer_count: 1,
-                        })
-                        .image_extent(vk::Extent3D {
-                            width: side,
-                            height: side,
-                            depth: 1,
-                        })];
+                    let region = [copy_region(off, (0, 0), level, (0, 0), (side, side))];
                     d.cmd_copy_buffer_to_image(
                         cmd,
                         src,

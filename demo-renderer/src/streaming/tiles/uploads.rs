@@ -279,26 +279,13 @@ impl StagedCopies<'_> {
                 };
             }
             wave = Some(w);
-            let region = [vk::BufferImageCopy::default()
-                .buffer_offset((self.base + run.start) as u64 * self.slot)
-                .buffer_row_length(span)
-                .buffer_image_height(span)
-                .image_subresource(vk::ImageSubresourceLayers {
-                    aspect_mask: vk::ImageAspectFlags::COLOR,
-                    mip_level: 0,
-                    base_array_layer: 0,
-                    layer_count: 1,
-                })
-                .image_offset(vk::Offset3D {
-                    x: x as i32,
-                    y: y as i32,
-                    z: 0,
-                })
-                .image_extent(vk::Extent3D {
-                    width: span,
-                    height: span,
-                    depth: 1,
-                })];
+            let region = [copy_region(
+                (self.base + run.start) as u64 * self.slot,
+                (span, span),
+                0,
+                (x, y),
+                (span, span),
+            )];
             // SAFETY: the contract above.
             unsafe {
                 d.cmd_copy_buffer_to_image(cmd, src, image, vk::ImageLayout::GENERAL, &region)
@@ -324,26 +311,13 @@ impl StagedCopies<'_> {
             let m = &maps[t.map as usize];
             let side = m.side(t.level);
             let (x, y) = (t.x * m.tile_w, t.y * m.tile_h);
-            let region = [vk::BufferImageCopy::default()
-                .buffer_offset((self.base + run.start) as u64 * self.slot)
-                .buffer_row_length(m.tile_w * run.len)
-                .buffer_image_height(m.tile_h)
-                .image_subresource(vk::ImageSubresourceLayers {
-                    aspect_mask: vk::ImageAspectFlags::COLOR,
-                    mip_level: t.level,
-                    base_array_layer: 0,
-                    layer_count: 1,
-                })
-                .image_offset(vk::Offset3D {
-                    x: x as i32,
-                    y: y as i32,
-                    z: 0,
-                })
-                .image_extent(vk::Extent3D {
-                    width: (m.tile_w * run.len).min(side - x),
-                    height: m.tile_h.min(side - y),
-                    depth: 1,
-                })];
+            let region = [copy_region(
+                (self.base + run.start) as u64 * self.slot,
+                (m.tile_w * run.len, m.tile_h),
+                t.level,
+                (x, y),
+                ((m.tile_w * run.len).min(side - x), m.tile_h.min(side - y)),
+            )];
             // SAFETY: the contract above.
             unsafe {
                 self.d.cmd_copy_buffer_to_image(
@@ -463,4 +437,36 @@ impl TileReads<'_> {
         };
         read.map_err(|e| e.to_string())
     }
+}
+
+/// One buffer-to-image copy into level `level` at texel `at`, `extent` wide
+/// and high, read from `offset` with rows of `rows.0` texels and `rows.1`
+/// rows to an image (0, 0: packed tightly as the extent).
+pub(super) fn copy_region(
+    offset: u64,
+    rows: (u32, u32),
+    level: u32,
+    at: (u32, u32),
+    extent: (u32, u32),
+) -> vk::BufferImageCopy {
+    vk::BufferImageCopy::default()
+        .buffer_offset(offset)
+        .buffer_row_length(rows.0)
+        .buffer_image_height(rows.1)
+        .image_subresource(vk::ImageSubresourceLayers {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            mip_level: level,
+            base_array_layer: 0,
+            layer_count: 1,
+        })
+        .image_offset(vk::Offset3D {
+            x: at.0 as i32,
+            y: at.1 as i32,
+            z: 0,
+        })
+        .image_extent(vk::Extent3D {
+            width: extent.0,
+            height: extent.1,
+            depth: 1,
+        })
 }
