@@ -11,6 +11,9 @@
 #                                                  # to view changes), skim (~5 min)
 #   OUT=/some/dir PHASE=b bash docs/h200/paths.sh   # 64 materials: the script, replayed (~5 min)
 #   OUT=/some/dir PHASE=t bash docs/h200/paths.sh   # frame time at 256 MiB, on and off (~1 min)
+#   OUT=/some/dir PHASE=r SEEDS="11 12" bash docs/h200/paths.sh
+#                                                  # paths nobody tuned to, drawn from seeds by
+#                                                  # assets/paths/random_path.py (~2 min a seed)
 #
 # Each path's reference (streaming off, every mip of every map resident: --texture-budget
 # $REF_BUDGET, not the demo's default 1 GiB, which keeps only mips 1..2 of 16 8K materials; every
@@ -90,6 +93,13 @@ b)
     quality m64 m64 --materials 64
     quality m64 m64_replayed --materials 64 --camera-path "$WORK/script64.jsonl"
     ;;
+r)
+    for seed in ${SEEDS:-11 12}; do
+        python3 assets/paths/random_path.py "$seed" >"$WORK/seed$seed.jsonl"
+        reference "seed$seed" --camera-path "$WORK/seed$seed.jsonl"
+        quality "seed$seed" "seed$seed" --camera-path "$WORK/seed$seed.jsonl"
+    done
+    ;;
 t)
     run warm --streaming on --texture-budget "$BUDGET" --png-every 0
     for i in 1 2; do
@@ -98,7 +108,7 @@ t)
     done
     ;;
 *)
-    echo "PHASE is a, w, b or t" >&2
+    echo "PHASE is a, w, b, r or t" >&2
     exit 2
     ;;
 esac

@@ -131,10 +131,15 @@ impl CameraPath {
     }
 }
 
+/// The near plane's distance from the eye, along the view direction: a
+/// surface nearer than this is clipped (and with it, where the gallery's
+/// pipelines cull back faces, the screen shows what lies beyond).
+pub const NEAR_PLANE: f32 = 0.05;
+
 /// View-projection with reversed Z (near = 1, far = 0) and Vulkan's clip space (y down).
 pub fn view_proj(pose: Pose, aspect: f32, fov_y: f32) -> Mat4 {
     let view = Mat4::look_at_rh(pose.eye, pose.target, Vec3::Y);
-    let mut proj = Mat4::perspective_infinite_reverse_rh(fov_y, aspect, 0.05);
+    let mut proj = Mat4::perspective_infinite_reverse_rh(fov_y, aspect, NEAR_PLANE);
     proj.y_axis.y *= -1.0;
     proj * view
 }

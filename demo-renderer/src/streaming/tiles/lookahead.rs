@@ -13,9 +13,9 @@
 //! ranked against the feedback's cells by the pixels they stand for.
 //!
 //! Approximations:
-//! - the rounded box is cast as its box (its texture coordinates are the
-//!   face's, before the rounding, as in [`crate::scene::mesh::rounded_box`]),
-//!   so near its edges a ray may find it where the mesh is not;
+//! - the rounded box's texture coordinates are taken from the face the hit
+//!   lies nearest (its flat part's, as in [`crate::scene::mesh::rounded_box`];
+//!   on the rounding, where the mesh bends them, about);
 //! - the level follows the sampler's rule with anisotropy `max_aniso`: the
 //!   pixel footprint's longer axis (the shorter one over the cosine of the
 //!   angle between the ray and the surface) divided by the anisotropy, at
@@ -33,8 +33,11 @@
 
 use glam::{Mat4, Vec2, Vec3};
 
+use crate::scene::camera::NEAR_PLANE;
 use crate::scene::mesh::BOX_FACES;
-use crate::scene::{Object, Shape, BOX_HALF, FLOOR_REPEATS, FLOOR_SIZE, SPHERE_RADIUS};
+use crate::scene::{
+    Object, Shape, BOX_HALF, BOX_ROUNDING, FLOOR_REPEATS, FLOOR_SIZE, SPHERE_RADIUS,
+};
 use crate::streaming::estimate::{shape_metrics, View};
 
 use super::policy::UNSEEN;
@@ -106,8 +109,12 @@ pub fn plan_casts(views: &[View], present: bool, next: f32) -> Vec<Cast> {
     out
 }
 
-/// Nearest distance a hit counts from (the camera's near plane, about).
-const NEAR: f32 = 0.01;
+/// The nearest distance along a ray from the eye that the renderer draws:
+/// the near plane's depth over the ray's cosine with the view direction. A
+/// surface nearer is clipped, its back faces culled: the ray sees beyond.
+fn near_along(dir: Vec3, forward: Vec3) -> f32 {
+    NEAR_PLANE / dir.dot(forward).max(1e-3)
+}
 
 /// Per material, per cell (`g * g`, row-major as the shaders' `tile_cell`):
 /// the finest level a coming view wants, and the sampled pixels it stands for
@@ -210,7 +217,8 @@ impl AheadCells {
                 let sx = ((i as f32 + 0.5) / nx as f32 * 2.0 - 1.0) * tan_half * view.aspect;
                 let sy = (1.0 - (j as f32 + 0.5) / ny as f32 * 2.0) * tan_half;
                 let dir = (forward + right * sx + up * sy).normalize();
-                let Some((o, hit)) = nearest(&candidates, eye, dir) else {
+                let near = near_along(dir, forward);
+                let Some((o, hit)) = nearest(&candidates, eye, dir, near) else {
                     continue;
                 };
                 let Some(&size) = map_sizes.get(o.material) else {
@@ -353,9 +361,14 @@ fn candidates<'a>(
     out
 }
 
-/// The nearest of `objects` that `eye + t * dir` meets (`dir` normalised),
-/// and where.
-fn nearest<'a>(objects: &[Candidate<'a>], eye: Vec3, dir: Vec3) -> Option<(&'a Object, Hit)> {
+/// The nearest of `objects` that `eye + t * dir` meets at `t > near` (`dir`
+/// normalised), and where.
+fn nearest<'a>(
+    objects: &[Candidate<'a>],
+    eye: Vec3,
+    dir: Vec3,
+    near: f32,
+) -> Option<(&'a Object, Hit)> {
     let mut best: Option<(&Object, Hit)> = None;
     for c in objects {
         let limit = best.map_or(f32::INFINITY, |(_, h)| h.t);
@@ -366,7 +379,7 @@ fn nearest<'a>(objects: &[Candidate<'a>], eye: Vec3, dir: Vec3) -> Option<(&'a O
         if c.bound.is_finite() {
             let to = c.centre - eye;
             let along = to.dot(dir);
-            if along + c.bound < NEAR || along - c.bound > limit {
+            if along + c.bound < near || along - c.bound > limit {
                 continue;
             }
             if (to - dir * along).length_squared() > c.bound * c.bound {
@@ -376,9 +389,9 @@ fn nearest<'a>(objects: &[Candidate<'a>], eye: Vec3, dir: Vec3) -> Option<(&'a O
         let lo = c.inverse.transform_point3(eye);
         let ld = c.inverse.transform_vector3(dir);
         let hit = match c.object.shape {
-            Shape::Sphere => sphere(lo, ld),
-            Shape::RoundedBox => cube(lo, ld),
-            Shape::Floor => floor(lo, ld),
+            Shape::Sphere => sphere(lo, ld, near),
+            Shape::RoundedBox => cube(lo, ld, near),
+            Shape::Floor => floor(lo, ld, near),
         };
         if let Some(h) = hit.filter(|h| h.t < limit) {
             best = Some((c.object, h));
@@ -388,8 +401,8 @@ fn nearest<'a>(objects: &[Candidate<'a>], eye: Vec3, dir: Vec3) -> Option<(&'a O
 }
 
 /// A ray in object space (`d` not normalised: `t` stays the world distance)
-/// against the UV sphere of [`crate::scene::mesh::sphere`].
-fn sphere(o: Vec3, d: Vec3) -> Option<Hit> {
+/// against the UV sphere of [`crate::scene::mesh::sphere`], from `t > near`.
+fn sphere(o: Vec3, d: Vec3, near: f32) -> Option<Hit> {
     let a = d.length_squared();
     let b = o.dot(d);
     let c = o.length_squared() - SPHERE_RADIUS * SPHERE_RADIUS;
@@ -397,11 +410,11 @@ fn sphere(o: Vec3, d: Vec3) -> Option<Hit> {
     if a <= 0.0 || disc < 0.0 {
         return None;
     }
-    // The entry point alone: from inside the sphere (or with it behind the
-    // near plane) a ray meets only its inner, back faces, which the gallery's
-    // pipelines cull, so the screen shows what lies beyond.
+    // The entry point alone: from inside the sphere (or with the entry
+    // clipped by the near plane) a ray meets only its inner, back faces,
+    // which the gallery's pipelines cull, so the screen shows what lies beyond.
     let t = (-b - disc.sqrt()) / a;
-    if t <= NEAR {
+    if t <= near {
         return None;
     }
     let n = ((o + d * t) / SPHERE_RADIUS).normalize_or_zero();
@@ -421,9 +434,11 @@ fn sphere(o: Vec3, d: Vec3) -> Option<Hit> {
     })
 }
 
-/// A ray in object space against the rounded box's box (see the module's
-/// approximations); the face's texture coordinate as the mesh maps it.
-fn cube(o: Vec3, d: Vec3) -> Option<Hit> {
+/// A ray in object space against the rounded box of
+/// [`crate::scene::mesh::rounded_box`] (its distance field marched from where
+/// the ray enters the box around it), from `t > near`; the face's texture
+/// coordinate as the mesh maps it (see the module's approximations).
+fn cube(o: Vec3, d: Vec3, near: f32) -> Option<Hit> {
     let mut enter = f32::NEG_INFINITY;
     let mut exit = f32::INFINITY;
     for k in 0..3 {
@@ -438,13 +453,35 @@ fn cube(o: Vec3, d: Vec3) -> Option<Hit> {
         enter = enter.max(t0.min(t1));
         exit = exit.min(t0.max(t1));
     }
-    // The entry face alone: from inside the box a ray leaves through a back
-    // face, culled as in the sphere's case.
-    if enter > exit || enter <= NEAR {
+    if enter > exit || exit <= near {
         return None;
     }
-    let t = enter;
-    let p = o + d * t;
+    // The box's rounding: march the distance field (exact outside the
+    // shape, so no step passes its surface) from the box's entry (or the
+    // eye, where it is inside the box but outside the rounded corners). A
+    // start inside the shape sees only back faces, culled as in the
+    // sphere's case; so does an entry clipped by the near plane.
+    let len = d.length().max(1e-12);
+    let mut t = enter.max(0.0);
+    let mut p = o + d * t;
+    let mut dist = rounded_box_distance(p);
+    if dist < -MARCH_EPSILON {
+        return None;
+    }
+    for _ in 0..MARCH_STEPS {
+        if dist < MARCH_EPSILON {
+            break;
+        }
+        t += dist / len;
+        if t > exit {
+            return None;
+        }
+        p = o + d * t;
+        dist = rounded_box_distance(p);
+    }
+    if dist >= MARCH_EPSILON * 16.0 || t <= near {
+        return None;
+    }
     let a = p.abs();
     let axis = if a.x >= a.y && a.x >= a.z {
         Vec3::X * p.x.signum()
@@ -455,22 +492,38 @@ fn cube(o: Vec3, d: Vec3) -> Option<Hit> {
     };
     let &(_, ua, va) = BOX_FACES.iter().find(|f| f.0 == axis)?;
     let uv = Vec2::new(p.dot(ua), p.dot(va)) / BOX_HALF * 0.5 + Vec2::splat(0.5);
+    let inset = Vec3::splat(BOX_HALF - BOX_ROUNDING);
+    let n = (p - p.clamp(-inset, inset)).normalize_or(axis);
     Some(Hit {
         t,
         uv: uv.clamp(Vec2::ZERO, Vec2::ONE),
-        n: axis,
+        n,
     })
 }
 
-/// A ray in object space against the floor (y = 0, seen from above).
-fn floor(o: Vec3, d: Vec3) -> Option<Hit> {
+/// Steps of the rounded box's march, at most (a ray grazing an edge takes
+/// the most; flat faces one or two).
+const MARCH_STEPS: u32 = 48;
+/// The distance (object units) at which the march counts the surface met.
+const MARCH_EPSILON: f32 = 1e-4;
+
+/// Signed distance from `p` (object space) to the rounded box: the box of
+/// [`BOX_HALF`] inset by [`BOX_ROUNDING`], grown by it.
+fn rounded_box_distance(p: Vec3) -> f32 {
+    let q = p.abs() - Vec3::splat(BOX_HALF - BOX_ROUNDING);
+    q.max(Vec3::ZERO).length() + q.max_element().min(0.0) - BOX_ROUNDING
+}
+
+/// A ray in object space against the floor (y = 0, seen from above), from
+/// `t > near`.
+fn floor(o: Vec3, d: Vec3, near: f32) -> Option<Hit> {
     if o.y <= 0.0 || d.y >= 0.0 {
         return None;
     }
     let t = -o.y / d.y;
     let p = o + d * t;
     let half = FLOOR_SIZE * 0.5;
-    if t <= NEAR || p.x.abs() > half || p.z.abs() > half {
+    if t <= near || p.x.abs() > half || p.z.abs() > half {
         return None;
     }
     Some(Hit {
@@ -537,7 +590,7 @@ mod tests {
                 let wn = o.model.transform_vector3(n).normalize();
                 let eye = world + wn * 3.0;
                 let c = candidates(std::slice::from_ref(&o), eye, -wn, 0.1);
-                let (hit_o, hit) = nearest(&c, eye, -wn).expect("hit");
+                let (hit_o, hit) = nearest(&c, eye, -wn, NEAR_PLANE).expect("hit");
                 assert_eq!(hit_o.material, 0);
                 assert!((hit.t - 3.0).abs() < 0.05, "{shape:?}: t {}", hit.t);
                 let d = (hit.uv - uv).abs();
@@ -691,9 +744,65 @@ mod tests {
         }
         // From outside, the entry faces are hit.
         let ahead = Vec3::new(0.0, 0.0, -1.0);
-        assert!(sphere(Vec3::new(0.0, 0.0, 3.0), ahead).is_some_and(|h| (h.t - 2.0).abs() < 1e-4));
-        assert!(cube(Vec3::new(0.0, 0.0, 3.0), ahead).is_some_and(|h| (h.t - 2.15).abs() < 1e-4));
-        assert!(sphere(Vec3::ZERO, ahead).is_none() && cube(Vec3::ZERO, ahead).is_none());
+        let out = Vec3::new(0.0, 0.0, 3.0);
+        assert!(sphere(out, ahead, NEAR_PLANE).is_some_and(|h| (h.t - 2.0).abs() < 1e-4));
+        assert!(cube(out, ahead, NEAR_PLANE).is_some_and(|h| (h.t - 2.15).abs() < 1e-4));
+        assert!(sphere(Vec3::ZERO, ahead, NEAR_PLANE).is_none());
+        assert!(cube(Vec3::ZERO, ahead, NEAR_PLANE).is_none());
+    }
+
+    #[test]
+    fn a_surface_nearer_than_the_near_plane_is_clipped_and_shows_what_lies_beyond() {
+        // The eye 0.03 in front of a box's face (within the near plane, as a
+        // path flying into the box passes it) and of a sphere's surface: the
+        // renderer clips the entry faces and culls the back faces, so the
+        // sphere beyond is drawn. At 0.1 in front, the near object is.
+        for (shape, surface) in [
+            (Shape::RoundedBox, BOX_HALF),
+            (Shape::Sphere, SPHERE_RADIUS),
+        ] {
+            let objects = [
+                object(shape, Vec3::ZERO, 0.0, 0),
+                object(Shape::Sphere, Vec3::new(0.0, 0.0, -4.0), 0.0, 1),
+            ];
+            for (gap, clipped) in [(0.03, true), (0.1, false)] {
+                let mut c = AheadCells::new(2, 8);
+                let eye = Vec3::new(0.0, 0.0, surface + gap);
+                let v = view(eye, Vec3::new(0.0, 0.0, -4.0));
+                c.cast(&objects, &v, &[1024; 2], 16.0, 1.0, RAYS);
+                let seen = |m: usize| c.wants[m * 64..(m + 1) * 64].iter().any(|&w| w != UNSEEN);
+                assert_eq!(seen(0), !clipped, "{shape:?} at {gap}: the near object");
+                assert_eq!(seen(1), clipped, "{shape:?} at {gap}: what lies beyond");
+            }
+        }
+    }
+
+    #[test]
+    fn a_rounded_edge_is_met_where_the_mesh_is() {
+        // Towards an edge along its diagonal: the box around the rounded box
+        // is entered at 0.05 * sqrt 2; the mesh's edge is further, where the
+        // rounding's circle lies (0.67 + 0.18 / sqrt 2 on each axis).
+        let o = Vec3::new(0.9, 0.0, 0.9);
+        let d = Vec3::new(-1.0, 0.0, -1.0).normalize();
+        let edge = (BOX_HALF - BOX_ROUNDING) + BOX_ROUNDING / 2f32.sqrt();
+        let expect = (0.9 - edge) * 2f32.sqrt();
+        // A near plane past the box's corner but short of the mesh: drawn.
+        let hit = cube(o, d, 0.1).expect("the rounded edge is drawn");
+        assert!(
+            (hit.t - expect).abs() < 1e-3,
+            "t {} against {expect}",
+            hit.t
+        );
+        assert!(
+            hit.n.dot(-d) > 0.999,
+            "the edge's normal faces the ray: {}",
+            hit.n
+        );
+        // From inside the box but outside the rounding, the edge is seen;
+        // from inside the rounded box, nothing.
+        let corner = Vec3::splat(0.84);
+        assert!(cube(corner, -corner.normalize(), NEAR_PLANE).is_some());
+        assert!(cube(Vec3::splat(0.6), Vec3::X, NEAR_PLANE).is_none());
     }
 
     #[test]
