@@ -13,7 +13,8 @@
 #   OUT=/some/dir PHASE=t bash docs/h200/paths.sh   # frame time at 256 MiB, on and off (~1 min)
 #   OUT=/some/dir PHASE=r SEEDS="11 12" bash docs/h200/paths.sh
 #                                                  # paths nobody tuned to, drawn from seeds by
-#                                                  # assets/paths/random_path.py (~2 min a seed)
+#                                                  # assets/paths/random_path.py (~2 min a seed;
+#                                                  # ALT_ARGS="..." adds a run of each, ~1 min)
 #
 # Each path's reference (streaming off, every mip of every map resident: --texture-budget
 # $REF_BUDGET, not the demo's default 1 GiB, which keeps only mips 1..2 of 16 8K materials; every
@@ -98,6 +99,11 @@ r)
         python3 assets/paths/random_path.py "$seed" >"$WORK/seed$seed.jsonl"
         reference "seed$seed" --camera-path "$WORK/seed$seed.jsonl"
         quality "seed$seed" "seed$seed" --camera-path "$WORK/seed$seed.jsonl"
+        # ALT_ARGS: a second quality run of each seed, against the same reference.
+        if [[ -n "${ALT_ARGS:-}" ]]; then
+            read -r -a alt <<<"$ALT_ARGS"
+            quality "seed$seed" "seed${seed}_alt" --camera-path "$WORK/seed$seed.jsonl" "${alt[@]}"
+        fi
     done
     ;;
 t)
