@@ -786,6 +786,27 @@ mod tests {
         }
     }
 
+    /// `near_along` is where the renderer's projection clips, across the
+    /// frame (at its corners a ray's cosine with the view is 0.72: the near
+    /// plane is 0.07 along it, not 0.05).
+    #[test]
+    fn the_near_distance_along_a_ray_is_where_the_projection_clips() {
+        let v = view(Vec3::new(1.0, 2.0, 3.0), Vec3::new(-2.0, 0.5, -1.0));
+        let vp = crate::scene::camera::view_proj(v.pose, v.aspect, v.fov_y);
+        let forward = (v.pose.target - v.pose.eye).normalize();
+        let right = forward.cross(Vec3::Y).normalize();
+        let up = right.cross(forward);
+        let tan_half = (v.fov_y * 0.5).tan();
+        for (sx, sy) in [(0.0, 0.0), (0.99, 0.99), (-0.99, 0.5), (0.5, -0.99)] {
+            let dir = (forward + right * sx * tan_half * v.aspect + up * sy * tan_half).normalize();
+            let near = near_along(dir, forward);
+            // Reversed Z: a point is clipped where its depth passes 1.
+            let depth = |t: f32| vp.project_point3(v.pose.eye + dir * t).z;
+            assert!(depth(near * 0.99) > 1.0, "({sx}, {sy}): nearer is clipped");
+            assert!(depth(near * 1.01) < 1.0, "({sx}, {sy}): beyond is drawn");
+        }
+    }
+
     #[test]
     fn a_rounded_edge_is_met_where_the_mesh_is() {
         // Towards an edge along its diagonal: the box around the rounded box
