@@ -58,12 +58,19 @@ reference() {
     local name=$1
     shift
     local args=("${COMMON[@]}" --streaming off --texture-budget "$REF_BUDGET" --png-every 1 "$@")
+    # The key: the arguments and a camera path's poses (phase r rewrites its seeds' paths each
+    # call: a kept reference of another generator's path would be read as this one's).
+    local key="${args[*]}" prev=""
+    for a in "$@"; do
+        [[ $prev == --camera-path && -f $a ]] && key+=" [$(cksum <"$a")]"
+        prev=$a
+    done
     local kept="$WORK/ref_$name/args.txt"
-    if [[ -f "$WORK/ref_$name/report.json" && -f "$kept" && "$(cat "$kept")" == "${args[*]}" ]]; then
+    if [[ -f "$WORK/ref_$name/report.json" && -f "$kept" && "$(cat "$kept")" == "$key" ]]; then
         return
     fi
     run "ref_$name" --streaming off --texture-budget "$REF_BUDGET" --png-every 1 "$@"
-    [[ -f "$WORK/ref_$name/report.json" ]] && printf '%s' "${args[*]}" >"$kept"
+    [[ -f "$WORK/ref_$name/report.json" ]] && printf '%s' "$key" >"$kept"
 }
 quality() {
     local ref=$1 name=$2
