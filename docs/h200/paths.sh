@@ -7,8 +7,8 @@
 #
 #   OUT=/some/dir PHASE=a bash docs/h200/paths.sh   # the script: its look-ahead, replayed with
 #                                                  # a prediction, replayed blind (~6 min)
-#   OUT=/some/dir PHASE=w bash docs/h200/paths.sh   # walkthrough, flick (also without the answer
-#                                                  # to view changes), skim (~5 min)
+#   OUT=/some/dir PHASE=w bash docs/h200/paths.sh   # walkthrough, flick, skim (~4 min; RESPOND0=1
+#                                                  # adds flick without the answer to changes)
 #   OUT=/some/dir PHASE=b bash docs/h200/paths.sh   # 64 materials: the script, replayed (~5 min)
 #   OUT=/some/dir PHASE=t bash docs/h200/paths.sh   # frame time at 256 MiB, on and off (~1 min)
 #   OUT=/some/dir PHASE=r SEEDS="11 12" bash docs/h200/paths.sh
@@ -91,7 +91,9 @@ w)
         reference "$p" --camera-path "assets/paths/$p.jsonl"
         quality "$p" "$p" --camera-path "assets/paths/$p.jsonl"
     done
-    quality flick flick_respond0 --camera-path assets/paths/flick.jsonl --tune view.respond=0
+    if [[ -n "${RESPOND0:-}" ]]; then
+        quality flick flick_respond0 --camera-path assets/paths/flick.jsonl --tune view.respond=0
+    fi
     # skim.jsonl is 120 frames long (a later --frames wins).
     reference skim --camera-path assets/paths/skim.jsonl --frames 120
     quality skim skim --camera-path assets/paths/skim.jsonl --frames 120
