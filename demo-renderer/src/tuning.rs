@@ -184,8 +184,9 @@ pub struct ViewTuning {
     /// texel's size on screen stays): a guard band for what a step or a turn
     /// brings in at the frame's edges before its feedback can ask for it.
     /// Default 1 (off): on lavapipe 1.25 mended one frame of the walkthrough
-    /// path and marred another (docs/experiments/camera-paths.md); it is not
-    /// measured on a GPU yet.
+    /// path and marred another, 1.1 mended two of 30 paths' worst frames; on
+    /// the H200 1.1 moved no seed's worst frame by more than 0.2 dB
+    /// (docs/experiments/camera-paths.md).
     pub guard: f32,
 }
 
