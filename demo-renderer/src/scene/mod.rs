@@ -26,6 +26,14 @@ pub const SPHERE_RADIUS: f32 = 1.0;
 pub const BOX_HALF: f32 = 0.85;
 /// The rounded box's edge radius.
 pub const BOX_ROUNDING: f32 = 0.18;
+/// Signed distance from `p` (object space) to the rounded box of
+/// [`mesh::rounded_box`]`(BOX_HALF, BOX_ROUNDING, _)`'s smooth shape: the box
+/// of [`BOX_HALF`] inset by [`BOX_ROUNDING`], grown by it (negative inside).
+pub fn rounded_box_distance(p: Vec3) -> f32 {
+    let q = p.abs() - Vec3::splat(BOX_HALF - BOX_ROUNDING);
+    q.max(Vec3::ZERO).length() + q.max_element().min(0.0) - BOX_ROUNDING
+}
+
 /// The floor's side (a square at y = 0 centred on the origin) and how many times
 /// the texture repeats across it.
 pub const FLOOR_SIZE: f32 = 200.0;

@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 use crate::scene::camera::Pose;
-use crate::scene::{Object, Shape, BOX_HALF, BOX_ROUNDING, SPHERE_RADIUS};
+use crate::scene::{rounded_box_distance, Object, Shape, SPHERE_RADIUS};
 
 /// What the camera sees with.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -136,18 +136,15 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
 }
 
 /// Whether `point` lies inside the object's shape (in the object's space:
-/// the sphere of [`SPHERE_RADIUS`]; the rounded box as its mesh is, the
-/// points within [`BOX_ROUNDING`] of the box inset by it, so that an eye by
-/// a rounded edge, inside the box of [`BOX_HALF`] but outside the mesh, sees
+/// the sphere of [`SPHERE_RADIUS`]; the rounded box as its mesh is,
+/// [`rounded_box_distance`] below 0, so that an eye by a rounded edge,
+/// inside the box of [`crate::scene::BOX_HALF`] but outside the mesh, sees
 /// the edge's front faces; the floor has no inside).
 fn contains(o: &Object, point: glam::Vec3) -> bool {
     let p = o.model.inverse().transform_point3(point);
     match o.shape {
         Shape::Sphere => p.length_squared() < SPHERE_RADIUS * SPHERE_RADIUS,
-        Shape::RoundedBox => {
-            let inset = glam::Vec3::splat(BOX_HALF - BOX_ROUNDING);
-            (p.abs() - inset).max(glam::Vec3::ZERO).length_squared() < BOX_ROUNDING * BOX_ROUNDING
-        }
+        Shape::RoundedBox => rounded_box_distance(p) < 0.0,
         Shape::Floor => false,
     }
 }

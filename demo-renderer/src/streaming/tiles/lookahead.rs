@@ -40,7 +40,8 @@ use glam::{Mat4, Vec2, Vec3};
 use crate::scene::camera::NEAR_PLANE;
 use crate::scene::mesh::BOX_FACES;
 use crate::scene::{
-    Object, Shape, BOX_HALF, BOX_ROUNDING, FLOOR_REPEATS, FLOOR_SIZE, SPHERE_RADIUS,
+    rounded_box_distance, Object, Shape, BOX_HALF, BOX_ROUNDING, FLOOR_REPEATS, FLOOR_SIZE,
+    SPHERE_RADIUS,
 };
 use crate::streaming::estimate::{shape_metrics, View};
 
@@ -483,7 +484,7 @@ fn cube(o: Vec3, d: Vec3, near: f32) -> Option<Hit> {
         p = o + d * t;
         dist = rounded_box_distance(p);
     }
-    if dist >= MARCH_EPSILON * 16.0 || t <= near {
+    if dist >= MARCH_ACCEPT || t <= near {
         return None;
     }
     let a = p.abs();
@@ -515,13 +516,9 @@ fn cube(o: Vec3, d: Vec3, near: f32) -> Option<Hit> {
 const MARCH_STEPS: u32 = 48;
 /// The distance (object units) at which the march counts the surface met.
 const MARCH_EPSILON: f32 = 1e-4;
-
-/// Signed distance from `p` (object space) to the rounded box: the box of
-/// [`BOX_HALF`] inset by [`BOX_ROUNDING`], grown by it.
-fn rounded_box_distance(p: Vec3) -> f32 {
-    let q = p.abs() - Vec3::splat(BOX_HALF - BOX_ROUNDING);
-    q.max(Vec3::ZERO).length() + q.max_element().min(0.0) - BOX_ROUNDING
-}
+/// The distance within which a march that ran out of steps (a ray grazing
+/// the silhouette) still counts the surface met.
+const MARCH_ACCEPT: f32 = MARCH_EPSILON * 16.0;
 
 /// A ray in object space against the floor (y = 0, seen from above), from
 /// `t > near`.
