@@ -134,7 +134,7 @@ impl ResidencyKind {
 }
 
 /// How the streamer keeps textures resident: the frame loop's hooks, each
-/// residency with its own state behind them ([`Levels`],
+/// residency with its own state behind them ([`Levels`](super::levels::Levels),
 /// [`Tiled`](super::tiled::Tiled)). The streamer holds one, chosen once when
 /// it is made (`Tiled::start`), and
 /// asks nothing else about which it is.

@@ -1,5 +1,5 @@
 //! Residency by tiles (sparse binds or a page atlas): the look-ahead's ray
-//! casts, the tile policy's inputs, and the [`TileStreamer`](super::tiles::TileStreamer)
+//! casts, the tile policy's inputs, and the [`TileStreamer`]
 //! driven from the frame loop.
 //!
 //! The tile streamer holds the mechanism (binds or atlas slots, reads,
