@@ -10,7 +10,7 @@
 //! hit.
 #![forbid(unsafe_code)]
 
-use crate::scene::camera::Pose;
+use crate::scene::camera::{Pose, NEAR_PLANE};
 use crate::scene::{rounded_box_distance, Object, Shape, SPHERE_RADIUS};
 
 /// What the camera sees with.
@@ -114,7 +114,7 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
                 if contains(o, eye) {
                     continue;
                 }
-                (0.05, 1.0)
+                (NEAR_PLANE, 1.0)
             } else {
                 let angle = forward.dot(to / d).clamp(-1.0, 1.0).acos();
                 if angle > half_diag + (radius / d).asin() {
@@ -123,7 +123,7 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
                 let r_px = radius / (d * tan_half) * 0.5 * view.height as f32;
                 let area = std::f32::consts::PI * r_px * r_px;
                 let frame = view.height as f32 * view.height as f32 * view.aspect;
-                ((d - radius).max(0.05), (area / frame).min(1.0))
+                ((d - radius).max(NEAR_PLANE), (area / frame).min(1.0))
             }
         };
         let texels_per_pixel = density * distance * pixel_per_distance;
