@@ -11,6 +11,8 @@
 #                                                  # adds flick without the answer to changes)
 #   OUT=/some/dir PHASE=b bash docs/h200/paths.sh   # 64 materials: the script, replayed (~5 min)
 #   OUT=/some/dir PHASE=t bash docs/h200/paths.sh   # frame time at 256 MiB, on and off (~1 min)
+#   OUT=/some/dir PHASE=f bash docs/h200/paths.sh   # the budget's front: flick and seed 404 at
+#                                                  # each of $BUDGETS (~5 min for three)
 #   OUT=/some/dir PHASE=r SEEDS="11 12" bash docs/h200/paths.sh
 #                                                  # paths nobody tuned to, drawn from seeds by
 #                                                  # assets/paths/random_path.py (~2 min a seed;
@@ -115,6 +117,17 @@ r)
         fi
     done
     ;;
+f)
+    # Refill against the budget: the paths whose views want more than 256 MiB holds, or more
+    # than a frame uploads, at several budgets (one reference each, shared by the runs).
+    python3 assets/paths/random_path.py 404 >"$WORK/seed404.jsonl"
+    reference flick --camera-path assets/paths/flick.jsonl
+    reference seed404 --camera-path "$WORK/seed404.jsonl"
+    for b in ${BUDGETS:-256MiB 384MiB 512MiB}; do
+        BUDGET=$b quality flick "flick_$b" --camera-path assets/paths/flick.jsonl
+        BUDGET=$b quality seed404 "seed404_$b" --camera-path "$WORK/seed404.jsonl"
+    done
+    ;;
 t)
     run warm --streaming on --texture-budget "$BUDGET" --png-every 0
     for i in 1 2; do
@@ -123,7 +136,7 @@ t)
     done
     ;;
 *)
-    echo "PHASE is a, w, b, r or t" >&2
+    echo "PHASE is a, w, b, r, f or t" >&2
     exit 2
     ;;
 esac
