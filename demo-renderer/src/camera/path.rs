@@ -130,8 +130,10 @@ impl RecordedPath {
     }
 
     /// Parses `text`, the contents of `file` (named in errors). Blank lines
-    /// are skipped (a file may end in one).
+    /// are skipped (a file may end in one), as is a byte-order mark before
+    /// the first line (some editors and shells on Windows write one).
     pub fn parse(file: &Path, text: &str) -> Result<Self, PathError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut poses = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             if raw.trim().is_empty() {
@@ -303,6 +305,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(q.pose(0), p.pose(0));
+        // Windows line ends and a byte-order mark, as some editors write.
+        let crlf = format!(
+            "\u{feff}{GOOD}\r\n{}\r\n",
+            GOOD.replace("\"frame\": 0", "\"frame\": 1")
+        );
+        let r = parse(&crlf).unwrap();
+        assert_eq!((r.frames(), r.pose(1)), (2, p.pose(0)));
     }
 
     #[test]
