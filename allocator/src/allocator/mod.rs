@@ -869,6 +869,63 @@ mod tests {
         allocator.validate().unwrap();
     }
 
+    /// Issue 37's rule on the large requests' path too: near a full heap,
+    /// where a large request that finds no room gets memory of its own, a
+    /// thread that finds the other shards busy waits for their locks and
+    /// takes the room in their blocks before that memory is made.
+    #[test]
+    fn a_large_request_takes_a_busy_shards_room_before_memory_of_its_own() {
+        use crate::DedicatedPolicy;
+        let sim = std::sync::Arc::new(SimDevice::new(tables::lavapipe()));
+        let allocator = Allocator::new(sim.clone(), AllocatorDesc::default()).unwrap();
+        let buffer = |size: u64| AllocationDesc {
+            size,
+            alignment: 256,
+            options: AllocationOptions::usage(MemoryUsage::GpuOnly),
+            ..AllocationDesc::default()
+        };
+        const MIB: u64 = 1 << 20;
+        // Shard 0: 1,400 MiB in memory of its own, 1 MiB in a shared
+        // block, and an empty 200 MiB block (a 200 MiB buffer placed in a
+        // block of its size, then freed: the block is kept).
+        let mut live: Vec<_> = (0..7)
+            .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
+            .collect();
+        let never = AllocationDesc {
+            options: AllocationOptions {
+                dedicated: DedicatedPolicy::Never,
+                ..AllocationOptions::usage(MemoryUsage::GpuOnly)
+            },
+            ..buffer(200 * MIB)
+        };
+        let filler = allocator.allocate(&never).unwrap();
+        let block = filler.memory;
+        live.push(allocator.allocate(&buffer(MIB)).unwrap());
+        allocator.free(filler).unwrap();
+        assert!(sim.memory_info(block).is_some(), "the empty block is kept");
+        let vector = &allocator.types[live[7].memory_type as usize].vector;
+        vector.open_for_test(2);
+        let calls = sim.allocate_calls();
+        // Shard 1, every other shard busy whenever it only tries a lock.
+        crate::block_vector::contend_for_test(1, true);
+        let large = allocator.allocate(&buffer(100 * MIB + 1000));
+        crate::block_vector::contend_for_test(0, false);
+        let large = large.unwrap();
+        assert!(
+            !large.is_dedicated(),
+            "memory of its own beside an empty block"
+        );
+        assert_eq!(large.memory, block);
+        assert_eq!(usize::from(large.location.shard), 0);
+        assert_eq!(sim.allocate_calls(), calls, "no memory made");
+        allocator.validate().unwrap();
+        for a in live.into_iter().chain([large]) {
+            allocator.free(a).unwrap();
+        }
+        allocator.trim();
+        allocator.validate().unwrap();
+    }
+
     /// A pool at its block cap doesn't fail for being sharded: a thread
     /// sent to a new shard (the first one busy) can't create a block, and
     /// takes the room left in the first shard's block.

@@ -262,11 +262,14 @@ impl<D: MemoryDevice> Allocator<D> {
             ListKind::Pool => dedicated &= required || desc.size > block_size / 2,
             ListKind::LinearPool => dedicated &= required,
         }
-        // Room that existing blocks already have comes first there: it
-        // costs no new memory on a heap near its budget.
+        // Room that existing blocks already have comes first there (every
+        // shard's, waiting for busy locks): it costs no new memory on a heap
+        // near its budget.
         if cap_only {
             let shared = self.shared_placement(vector.memory_type, desc)?;
-            if let Some(result) = vector.allocate_in_existing(self.env(), &shared, desc) {
+            if let Some(result) =
+                vector.allocate_in_existing_before_memory(self.env(), &shared, desc)
+            {
                 return result;
             }
         }
@@ -300,6 +303,13 @@ impl<D: MemoryDevice> Allocator<D> {
                 return result;
             }
             if vector.large_request_takes_own(self.env(), shared.request.size) {
+                // The room of the shards that were busy before memory is
+                // made (`allocate_shared` looks there itself).
+                if let Some(result) =
+                    vector.allocate_in_existing_before_memory(self.env(), &shared, desc)
+                {
+                    return result;
+                }
                 return vector.allocate_dedicated(
                     self.env(),
                     &self.dedicated_placement(desc),

@@ -585,6 +585,34 @@ impl BlockVector {
         placement: &SharedPlacement,
         desc: &AllocationDesc<'_>,
     ) -> Option<Result<Allocation, Error>> {
+        self.allocate_in_blocks(env, placement, desc, Wait::No)
+    }
+
+    /// Places a request about to be given memory of its own in an existing
+    /// block, as [`Self::allocate_in_existing`] does, and then in the other
+    /// shards whose locks were busy, waiting for each in turn: making
+    /// memory is a driver call, and memory made while room lay in a busy
+    /// shard multiplies the committed bytes by the threads (issue 37, as
+    /// [`Self::allocate_shared`] does before a new block). `None` where no
+    /// block has room.
+    pub fn allocate_in_existing_before_memory(
+        &self,
+        env: Env<'_>,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Option<Result<Allocation, Error>> {
+        self.allocate_in_blocks(env, placement, desc, Wait::Yes)
+    }
+
+    /// [`Self::allocate_in_existing`] (`Wait::No`) or
+    /// [`Self::allocate_in_existing_before_memory`] (`Wait::Yes`).
+    fn allocate_in_blocks(
+        &self,
+        env: Env<'_>,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+        wait: Wait,
+    ) -> Option<Result<Allocation, Error>> {
         let (shard, mut list) = self.lock_any();
         if self.is_closed() {
             return Some(Err(self.closed_error()));
@@ -597,7 +625,12 @@ impl BlockVector {
             return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
         }
         drop(list);
-        self.allocate_in_other_shards(env, shard, placement, desc, Wait::No)
+        let free_now = self.allocate_in_other_shards(env, shard, placement, desc, Wait::No);
+        match wait {
+            Wait::No => free_now,
+            Wait::Yes => free_now
+                .or_else(|| self.allocate_in_other_shards(env, shard, placement, desc, Wait::Yes)),
+        }
     }
 
     /// Places a request in the blocks of the shards other than `shard`;
