@@ -92,7 +92,12 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
         let Some(size) = map_size.get(o.material).copied() else {
             continue;
         };
+        // The model's uniform scale (its first column's length): a shape
+        // scaled by `s` reaches `s` times as far and spreads its texture
+        // over `s` times the distance.
+        let scale = o.model.x_axis.truncate().length().max(1e-6);
         let (radius, uv_per_unit) = shape_metrics(o.shape);
+        let (radius, uv_per_unit) = (radius * scale, uv_per_unit / scale);
         let density = size as f32 * uv_per_unit * o.uv_scale.x.max(o.uv_scale.y);
         let (distance, coverage) = if o.shape == Shape::Floor {
             // The nearest floor point in view: the lower edge of the frustum.
@@ -242,5 +247,41 @@ mod tests {
         assert_eq!(level_of(-2.0, 11), 0);
         assert_eq!(level_of(3.7, 11), 3);
         assert_eq!(level_of(30.0, 11), 10);
+    }
+
+    /// A sphere scaled 2x, its surface as far from the eye as an unscaled
+    /// one's, spreads its texture over twice the distance (one level
+    /// coarser) and covers more of the view.
+    #[test]
+    fn a_scaled_object_wants_what_its_size_shows() {
+        let g = Gallery::new(4, 0);
+        let sphere = g
+            .objects
+            .iter()
+            .find(|o| o.shape == Shape::Sphere)
+            .copied()
+            .expect("a sphere");
+        let at = |centre: Vec3, scale: f32| Object {
+            model: glam::Mat4::from_scale_rotation_translation(
+                Vec3::splat(scale),
+                glam::Quat::IDENTITY,
+                centre,
+            ),
+            ..sphere
+        };
+        let view = View {
+            pose: pose(Vec3::ZERO, Vec3::new(0.0, 0.0, -1.0)),
+            fov_y: 50f32.to_radians(),
+            aspect: 16.0 / 9.0,
+            height: 1080,
+            cut: false,
+        };
+        let sizes = vec![1024u32; sphere.material + 1];
+        let one = estimate(&[at(Vec3::new(0.0, 0.0, -5.0), 1.0)], &view, &sizes)[sphere.material]
+            .expect("visible");
+        let two = estimate(&[at(Vec3::new(0.0, 0.0, -6.0), 2.0)], &view, &sizes)[sphere.material]
+            .expect("visible");
+        assert!((one.lod - two.lod - 1.0).abs() < 1e-4, "{one:?} {two:?}");
+        assert!(two.coverage > one.coverage, "{one:?} {two:?}");
     }
 }
