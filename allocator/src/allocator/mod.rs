@@ -869,12 +869,25 @@ mod tests {
         allocator.validate().unwrap();
     }
 
-    /// Issue 37's rule on the large requests' path too: near a full heap,
-    /// where a large request that finds no room gets memory of its own, a
+    const MIB: u64 = 1 << 20;
+
+    /// Issue 37's rule where a request would get memory of its own: a
     /// thread that finds the other shards busy waits for their locks and
     /// takes the room in their blocks before that memory is made.
-    #[test]
-    fn a_large_request_takes_a_busy_shards_room_before_memory_of_its_own() {
+    ///
+    /// On the simulated lavapipe (2 GiB heap) the budget caps new blocks
+    /// at 64 MiB. Shard 0 holds `own` buffers of 200 MiB in memory of their
+    /// own, 1 MiB in a shared block and an empty block of `empty` bytes (a
+    /// buffer placed in a block of its size, then freed: the block is
+    /// kept); `path` checks which path `request` takes, then a thread in
+    /// shard 1, every other shard busy whenever it only tries a lock, asks
+    /// for `request` bytes and must get the empty block.
+    fn takes_a_busy_shards_room(
+        own: usize,
+        empty: u64,
+        request: u64,
+        path: impl FnOnce(&Allocator<std::sync::Arc<SimDevice>>, &crate::block_vector::BlockVector),
+    ) {
         use crate::DedicatedPolicy;
         let sim = std::sync::Arc::new(SimDevice::new(tables::lavapipe()));
         let allocator = Allocator::new(sim.clone(), AllocatorDesc::default()).unwrap();
@@ -884,31 +897,29 @@ mod tests {
             options: AllocationOptions::usage(MemoryUsage::GpuOnly),
             ..AllocationDesc::default()
         };
-        const MIB: u64 = 1 << 20;
-        // Shard 0: 1,400 MiB in memory of its own, 1 MiB in a shared
-        // block, and an empty 200 MiB block (a 200 MiB buffer placed in a
-        // block of its size, then freed: the block is kept).
-        let mut live: Vec<_> = (0..7)
+        let mut live: Vec<_> = (0..own)
             .map(|_| allocator.allocate(&buffer(200 * MIB)).unwrap())
             .collect();
+        assert!(live.iter().all(|a| a.is_dedicated()));
         let never = AllocationDesc {
             options: AllocationOptions {
                 dedicated: DedicatedPolicy::Never,
                 ..AllocationOptions::usage(MemoryUsage::GpuOnly)
             },
-            ..buffer(200 * MIB)
+            ..buffer(empty)
         };
         let filler = allocator.allocate(&never).unwrap();
         let block = filler.memory;
         live.push(allocator.allocate(&buffer(MIB)).unwrap());
         allocator.free(filler).unwrap();
         assert!(sim.memory_info(block).is_some(), "the empty block is kept");
-        let vector = &allocator.types[live[7].memory_type as usize].vector;
+        let vector = &allocator.types[live[own].memory_type as usize].vector;
         vector.open_for_test(2);
         let calls = sim.allocate_calls();
         // Shard 1, every other shard busy whenever it only tries a lock.
         crate::block_vector::contend_for_test(1, true);
-        let large = allocator.allocate(&buffer(100 * MIB + 1000));
+        path(&allocator, vector);
+        let large = allocator.allocate(&buffer(request));
         crate::block_vector::contend_for_test(0, false);
         let large = large.unwrap();
         assert!(
@@ -924,6 +935,33 @@ mod tests {
         }
         allocator.trim();
         allocator.validate().unwrap();
+    }
+
+    /// A request given memory of its own only because the policy's cap
+    /// cuts the type's block below twice its size (`cap_only`).
+    #[test]
+    fn a_request_the_cap_makes_dedicated_takes_a_busy_shards_room() {
+        let request = 100 * MIB + 1000;
+        takes_a_busy_shards_room(7, 200 * MIB, request, |allocator, vector| {
+            let cap = vector.block_cap(allocator.env());
+            assert!(
+                cap < vector.block_size && request > cap / 2 && request <= vector.block_size / 2
+            );
+        });
+    }
+
+    /// A large request (above a quarter of the capped block, at most half
+    /// of it) near a full heap, where the committed target cuts the block
+    /// the policy would make for it: memory of its own
+    /// (`large_request_takes_own`) only once no shard has room.
+    #[test]
+    fn a_large_request_takes_a_busy_shards_room_before_memory_of_its_own() {
+        let request = 20 * MIB;
+        takes_a_busy_shards_room(6, 500 * MIB, request, |allocator, vector| {
+            let cap = vector.block_cap(allocator.env());
+            assert!(request > cap / 4 && request <= cap / 2);
+            assert!(vector.large_request_takes_own(allocator.env(), request));
+        });
     }
 
     /// A pool at its block cap doesn't fail for being sharded: a thread
