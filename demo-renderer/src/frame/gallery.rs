@@ -1078,7 +1078,7 @@ impl ScenePass for GalleryPass {
                     Some(r) => screen_rect(
                         self.view_proj,
                         o.model.w_axis.truncate(),
-                        r * o.model.x_axis.truncate().length(),
+                        r * o.scale(),
                         extent,
                     ),
                     None => [0, 0, extent.width, extent.height],

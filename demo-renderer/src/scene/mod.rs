@@ -67,6 +67,15 @@ pub struct Object {
     pub uv_scale: Vec4,
 }
 
+impl Object {
+    /// The model's uniform scale (the length of its first column; at least
+    /// 1e-6, so that it divides): a shape scaled by `s` reaches `s` times as
+    /// far and spreads its texture over `s` times the distance.
+    pub fn scale(&self) -> f32 {
+        self.model.x_axis.truncate().length().max(1e-6)
+    }
+}
+
 /// A light as the shader reads it.
 #[derive(Clone, Copy, Debug)]
 pub struct Light {

@@ -92,10 +92,7 @@ pub fn estimate(objects: &[Object], view: &View, map_size: &[u32]) -> Vec<Option
         let Some(size) = map_size.get(o.material).copied() else {
             continue;
         };
-        // The model's uniform scale (its first column's length): a shape
-        // scaled by `s` reaches `s` times as far and spreads its texture
-        // over `s` times the distance.
-        let scale = o.model.x_axis.truncate().length().max(1e-6);
+        let scale = o.scale();
         let (radius, uv_per_unit) = shape_metrics(o.shape);
         let (radius, uv_per_unit) = (radius * scale, uv_per_unit / scale);
         let density = size as f32 * uv_per_unit * o.uv_scale.x.max(o.uv_scale.y);

@@ -230,7 +230,7 @@ impl AheadCells {
                     continue;
                 };
                 let (_, uv_per_unit) = shape_metrics(o.shape);
-                let scale = o.model.x_axis.truncate().length().max(1e-6);
+                let scale = o.scale();
                 let repeats = o.uv_scale.x.max(o.uv_scale.y).max(1e-6);
                 // Texture-square units per world unit, and texels per pixel.
                 let uv_per_world = uv_per_unit * repeats / scale;
@@ -332,7 +332,7 @@ fn candidates<'a>(
         .iter()
         .filter_map(|o| {
             let centre = o.model.w_axis.truncate();
-            let scale = o.model.x_axis.truncate().length();
+            let scale = o.scale();
             let bound = match o.shape {
                 Shape::Sphere => SPHERE_RADIUS * scale,
                 Shape::RoundedBox => BOX_HALF * 3f32.sqrt() * scale,
