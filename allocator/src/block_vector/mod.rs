@@ -625,12 +625,24 @@ impl BlockVector {
             return Some(self.finish_ok(env, shard, &mut list, block, range, placement, desc, id));
         }
         drop(list);
-        let free_now = self.allocate_in_other_shards(env, shard, placement, desc, Wait::No);
         match wait {
-            Wait::No => free_now,
-            Wait::Yes => free_now
-                .or_else(|| self.allocate_in_other_shards(env, shard, placement, desc, Wait::Yes)),
+            Wait::No => self.allocate_in_other_shards(env, shard, placement, desc, Wait::No),
+            Wait::Yes => self.allocate_in_all_other_shards(env, shard, placement, desc),
         }
+    }
+
+    /// The room of every shard other than `shard` before memory is made:
+    /// those free right now first, then each of the others' locks waited
+    /// for in turn (holding none).
+    fn allocate_in_all_other_shards(
+        &self,
+        env: Env<'_>,
+        shard: usize,
+        placement: &SharedPlacement,
+        desc: &AllocationDesc<'_>,
+    ) -> Option<Result<Allocation, Error>> {
+        self.allocate_in_other_shards(env, shard, placement, desc, Wait::No)
+            .or_else(|| self.allocate_in_other_shards(env, shard, placement, desc, Wait::Yes))
     }
 
     /// Places a request in the blocks of the shards other than `shard`;
@@ -865,11 +877,7 @@ impl BlockVector {
         // Room in another shard's blocks costs less than a new block: look
         // in the ones that are free right now, then wait for the others'
         // locks (one at a time, holding none).
-        if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc, Wait::No) {
-            return result;
-        }
-        if let Some(result) = self.allocate_in_other_shards(env, shard, placement, desc, Wait::Yes)
-        {
+        if let Some(result) = self.allocate_in_all_other_shards(env, shard, placement, desc) {
             return result;
         }
         // Sized once no shard had room (the home's lock taken again: its
